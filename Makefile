@@ -1,0 +1,34 @@
+# Two entry points: `make demo` (the main job) and `make test`. Both build .venv first.
+PYTHON ?= python3
+VENV   ?= .venv
+# The CPU build of PyTorch is installed first and pinned, so that nothing pulls CUDA packages.
+# Elsewhere than a machine with the local wheel, add:  TORCH_INDEX=https://download.pytorch.org/whl/cpu
+TORCH_SPEC  ?= torch==2.13.0
+TORCH_INDEX ?=
+BIN := $(VENV)/bin
+
+.PHONY: setup demo test lint bench clean
+setup: $(VENV)/.installed
+
+$(VENV)/.installed: pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install -q --upgrade pip
+	$(BIN)/python -m pip install -q $(TORCH_SPEC) $(if $(TORCH_INDEX),--index-url $(TORCH_INDEX))
+	$(BIN)/python -m pip install -q -e ".[dev]"
+	touch $@
+
+demo: setup
+	$(BIN)/opct demo
+
+test: setup
+	$(BIN)/python -m pytest -q
+
+lint: setup
+	$(BIN)/ruff check opct tests benchmarks
+
+bench: setup
+	$(BIN)/python -m pip install -q -e ".[bench]"
+	$(BIN)/python benchmarks/opct_step.py
+
+clean:
+	rm -rf $(VENV) build *.egg-info
