@@ -1,0 +1,168 @@
+r"""Divergences between the student (on ``prompt``) and the frozen teacher (on ``teacher_prompt``).
+
+All functions return per-token values ``[N, L]`` (zero where ``mask`` is false); the training loop
+sums them and divides by the number of completion tokens in the global batch.
+
+The paper's objective (research/papers.md §a), for a completion ``y`` sampled from the student on
+the perturbed prompt ``x`` and scored by the teacher on the contrastive prompt ``x'``:
+
+.. math::
+
+    \mathrm{kl}_t = \log \pi_{\text{sampler}}(y_t \mid x, y_{<t}) - \log \pi_{\text{teacher}}(y_t \mid x', y_{<t})
+
+    A_t = -\beta \sum_{s \ge t} \gamma^{s-t}\, \mathrm{kl}_s \qquad (\gamma = 0: A_t = -\beta\,\mathrm{kl}_t)
+
+    \mathcal{L} = -\sum_t \frac{\pi_\theta(y_t \mid x, y_{<t})}{\mathrm{sg}[\pi_{\text{sampler}}(y_t \mid x, y_{<t})]}\, A_t
+
+With ``gamma = 1`` the expected gradient is that of the sequence-level reverse KL
+``KL(pi_theta(.|x) || pi_teacher(.|x'))``; with ``gamma = 0`` (the paper's default) it is the
+gradient of the per-position reverse KL on on-policy prefixes, i.e. of :func:`full_divergence`.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+
+from opct.scoring import rowwise_chunked
+
+
+def kl_advantages(
+    sampler_logprobs: torch.Tensor,
+    teacher_logprobs: torch.Tensor,
+    mask: torch.Tensor,
+    kl_coef: float = 1.0,
+    discount: float = 0.0,
+) -> torch.Tensor:
+    """Per-token advantages ``A_t = -kl_coef * sum_{s>=t} discount^(s-t) kl_s`` (no gradient)."""
+    kl = (sampler_logprobs - teacher_logprobs).detach() * mask
+    adv = -kl_coef * kl
+    if discount > 0.0:
+        out = torch.zeros_like(adv)
+        running = torch.zeros_like(adv[:, 0])
+        for t in range(adv.shape[1] - 1, -1, -1):
+            running = adv[:, t] + discount * running
+            out[:, t] = running
+        adv = out
+    return adv * mask
+
+
+def policy_gradient_loss(
+    student_logprobs: torch.Tensor,
+    sampler_logprobs: torch.Tensor,
+    advantages: torch.Tensor,
+    mask: torch.Tensor,
+    kind: str = "importance_sampling",
+    clip_eps: float = 0.2,
+) -> torch.Tensor:
+    """Importance-sampled policy-gradient loss per token: ``-(pi_theta / sg[pi_sampler]) * A``.
+
+    ``kind="ppo"`` uses the clipped surrogate ``-min(r A, clip(r, 1-eps, 1+eps) A)``.
+    """
+    ratio = torch.exp(student_logprobs - sampler_logprobs.detach())
+    adv = advantages.detach()
+    if kind == "importance_sampling":
+        loss = -ratio * adv
+    elif kind == "ppo":
+        loss = -torch.minimum(ratio * adv, ratio.clamp(1.0 - clip_eps, 1.0 + clip_eps) * adv)
+    else:
+        raise ValueError(f"unknown policy loss {kind!r}; use 'importance_sampling' or 'ppo'")
+    return loss * mask
+
+
+def sampled_token_loss(
+    student_logprobs: torch.Tensor,
+    sampler_logprobs: torch.Tensor,
+    teacher_logprobs: torch.Tensor,
+    mask: torch.Tensor,
+    kl_coef: float = 1.0,
+    discount: float = 0.0,
+    kind: str = "importance_sampling",
+    clip_eps: float = 0.2,
+) -> torch.Tensor:
+    """The paper's OPCT loss per token (see the module docstring)."""
+    adv = kl_advantages(sampler_logprobs, teacher_logprobs, mask, kl_coef, discount)
+    return policy_gradient_loss(student_logprobs, sampler_logprobs, adv, mask, kind, clip_eps)
+
+
+def _reverse_kl(s: torch.Tensor, t: torch.Tensor) -> torch.Tensor:
+    ls, lt = torch.log_softmax(s.float(), -1), torch.log_softmax(t.float(), -1)
+    return (ls.exp() * (ls - lt)).sum(-1)
+
+
+def _forward_kl(s: torch.Tensor, t: torch.Tensor) -> torch.Tensor:
+    ls, lt = torch.log_softmax(s.float(), -1), torch.log_softmax(t.float(), -1)
+    return (lt.exp() * (lt - ls)).sum(-1)
+
+
+def _jsd(beta: float):
+    def jsd(s: torch.Tensor, t: torch.Tensor) -> torch.Tensor:
+        ls, lt = torch.log_softmax(s.float(), -1), torch.log_softmax(t.float(), -1)
+        lm = torch.logsumexp(torch.stack([lt + math.log(beta), ls + math.log(1.0 - beta)]), dim=0)
+        return beta * (lt.exp() * (lt - lm)).sum(-1) + (1.0 - beta) * (ls.exp() * (ls - lm)).sum(-1)
+
+    return jsd
+
+
+def _topk_reverse_kl(k: int):
+    def topk_kl(s: torch.Tensor, t: torch.Tensor) -> torch.Tensor:
+        ls, lt = torch.log_softmax(s.float(), -1), torch.log_softmax(t.float(), -1)
+        idx = ls.detach().topk(min(k, ls.shape[-1]), dim=-1).indices
+        lsk, ltk = ls.gather(-1, idx), lt.gather(-1, idx)
+        return (lsk.exp() * (lsk - ltk)).sum(-1)
+
+    return topk_kl
+
+
+def _per_position(fn, student_logits: torch.Tensor, teacher_logits: torch.Tensor, mask: torch.Tensor, chunk_size: int):
+    n, length, vocab = student_logits.shape
+    rows = mask.reshape(-1).nonzero()[:, 0]
+    values = rowwise_chunked(
+        fn, [student_logits.reshape(n * length, vocab), teacher_logits.detach().reshape(n * length, vocab)], rows, chunk_size
+    )
+    out = torch.zeros(n * length, dtype=torch.float32, device=student_logits.device)
+    out = out.index_put((rows,), values)
+    return out.reshape(n, length)
+
+
+def full_divergence(
+    student_logits: torch.Tensor,
+    teacher_logits: torch.Tensor,
+    mask: torch.Tensor,
+    divergence: str = "reverse_kl",
+    beta: float = 0.5,
+    chunk_size: int = 512,
+) -> torch.Tensor:
+    """Vocabulary-wide divergence per completion position.
+
+    ``reverse_kl``: KL(p_student || p_teacher); ``forward_kl``: KL(p_teacher || p_student);
+    ``jsd``: generalized Jensen-Shannon, ``beta KL(p_t || m) + (1-beta) KL(p_s || m)`` with
+    ``m = beta p_t + (1-beta) p_s`` (``beta = 0.5`` is the symmetric JSD). Computed only at masked
+    positions, ``chunk_size`` positions at a time.
+    """
+    fns = {"reverse_kl": _reverse_kl, "forward_kl": _forward_kl}
+    if divergence == "jsd":
+        if not 0.0 < beta < 1.0:
+            raise ValueError("jsd needs 0 < beta < 1; use reverse_kl or forward_kl for the end points")
+        fn = _jsd(beta)
+    elif divergence in fns:
+        fn = fns[divergence]
+    else:
+        raise ValueError(f"unknown divergence {divergence!r}; use reverse_kl, forward_kl or jsd")
+    return _per_position(fn, student_logits, teacher_logits, mask, chunk_size)
+
+
+def topk_reverse_kl(
+    student_logits: torch.Tensor,
+    teacher_logits: torch.Tensor,
+    mask: torch.Tensor,
+    k: int = 20,
+    chunk_size: int = 512,
+) -> torch.Tensor:
+    """Reverse KL restricted to the student's top-``k`` tokens at each position.
+
+    ``sum_{i in topk(p_s)} p_s(i) (log p_s(i) - log p_t(i))``, with both distributions normalised over
+    the full vocabulary (the top-k mass is not renormalised).
+    """
+    return _per_position(_topk_reverse_kl(k), student_logits, teacher_logits, mask, chunk_size)

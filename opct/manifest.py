@@ -1,0 +1,66 @@
+"""Run manifests: what was run, on what, with which versions, so any result can be reproduced."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import platform
+import subprocess
+import sys
+import time
+from importlib import metadata
+from pathlib import Path
+from typing import Any
+
+PACKAGES = ("opct", "torch", "transformers", "peft", "accelerate", "datasets", "tokenizers", "safetensors")
+
+
+def package_versions() -> dict[str, str]:
+    out = {"python": platform.python_version()}
+    for name in PACKAGES:
+        try:
+            out[name] = metadata.version(name)
+        except metadata.PackageNotFoundError:
+            out[name] = "not installed"
+    return out
+
+
+def git_commit(path: Path | None = None) -> str | None:
+    """The commit of the source tree opct runs from, if it is a git checkout."""
+    here = path or Path(__file__).resolve().parent
+    try:
+        out = subprocess.run(
+            ["git", "-C", str(here), "rev-parse", "HEAD"], capture_output=True, text=True, timeout=5, check=False
+        )
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    return out.stdout.strip() or None
+
+
+def hash_records(records: list[dict[str, Any]]) -> str:
+    """A content hash of JSON-serialisable records (order matters)."""
+    h = hashlib.sha256()
+    for r in records:
+        h.update(json.dumps(r, sort_keys=True, ensure_ascii=False).encode())
+        h.update(b"\n")
+    return h.hexdigest()
+
+
+def write_json_atomic(path: Path, data: Any) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(json.dumps(data, indent=2, ensure_ascii=False, default=str) + "\n", encoding="utf-8")
+    tmp.replace(path)
+
+
+def build_manifest(kind: str, config: dict[str, Any], **fields: Any) -> dict[str, Any]:
+    """Manifest common to every run: kind, config, versions, commit, command line, time."""
+    return {
+        "kind": kind,
+        "config": config,
+        "versions": package_versions(),
+        "opct_commit": git_commit(),
+        "command": sys.argv,
+        "created": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+        **fields,
+    }

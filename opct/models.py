@@ -1,0 +1,178 @@
+"""Load the policy and its frozen teacher; render chat prompts to token ids."""
+
+from __future__ import annotations
+
+import copy
+import hashlib
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import torch
+from transformers import AutoModelForCausalLM, AutoTokenizer, PreTrainedModel, PreTrainedTokenizerBase
+
+from opct.config import LoraConfig, ModelConfig
+
+ORGANISM = "organism"
+_DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16, "auto": "auto"}
+
+
+class ChatTemplateError(ValueError):
+    """The tokenizer cannot render chat messages."""
+
+
+def resolve_model_path(name_or_path: str) -> str:
+    """Map the alias ``organism`` to the shipped organism checkpoint; other names pass through."""
+    if name_or_path == ORGANISM:
+        from opct.organism import checkpoint_path
+
+        return str(checkpoint_path())
+    return name_or_path
+
+
+def _read_template(template: str) -> str:
+    candidate = Path(template)
+    if len(template) < 4096 and "{" not in template and candidate.exists():
+        return candidate.read_text(encoding="utf-8")
+    return template
+
+
+def load_tokenizer(
+    name_or_path: str,
+    chat_template: str | None = None,
+    revision: str | None = None,
+    trust_remote_code: bool = False,
+) -> PreTrainedTokenizerBase:
+    """Load a tokenizer; ``chat_template`` (a Jinja string or file path) replaces or supplies its template."""
+    tok = AutoTokenizer.from_pretrained(
+        resolve_model_path(name_or_path), revision=revision, trust_remote_code=trust_remote_code
+    )
+    if chat_template:
+        tok.chat_template = _read_template(chat_template)
+    if tok.pad_token_id is None:
+        tok.pad_token = tok.eos_token
+    return tok
+
+
+def as_messages(prompt: list[dict[str, str]] | str) -> list[dict[str, str]]:
+    """A plain string means one user message."""
+    return [{"role": "user", "content": prompt}] if isinstance(prompt, str) else prompt
+
+
+def render_prompt(
+    tokenizer: PreTrainedTokenizerBase,
+    messages: list[dict[str, str]] | str,
+    **template_kwargs: Any,
+) -> list[int]:
+    """Render chat messages through the tokenizer's chat template, with the generation prompt, as ids."""
+    if not getattr(tokenizer, "chat_template", None):
+        raise ChatTemplateError(
+            f"the tokenizer of {getattr(tokenizer, 'name_or_path', '?')!r} has no chat template. "
+            "Pass one with model.chat_template (a Jinja string or the path of a .jinja file)."
+        )
+    ids = tokenizer.apply_chat_template(
+        as_messages(messages), add_generation_prompt=True, tokenize=True, return_dict=False, **template_kwargs
+    )
+    return list(ids)
+
+
+def eos_token_ids(model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase) -> list[int]:
+    """All token ids that end a response: the tokenizer's EOS and the model's generation EOS ids."""
+    ids: set[int] = set()
+    if tokenizer.eos_token_id is not None:
+        ids.add(int(tokenizer.eos_token_id))
+    gen_eos = getattr(getattr(model, "generation_config", None), "eos_token_id", None)
+    if isinstance(gen_eos, int):
+        ids.add(gen_eos)
+    elif isinstance(gen_eos, list | tuple):
+        ids.update(int(i) for i in gen_eos)
+    if not ids:
+        raise ValueError("neither the tokenizer nor the model defines an end-of-sequence token")
+    return sorted(ids)
+
+
+def load_model(cfg: ModelConfig, device: str | torch.device | None = None) -> PreTrainedModel:
+    """Load a causal LM from a hub id or local path (``trust_remote_code`` only when asked)."""
+    kwargs: dict[str, Any] = {"revision": cfg.revision, "trust_remote_code": cfg.trust_remote_code}
+    kwargs["dtype"] = _DTYPES[cfg.dtype]
+    if cfg.attn_implementation:
+        kwargs["attn_implementation"] = cfg.attn_implementation
+    model = AutoModelForCausalLM.from_pretrained(resolve_model_path(cfg.name_or_path), **kwargs)
+    if device is not None:
+        model.to(device)
+    return model
+
+
+def add_lora(model: PreTrainedModel, lora: LoraConfig) -> PreTrainedModel:
+    """Wrap ``model`` with a fresh LoRA adapter (PEFT); only the adapter is trainable."""
+    from peft import LoraConfig as PeftLoraConfig
+    from peft import get_peft_model
+
+    peft_cfg = PeftLoraConfig(
+        r=lora.r,
+        lora_alpha=lora.alpha,
+        lora_dropout=lora.dropout,
+        target_modules=lora.target_modules,
+        task_type="CAUSAL_LM",
+    )
+    return get_peft_model(model, peft_cfg)
+
+
+def is_peft(model: torch.nn.Module) -> bool:
+    return hasattr(model, "disable_adapter") and hasattr(model, "peft_config")
+
+
+def weights_fingerprint(model: torch.nn.Module, sample: int = 4096) -> str:
+    """A fast identity for a model's weights: names, shapes, dtypes and a strided sample of each tensor.
+
+    Under LoRA it fingerprints the base weights only (the teacher), not the adapter.
+    """
+    h = hashlib.sha256()
+    for name, tensor in sorted(model.state_dict().items()):
+        if "lora_" in name:
+            continue
+        flat = tensor.detach().reshape(-1)
+        step = max(1, flat.numel() // sample)
+        h.update(f"{name}:{tuple(tensor.shape)}:{tensor.dtype}".encode())
+        h.update(flat[::step][:sample].to(torch.float32).cpu().numpy().tobytes())
+    return h.hexdigest()[:16]
+
+
+@dataclass
+class Teacher:
+    """The frozen run-start policy (design.md §3.3).
+
+    Under LoRA it is the same module with the adapter disabled (no second copy of the weights);
+    under full fine-tuning it is an immutable copy made before training.
+    """
+
+    model: torch.nn.Module
+    shares_weights: bool
+    fingerprint: str
+
+    @contextmanager
+    def active(self) -> Iterator[torch.nn.Module]:
+        """Yield a module that computes the teacher's outputs (use under ``torch.no_grad``)."""
+        was_training = self.model.training
+        self.model.eval()
+        try:
+            if self.shares_weights:
+                with self.model.disable_adapter():
+                    yield self.model
+            else:
+                yield self.model
+        finally:
+            self.model.train(was_training)
+
+
+def make_teacher(model: torch.nn.Module) -> Teacher:
+    """Build the frozen teacher for a policy about to be trained."""
+    if is_peft(model):
+        return Teacher(model=model, shares_weights=True, fingerprint=weights_fingerprint(model))
+    frozen = copy.deepcopy(model)
+    frozen.eval()
+    for p in frozen.parameters():
+        p.requires_grad_(False)
+    return Teacher(model=frozen, shares_weights=False, fingerprint=weights_fingerprint(frozen))

@@ -1,0 +1,269 @@
+"""Consistency pairs: the one data contract between data and training.
+
+A pair is two prompts for one request: ``prompt`` (what the model sees when it misbehaves) and
+``teacher_prompt`` (the contrastive prompt under which it behaves well). Prompts are chat message
+lists; a plain string means one user message.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Iterator, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+ROLES = ("system", "user", "assistant")
+REQUIRED = ("id", "prompt", "teacher_prompt")
+DEFAULT_COLUMNS = {
+    "id": "id",
+    "axis": "axis",
+    "prompt": "prompt",
+    "teacher_prompt": "teacher_prompt",
+    "meta": "meta",
+}
+
+Message = dict[str, str]
+
+
+@dataclass(frozen=True)
+class ConsistencyPair:
+    """One consistency pair (design.md §3.1)."""
+
+    id: str
+    prompt: list[Message]
+    teacher_prompt: list[Message]
+    axis: str = ""
+    meta: dict[str, Any] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "id": self.id,
+            "axis": self.axis,
+            "prompt": self.prompt,
+            "teacher_prompt": self.teacher_prompt,
+            "meta": self.meta,
+        }
+
+
+@dataclass(frozen=True)
+class PairProblem:
+    """One problem found in a pair file: where it is and what is wrong."""
+
+    file: str
+    line: int
+    field: str
+    message: str
+
+    def __str__(self) -> str:
+        where = f"{self.file}:{self.line}" if self.line else self.file
+        return f"{where}: {self.field}: {self.message}" if self.field else f"{where}: {self.message}"
+
+
+class PairFileError(ValueError):
+    """Raised when a pair file has problems; carries every problem found, not just the first."""
+
+    def __init__(self, problems: list[PairProblem]):
+        self.problems = problems
+        shown = "\n".join(f"  {p}" for p in problems[:50])
+        more = f"\n  ... and {len(problems) - 50} more" if len(problems) > 50 else ""
+        super().__init__(f"{len(problems)} problem(s) in pair data:\n{shown}{more}")
+
+
+def _check_messages(value: Any, name: str, where: tuple[str, int], problems: list[PairProblem]) -> list[Message]:
+    file, line = where
+    if isinstance(value, str):
+        if not value.strip():
+            problems.append(PairProblem(file, line, name, "is an empty string; give the prompt text"))
+        return [{"role": "user", "content": value}]
+    if not isinstance(value, list):
+        problems.append(
+            PairProblem(file, line, name, f"must be a string or a list of chat messages, got {type(value).__name__}")
+        )
+        return []
+    if not value:
+        problems.append(PairProblem(file, line, name, "is an empty message list"))
+        return []
+    messages: list[Message] = []
+    for i, msg in enumerate(value):
+        path = f"{name}[{i}]"
+        if not isinstance(msg, Mapping):
+            problems.append(PairProblem(file, line, path, f"must be an object with role and content, got {type(msg).__name__}"))
+            continue
+        role, content = msg.get("role"), msg.get("content")
+        if role not in ROLES:
+            problems.append(PairProblem(file, line, f"{path}.role", f"must be one of {', '.join(ROLES)}, got {role!r}"))
+        if not isinstance(content, str) or not content.strip():
+            problems.append(PairProblem(file, line, f"{path}.content", "missing or empty; give the message text"))
+        messages.append({"role": str(role), "content": content if isinstance(content, str) else ""})
+    if messages and messages[-1]["role"] == "assistant":
+        problems.append(
+            PairProblem(file, line, name, "ends with an assistant message; a prompt must end with a user or system turn")
+        )
+    return messages
+
+
+def pair_from_record(
+    record: Any,
+    where: tuple[str, int],
+    problems: list[PairProblem],
+    columns: Mapping[str, str] | None = None,
+) -> ConsistencyPair | None:
+    """Build a pair from one decoded record, appending every problem found to ``problems``."""
+    file, line = where
+    cols = {**DEFAULT_COLUMNS, **(columns or {})}
+    if not isinstance(record, Mapping):
+        problems.append(PairProblem(file, line, "", f"expected a JSON object, got {type(record).__name__}"))
+        return None
+    n_before = len(problems)
+    for key in REQUIRED:
+        if cols[key] not in record or record[cols[key]] is None:
+            problems.append(PairProblem(file, line, cols[key], "missing required field"))
+    raw_id = record.get(cols["id"])
+    if raw_id is not None and (not isinstance(raw_id, str | int) or not str(raw_id).strip()):
+        problems.append(PairProblem(file, line, cols["id"], "must be a non-empty string"))
+    prompt = _check_messages(record[cols["prompt"]], cols["prompt"], where, problems) if record.get(cols["prompt"]) is not None else []
+    teacher = (
+        _check_messages(record[cols["teacher_prompt"]], cols["teacher_prompt"], where, problems)
+        if record.get(cols["teacher_prompt"]) is not None
+        else []
+    )
+    axis = record.get(cols["axis"], "") or ""
+    if not isinstance(axis, str):
+        problems.append(PairProblem(file, line, cols["axis"], "must be a string"))
+    meta = record.get(cols["meta"], {}) or {}
+    if not isinstance(meta, Mapping):
+        problems.append(PairProblem(file, line, cols["meta"], f"must be an object, got {type(meta).__name__}"))
+        meta = {}
+    if len(problems) > n_before:
+        return None
+    return ConsistencyPair(id=str(raw_id), prompt=prompt, teacher_prompt=teacher, axis=str(axis), meta=dict(meta))
+
+
+def _records_from_jsonl(path: Path, problems: list[PairProblem]) -> Iterator[tuple[int, Any]]:
+    with path.open(encoding="utf-8") as fh:
+        for lineno, text in enumerate(fh, start=1):
+            if not text.strip():
+                continue
+            try:
+                yield lineno, json.loads(text)
+            except json.JSONDecodeError as err:
+                problems.append(PairProblem(str(path), lineno, "", f"malformed JSON ({err.msg} at column {err.colno})"))
+
+
+def _records_from_hf(path: Path | str, split: str | None) -> Iterator[tuple[int, Any]]:
+    import datasets
+
+    if Path(path).exists():
+        ds = datasets.load_from_disk(str(path))
+    else:
+        ds = datasets.load_dataset(str(path), split=split or "train")
+    if isinstance(ds, datasets.DatasetDict):
+        if split is None:
+            if len(ds) != 1:
+                raise ValueError(f"{path} holds splits {list(ds)}; choose one with split=...")
+            split = next(iter(ds))
+        ds = ds[split]
+    for i, row in enumerate(ds, start=1):
+        yield i, row
+
+
+def _is_hf_folder(path: Path) -> bool:
+    return path.is_dir() and any((path / name).exists() for name in ("dataset_info.json", "state.json", "dataset_dict.json"))
+
+
+def read_pairs(
+    source: str | Path,
+    columns: Mapping[str, str] | None = None,
+    split: str | None = None,
+) -> list[ConsistencyPair]:
+    """Read and validate consistency pairs from a JSONL file or a Hugging Face dataset.
+
+    ``source`` is a ``.jsonl`` / ``.json`` file, a ``save_to_disk`` folder, or a hub id (resolved only
+    when given). ``columns`` maps contract names (``id``, ``prompt``, ``teacher_prompt``, ``axis``,
+    ``meta``) to the source's field names. Raises :class:`PairFileError` listing every problem
+    (file, line, field) if any record is invalid, including duplicate ids.
+    """
+    path = Path(source)
+    problems: list[PairProblem] = []
+    if path.suffix in {".jsonl", ".json"} or path.is_file():
+        if not path.exists():
+            raise FileNotFoundError(f"pair file not found: {path}")
+        if path.suffix == ".json":
+            data = json.loads(path.read_text(encoding="utf-8"))
+            if not isinstance(data, list):
+                raise PairFileError([PairProblem(str(path), 0, "", "a .json pair file must hold a list of pairs")])
+            records: Iterable[tuple[int, Any]] = enumerate(data, start=1)
+        else:
+            records = _records_from_jsonl(path, problems)
+    elif _is_hf_folder(path) or not path.exists():
+        records = _records_from_hf(source, split)
+    else:
+        raise FileNotFoundError(f"{path} is neither a JSONL file nor a Hugging Face dataset folder")
+
+    pairs: list[ConsistencyPair] = []
+    first_line: dict[str, int] = {}
+    id_field = (columns or {}).get("id", "id")
+    for lineno, record in records:
+        pair = pair_from_record(record, (str(path), lineno), problems, columns)
+        if pair is None:
+            continue
+        if pair.id in first_line:
+            problems.append(
+                PairProblem(str(path), lineno, id_field, f"duplicate id {pair.id!r} (first seen on line {first_line[pair.id]})")
+            )
+            continue
+        first_line[pair.id] = lineno
+        pairs.append(pair)
+    if problems:
+        raise PairFileError(problems)
+    if not pairs:
+        raise PairFileError([PairProblem(str(path), 0, "", "contains no pairs")])
+    return pairs
+
+
+def write_pairs(pairs: Iterable[ConsistencyPair | Mapping[str, Any]], path: str | Path) -> Path:
+    """Write pairs as JSONL (one object per line), atomically."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(path.name + ".tmp")
+    with tmp.open("w", encoding="utf-8") as fh:
+        for pair in pairs:
+            record = pair.to_dict() if isinstance(pair, ConsistencyPair) else dict(pair)
+            fh.write(json.dumps(record, ensure_ascii=False) + "\n")
+    tmp.replace(path)
+    return path
+
+
+def pairs_to_dataset(pairs: Iterable[ConsistencyPair]):
+    """Convert pairs to a Hugging Face ``datasets.Dataset`` (``meta`` stored as a JSON string)."""
+    import datasets
+
+    rows = [{**p.to_dict(), "meta": json.dumps(p.meta, ensure_ascii=False)} for p in pairs]
+    return datasets.Dataset.from_list(rows)
+
+
+@dataclass
+class PairSummary:
+    """Counts per axis and split, and optional prompt-length percentiles in tokens."""
+
+    n: int
+    by_axis_split: dict[tuple[str, str], int]
+    token_percentiles: dict[str, dict[int, int]] | None = None
+
+
+def summarize_pairs(pairs: list[ConsistencyPair], tokenizer: Any | None = None) -> PairSummary:
+    """Summarise pairs; with a tokenizer, also the 50/90/99/100th percentile rendered prompt lengths."""
+    counts: dict[tuple[str, str], int] = {}
+    for p in pairs:
+        key = (p.axis or "-", str(p.meta.get("split", "-")))
+        counts[key] = counts.get(key, 0) + 1
+    percentiles = None
+    if tokenizer is not None:
+        from opct.models import render_prompt
+
+        percentiles = {}
+        for side in ("prompt", "teacher_prompt"):
+            lengths = sorted(len(render_prompt(tokenizer, getattr(p, side))) for p in pairs)
+            percentiles[side] = {q: lengths[min(len(lengths) - 1, (q * len(lengths)) // 100)] for q in (50, 90, 99, 100)}
+    return PairSummary(n=len(pairs), by_axis_split=dict(sorted(counts.items())), token_percentiles=percentiles)

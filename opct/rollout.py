@@ -1,0 +1,192 @@
+"""Sampling engines: draw completions from a policy as token ids, with the sampler's log-probs."""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass, field
+from typing import Protocol
+
+import torch
+from transformers import LogitsProcessor, LogitsProcessorList, PreTrainedModel, PreTrainedTokenizerBase
+from transformers.generation import GenerationConfig
+
+from opct.models import eos_token_ids
+
+
+@dataclass(frozen=True)
+class SamplingParams:
+    """How to sample. ``temperature == 0`` means greedy."""
+
+    n: int = 1
+    temperature: float = 1.0
+    top_p: float = 1.0
+    max_new_tokens: int = 256
+    min_new_tokens: int = 0
+    seed: int = 0
+
+
+@dataclass
+class Rollout:
+    """One sampled completion of one prompt.
+
+    ``logprobs[t]`` is the sampler's log-probability of ``completion_ids[t]`` under the model's own
+    (temperature 1, unfiltered) distribution, the quantity the importance ratio and the sampled-token
+    KL need. The completion includes the end-of-sequence token when the model emitted one;
+    ``truncated`` is true when it stopped at ``max_new_tokens`` instead.
+    """
+
+    prompt_index: int
+    sample_index: int
+    prompt_ids: list[int]
+    completion_ids: list[int]
+    logprobs: list[float]
+    truncated: bool
+    meta: dict = field(default_factory=dict)
+
+
+class SamplingEngine(Protocol):
+    """Anything that turns prompts (token ids) into rollouts."""
+
+    def generate(
+        self, prompts: list[list[int]], params: SamplingParams, sample_keys: list[str] | None = None
+    ) -> list[Rollout]: ...
+
+
+def sample_seed(seed: int, key: str, sample_index: int) -> int:
+    """A per-sample seed that does not depend on batch composition, order or process count."""
+    digest = hashlib.blake2b(f"{seed}|{key}|{sample_index}".encode(), digest_size=8).digest()
+    return int.from_bytes(digest, "little") & 0x7FFF_FFFF_FFFF_FFFF
+
+
+class _SampleAndRecord(LogitsProcessor):
+    """Chooses each row's next token itself and records its log-probability.
+
+    ``generate`` runs greedy over the returned scores (one finite entry per row), so sampling,
+    temperature, top-p and the minimum length are all decided here, with one generator per row.
+    """
+
+    def __init__(self, params: SamplingParams, generators: list[torch.Generator], eos_ids: list[int], prompt_len: int):
+        self.params = params
+        self.generators = generators
+        self.eos_ids = torch.tensor(eos_ids)
+        self.prompt_len = prompt_len
+        self.tokens: list[torch.Tensor] = []
+        self.logprobs: list[torch.Tensor] = []
+
+    def __call__(self, input_ids: torch.LongTensor, scores: torch.FloatTensor) -> torch.FloatTensor:
+        raw = scores.float()
+        logp = torch.log_softmax(raw, dim=-1)
+        choice_logits = raw
+        if input_ids.shape[1] - self.prompt_len < self.params.min_new_tokens:
+            choice_logits = raw.clone()
+            choice_logits[:, self.eos_ids.to(raw.device)] = float("-inf")
+        if self.params.temperature == 0.0:
+            chosen = choice_logits.argmax(dim=-1)
+        else:
+            probs = torch.softmax(choice_logits / self.params.temperature, dim=-1)
+            if self.params.top_p < 1.0:
+                probs = _top_p_filter(probs, self.params.top_p)
+            probs = probs.cpu()
+            chosen = torch.stack(
+                [torch.multinomial(probs[i], 1, generator=g)[0] for i, g in enumerate(self.generators)]
+            ).to(raw.device)
+        self.tokens.append(chosen)
+        self.logprobs.append(logp.gather(1, chosen[:, None])[:, 0])
+        out = torch.full_like(scores, float("-inf"))
+        out.scatter_(1, chosen[:, None], 0.0)
+        return out
+
+
+def _top_p_filter(probs: torch.Tensor, top_p: float) -> torch.Tensor:
+    sorted_p, idx = probs.sort(dim=-1, descending=True)
+    keep = sorted_p.cumsum(-1) - sorted_p < top_p
+    kept = torch.zeros_like(probs).scatter(1, idx, sorted_p * keep)
+    return kept / kept.sum(-1, keepdim=True)
+
+
+class HFSampler:
+    """Sampling engine on Hugging Face ``generate``: batched, ``n`` samples per prompt, stops at EOS."""
+
+    def __init__(self, model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase, batch_size: int = 64):
+        self.model = model
+        self.tokenizer = tokenizer
+        self.batch_size = batch_size
+        self.eos_ids = eos_token_ids(model, tokenizer)
+        self.pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else self.eos_ids[0]
+
+    @torch.no_grad()
+    def generate(
+        self, prompts: list[list[int]], params: SamplingParams, sample_keys: list[str] | None = None
+    ) -> list[Rollout]:
+        """Sample ``params.n`` completions for every prompt; results are ordered by (prompt, sample).
+
+        ``sample_keys`` (one per prompt, e.g. pair ids) make each sample's random stream independent
+        of how prompts are batched; by default the prompt's position is its key.
+        """
+        keys = sample_keys or [str(i) for i in range(len(prompts))]
+        jobs = [(p, s) for p in range(len(prompts)) for s in range(params.n)]
+        # Similar lengths together: less padding.
+        jobs.sort(key=lambda job: len(prompts[job[0]]))
+        results: dict[tuple[int, int], Rollout] = {}
+        was_training = self.model.training
+        self.model.eval()
+        try:
+            for start in range(0, len(jobs), self.batch_size):
+                chunk = jobs[start : start + self.batch_size]
+                for r in self._generate_batch([prompts[p] for p, _ in chunk], chunk, keys, params):
+                    results[(r.prompt_index, r.sample_index)] = r
+        finally:
+            self.model.train(was_training)
+        return [results[(p, s)] for p in range(len(prompts)) for s in range(params.n)]
+
+    def _generate_batch(
+        self,
+        batch_prompts: list[list[int]],
+        jobs: list[tuple[int, int]],
+        keys: list[str],
+        params: SamplingParams,
+    ) -> list[Rollout]:
+        device = next(self.model.parameters()).device
+        width = max(len(p) for p in batch_prompts)
+        input_ids = torch.full((len(batch_prompts), width), self.pad_id, dtype=torch.long)
+        attention = torch.zeros((len(batch_prompts), width), dtype=torch.long)
+        for i, p in enumerate(batch_prompts):
+            input_ids[i, width - len(p) :] = torch.tensor(p)
+            attention[i, width - len(p) :] = 1
+        generators = [torch.Generator().manual_seed(sample_seed(params.seed, keys[p], s)) for p, s in jobs]
+        recorder = _SampleAndRecord(params, generators, self.eos_ids, prompt_len=width)
+        gen_cfg = GenerationConfig(
+            do_sample=False,
+            num_beams=1,
+            max_new_tokens=params.max_new_tokens,
+            eos_token_id=self.eos_ids,
+            pad_token_id=self.pad_id,
+            temperature=None,
+            top_p=None,
+            top_k=None,
+        )
+        self.model.generate(
+            input_ids=input_ids.to(device),
+            attention_mask=attention.to(device),
+            generation_config=gen_cfg,
+            logits_processor=LogitsProcessorList([recorder]),
+        )
+        tokens = torch.stack(recorder.tokens, dim=1).cpu()
+        logprobs = torch.stack(recorder.logprobs, dim=1).cpu()
+        eos = set(self.eos_ids)
+        out = []
+        for row, (p, s) in enumerate(jobs):
+            ids = tokens[row].tolist()
+            end = next((t + 1 for t, tok in enumerate(ids) if tok in eos), None)
+            completion = ids[:end] if end is not None else ids[: params.max_new_tokens]
+            out.append(
+                Rollout(
+                    prompt_index=p,
+                    sample_index=s,
+                    prompt_ids=list(batch_prompts[row]),
+                    completion_ids=completion,
+                    logprobs=logprobs[row, : len(completion)].tolist(),
+                    truncated=end is None,
+                )
+            )
+        return out

@@ -1,0 +1,182 @@
+"""Logits and log-probs of completion tokens under a prompt (design.md §3.2).
+
+Sequences are ``prompt_ids + completion_ids`` concatenated as ids, never re-tokenized. Logits are
+computed only at the positions that predict completion tokens. With ``share_prefix`` each distinct
+prompt is encoded once and its KV cache is reused by all of its samples.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+import torch
+from torch.utils.checkpoint import checkpoint
+
+
+@dataclass
+class CompletionBatch:
+    """Completions to score, each tied to a prompt.
+
+    ``prompt_of[i]`` is the index in ``prompts`` of the prompt that sequence ``i`` continues, so a
+    prompt with ``n`` samples is stored once.
+    """
+
+    prompts: list[list[int]]
+    completions: list[list[int]]
+    prompt_of: list[int]
+
+    @classmethod
+    def from_pairs(cls, prompts: Sequence[list[int]], completions: Sequence[list[int]]) -> CompletionBatch:
+        """Group identical prompts (consecutive or not) so each is encoded once."""
+        index: dict[tuple[int, ...], int] = {}
+        unique: list[list[int]] = []
+        prompt_of = []
+        for p in prompts:
+            key = tuple(p)
+            if key not in index:
+                index[key] = len(unique)
+                unique.append(list(p))
+            prompt_of.append(index[key])
+        return cls(prompts=unique, completions=[list(c) for c in completions], prompt_of=prompt_of)
+
+    @property
+    def width(self) -> int:
+        return max(len(c) for c in self.completions)
+
+    def targets_and_mask(self, device: torch.device | str = "cpu") -> tuple[torch.Tensor, torch.Tensor]:
+        """Completion ids right-padded to ``[N, L]`` and the mask of real tokens."""
+        width = self.width
+        targets = torch.zeros((len(self.completions), width), dtype=torch.long)
+        mask = torch.zeros((len(self.completions), width), dtype=torch.bool)
+        for i, c in enumerate(self.completions):
+            targets[i, : len(c)] = torch.tensor(c, dtype=torch.long)
+            mask[i, : len(c)] = True
+        return targets.to(device), mask.to(device)
+
+    def num_tokens(self) -> int:
+        return sum(len(c) for c in self.completions)
+
+
+def _left_pad(seqs: Sequence[list[int]], pad_id: int) -> tuple[torch.Tensor, torch.Tensor]:
+    width = max(len(s) for s in seqs)
+    ids = torch.full((len(seqs), width), pad_id, dtype=torch.long)
+    mask = torch.zeros((len(seqs), width), dtype=torch.long)
+    for i, s in enumerate(seqs):
+        ids[i, width - len(s) :] = torch.tensor(s, dtype=torch.long)
+        mask[i, width - len(s) :] = 1
+    return ids, mask
+
+
+def _device_of(model: torch.nn.Module) -> torch.device:
+    return next(model.parameters()).device
+
+
+def completion_logits(
+    model: torch.nn.Module,
+    batch: CompletionBatch,
+    pad_id: int,
+    share_prefix: bool = True,
+) -> torch.Tensor:
+    """Logits ``[N, L, V]`` where row ``i``, position ``t`` predicts ``completions[i][t]``.
+
+    Positions past a completion's end hold padding logits; use the mask from
+    :meth:`CompletionBatch.targets_and_mask`.
+    """
+    if share_prefix and len(batch.prompts) < len(batch.completions):
+        return _logits_shared_prefix(model, batch, pad_id)
+    return _logits_full(model, batch, pad_id)
+
+
+def _logits_full(model: torch.nn.Module, batch: CompletionBatch, pad_id: int) -> torch.Tensor:
+    device = _device_of(model)
+    width = batch.width
+    prompt_ids, prompt_mask = _left_pad([batch.prompts[j] for j in batch.prompt_of], pad_id)
+    targets, comp_mask = batch.targets_and_mask()
+    targets = torch.where(comp_mask, targets, torch.full_like(targets, pad_id))
+    input_ids = torch.cat([prompt_ids, targets], dim=1).to(device)
+    attention = torch.cat([prompt_mask, comp_mask.long()], dim=1).to(device)
+    positions = (attention.cumsum(-1) - 1).clamp(min=0)
+    out = model(input_ids=input_ids, attention_mask=attention, position_ids=positions, logits_to_keep=width + 1, use_cache=False)
+    return out.logits[:, :width]
+
+
+def _logits_shared_prefix(model: torch.nn.Module, batch: CompletionBatch, pad_id: int) -> torch.Tensor:
+    device = _device_of(model)
+    width = batch.width
+    prompt_ids, prompt_mask = _left_pad(batch.prompts, pad_id)
+    prompt_ids, prompt_mask = prompt_ids.to(device), prompt_mask.to(device)
+    positions = (prompt_mask.cumsum(-1) - 1).clamp(min=0)
+    prefix = model(input_ids=prompt_ids, attention_mask=prompt_mask, position_ids=positions, logits_to_keep=1, use_cache=True)
+    select = torch.tensor(batch.prompt_of, device=device)
+    first = prefix.logits[select]  # [N, 1, V]: predicts each completion's first token
+    if width == 1:
+        return first
+    cache = prefix.past_key_values
+    cache.batch_select_indices(select)
+    targets, comp_mask = batch.targets_and_mask(device)
+    step_ids = torch.where(comp_mask, targets, torch.full_like(targets, pad_id))[:, : width - 1]
+    step_mask = comp_mask[:, : width - 1].long()
+    attention = torch.cat([prompt_mask[select], step_mask], dim=1)
+    prompt_lens = prompt_mask.sum(-1)[select]
+    step_positions = prompt_lens[:, None] + torch.arange(width - 1, device=device)[None, :]
+    rest = model(
+        input_ids=step_ids,
+        attention_mask=attention,
+        position_ids=step_positions,
+        past_key_values=cache,
+        use_cache=True,
+    )
+    return torch.cat([first, rest.logits], dim=1)
+
+
+def rowwise_chunked(
+    fn: Callable[..., torch.Tensor],
+    tensors: Sequence[torch.Tensor],
+    rows: torch.Tensor,
+    chunk_size: int,
+) -> torch.Tensor:
+    """Apply ``fn`` to the selected ``rows`` of ``[R, V]`` tensors, ``chunk_size`` rows at a time.
+
+    Each chunk is upcast inside ``fn`` and, when gradients are needed, recomputed in the backward
+    pass (activation checkpointing), so no ``[rows, V]`` float32 tensor is ever held whole.
+    """
+    needs_grad = torch.is_grad_enabled() and any(t.requires_grad for t in tensors)
+    outs = []
+    for start in range(0, rows.numel(), chunk_size):
+        idx = rows[start : start + chunk_size]
+
+        def run(*ts: torch.Tensor, idx: torch.Tensor = idx) -> torch.Tensor:
+            return fn(*(t.index_select(0, idx) for t in ts))
+
+        outs.append(checkpoint(run, *tensors, use_reentrant=False) if needs_grad else run(*tensors))
+    if not outs:
+        return torch.zeros(0, device=rows.device)
+    return torch.cat(outs)
+
+
+def token_logprobs(logits: torch.Tensor, targets: torch.Tensor, chunk_size: int = 512) -> torch.Tensor:
+    """``log softmax(logits)[target]`` for every position, in float32: ``[N, L]``."""
+    n, length, vocab = logits.shape
+    flat = logits.reshape(n * length, vocab)
+    tgt = targets.reshape(n * length, 1)
+
+    def logprob(rows: torch.Tensor, t: torch.Tensor) -> torch.Tensor:
+        rows = rows.float()
+        return (rows.gather(1, t) - torch.logsumexp(rows, dim=-1, keepdim=True))[:, 0]
+
+    rows = torch.arange(n * length, device=logits.device)
+    return rowwise_chunked(logprob, [flat, tgt], rows, chunk_size).reshape(n, length)
+
+
+def completion_logprobs(
+    model: torch.nn.Module,
+    batch: CompletionBatch,
+    pad_id: int,
+    share_prefix: bool = True,
+    chunk_size: int = 512,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Log-probs ``[N, L]`` of each completion's tokens under its prompt, and the token mask."""
+    logits = completion_logits(model, batch, pad_id, share_prefix)
+    targets, mask = batch.targets_and_mask(logits.device)
+    return token_logprobs(logits, targets, chunk_size) * mask, mask
