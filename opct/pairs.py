@@ -164,8 +164,7 @@ def _records_from_hf(path: Path | str, split: str | None) -> Iterator[tuple[int,
                 raise ValueError(f"{path} holds splits {list(ds)}; choose one with split=...")
             split = next(iter(ds))
         ds = ds[split]
-    for i, row in enumerate(ds, start=1):
-        yield i, row
+    yield from enumerate(ds, start=1)
 
 
 def _is_hf_folder(path: Path) -> bool:
