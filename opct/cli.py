@@ -19,7 +19,7 @@ err_console = Console(stderr=True)
 
 
 def _fail(message: str, code: int = 2) -> None:
-    err_console.print(f"[bold red]error:[/] {message}", highlight=False)
+    err_console.print(f"[bold red]error:[/] {message}", highlight=False, soft_wrap=True)
     raise typer.Exit(code)
 
 
@@ -75,9 +75,9 @@ def pairs_validate(
             pairs = read_pairs(f, columns=columns or None, split=split)
         except PairFileError as err:
             failed = True
-            err_console.print(f"[bold red]{f}: {len(err.problems)} problem(s)[/]")
+            err_console.print(f"[bold red]{f}: {len(err.problems)} problem(s)[/]", soft_wrap=True)
             for p in err.problems:
-                err_console.print(f"  {p}", highlight=False, markup=False)
+                err_console.print(f"  {p}", highlight=False, markup=False, soft_wrap=True)
             continue
         except FileNotFoundError as err:
             failed = True

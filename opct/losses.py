@@ -86,19 +86,24 @@ def sampled_token_loss(
     return policy_gradient_loss(student_logprobs, sampler_logprobs, adv, mask, kind, clip_eps)
 
 
+def _up(x: torch.Tensor) -> torch.Tensor:
+    """Work in at least float32 (float64 stays float64)."""
+    return x if x.dtype == torch.float64 else x.float()
+
+
 def _reverse_kl(s: torch.Tensor, t: torch.Tensor) -> torch.Tensor:
-    ls, lt = torch.log_softmax(s.float(), -1), torch.log_softmax(t.float(), -1)
+    ls, lt = torch.log_softmax(_up(s), -1), torch.log_softmax(_up(t), -1)
     return (ls.exp() * (ls - lt)).sum(-1)
 
 
 def _forward_kl(s: torch.Tensor, t: torch.Tensor) -> torch.Tensor:
-    ls, lt = torch.log_softmax(s.float(), -1), torch.log_softmax(t.float(), -1)
+    ls, lt = torch.log_softmax(_up(s), -1), torch.log_softmax(_up(t), -1)
     return (lt.exp() * (lt - ls)).sum(-1)
 
 
 def _jsd(beta: float):
     def jsd(s: torch.Tensor, t: torch.Tensor) -> torch.Tensor:
-        ls, lt = torch.log_softmax(s.float(), -1), torch.log_softmax(t.float(), -1)
+        ls, lt = torch.log_softmax(_up(s), -1), torch.log_softmax(_up(t), -1)
         lm = torch.logsumexp(torch.stack([lt + math.log(beta), ls + math.log(1.0 - beta)]), dim=0)
         return beta * (lt.exp() * (lt - lm)).sum(-1) + (1.0 - beta) * (ls.exp() * (ls - lm)).sum(-1)
 
@@ -107,7 +112,7 @@ def _jsd(beta: float):
 
 def _topk_reverse_kl(k: int):
     def topk_kl(s: torch.Tensor, t: torch.Tensor) -> torch.Tensor:
-        ls, lt = torch.log_softmax(s.float(), -1), torch.log_softmax(t.float(), -1)
+        ls, lt = torch.log_softmax(_up(s), -1), torch.log_softmax(_up(t), -1)
         idx = ls.detach().topk(min(k, ls.shape[-1]), dim=-1).indices
         lsk, ltk = ls.gather(-1, idx), lt.gather(-1, idx)
         return (lsk.exp() * (lsk - ltk)).sum(-1)
@@ -121,7 +126,7 @@ def _per_position(fn, student_logits: torch.Tensor, teacher_logits: torch.Tensor
     values = rowwise_chunked(
         fn, [student_logits.reshape(n * length, vocab), teacher_logits.detach().reshape(n * length, vocab)], rows, chunk_size
     )
-    out = torch.zeros(n * length, dtype=torch.float32, device=student_logits.device)
+    out = torch.zeros(n * length, dtype=values.dtype, device=student_logits.device)
     out = out.index_put((rows,), values)
     return out.reshape(n, length)
 

@@ -162,7 +162,7 @@ def token_logprobs(logits: torch.Tensor, targets: torch.Tensor, chunk_size: int 
     tgt = targets.reshape(n * length, 1)
 
     def logprob(rows: torch.Tensor, t: torch.Tensor) -> torch.Tensor:
-        rows = rows.float()
+        rows = rows if rows.dtype == torch.float64 else rows.float()
         return (rows.gather(1, t) - torch.logsumexp(rows, dim=-1, keepdim=True))[:, 0]
 
     rows = torch.arange(n * length, device=logits.device)

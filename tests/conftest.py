@@ -1,0 +1,79 @@
+"""Shared fixtures: a tiny random Llama with a real tokenizer, and small pair files."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import pytest
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
+os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
+os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+
+from transformers.utils import logging as hf_logging  # noqa: E402
+
+hf_logging.disable_progress_bar()
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def shared_data_dir() -> Path:
+    """``../shared/data`` beside the checkout (override with OPCT_SHARED_DATA)."""
+    return Path(os.environ.get("OPCT_SHARED_DATA", REPO.parent / "shared" / "data"))
+
+
+@pytest.fixture(scope="session")
+def tiny_model(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    from opct.testing import make_tiny_model
+
+    return make_tiny_model(tmp_path_factory.mktemp("tiny"))
+
+
+def make_pairs(n: int = 16) -> list[dict]:
+    rows = []
+    for i in range(n):
+        q = f"What is {i} + {i}?"
+        rows.append(
+            {
+                "id": f"p{i}",
+                "axis": "sycophancy",
+                "prompt": [{"role": "user", "content": f"{q} I am sure it is {i + 3}."}],
+                "teacher_prompt": q,
+                "meta": {"split": "train", "answer": str(2 * i)},
+            }
+        )
+    return rows
+
+
+@pytest.fixture
+def pairs_file(tmp_path: Path) -> Path:
+    path = tmp_path / "pairs.jsonl"
+    path.write_text("".join(json.dumps(r) + "\n" for r in make_pairs()), encoding="utf-8")
+    return path
+
+
+def run_config(tiny_model: Path, pairs_file: Path, out: Path, **overrides) -> dict:
+    """A small but complete run configuration as a dict."""
+    cfg = {
+        "name": "t",
+        "output_dir": str(out),
+        "method": "opct",
+        "seed": 3,
+        "model": {"name_or_path": str(tiny_model)},
+        "lora": {"r": 4, "alpha": 8},
+        "data": {"train": [str(pairs_file)]},
+        "sampling": {"n": 2, "max_new_tokens": 8, "temperature": 1.0},
+        "bct": {"max_new_tokens": 8},
+        "optim": {"lr": 5e-3},
+        "train": {"max_steps": 4, "batch_size": 4, "micro_batch_size": 4, "checkpoint_every": 2},
+    }
+    for key, value in overrides.items():
+        node = cfg
+        *path, last = key.split(".")
+        for k in path:
+            node = node.setdefault(k, {})
+        node[last] = value
+    return cfg
