@@ -50,7 +50,8 @@ def train(
         result = run_training(cfg, show_progress=not no_progress)
     except (PairFileError, RunDirError, ValueError, FileNotFoundError) as err:
         _fail(str(err))
-    console.print(f"done: {result.steps} steps; checkpoint in [bold]{result.final_dir}[/]")
+    if result.is_main_process:
+        console.print(f"done: {result.steps} steps; checkpoint in [bold]{result.final_dir}[/]")
 
 
 @pairs_app.command("validate")

@@ -51,6 +51,7 @@ class TrainResult:
     run_dir: Path
     steps: int
     final_dir: Path
+    is_main_process: bool = True
 
 
 class TrainerState:
@@ -174,6 +175,12 @@ def _save_trainable_only(models: list[torch.nn.Module], weights: list[dict[str, 
                 del state[key]
 
 
+def _has_accelerator_device() -> bool:
+    xpu = getattr(torch, "xpu", None)
+    mps = getattr(torch.backends, "mps", None)
+    return torch.cuda.is_available() or bool(xpu and xpu.is_available()) or bool(mps and mps.is_available())
+
+
 def _make_accelerator(cfg: RunConfig, run_dir: Path) -> Accelerator:
     from accelerate.utils import ProjectConfiguration
 
@@ -181,6 +188,7 @@ def _make_accelerator(cfg: RunConfig, run_dir: Path) -> Accelerator:
     if cfg.train.trackers:
         kwargs["log_with"] = list(cfg.train.trackers)
     return Accelerator(
+        cpu=not _has_accelerator_device(),
         mixed_precision=cfg.train.mixed_precision,
         project_config=ProjectConfiguration(project_dir=str(run_dir), logging_dir=str(run_dir / "trackers")),
         **kwargs,
@@ -341,7 +349,7 @@ def train(cfg: RunConfig, show_progress: bool = True) -> TrainResult:
     final = _save_final(acc, prepared, tokenizer, cfg, run_dir)
     if cfg.train.trackers:
         acc.end_training()
-    return TrainResult(run_dir=run_dir, steps=steps, final_dir=final)
+    return TrainResult(run_dir=run_dir, steps=steps, final_dir=final, is_main_process=acc.is_main_process)
 
 
 def _train_step(ctx: TrainContext, method: Any, optimizer, scheduler, pairs, step: int, steps: int):

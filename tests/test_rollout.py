@@ -1,0 +1,77 @@
+"""The Hugging Face sampling engine."""
+
+import torch
+
+from opct.config import ModelConfig
+from opct.models import load_model, load_tokenizer, render_prompt
+from opct.rollout import HFSampler, SamplingParams
+
+
+def _setup(tiny_model):
+    tok = load_tokenizer(str(tiny_model))
+    return tok, load_model(ModelConfig(name_or_path=str(tiny_model)))
+
+
+def test_n_samples_logprobs_and_truncation(tiny_model):
+    tok, model = _setup(tiny_model)
+    prompts = [render_prompt(tok, "hi"), render_prompt(tok, "a longer prompt here")]
+    out = HFSampler(model, tok, batch_size=3).generate(prompts, SamplingParams(n=3, max_new_tokens=10, seed=5))
+    assert [(r.prompt_index, r.sample_index) for r in out] == [(p, s) for p in range(2) for s in range(3)]
+    for r in out:
+        assert r.prompt_ids == prompts[r.prompt_index]
+        assert len(r.completion_ids) == len(r.logprobs) <= 10
+        assert r.truncated == (tok.eos_token_id not in r.completion_ids)
+        if not r.truncated:
+            assert r.completion_ids[-1] == tok.eos_token_id and tok.eos_token_id not in r.completion_ids[:-1]
+        with torch.no_grad():
+            logits = model(input_ids=torch.tensor([r.prompt_ids + r.completion_ids])).logits[0]
+        ref = torch.log_softmax(logits, -1)
+        p = len(r.prompt_ids)
+        expected = [ref[p - 1 + t, tok_id].item() for t, tok_id in enumerate(r.completion_ids)]
+        torch.testing.assert_close(torch.tensor(r.logprobs), torch.tensor(expected), rtol=1e-4, atol=1e-4)
+
+
+def test_stops_at_eos(tiny_model):
+    tok, model = _setup(tiny_model)
+    with torch.no_grad():  # make EOS overwhelmingly likely after the first token
+        model.lm_head.bias = None
+        model.lm_head.weight[tok.eos_token_id] += 50 * model.model.norm.weight.sign()
+    out = HFSampler(model, tok).generate([render_prompt(tok, "hi")], SamplingParams(n=4, max_new_tokens=20))
+    assert all(r.completion_ids == [tok.eos_token_id] and not r.truncated for r in out)
+    forced = HFSampler(model, tok).generate([render_prompt(tok, "hi")], SamplingParams(n=2, max_new_tokens=6, min_new_tokens=4))
+    assert all(len(r.completion_ids) >= 4 and tok.eos_token_id not in r.completion_ids[:4] for r in forced)
+
+
+def test_greedy_is_argmax_and_samples_are_batch_independent(tiny_model):
+    tok, model = _setup(tiny_model)
+    prompt = render_prompt(tok, "hello")
+    (g,) = HFSampler(model, tok).generate([prompt], SamplingParams(temperature=0.0, max_new_tokens=5))
+    ids = list(prompt)
+    for _ in range(5):
+        with torch.no_grad():
+            ids.append(int(model(input_ids=torch.tensor([ids])).logits[0, -1].argmax()))
+    assert g.completion_ids == ids[len(prompt) :][: len(g.completion_ids)]
+    params = SamplingParams(n=2, temperature=1.0, max_new_tokens=8, seed=11)
+    other = render_prompt(tok, "a different prompt")
+    alone = HFSampler(model, tok, batch_size=1).generate([prompt], params, sample_keys=["k"])
+    mixed = HFSampler(model, tok, batch_size=4).generate([other, prompt], params, sample_keys=["z", "k"])
+    assert [r.completion_ids for r in alone] == [r.completion_ids for r in mixed[2:]]
+    reseeded = HFSampler(model, tok).generate([prompt], SamplingParams(n=2, max_new_tokens=8, seed=12), sample_keys=["k"])
+    assert [r.completion_ids for r in reseeded] != [r.completion_ids for r in alone]
+
+
+def test_top_p_restricts_to_the_nucleus(tiny_model):
+    tok, model = _setup(tiny_model)
+    prompt = render_prompt(tok, "hello")
+    with torch.no_grad():
+        first = torch.softmax(model(input_ids=torch.tensor([prompt])).logits[0, -1], -1)
+    order = first.argsort(descending=True)
+    nucleus = set()
+    mass = 0.0
+    for t in order.tolist():
+        nucleus.add(t)
+        mass += first[t].item()
+        if mass >= 0.05:
+            break
+    out = HFSampler(model, tok).generate([prompt], SamplingParams(n=40, top_p=0.05, max_new_tokens=1, seed=3))
+    assert {r.completion_ids[0] for r in out} <= nucleus
