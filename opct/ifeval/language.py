@@ -71,8 +71,19 @@ _STOPWORDS: dict[str, dict[str, str]] = {
         "ne": "छ हो र को मा ले गर्न पनि यो छन् थियो हुन्छ भने तथा लागि गरेको यस गर्ने छैन",
     },
 }
-_STOPSETS = {script: {lang: frozenset(words.split()) for lang, words in langs.items()}
-             for script, langs in _STOPWORDS.items()}
+# Short words common in English text; dropped from the other Latin profiles so that English prose
+# ("a", "in", "on", "do") is not read as Portuguese or Finnish.
+_ENGLISH_COMMON = frozenset(
+    _STOPWORDS["latin"]["en"].split()
+    + ["a", "an", "as", "at", "do", "no", "so", "in", "on", "is", "it", "me", "he", "we", "be", "by", "or", "of", "to", "all", "come", "man", "will", "die", "con", "art"]
+)
+_STOPSETS = {
+    script: {
+        lang: frozenset(w for w in words.split() if script != "latin" or lang == "en" or w not in _ENGLISH_COMMON)
+        for lang, words in langs.items()
+    }
+    for script, langs in _STOPWORDS.items()
+}
 _LETTER_HINTS = {
     "cyrillic": {"ru": "ыэё", "uk": "іїєґ", "bg": ""},
     "arabic": {"ur": "ےںٹڈڑھۓ", "fa": "پچژگیک", "ar": "ةيكإأ"},
