@@ -73,10 +73,10 @@ _STOPWORDS: dict[str, dict[str, str]] = {
 }
 # Short words common in English text; dropped from the other Latin profiles so that English prose
 # ("a", "in", "on", "do") is not read as Portuguese or Finnish.
-_ENGLISH_COMMON = frozenset(
-    _STOPWORDS["latin"]["en"].split()
-    + ["a", "an", "as", "at", "do", "no", "so", "in", "on", "is", "it", "me", "he", "we", "be", "by", "or", "of", "to", "all", "come", "man", "will", "die", "con", "art"]
-)
+_ENGLISH_COMMON = frozenset(_STOPWORDS["latin"]["en"].split()) | {
+    "a", "an", "as", "at", "do", "no", "so", "in", "on", "is", "it", "me", "he", "we", "be", "by", "or",
+    "of", "to", "all", "come", "man", "will", "die", "con", "art",
+}
 _STOPSETS = {
     script: {
         lang: frozenset(w for w in words.split() if script != "latin" or lang == "en" or w not in _ENGLISH_COMMON)
