@@ -74,18 +74,21 @@ MC_PATTERNS = (
     "option_text",
 )
 
-_NEG = r"(?:not\s+(?:option\s+)?\(?[A-Za-z]\)?\s*,?\s*(?:but|;)\s+(?:rather\s+)?)?"
-_LETTER = r"[*_$\s]*(?:\\boxed\{|\\text(?:bf)?\{)*\s*\(?\s*([A-Za-z])\s*\)?(?![A-Za-z0-9_])"
-_ANSWER_LINE = re.compile(r"(?i)\banswer\s*[*_]*\s*[:：]\s*[*_]*\s*" + _NEG + r"(?:option\s+|choice\s+)?" + _LETTER)
+# Possessive quantifiers (*+, ++) keep these linear on degenerate outputs (long runs of spaces or stars).
+_DECOR = r"[\s*_$]*+"
+_NEG = r"(?:not\s++(?:option\s++)?\(?[A-Za-z]\)?\s*+(?:,\s*+)?(?:but|;)\s*+(?:rather\s++)?)?"
+_LETTER = r"(?:\\boxed\{|\\text(?:bf)?\{)*+[\s(]*+([A-Za-z])(?:\s*+\))?(?![A-Za-z0-9_])"
+_OPTION_WORD = r"(?:(?:option|choice)\s++)?"
+_ANSWER_LINE = re.compile(r"(?i)\banswer[\s*_]*+[:：]" + _DECOR + _NEG + _OPTION_WORD + _LETTER)
 _ANSWER_PHRASE = re.compile(
-    r"(?i)(?:\b(?:answer|option|choice)\s+(?:is|would\s+be|should\s+be|must\s+be|=)\s*:?\s*"
-    r"|\bI\s+(?:would\s+)?(?:choose|pick|select|go\s+with)\s+)"
-    + _NEG + r"(?:option\s+|choice\s+)?" + _LETTER
+    r"(?i)(?:\b(?:answer|option|choice)\s++(?:is|would\s++be|should\s++be|must\s++be|=)[\s:]*+"
+    r"|\bI\s++(?:would\s++)?(?:choose|pick|select|go\s++with)\s++)"
+    + _DECOR + _NEG + _OPTION_WORD + _LETTER
 )
-_BOXED_LETTER = re.compile(r"\\boxed\{\s*(?:\\text(?:bf)?\{)?\s*\(?([A-Za-z])\)?\s*\}?\s*\}")
-_BOLD_LETTER = re.compile(r"\*\*\s*\(?([A-Za-z])\)?\s*[.:)]?\s*\*\*")
-_LEADING_LETTER = re.compile(r"^[\s*_#>-]*\(?([A-Za-z])(?:\)|[.:](?=\s|$)|\s*$)")
-_LONE_LETTER = re.compile(r"^[\W_]*([A-Za-z])[\W_]*$")
+_BOXED_LETTER = re.compile(r"\\boxed\{\s*+(?:\\text(?:bf)?\{)?\s*+\(?([A-Za-z])\)?\s*+\}?\s*+\}")
+_BOLD_LETTER = re.compile(r"\*\*\s*+\(?([A-Za-z])\)?\s*+[.:)]?\s*+\*\*")
+_LEADING_LETTER = re.compile(r"^[\s*_#>-]*+\(?([A-Za-z])(?:\)|[.:](?=\s|$)|\s*+$)")
+_LONE_LETTER = re.compile(r"^[\W_]*+([A-Za-z])[\W_]*+$")
 _FOLLOW_OK = re.compile(r"\s*(?:[).:\]*}$,;!?]|$)")
 _FOLLOW_CONNECTIVE = re.compile(r"\s+(?:because|since|as|is|was|[-–—(])(?=\W)", re.IGNORECASE)
 
@@ -121,7 +124,9 @@ def _normalize_option(text: str) -> str:
 
 
 def _match_option_text(line: str, options: Sequence[str], letters: str) -> str | None:
-    line = re.sub(r"(?i)^.*?\banswer\s*[*_]*\s*[:：]", "", line)
+    marker = list(re.finditer(r"(?i)\banswer[\s*_]*+[:：]", line))
+    if marker:
+        line = line[marker[-1].end():]
     segment = _normalize_option(line)
     if not segment:
         return None
@@ -182,35 +187,45 @@ def extract_choice(text: str | None, options: Sequence[str] | None = None, lette
 # --------------------------------------------------------------------------- math answers
 
 
+def _closing_braces(text: str) -> dict[int, int]:
+    """Map each unescaped ``{`` index to its matching ``}`` index (one linear pass)."""
+    stack: list[int] = []
+    pairs: dict[int, int] = {}
+    for j, ch in enumerate(text):
+        if ch in "{}" and j > 0 and text[j - 1] == "\\":
+            continue
+        if ch == "{":
+            stack.append(j)
+        elif ch == "}" and stack:
+            pairs[stack.pop()] = j
+    return pairs
+
+
 def extract_boxed(text: str, commands: Sequence[str] = ("boxed", "fbox")) -> str | None:
     """Content of the last ``\\boxed{...}`` (or ``\\fbox{...}``) with balanced nested braces.
 
-    Also accepts the brace-less ``\\boxed 5`` form. Returns None when there is no complete box.
+    Also accepts the brace-less ``\\boxed 5`` form. An unclosed box is skipped in favour of an
+    earlier complete one; None when there is none.
     """
     pattern = re.compile(r"\\(?:" + "|".join(commands) + r")\b")
     starts = [m.end() for m in pattern.finditer(text)]
+    pairs: dict[int, int] | None = None
     for start in reversed(starts):
-        i = start
-        while i < len(text) and text[i] == " ":
-            i += 1
-        if i < len(text) and text[i] == "{":
-            depth = 0
-            for j in range(i, len(text)):
-                if text[j] == "{" and (j == 0 or text[j - 1] != "\\"):
-                    depth += 1
-                elif text[j] == "}" and text[j - 1] != "\\":
-                    depth -= 1
-                    if depth == 0:
-                        return text[i + 1 : j].strip()
-            continue  # unbalanced: try an earlier box
-        m = re.match(r"\s*([^\s$]+)", text[start:])
-        if m and start < len(text) and text[start] == " ":
+        rest = text[start:]
+        brace = start + len(rest) - len(rest.lstrip(" "))
+        if brace < len(text) and text[brace] == "{":
+            pairs = pairs if pairs is not None else _closing_braces(text)
+            if brace in pairs:
+                return text[brace + 1 : pairs[brace]].strip()
+            continue  # unclosed: try an earlier box
+        m = re.match(r" +([^\s$]+)", rest)
+        if m:
             return m.group(1)
     return None
 
 
-_MATH_ANSWER = re.compile(r"(?i)(?<![a-z])(?:final\s+)?answer\s*[*_]*\s*[:：]")
-_ANSWER_IS = re.compile(r"(?i)\b(?:final\s+)?answer\s+is\s*:?\s*")
+_MATH_ANSWER = re.compile(r"(?i)(?<![a-z])answer[\s*_]*+[:：]")
+_ANSWER_IS = re.compile(r"(?i)\banswer\s++is[\s:]*+")
 
 
 def _clean_math_answer(ans: str) -> str:

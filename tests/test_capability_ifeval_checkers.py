@@ -287,3 +287,16 @@ def test_language_undetectable() -> None:
 def test_langdetect_backend_when_installed(code: str, text: str) -> None:
     pytest.importorskip("langdetect")
     assert detect_language(text, "langdetect") == code
+
+
+@pytest.mark.parametrize("text", ["." * 20000 + "x", "x" * 20000 + ".", "e.g. " * 5000, "\n" * 20000, " *" * 10000])
+def test_checkers_stay_fast_on_degenerate_output(text: str) -> None:
+    import time
+
+    start = time.perf_counter()
+    split_sentences(text)
+    for iid in ("length_constraints:number_sentences", "detectable_content:postscript",
+                "detectable_format:number_highlighted_sections"):
+        kwargs = {"num_sentences": 3, "relation": "at least", "postscript_marker": "P.S.", "num_highlights": 2}
+        evaluate_response([iid], [kwargs], text)
+    assert time.perf_counter() - start < 2.0

@@ -212,3 +212,25 @@ def test_math_equal_in_thread() -> None:
     t.start()
     t.join()
     assert out == [True]
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "Answer:" + " " * 20000 + "!",
+        "the answer is " + "*" * 20000 + "?",
+        "Answer: not " * 3000,
+        "\\boxed{" * 20000,
+        "(" * 20000,
+        "** " * 10000,
+    ],
+    ids=["spaces", "stars", "negations", "open-boxes", "parens", "bold"],
+)
+def test_parsers_stay_fast_on_degenerate_output(text: str) -> None:
+    """Regression: overlapping regex quantifiers once made "Answer:" + many spaces take minutes."""
+    import time
+
+    start = time.perf_counter()
+    extract_choice(text, ["a b", "c"])
+    extract_math_answer(text)
+    assert time.perf_counter() - start < 2.0

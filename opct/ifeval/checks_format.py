@@ -46,7 +46,7 @@ def postscript(response: str, *, postscript_marker: str) -> bool:
     """
     parts = [re.escape(p) for p in re.split(r"\s*(?<=\.)\s*", postscript_marker.strip()) if p]
     marker = r"\s?".join(parts)
-    return re.search(r"(?im)^[\s*_>]*" + marker, response) is not None
+    return re.search(r"(?im)^[ \t*_>]*+" + marker, response) is not None
 
 
 # ---------------------------------------------------------------- detectable format

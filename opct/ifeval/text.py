@@ -21,7 +21,8 @@ __all__ = ["count_sentences", "count_words", "split_paragraphs", "split_sentence
 _ABBREVIATIONS = frozenset(
     ["mr", "mrs", "ms", "dr", "prof", "sr", "jr", "st", "mt", "vs", "etc", "e.g", "i.e", "cf", "al", "inc", "ltd", "co", "corp", "dept", "est", "approx", "no", "nos", "vol", "vols", "fig", "figs", "eq", "eqs", "ch", "sec", "p", "pp", "ed", "eds", "rev", "gen", "col", "lt", "sgt", "capt", "cmdr", "gov", "sen", "rep", "pres", "ph.d", "m.d", "b.a", "m.a", "jan", "feb", "mar", "apr", "jun", "jul", "aug", "sep", "sept", "oct", "nov", "dec", "mon", "tue", "wed", "thu", "fri", "sat", "sun", "u.s", "u.k", "u.n", "a.m", "p.m", "ave", "blvd", "rd", "hwy"]
 )
-_END = re.compile(r"[.!?…]+[\"'”’)\]»]*(?=\s|$)")
+# The lookbehind makes a match start only at the beginning of a punctuation run (linear time).
+_END = re.compile(r"(?<![.!?…])[.!?…]++[\"'”’)\]»]*+(?=\s|$)")
 
 
 def word_tokens(text: str) -> list[str]:
@@ -41,15 +42,19 @@ def _is_boundary(text: str, start: int, m: re.Match[str]) -> bool:
         return False
     if not punct.startswith(".") or punct.rstrip("\"'”’)]»") not in (".",):
         return True  # "!", "?", "...", "?!" always end a sentence unless lower case follows
-    before = text[start : m.start()]
-    last = re.search(r"(\S+)$", before)
-    if not last:
+    window = text[max(start, m.start() - 40) : m.start()]  # the token before the period is short
+    if not window or window[-1].isspace():
         return True
-    word = last.group(1).lstrip("(\"'“‘[*_").lower()
+    token = window.split()[-1]
+    word = token.lstrip("(\"'“‘[*_").lower()
     if word in _ABBREVIATIONS or re.fullmatch(r"[^\W\d_]", word) or re.fullmatch(r"(?:[^\W\d_]\.)+[^\W\d_]", word):
         return False
-    line_start = before.rfind("\n") + 1
-    return not (re.fullmatch(r"\d{1,3}", word) and not before[line_start : last.start()].strip())
+    if not re.fullmatch(r"\d{1,3}", word):
+        return True
+    # "1." opening a line is a list marker, not a sentence end.
+    token_start = m.start() - len(token)
+    line_start = text.rfind("\n", start, token_start) + 1
+    return bool(text[max(line_start, start) : token_start].strip())
 
 
 def split_sentences(text: str) -> list[str]:
