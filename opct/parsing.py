@@ -12,7 +12,8 @@ correct themselves; the final statement counts):
 4. ``bold_last_line``: a bold letter on the last non-empty line, ``"**B**"``, ``"**(C)**"``.
 5. ``leading_letter_last_line``: the last non-empty line starts with a lettered option,
    ``"B) 10 eV"``, ``"(c)"``, ``"D."``.
-6. ``lone_letter``: the whole response is one letter, possibly with punctuation: ``"b"``, ``"(C)."``.
+6. ``lone_letter``: the only letter in the whole response is that one, amid punctuation/markdown
+   (``"... (b) ..."``; plain ``"b"`` or ``"(C)."`` are already caught by pattern 5).
 7. ``option_text``: only when option texts are given: the last non-empty line (after any
    ``"Answer:"``) contains exactly one option's text as whole words.
 
