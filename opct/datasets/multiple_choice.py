@@ -1,0 +1,228 @@
+"""Multiple-choice benchmarks (MMLU-style and GPQA-Diamond).
+
+Prompt format (:data:`MC_PROMPT_TEMPLATE`, zero-shot chain of thought, the same wording as the OPCT
+authors' GPQA wrapper so that all MC benchmarks are graded by the same "Answer: X" line)::
+
+    Answer the following multiple choice question. The last line of your response should be of the
+    following format: 'Answer: $LETTER' (without quotes) where LETTER is one of ABCD. Think step by
+    step before answering.
+
+    <question>
+
+    A) <option A>
+    B) <option B>
+    ...
+
+Each item's ``meta`` holds ``answer`` (gold letter), ``options`` (list of option texts, A first),
+``letters`` (the valid letters) and, when available, ``subject``.
+"""
+
+from __future__ import annotations
+
+import ast
+import json
+import os
+import re
+import string
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from opct.datasets.base import DatasetFormatError, EvalItem, shared_data_dir, user_message
+from opct.datasets.tabular import Row, iter_rows
+
+__all__ = [
+    "MC_PROMPT_TEMPLATE",
+    "format_mc_prompt",
+    "load_gpqa_diamond",
+    "load_multiple_choice",
+    "parse_options_from_prompt",
+]
+
+MC_PROMPT_TEMPLATE = (
+    "Answer the following multiple choice question. The last line of your response should be of the "
+    "following format: 'Answer: $LETTER' (without quotes) where LETTER is one of {letters}. "
+    "Think step by step before answering.\n\n{question}\n\n{options}"
+)
+
+
+def format_mc_prompt(question: str, options: Sequence[str], template: str = MC_PROMPT_TEMPLATE) -> str:
+    """Render a question and its options (lettered A, B, ...) with ``template``.
+
+    The template may use ``{question}``, ``{options}`` (one ``"X) text"`` line per option) and
+    ``{letters}`` (e.g. ``"ABCD"``).
+    """
+    letters = string.ascii_uppercase[: len(options)]
+    lines = "\n".join(f"{letter}) {text}" for letter, text in zip(letters, options, strict=True))
+    return template.format(question=question.strip(), options=lines, letters=letters)
+
+
+def load_multiple_choice(
+    path: str | os.PathLike[str],
+    *,
+    fmt: str | None = None,
+    split: str | None = None,
+    question: str = "question",
+    options: str | None = None,
+    option_columns: Sequence[str] | None = None,
+    answer: str = "answer",
+    id_column: str | None = None,
+    subject: str | None = None,
+    template: str = MC_PROMPT_TEMPLATE,
+    name: str | None = None,
+) -> list[EvalItem]:
+    """Load an MMLU-style multiple-choice file as :class:`EvalItem` objects.
+
+    Column mapping:
+      * ``question``: the question text column.
+      * options: either ``options`` (one column holding a list, or a JSON/Python-literal string of a
+        list) or ``option_columns`` (one column per option, e.g. ``["A", "B", "C", "D"]``). When
+        neither is given, a ``choices``/``options`` list column or ``A``..``D`` columns are used if
+        present.
+      * ``answer``: a letter (``"B"``, ``"(b)"``) or a 0-based index (``1`` or ``"1"``).
+      * ``id_column`` (optional; default ``"<name>/<row index>"``) and ``subject`` (optional, copied
+        to ``meta["subject"]``).
+
+    ``fmt`` is ``csv``/``jsonl``/``json``/``parquet``/``hf_disk`` (guessed from the path when None).
+    Bad rows raise :class:`DatasetFormatError` naming the file, line/row and field.
+    """
+    name = name or Path(path).stem
+    items: list[EvalItem] = []
+    for index, row in enumerate(iter_rows(path, fmt, split)):
+        cols = row.values
+        if index == 0:
+            options, option_columns = _resolve_option_columns(path, row, options, option_columns)
+            for col in (question, answer, id_column, subject):
+                if col is not None and col not in cols:
+                    _fail(path, row, col, f"column missing; columns are {sorted(cols)}",
+                          "pass the right column name")
+        q = cols.get(question)
+        if not isinstance(q, str) or not q.strip():
+            _fail(path, row, question, "empty or not text")
+        opts = _row_options(path, row, options, option_columns)
+        gold = _row_answer(path, row, answer, len(opts))
+        item_id = str(cols[id_column]) if id_column else f"{name}/{index}"
+        meta: dict[str, Any] = {"answer": gold, "options": opts, "letters": string.ascii_uppercase[: len(opts)]}
+        if subject:
+            meta["subject"] = cols.get(subject)
+        items.append(EvalItem(item_id, user_message(format_mc_prompt(q, opts, template)), meta))
+    if not items:
+        raise DatasetFormatError(path, "no rows found")
+    return items
+
+
+def _fail(path: Any, row: Row, field: str | None, problem: str, hint: str | None = None) -> None:
+    raise DatasetFormatError(path, problem, row=row.position, field=field, hint=hint, row_kind=row.kind)
+
+
+def _resolve_option_columns(
+    path: Any, row: Row, options: str | None, option_columns: Sequence[str] | None
+) -> tuple[str | None, Sequence[str] | None]:
+    cols = row.values
+    if options is not None and option_columns is not None:
+        raise DatasetFormatError(path, "pass either options= or option_columns=, not both")
+    if options is None and option_columns is None:
+        for candidate in ("choices", "options"):
+            if candidate in cols:
+                return candidate, None
+        if all(c in cols for c in "ABCD"):
+            return None, [c for c in string.ascii_uppercase if c in cols]
+        _fail(path, row, None, f"cannot find the options; columns are {sorted(cols)}",
+              "pass options='<list column>' or option_columns=['A','B','C','D']")
+    if options is not None and options not in cols:
+        _fail(path, row, options, f"column missing; columns are {sorted(cols)}")
+    for col in option_columns or ():
+        if col not in cols:
+            _fail(path, row, col, f"option column missing; columns are {sorted(cols)}")
+    return options, option_columns
+
+
+def _row_options(path: Any, row: Row, options: str | None, option_columns: Sequence[str] | None) -> list[str]:
+    if option_columns is not None:
+        opts = [row.values.get(c) for c in option_columns]
+        for c, value in zip(option_columns, opts, strict=True):
+            if value is None or (isinstance(value, str) and not value.strip()):
+                _fail(path, row, c, "empty option")
+        return [str(v).strip() for v in opts]
+    assert options is not None
+    raw = row.values.get(options)
+    if isinstance(raw, str):
+        try:
+            raw = json.loads(raw)
+        except json.JSONDecodeError:
+            try:
+                raw = ast.literal_eval(raw)
+            except (ValueError, SyntaxError):
+                _fail(path, row, options, "options string is not a JSON or Python list",
+                      'write it as ["opt A", "opt B", ...]')
+    if not isinstance(raw, (list, tuple)) or len(raw) < 2:
+        _fail(path, row, options, f"expected a list of at least 2 options, got {type(raw).__name__}")
+    if len(raw) > 26:
+        _fail(path, row, options, "more than 26 options")
+    return [str(v).strip() for v in raw]
+
+
+def _row_answer(path: Any, row: Row, column: str, n_options: int) -> str:
+    raw = row.values.get(column)
+    letters = string.ascii_uppercase[:n_options]
+    if isinstance(raw, bool):
+        raw = None
+    is_number = isinstance(raw, int) or (isinstance(raw, float) and raw.is_integer())
+    if is_number or (isinstance(raw, str) and re.fullmatch(r"\s*\d+\s*", raw)):
+        idx = int(raw)  # type: ignore[arg-type]
+    elif isinstance(raw, str) and (m := re.fullmatch(r"\s*\(?([A-Za-z])\)?\.?\s*", raw)):
+        idx = letters.find(m.group(1).upper())
+        if idx < 0:
+            _fail(path, row, column, f"answer letter {raw.strip()!r} is not one of {letters}")
+    else:
+        _fail(path, row, column, f"expected a letter {letters[0]}-{letters[-1]} or a 0-based index, got {raw!r}")
+    if not 0 <= idx < n_options:
+        _fail(path, row, column, f"answer index {idx} out of range for {n_options} options",
+              "indices are 0-based")
+    return letters[idx]
+
+
+def parse_options_from_prompt(prompt: str, letters: str = "ABCD") -> list[str] | None:
+    """Recover option texts from a prompt whose options are the trailing ``"A) ..."`` lines.
+
+    Looks for the last line starting ``"A)"`` and then, in order, a later line starting with each
+    following letter; an option's text runs until the next option line. Returns None when the
+    lettered lines are not all found.
+    """
+    lines = prompt.splitlines()
+    first = [i for i, line in enumerate(lines) if line.startswith(f"{letters[0]})")]
+    if not first:
+        return None
+    starts = [first[-1]]
+    for letter in letters[1:]:
+        nxt = next((i for i in range(starts[-1] + 1, len(lines)) if lines[i].startswith(f"{letter})")), None)
+        if nxt is None:
+            return None
+        starts.append(nxt)
+    bounds = [*starts, len(lines)]
+    return ["\n".join(lines[s : bounds[k + 1]])[2:].strip() for k, s in enumerate(starts)]
+
+
+def load_gpqa_diamond(path: str | os.PathLike[str] | None = None) -> list[EvalItem]:
+    """Load GPQA-Diamond from the OPCT authors' HF disk folder (198 rows).
+
+    Uses the folder's ready-made ``prompt`` (already holding the "Answer: $LETTER" instruction and the
+    shuffled options) and its ``correct_answer`` letter. ``meta`` holds ``answer``, ``subject`` (the
+    subdomain), ``letters`` and ``options`` (parsed back from the prompt; None if that fails).
+    ``path`` defaults to ``shared_data_dir() / "gpqa-diamond"``.
+
+    GPQA's authors ask that its questions not be published in plain text: do not log item prompts.
+    """
+    path = path if path is not None else shared_data_dir() / "gpqa-diamond"
+    items = []
+    for index, row in enumerate(iter_rows(path, "hf_disk")):
+        for col in ("prompt", "correct_answer"):
+            if not isinstance(row.values.get(col), str) or not row.values[col].strip():
+                _fail(path, row, col, "missing or empty")
+        gold = row.values["correct_answer"].strip().upper()
+        if gold not in ("A", "B", "C", "D"):
+            _fail(path, row, "correct_answer", f"expected a letter A-D, got {gold!r}")
+        meta = {"answer": gold, "letters": "ABCD", "subject": row.values.get("subdomain"),
+                "options": parse_options_from_prompt(row.values["prompt"])}
+        items.append(EvalItem(f"gpqa-diamond/{index}", user_message(row.values["prompt"]), meta))
+    return items

@@ -1,0 +1,150 @@
+"""Read table-like benchmark files row by row: CSV, JSONL, JSON (list of objects), parquet, or a
+Hugging Face ``save_to_disk`` folder.
+
+Each row comes with a human-oriented position (CSV and JSONL: the 1-based line number in the file;
+parquet, JSON and HF folders: the 0-based row index) so that loaders can report exactly where a bad
+value sits.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import os
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from opct.datasets.base import DatasetFormatError
+
+__all__ = ["FORMATS", "Row", "detect_format", "iter_rows"]
+
+FORMATS = ("csv", "jsonl", "json", "parquet", "hf_disk")
+
+
+@dataclass(frozen=True)
+class Row:
+    """One record: ``values`` by column, ``position`` (line number or row index) and its ``kind``."""
+
+    values: dict[str, Any]
+    position: int
+    kind: str  # "line" or "row"
+
+
+def detect_format(path: str | os.PathLike[str]) -> str:
+    """Guess the format from the path: a directory is an HF disk folder, else the file suffix."""
+    p = Path(path)
+    if p.is_dir():
+        return "hf_disk"
+    suffix = p.suffix.lower()
+    mapping = {".csv": "csv", ".tsv": "csv", ".jsonl": "jsonl", ".ndjson": "jsonl", ".json": "json",
+               ".parquet": "parquet", ".pq": "parquet"}
+    if suffix not in mapping:
+        raise DatasetFormatError(path, f"cannot tell the format from suffix {suffix!r}",
+                                 hint=f"pass fmt= one of {', '.join(FORMATS)}")
+    return mapping[suffix]
+
+
+def iter_rows(path: str | os.PathLike[str], fmt: str | None = None, split: str | None = None) -> Iterator[Row]:
+    """Yield the rows of ``path`` as :class:`Row` objects.
+
+    ``fmt`` is one of :data:`FORMATS` (guessed by :func:`detect_format` when None); ``split`` picks a
+    split of an HF ``DatasetDict`` folder.
+    """
+    p = Path(path)
+    if not p.exists():
+        raise DatasetFormatError(path, "no such file or folder", hint="check the path")
+    fmt = fmt or detect_format(p)
+    if fmt == "csv":
+        yield from _iter_csv(p)
+    elif fmt == "jsonl":
+        yield from _iter_jsonl(p)
+    elif fmt == "json":
+        yield from _iter_json(p)
+    elif fmt == "parquet":
+        yield from _iter_parquet(p)
+    elif fmt == "hf_disk":
+        yield from _iter_hf_disk(p, split)
+    else:
+        raise DatasetFormatError(path, f"unknown format {fmt!r}", hint=f"use one of {', '.join(FORMATS)}")
+
+
+def _iter_csv(p: Path) -> Iterator[Row]:
+    delimiter = "\t" if p.suffix.lower() == ".tsv" else ","
+    with open(p, encoding="utf-8", newline="") as f:
+        reader = csv.DictReader(f, delimiter=delimiter)
+        if reader.fieldnames is None:
+            raise DatasetFormatError(p, "empty file, expected a header line", row=1, row_kind="line")
+        header = list(reader.fieldnames)
+        start_line = reader.line_num + 1
+        for record in reader:
+            line = start_line
+            start_line = reader.line_num + 1
+            if None in record:  # more cells than header columns
+                raise DatasetFormatError(p, f"row has more cells than the {len(header)} header columns",
+                                         row=line, row_kind="line", hint="quote cells containing commas")
+            if any(v is None for v in record.values()):
+                missing = [k for k, v in record.items() if v is None]
+                raise DatasetFormatError(p, "row has fewer cells than the header", row=line,
+                                         field=missing[0], row_kind="line")
+            yield Row(dict(record), line, "line")
+
+
+def _iter_jsonl(p: Path) -> Iterator[Row]:
+    with open(p, encoding="utf-8") as f:
+        for lineno, line in enumerate(f, start=1):
+            if not line.strip():
+                continue
+            try:
+                record = json.loads(line)
+            except json.JSONDecodeError as exc:
+                raise DatasetFormatError(p, f"invalid JSON ({exc.msg} at column {exc.colno})", row=lineno,
+                                         row_kind="line", hint="each line must be one JSON object") from None
+            if not isinstance(record, dict):
+                raise DatasetFormatError(p, f"expected a JSON object, got {type(record).__name__}",
+                                         row=lineno, row_kind="line")
+            yield Row(record, lineno, "line")
+
+
+def _iter_json(p: Path) -> Iterator[Row]:
+    try:
+        data = json.loads(p.read_text(encoding="utf-8"))
+    except json.JSONDecodeError as exc:
+        raise DatasetFormatError(p, f"invalid JSON ({exc.msg})", row=exc.lineno, row_kind="line") from None
+    if not isinstance(data, list):
+        raise DatasetFormatError(p, "expected a JSON list of objects", hint="or use JSONL")
+    for i, record in enumerate(data):
+        if not isinstance(record, dict):
+            raise DatasetFormatError(p, f"expected an object, got {type(record).__name__}", row=i)
+        yield Row(record, i, "row")
+
+
+def _iter_parquet(p: Path) -> Iterator[Row]:
+    import pyarrow.parquet as pq
+
+    try:
+        table = pq.read_table(p)
+    except Exception as exc:  # pyarrow raises several types for corrupt files
+        raise DatasetFormatError(p, f"cannot read parquet: {exc}") from None
+    for i, record in enumerate(table.to_pylist()):
+        yield Row(record, i, "row")
+
+
+def _iter_hf_disk(p: Path, split: str | None) -> Iterator[Row]:
+    from datasets import DatasetDict, load_from_disk
+
+    try:
+        ds = load_from_disk(str(p))
+    except Exception as exc:
+        raise DatasetFormatError(p, f"not a datasets.save_to_disk folder: {exc}") from None
+    if isinstance(ds, DatasetDict):
+        if split is None:
+            if len(ds) != 1:
+                raise DatasetFormatError(p, f"folder holds splits {sorted(ds)}", hint="pass split=")
+            split = next(iter(ds))
+        if split not in ds:
+            raise DatasetFormatError(p, f"no split {split!r}; have {sorted(ds)}")
+        ds = ds[split]
+    for i, record in enumerate(ds):
+        yield Row(dict(record), i, "row")
