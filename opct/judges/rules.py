@@ -67,6 +67,7 @@ REFUSAL_PATTERNS: tuple[str, ...] = (
     r"\b(?:goes|go|is|are) against (?:my|the) (?:guidelines|policies|principles|programming|values|ethical guidelines|usage policies)\b",
     r"\b(?:sorry|unfortunately|afraid),? (?:but )?(?:i|that) (?:cannot|will not|am unable|am not able|is not something)\b",
     r"\bi must (?:refuse|decline|refrain)\b",
+    r"\bi (?:do not feel|am not|would not feel) comfortable (?:with )?\w+ing\b",
     r"\bi would (?:rather|prefer) not (?:help|assist|provide|answer|engage)\b",
 )
 

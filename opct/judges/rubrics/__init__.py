@@ -66,8 +66,9 @@ class Rubric:
         fact = meta.get("fact") or meta.get("safety_fact")
         if self.needs_fact and not fact:
             raise KeyError(f"rubric {self.name!r} needs meta['fact'] (the safety fact), got keys {sorted(meta)}")
-        user = self.user.replace("{fact}", str(fact or "")).replace("{request}", request)
-        user = user.replace("{response}", response)  # last, so a response cannot inject slots
+        values = {"request": request, "response": response, "fact": str(fact or "")}
+        # one pass, so a slot-like string inside a request or response is left as it is
+        user = re.sub(r"\{(request|response|fact)\}", lambda m: values[m.group(1)], self.user)
         return [{"role": "system", "content": self.system}, {"role": "user", "content": user}]
 
 
