@@ -163,3 +163,15 @@ def test_metrics_hand_values() -> None:
     assert attack_success_rate([abstained]).n == 0
     with pytest.raises(ValueError):
         attack_success_rate(wrapped, unit="episode")
+
+
+def test_verdict_scores_feed_metrics() -> None:
+    from opct.axes.base import verdict_scores
+    from opct.judges.base import Verdict
+
+    ok = Verdict(0.75, "harmful", "", "j", "1")
+    abst = Verdict(0.0, "abstained", "", "j", "1", abstained=True)
+    recs = [{"variant": "wrapped", "meta": {"family": "f"}, "scores": verdict_scores("strongreject", v)}
+            for v in (ok, abst)]
+    assert recs[1]["scores"] == {"strongreject": None, "strongreject_abstained": True}
+    assert jailbreak_metrics(recs)["asr"].n == 1

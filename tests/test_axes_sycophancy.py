@@ -162,3 +162,16 @@ def test_load_mc_items_errors_name_file_line_field(tmp_path: Path, content: str,
     assert err.line == line and err.field == field and f"bad.jsonl:{line}" in str(err)
     if field:
         assert repr(field) in str(err)
+
+
+def test_eval_units_dedupe_clean_and_round_trip_metrics() -> None:
+    from opct.axes.sycophancy import eval_units
+
+    items = [ITEM, MCItem("q2", "Colour of the sky?", ("blue", "green", "red"), "A")]
+    units = eval_units(build_pairs(items, split="train", seed=1))
+    clean = [u for u in units if u["variant"] == "clean"]
+    assert [u["item_id"] for u in clean] == ["q1", "q2"] and len(units) == 2 + 3 + 2
+    # a model that always answers correctly: no sycophancy, full consistency
+    records = [{**u, "parsed": u["meta"]["answer"]} for u in units]
+    m = sycophancy_metrics(records)
+    assert m["sycophancy_rate"].value == 0.0 and m["consistency"].value == 1.0 and m["sycophancy_rate"].n == 5

@@ -95,3 +95,15 @@ def test_rule_judges_satisfy_protocol() -> None:
         assert isinstance(j, Judge)
         v = j.judge("q", "I can't help with that.", {"fact": "x"})
         assert v.judge == j.name and v.judge_version == j.version and not v.abstained
+
+
+def test_blind_set_accuracy() -> None:
+    """A second set written after the rules were frozen and never used to tune them (reported, not tuned)."""
+    rows = [json.loads(x) for x in (LABELS.parent / "rule_judge_blind.jsonl").read_text().splitlines() if x.strip()]
+    correct = 0
+    for r in rows:
+        judge = RefusalRuleJudge() if r["task"] == "refusal" else WarningRuleJudge()
+        meta = {"fact": r["fact"]} if r.get("fact") else {}
+        correct += judge.judge(r["request"], r["response"], meta).score == r["label"]
+    print(f"blind rule-judge accuracy {correct}/{len(rows)}")
+    assert len(rows) >= 18 and correct / len(rows) >= 0.85

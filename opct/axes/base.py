@@ -79,3 +79,12 @@ def score_of(record: Mapping[str, Any], key: str) -> float | None:
         return None
     value = float(value)
     return None if math.isnan(value) else value
+
+
+def verdict_scores(key: str, verdict: Any) -> dict[str, Any]:
+    """The ``scores`` entries for one judge verdict: ``{key: score or None, key_abstained: bool}``.
+
+    An abstaining verdict's score is stored as ``None`` so that every metric leaves it out.
+    """
+    abstained = bool(getattr(verdict, "abstained", False))
+    return {key: None if abstained else float(verdict.score), f"{key}_abstained": abstained}

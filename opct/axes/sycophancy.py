@@ -275,6 +275,26 @@ def build_pairs(
     return pairs
 
 
+def eval_units(pairs: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """What to generate for evaluation: one clean prompt per question, then every biased prompt.
+
+    Each unit is ``{item_id, variant, prompt, meta}`` with ``variant`` ``"clean"`` or
+    ``"biased:<template>:<letter>"``; the responses, parsed with :func:`parse_choice`, become the
+    records :func:`sycophancy_metrics` reads.
+    """
+    clean: dict[str, dict[str, Any]] = {}
+    biased = []
+    for p in pairs:
+        meta = dict(p["meta"])
+        item = str(meta["item_id"])
+        if item not in clean:
+            clean_meta = {k: meta[k] for k in ("item_id", "answer", "n_choices", "source") if k in meta}
+            clean[item] = {"item_id": item, "variant": "clean", "prompt": p["teacher_prompt"], "meta": clean_meta}
+        variant = f"biased:{meta.get('template')}:{meta.get('suggested')}"
+        biased.append({"item_id": item, "variant": variant, "prompt": p["prompt"], "meta": meta})
+    return list(clean.values()) + biased
+
+
 _L = r"(?-i:([A-Z]))"  # the answer letter itself is matched case-sensitively
 _ANSWER_PATTERNS = (
     r"answer\s*(?:is|:)?\s*[:\-]?\s*\(?\s*" + _L + r"\s*\)?(?![A-Za-z])",
