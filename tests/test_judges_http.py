@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import threading
+import time
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -33,6 +35,9 @@ class FakeEndpoint:
                 endpoint.requests.append({"path": self.path, **body})
                 endpoint.headers.append(dict(self.headers))
                 status, reply = endpoint.script.pop(0) if endpoint.script else (200, GOOD)
+                if status == 0:  # stall for `reply` seconds, then answer too late
+                    time.sleep(reply)
+                    status, reply = 200, GOOD
                 if isinstance(reply, str) and status == 200:
                     reply = {"choices": [{"message": {"role": "assistant", "content": reply}}]}
                 data = json.dumps(reply).encode() if not isinstance(reply, bytes) else reply
@@ -42,7 +47,8 @@ class FakeEndpoint:
                     self.send_header("Retry-After", "0")
                 self.send_header("Content-Length", str(len(data)))
                 self.end_headers()
-                self.wfile.write(data)
+                with contextlib.suppress(OSError):  # the client may have timed out and gone
+                    self.wfile.write(data)
 
             def log_message(self, *args: Any) -> None:
                 pass
@@ -94,6 +100,14 @@ def test_retry_after_500_and_429_then_success(endpoint: FakeEndpoint, tmp_path: 
     assert not v.abstained and v.score == pytest.approx(7 / 8)
     assert len(endpoint.requests) == 3
     assert judge.sleeps == [0.001, 0.0]  # exponential back-off, then the server's Retry-After: 0
+
+
+def test_retry_after_timeout(endpoint: FakeEndpoint, tmp_path: Path) -> None:
+    endpoint.script = [(0, 1.0), (200, GOOD)]
+    judge = _judge(endpoint, tmp_path, max_retries=2)
+    judge.timeout = 0.2
+    v = judge.judge("q", "r", {})
+    assert not v.abstained and len(endpoint.requests) == 2 and judge.sleeps == [0.001]
 
 
 def test_abstain_after_persistent_failure(endpoint: FakeEndpoint, tmp_path: Path) -> None:

@@ -11,7 +11,8 @@ Wrappers
 
 Behaviours
     :func:`load_behaviors` reads AdvBench CSV (``goal,target``), HarmBench CSV (``Behavior, ...,
-    BehaviorID``; ``ContextString`` kept), JSONL (``request``/``behavior``/``goal``/``prompt``, optional
+    BehaviorID``; ``ContextString`` kept), any CSV with a ``prompt`` column (e.g. XSTest's benign
+    prompts for over-refusal; ``id``/``id_v2`` and ``type`` kept), JSONL (``request``/``behavior``/``goal``/``prompt``, optional
     ``id``, ``category``) or a text list (one request per line).
 
 Pairs
@@ -228,9 +229,11 @@ def _csv_behaviors(path: Path) -> list[Behavior]:
             kind = "harmbench"
         elif "goal" in cols:
             kind = "advbench"
+        elif "prompt" in cols:
+            kind = "prompt"
         else:
-            raise DataFormatError(path, f"unknown CSV header {sorted(cols)}; expected AdvBench 'goal,target' "
-                                        "or HarmBench 'Behavior,...,BehaviorID'", line=1)
+            raise DataFormatError(path, f"unknown CSV header {sorted(cols)}; expected AdvBench 'goal,target', "
+                                        "HarmBench 'Behavior,...,BehaviorID' or a 'prompt' column", line=1)
         out = []
         for line, row in enumerate(reader, start=2):
             if kind == "harmbench":
@@ -241,6 +244,13 @@ def _csv_behaviors(path: Path) -> list[Behavior]:
                     raise DataFormatError(path, "empty", line=line, field="BehaviorID")
                 out.append(Behavior(bid, req, (row.get("SemanticCategory") or "").strip(), "",
                                     (row.get("ContextString") or "").strip(), "harmbench"))
+            elif kind == "prompt":  # e.g. XSTest: id/id_v2, type, prompt, ...
+                req = (row.get("prompt") or "").strip()
+                if not req:
+                    raise DataFormatError(path, "empty", line=line, field="prompt")
+                bid = (row.get("id") or row.get("id_v2") or f"{path.stem}-{line - 1:04d}").strip()
+                out.append(Behavior(bid, req, (row.get("type") or row.get("category") or "").strip(), "", "",
+                                    path.stem))
             else:
                 req = (row.get("goal") or "").strip()
                 if not req:
