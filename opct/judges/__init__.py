@@ -1,5 +1,23 @@
-"""Judges decide what a response did: refused, complied, warned, answered which option."""
+"""Judges decide what a response did: refused, complied, warned, answered which option.
+
+Rule judges (:mod:`opct.judges.rules`) need no model; rubric judges run a rubric prompt
+(:mod:`opct.judges.rubrics`) on an OpenAI-compatible endpoint (:class:`HTTPJudge`) or a local
+Hugging Face model (:class:`HFJudge`), with a disk cache and abstention instead of crashes.
+"""
 
 from opct.judges.base import Judge, Verdict
+from opct.judges.hf import HFJudge
+from opct.judges.http import HTTPJudge
+from opct.judges.rubrics import get_rubric
+from opct.judges.rules import RefusalRuleJudge, SageRuleJudge, WarningRuleJudge
 
-__all__ = ["Judge", "Verdict"]
+__all__ = [
+    "HFJudge",
+    "HTTPJudge",
+    "Judge",
+    "RefusalRuleJudge",
+    "SageRuleJudge",
+    "Verdict",
+    "WarningRuleJudge",
+    "get_rubric",
+]

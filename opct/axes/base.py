@@ -1,0 +1,90 @@
+"""What every safety axis shares: pair construction, template splits, record access, data errors."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+Messages = list[dict[str, str]]
+TRAIN = "train"
+HELDOUT = "heldout"
+
+
+class DataFormatError(ValueError):
+    """A data file is malformed; the message names the file, the line (when known) and the field."""
+
+    def __init__(self, path: str | Path, problem: str, *, line: int | None = None, field: str | None = None):
+        where = str(path) + (f":{line}" if line is not None else "")
+        what = f" field {field!r}" if field else ""
+        super().__init__(f"{where}:{what} {problem}")
+        self.path, self.line, self.field, self.problem = str(path), line, field, problem
+
+
+def user(content: str, system: str | None = None) -> Messages:
+    """A chat message list with one user message (and an optional system message first)."""
+    msgs: Messages = [{"role": "system", "content": system}] if system else []
+    msgs.append({"role": "user", "content": content})
+    return msgs
+
+
+def make_pair(
+    pair_id: str, axis: str, prompt: Messages, teacher_prompt: Messages, meta: Mapping[str, Any]
+) -> dict[str, Any]:
+    """A consistency pair in the design §3.1 shape: ``{id, axis, prompt, teacher_prompt, meta}``.
+
+    ``prompt`` is what the student sees (the perturbed prompt); ``teacher_prompt`` the clean or
+    contrastive prompt the frozen teacher scores the student's completion under.
+    """
+    return {"id": pair_id, "axis": axis, "prompt": prompt, "teacher_prompt": teacher_prompt, "meta": dict(meta)}
+
+
+@dataclass(frozen=True)
+class Template:
+    """A perturbation template: ``id``, ``family``, ``text`` with slots, ``split`` (train / heldout)."""
+
+    id: str
+    family: str
+    text: str
+    split: str = TRAIN
+
+
+def assign_splits(templates: list[Template], heldout_families: set[str] | frozenset[str]) -> list[Template]:
+    """The templates with ``split`` set by family: held-out families → ``heldout``, others → ``train``."""
+    return [
+        Template(t.id, t.family, t.text, HELDOUT if t.family in heldout_families else TRAIN) for t in templates
+    ]
+
+
+def field_of(record: Mapping[str, Any], key: str, default: Any = None) -> Any:
+    """``record[key]``, else ``record["meta"][key]``, else ``default`` (records carry pair meta)."""
+    if key in record and record[key] is not None:
+        return record[key]
+    meta = record.get("meta") or {}
+    return meta.get(key, default)
+
+
+def score_of(record: Mapping[str, Any], key: str) -> float | None:
+    """The judge score ``record["scores"][key]``, or ``None`` when missing, null, NaN or abstained.
+
+    An abstaining judge is recorded either as a null score or as ``scores[f"{key}_abstained"]`` true.
+    """
+    scores = record.get("scores") or {}
+    if scores.get(f"{key}_abstained"):
+        return None
+    value = scores.get(key)
+    if value is None:
+        return None
+    value = float(value)
+    return None if math.isnan(value) else value
+
+
+def verdict_scores(key: str, verdict: Any) -> dict[str, Any]:
+    """The ``scores`` entries for one judge verdict: ``{key: score or None, key_abstained: bool}``.
+
+    An abstaining verdict's score is stored as ``None`` so that every metric leaves it out.
+    """
+    abstained = bool(getattr(verdict, "abstained", False))
+    return {key: None if abstained else float(verdict.score), f"{key}_abstained": abstained}

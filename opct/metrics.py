@@ -1,0 +1,213 @@
+"""Rates, intervals and paired statistics shared by every evaluation axis.
+
+Every number an evaluation reports is an :class:`Estimate`: a value, a 95% interval and the ``n``
+(the denominator) it was computed from. Rates use the Wilson score interval; anything that is not a
+simple proportion (differences, areas, clustered data) uses a seeded percentile bootstrap that
+resamples a *grouping unit* (a question, a behaviour, a safety fact), never single rows of data that
+share a unit.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Hashable, Iterable, Sequence
+from dataclasses import asdict, dataclass
+from typing import Any
+
+import numpy as np
+
+Z_95 = 1.959963984540054
+DEFAULT_RESAMPLES = 1000
+DEFAULT_SEED = 47
+
+
+@dataclass(frozen=True)
+class Estimate:
+    """A reported number: ``value`` with interval ``[ci_low, ci_high]`` computed from ``n`` units.
+
+    ``value`` is ``nan`` when ``n`` is 0 (nothing to estimate); the interval then is ``nan`` too.
+    ``method`` names how the interval was computed (``"wilson"``, ``"bootstrap"``, ``"none"``).
+    """
+
+    value: float
+    ci_low: float
+    ci_high: float
+    n: int
+    method: str = "wilson"
+
+    def to_dict(self) -> dict[str, Any]:
+        """The §3.5 metric record ``{value, ci_low, ci_high, n}`` plus the interval method."""
+        return asdict(self)
+
+
+def _nan_estimate(n: int = 0, method: str = "none") -> Estimate:
+    return Estimate(math.nan, math.nan, math.nan, n, method)
+
+
+def wilson_interval(successes: int, n: int, z: float = Z_95) -> tuple[float, float]:
+    """Wilson score interval for ``successes`` out of ``n`` (``(nan, nan)`` when ``n == 0``)."""
+    if n < 0 or successes < 0 or successes > n:
+        raise ValueError(f"need 0 <= successes <= n, got successes={successes}, n={n}")
+    if n == 0:
+        return math.nan, math.nan
+    p = successes / n
+    z2 = z * z
+    denom = 1.0 + z2 / n
+    centre = (p + z2 / (2 * n)) / denom
+    half = z * math.sqrt(p * (1 - p) / n + z2 / (4 * n * n)) / denom
+    return max(0.0, centre - half), min(1.0, centre + half)
+
+
+def rate(outcomes: Iterable[bool | None]) -> Estimate:
+    """Proportion of true outcomes with a Wilson 95% interval.
+
+    ``None`` entries are *not* counted in the denominator (use them for unparsed / abstained items and
+    report them separately).
+    """
+    vals = [bool(o) for o in outcomes if o is not None]
+    return rate_from_counts(sum(vals), len(vals))
+
+
+def rate_from_counts(successes: int, n: int) -> Estimate:
+    """:func:`rate` from counts."""
+    if n == 0:
+        return _nan_estimate(0, "wilson")
+    lo, hi = wilson_interval(successes, n)
+    return Estimate(successes / n, lo, hi, n, "wilson")
+
+
+def complement(est: Estimate) -> Estimate:
+    """``1 - est`` with the interval mirrored (e.g. defense success rate from attack success rate)."""
+    return Estimate(1.0 - est.value, 1.0 - est.ci_high, 1.0 - est.ci_low, est.n, est.method)
+
+
+def _percentile_ci(samples: np.ndarray, alpha: float) -> tuple[float, float]:
+    samples = samples[~np.isnan(samples)]
+    if samples.size == 0:
+        return math.nan, math.nan
+    lo, hi = np.quantile(samples, [alpha / 2, 1 - alpha / 2])
+    return float(lo), float(hi)
+
+
+def bootstrap(
+    units: Sequence[Any],
+    statistic: Callable[[Sequence[Any]], float],
+    *,
+    n_resamples: int = DEFAULT_RESAMPLES,
+    seed: int = DEFAULT_SEED,
+    alpha: float = 0.05,
+) -> Estimate:
+    """Percentile bootstrap of ``statistic`` over resampled ``units``.
+
+    ``units`` are the independent things (one entry per question / behaviour / fact, each holding
+    whatever the statistic needs); each resample draws ``len(units)`` of them with replacement using
+    ``numpy.random.default_rng(seed)``, so results are reproducible. ``n`` is the number of units.
+    """
+    n = len(units)
+    if n == 0:
+        return _nan_estimate(0, "bootstrap")
+    value = float(statistic(units))
+    rng = np.random.default_rng(seed)
+    draws = np.empty(n_resamples, dtype=float)
+    for i in range(n_resamples):
+        idx = rng.integers(0, n, size=n)
+        draws[i] = statistic([units[j] for j in idx])
+    lo, hi = _percentile_ci(draws, alpha)
+    return Estimate(value, lo, hi, n, "bootstrap")
+
+
+def group_rows(rows: Iterable[Any], key: Callable[[Any], Hashable]) -> list[list[Any]]:
+    """Rows grouped by ``key`` (insertion order kept), ready to be the units of :func:`bootstrap`."""
+    groups: dict[Hashable, list[Any]] = {}
+    for row in rows:
+        groups.setdefault(key(row), []).append(row)
+    return list(groups.values())
+
+
+def clustered_mean(
+    values: Sequence[float],
+    groups: Sequence[Hashable],
+    *,
+    n_resamples: int = DEFAULT_RESAMPLES,
+    seed: int = DEFAULT_SEED,
+    alpha: float = 0.05,
+) -> Estimate:
+    """Mean of ``values`` with a bootstrap interval that resamples whole groups (clusters).
+
+    Rows sharing a group (e.g. the three biased variants of one question) are resampled together.
+    ``n`` is the number of rows; the number of groups is what the bootstrap draws.
+    """
+    if len(values) != len(groups):
+        raise ValueError(f"values and groups differ in length: {len(values)} vs {len(groups)}")
+    if not values:
+        return _nan_estimate(0, "bootstrap")
+    sums, counts = _group_sums(values, groups)
+    est = _ratio_bootstrap(sums, counts, n_resamples=n_resamples, seed=seed, alpha=alpha)
+    return Estimate(est.value, est.ci_low, est.ci_high, len(values), "bootstrap")
+
+
+def _group_sums(values: Sequence[float], groups: Sequence[Hashable]) -> tuple[np.ndarray, np.ndarray]:
+    index: dict[Hashable, int] = {}
+    for g in groups:
+        index.setdefault(g, len(index))
+    sums = np.zeros(len(index))
+    counts = np.zeros(len(index))
+    for v, g in zip(values, groups, strict=True):
+        sums[index[g]] += float(v)
+        counts[index[g]] += 1
+    return sums, counts
+
+
+def _ratio_bootstrap(
+    sums: np.ndarray, counts: np.ndarray, *, n_resamples: int, seed: int, alpha: float
+) -> Estimate:
+    """Bootstrap of sum(sums)/sum(counts) resampling clusters (vectorised)."""
+    k = sums.size
+    value = float(sums.sum() / counts.sum())
+    rng = np.random.default_rng(seed)
+    draws = np.empty(n_resamples)
+    for i in range(n_resamples):
+        idx = rng.integers(0, k, size=k)
+        c = counts[idx].sum()
+        draws[i] = sums[idx].sum() / c if c > 0 else np.nan
+    lo, hi = _percentile_ci(draws, alpha)
+    return Estimate(value, lo, hi, int(counts.sum()), "bootstrap")
+
+
+def paired_difference(
+    a: Sequence[float],
+    b: Sequence[float],
+    groups: Sequence[Hashable] | None = None,
+    *,
+    n_resamples: int = DEFAULT_RESAMPLES,
+    seed: int = DEFAULT_SEED,
+    alpha: float = 0.05,
+) -> Estimate:
+    """Mean of ``a - b`` over aligned pairs, with a paired (cluster) bootstrap interval.
+
+    ``a[i]`` and ``b[i]`` are two measurements of the same pair (e.g. "picked the suggested option"
+    on the biased and on the clean prompt). With ``groups``, pairs sharing a group are resampled
+    together; without, every pair is its own unit. ``n`` is the number of pairs.
+    """
+    if len(a) != len(b):
+        raise ValueError(f"paired inputs differ in length: {len(a)} vs {len(b)}")
+    diffs = [float(x) - float(y) for x, y in zip(a, b, strict=True)]
+    if groups is None:
+        groups = list(range(len(diffs)))
+    return clustered_mean(diffs, groups, n_resamples=n_resamples, seed=seed, alpha=alpha)
+
+
+def mcnemar_counts(a: Sequence[bool], b: Sequence[bool]) -> dict[str, int]:
+    """Counts of the 2x2 paired table: ``both``, ``only_a``, ``only_b``, ``neither``."""
+    if len(a) != len(b):
+        raise ValueError(f"paired inputs differ in length: {len(a)} vs {len(b)}")
+    out = {"both": 0, "only_a": 0, "only_b": 0, "neither": 0}
+    for x, y in zip(a, b, strict=True):
+        key = "both" if x and y else "only_a" if x else "only_b" if y else "neither"
+        out[key] += 1
+    return out
+
+
+def metrics_to_dict(metrics: dict[str, Estimate]) -> dict[str, dict[str, Any]]:
+    """``{name: Estimate}`` to the JSON-ready ``{name: {value, ci_low, ci_high, n, method}}``."""
+    return {name: est.to_dict() for name, est in metrics.items()}
