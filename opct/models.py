@@ -176,3 +176,40 @@ def make_teacher(model: torch.nn.Module) -> Teacher:
     for p in frozen.parameters():
         p.requires_grad_(False)
     return Teacher(model=frozen, shares_weights=False, fingerprint=weights_fingerprint(frozen))
+
+
+def resolve_checkpoint(spec: str) -> tuple[str, str | None]:
+    """Where the weights of ``spec`` are: ``(model_or_base, adapter_dir)``.
+
+    ``spec`` is ``organism``, a hub id or local model folder, a run's ``final/`` (or any folder with
+    an ``opct_checkpoint.json``), or a run directory (its ``final/`` is used).
+    """
+    import json
+
+    path = Path(spec)
+    if path.is_dir() and (path / "final" / "opct_checkpoint.json").exists():
+        path = path / "final"
+    info = path / "opct_checkpoint.json"
+    if path.is_dir() and info.exists():
+        meta = json.loads(info.read_text(encoding="utf-8"))
+        if (path / "adapter_config.json").exists():
+            return meta["base_model"], str(path)
+        return str(path), None
+    if path.is_dir() and (path / "manifest.json").exists():
+        raise FileNotFoundError(f"{spec} is a run directory without a finished checkpoint (no final/); finish or resume the run first")
+    return spec, None
+
+
+def load_for_inference(
+    spec: str, dtype: str = "float32", device: str | None = None, chat_template: str | None = None, trust_remote_code: bool = False
+) -> tuple[PreTrainedModel, PreTrainedTokenizerBase]:
+    """Load a model to generate with: a base model, or a base with its trained LoRA merged in."""
+    base, adapter = resolve_checkpoint(spec)
+    model = load_model(ModelConfig(name_or_path=base, dtype=dtype, trust_remote_code=trust_remote_code), device)
+    tokenizer_source = adapter if adapter and (Path(adapter) / "tokenizer_config.json").exists() else base
+    if adapter:
+        from peft import PeftModel
+
+        model = PeftModel.from_pretrained(model, adapter).merge_and_unload()
+    model.eval()
+    return model, load_tokenizer(tokenizer_source, chat_template, trust_remote_code=trust_remote_code)

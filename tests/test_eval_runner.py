@@ -1,0 +1,70 @@
+"""The evaluation runner: records, resume after an interruption, never partial results."""
+
+import json
+
+import pytest
+
+from opct.config import ModelConfig
+from opct.datasets.base import EvalItem
+from opct.evals import run_task
+from opct.evals.capability import multiple_choice_task
+from opct.models import load_model, load_tokenizer
+from opct.rollout import HFSampler, SamplingParams
+
+
+def _items(n=10):
+    return [
+        EvalItem(id=f"q{i}", prompt=[{"role": "user", "content": f"Question {i}? (A) x (B) y"}], meta={"answer": "AB"[i % 2], "letters": "AB"})
+        for i in range(n)
+    ]
+
+
+class Interrupt(RuntimeError):
+    pass
+
+
+def test_records_resume_and_complete_results(tiny_model, tmp_path):
+    tok = load_tokenizer(str(tiny_model))
+    engine = HFSampler(load_model(ModelConfig(name_or_path=str(tiny_model))), tok)
+    params = SamplingParams(n=2, temperature=1.0, max_new_tokens=6, seed=1)
+    task = multiple_choice_task("mc", _items())
+    calls = {"n": 0}
+    real_score = task.score
+
+    def flaky(unit, response):
+        calls["n"] += 1
+        if calls["n"] == 7:
+            raise Interrupt
+        return real_score(unit, response)
+
+    task.score = flaky
+    with pytest.raises(Interrupt):
+        run_task(task, engine, tok, tmp_path, params, "tiny", batch_units=2)
+    samples = tmp_path / "mc" / "samples.jsonl"
+    written = [json.loads(line) for line in samples.read_text().splitlines()]
+    assert len(written) == 4  # two batches of 2 units x 2 samples were complete
+    assert not (tmp_path / "mc" / "results.json").exists()  # partial results are never reported
+
+    task.score = real_score
+    result = run_task(task, engine, tok, tmp_path, params, "tiny", batch_units=2)
+    records = [json.loads(line) for line in samples.read_text().splitlines()]
+    assert len(records) == 20 and len({(r["item_id"], r["sample"]) for r in records}) == 20
+    assert records[:4] == written  # kept, not regenerated
+    fresh = run_task(multiple_choice_task("mc", _items()), engine, tok, tmp_path / "fresh", params, "tiny", batch_units=3)
+    fresh_records = [json.loads(line) for line in (tmp_path / "fresh" / "mc" / "samples.jsonl").read_text().splitlines()]
+    key = lambda r: (r["item_id"], r["sample"])  # noqa: E731
+    assert sorted(map(key, records)) == sorted(map(key, fresh_records))
+    assert {key(r): r["response"] for r in records} == {key(r): r["response"] for r in fresh_records}
+
+    out = json.loads((tmp_path / "mc" / "results.json").read_text())
+    assert out["complete"] and out["n"] == 10 and out["n_records"] == 20
+    assert out["generation_config"]["n"] == 2 and out["data_hash"] and out["judges"] == ["mc-letter@1"]
+    acc = out["metrics"]["accuracy"]
+    expected = sum(r["scores"]["correct"] for r in records) / 20
+    assert acc["value"] == pytest.approx(expected) and acc["n"] == 20 and acc["ci_low"] <= expected <= acc["ci_high"]
+    for r in records:
+        assert set(r) >= {"eval", "item_id", "variant", "split", "prompt", "response", "parsed", "judge", "judge_version", "scores", "ok"}
+    again = run_task(task, engine, tok, tmp_path, params, "tiny")
+    assert again.reused and again.metrics["accuracy"].value == pytest.approx(expected)
+    other = run_task(task, engine, tok, tmp_path, SamplingParams(n=1, temperature=0.0, max_new_tokens=6), "tiny")
+    assert not other.reused and other.n_records == 10
