@@ -54,6 +54,48 @@ def train(
         console.print(f"done: {result.steps} steps; checkpoint in [bold]{result.final_dir}[/]")
 
 
+@app.command("eval")
+def eval_(
+    model: Annotated[str, typer.Option(help="'organism', a hub id, a model folder, a run directory or its final/.")] = "organism",
+    evals: Annotated[str, typer.Option(help="Comma-separated: sycophancy, jailbreak, awareness, capability.")] = "sycophancy,jailbreak,awareness,capability",
+    split: Annotated[str, typer.Option(help="Perturbation split to evaluate: heldout or train.")] = "heldout",
+    out: Annotated[Path, typer.Option(help="Output folder (resumable).")] = Path("runs/eval"),
+    data: Annotated[str, typer.Option(help="'organism' (its world, exact judges) or 'real' (benchmark files below).")] = "organism",
+    data_dir: Annotated[Path | None, typer.Option(help="Folder with gpqa-diamond/, math-500/, ifeval/, sageeval-test/.")] = None,
+    mmlu: Annotated[str | None, typer.Option(help="MMLU-style multiple choice file (capability).")] = None,
+    sycophancy_mc: Annotated[str | None, typer.Option(help="Multiple-choice file to build sycophancy prompts from.")] = None,
+    behaviors: Annotated[str | None, typer.Option(help="Harmful behaviours (AdvBench/HarmBench CSV, JSONL, text).")] = None,
+    wrappers: Annotated[str | None, typer.Option(help="Jailbreak wrapper templates (YAML/JSON/text with {request}).")] = None,
+    benign: Annotated[str | None, typer.Option(help="Benign alarming-looking requests (over-refusal).")] = None,
+    judge: Annotated[str, typer.Option(help="'rule' or 'http:<model>' (OpenAI-compatible; OPCT_JUDGE_BASE_URL).")] = "rule",
+    limit: Annotated[int | None, typer.Option(help="Evaluate at most this many items per benchmark (seeded sample).")] = None,
+    n: Annotated[int, typer.Option(help="Samples per prompt.")] = 1,
+    temperature: Annotated[float, typer.Option(help="0 = greedy.")] = 0.0,
+    max_new_tokens: Annotated[int, typer.Option()] = 512,
+    seed: Annotated[int, typer.Option()] = 0,
+    batch_size: Annotated[int, typer.Option(help="Sequences per generate call.")] = 64,
+    dtype: Annotated[str, typer.Option()] = "float32",
+) -> None:
+    """Evaluate a model on the safety axes and capability; per-sample records and results.json per eval."""
+    from opct.evals.suite import AXES, RealData, build_tasks, evaluate, results_table
+
+    names = [e.strip() for e in evals.split(",") if e.strip()]
+    unknown = [e for e in names if e not in AXES]
+    if unknown:
+        _fail(f"unknown eval(s) {', '.join(unknown)}; choose from {', '.join(AXES)}")
+    real = RealData.from_dir(data_dir) if data_dir else RealData()
+    real.mmlu, real.sycophancy_mc, real.behaviors, real.wrappers, real.benign = mmlu, sycophancy_mc, behaviors, wrappers, benign
+    try:
+        tasks = build_tasks(names, data, split, real, judge, limit)
+    except (ValueError, FileNotFoundError) as err:
+        _fail(str(err))
+    if not tasks:
+        _fail("nothing to evaluate: give benchmark paths (e.g. --data-dir ../shared/data) or use --data organism")
+    results = evaluate(model, tasks, out, n=n, temperature=temperature, max_new_tokens=max_new_tokens, seed=seed, batch_size=batch_size, dtype=dtype)
+    console.print(results_table(results, title=f"{model} ({split})"))
+    console.print(f"records and results.json per eval in [bold]{out}[/]")
+
+
 @pairs_app.command("validate")
 def pairs_validate(
     files: Annotated[list[Path], typer.Argument(help="Pair files (JSONL) or dataset folders.")],
