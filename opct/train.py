@@ -73,7 +73,10 @@ def load_training_pairs(cfg: RunConfig) -> list[ConsistencyPair]:
         raise ValueError("no training data: set data.train to one or more pair files")
     pairs: list[ConsistencyPair] = []
     for source in cfg.data.train:
-        pairs.extend(read_pairs(source, columns=cfg.data.columns or None, split=cfg.data.split))
+        if source.startswith("organism:"):
+            pairs.extend(organism_pairs(source))
+        else:
+            pairs.extend(read_pairs(source, columns=cfg.data.columns or None, split=cfg.data.split))
     if cfg.data.axes:
         pairs = [p for p in pairs if p.axis in cfg.data.axes]
         if not pairs:
@@ -83,6 +86,22 @@ def load_training_pairs(cfg: RunConfig) -> list[ConsistencyPair]:
         dup = next(i for i in ids if ids.count(i) > 1)
         raise ValueError(f"pair id {dup!r} appears in more than one training file; ids must be unique")
     return pairs
+
+
+def organism_pairs(source: str) -> list[ConsistencyPair]:
+    """Built-in pairs of the organism's world: ``organism:<axis>[:<split>]`` (split defaults to train)."""
+    from opct.organism.pairs import build_pairs
+    from opct.pairs import PairProblem, pair_from_record
+
+    parts = source.split(":")
+    if len(parts) not in (2, 3):
+        raise ValueError(f"data.train {source!r}: expected organism:<axis>[:<split>], e.g. organism:sycophancy:train")
+    axis, split = parts[1], parts[2] if len(parts) == 3 else "train"
+    problems: list[PairProblem] = []
+    pairs = [pair_from_record(r, (source, i + 1), problems) for i, r in enumerate(build_pairs(axis, split))]
+    if problems:
+        raise ValueError(f"built-in pairs {source} are invalid: {problems[0]}")
+    return [p for p in pairs if p is not None]
 
 
 def total_steps(cfg: RunConfig, n_pairs: int) -> int:
