@@ -54,6 +54,53 @@ def train(
         console.print(f"done: {result.steps} steps; checkpoint in [bold]{result.final_dir}[/]")
 
 
+def _run_experiment(config: Path | None, set_: list[str] | None, dry_run: bool, no_progress: bool) -> None:
+    from opct.config import ConfigError
+    from opct.experiment import load_experiment, resolve, run_experiment
+    from opct.pairs import PairFileError
+    from opct.train import RunDirError
+
+    try:
+        cfg = load_experiment(config, set_ or [])
+        plan = resolve(cfg)
+    except ConfigError as err:
+        _fail(str(err))
+    console.print(plan.describe(), highlight=False)
+    if dry_run:
+        return
+    try:
+        root = run_experiment(cfg, show_progress=not no_progress, log=lambda m: console.print(m, highlight=False))
+    except (PairFileError, RunDirError, ValueError, FileNotFoundError) as err:
+        _fail(str(err))
+    from opct.report import format_results_table
+
+    console.print(format_results_table(root), highlight=False)
+    console.print(f"report: [bold]{root / 'report.html'}[/] (and report.md)")
+
+
+@app.command()
+def run(
+    experiment: Annotated[Path, typer.Argument(help="Experiment YAML (model, axes, methods, seeds, settings).")],
+    set_: Annotated[list[str] | None, typer.Option("--set", help="Override a setting: key.sub=value (repeatable).")] = None,
+    dry_run: Annotated[bool, typer.Option("--dry-run", help="Print the resolved plan and exit.")] = False,
+    no_progress: Annotated[bool, typer.Option("--no-progress")] = False,
+) -> None:
+    """Run an experiment: base eval, training per method, evaluation, attack, report (resumable)."""
+    _run_experiment(experiment, set_, dry_run, no_progress)
+
+
+@app.command()
+def demo(
+    set_: Annotated[list[str] | None, typer.Option("--set", help="Override a setting: key.sub=value (repeatable).")] = None,
+    dry_run: Annotated[bool, typer.Option("--dry-run", help="Print the resolved plan and exit.")] = False,
+    no_progress: Annotated[bool, typer.Option("--no-progress")] = False,
+) -> None:
+    """The paper's comparison on the built-in organism: baseline vs BCT vs OPCT on all three axes."""
+    from importlib.resources import files
+
+    _run_experiment(Path(str(files("opct") / "experiments" / "organism_demo.yaml")), set_, dry_run, no_progress)
+
+
 @app.command("eval")
 def eval_(
     model: Annotated[str, typer.Option(help="'organism', a hub id, a model folder, a run directory or its final/.")] = "organism",

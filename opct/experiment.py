@@ -1,0 +1,295 @@
+"""Experiments: a model, axes, methods and seeds, run as resumable stages.
+
+Stages: evaluate the base model; train each (method, seed[, axis]); evaluate every checkpoint on
+the held-out and training perturbation splits and on capability; attack every model; report.
+Every stage writes under ``<output_dir>/<name>/``; a rerun skips what is complete and verified and
+continues what was interrupted (training resumes from its last checkpoint, evaluation from the
+samples already written).
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+
+from opct.config import (
+    ConfigError,
+    ModelConfig,
+    RunConfig,
+    _format_validation_error,
+    _set_path,
+    parse_overrides,
+)
+from opct.manifest import build_manifest, write_json_atomic
+
+AXES = ("sycophancy", "jailbreak", "awareness")
+TRAINED_METHODS = ("bct", "opct")
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class EvalSettings(_Strict):
+    """How every model of the experiment is evaluated."""
+
+    data: Literal["organism", "real"] = "organism"
+    splits: list[Literal["heldout", "train"]] = Field(default_factory=lambda: ["heldout", "train"])
+    capability: bool = True
+    n: int = Field(1, gt=0)
+    temperature: float = Field(0.0, ge=0.0)
+    max_new_tokens: int = Field(64, gt=0)
+    batch_size: int = Field(64, gt=0)
+    limit: int | None = Field(None, gt=0)
+    judge: str = "rule"
+    real: dict[str, str] = Field(default_factory=dict, description="real benchmark paths: gpqa, math500, ifeval, mmlu, sage, ...")
+    seed: int = 0
+
+
+class AttackSettings(_Strict):
+    """The adaptive per-target attacker run against every model."""
+
+    enabled: bool = False
+    budget: int = Field(24, gt=0, description="target queries per behaviour")
+    settings: dict[str, Any] = Field(default_factory=dict)
+
+
+class ExperimentConfig(_Strict):
+    """What to compare: methods x seeds (x axes) on one model."""
+
+    name: str = "experiment"
+    output_dir: str = "runs/experiments"
+    model: ModelConfig = Field(default_factory=ModelConfig)
+    axes: list[Literal["sycophancy", "jailbreak", "awareness"]] = Field(default_factory=lambda: list(AXES))
+    methods: list[Literal["base", "bct", "opct"]] = Field(default_factory=lambda: ["base", "bct", "opct"])
+    mix_axes: bool = Field(True, description="one training run on all axes mixed (else one run per axis)")
+    seeds: list[int] = Field(default_factory=lambda: [0])
+    train_data: dict[str, list[str]] = Field(
+        default_factory=dict, description="axis -> pair sources; default organism:<axis>:train"
+    )
+    train: dict[str, Any] = Field(default_factory=dict, description="run settings shared by every method")
+    method_settings: dict[str, dict[str, Any]] = Field(default_factory=dict, description="per-method run settings")
+    eval: EvalSettings = Field(default_factory=EvalSettings)
+    attack: AttackSettings = Field(default_factory=AttackSettings)
+
+    @model_validator(mode="after")
+    def _check(self) -> ExperimentConfig:
+        unknown = set(self.method_settings) - set(TRAINED_METHODS)
+        if unknown:
+            raise ValueError(f"method_settings has unknown method(s) {sorted(unknown)}; use {TRAINED_METHODS}")
+        for axis in self.train_data:
+            if axis not in AXES:
+                raise ValueError(f"train_data has unknown axis {axis!r}; use {AXES}")
+        return self
+
+    @property
+    def root(self) -> Path:
+        return Path(self.output_dir) / self.name
+
+
+@dataclass
+class TrainStage:
+    """One training run of the plan."""
+
+    key: str
+    config: RunConfig
+
+
+@dataclass
+class Plan:
+    """Everything an experiment will do, resolved."""
+
+    experiment: ExperimentConfig
+    runs: list[TrainStage]
+    models: dict[str, str]  # row key -> model spec to evaluate
+    evals: list[str]
+    stages: list[str] = field(default_factory=list)
+
+    def describe(self) -> str:
+        cfg = self.experiment
+        lines = [f"experiment {cfg.name} -> {cfg.root}", f"model: {cfg.model.name_or_path}", "stages:"]
+        lines += [f"  {i + 1}. {s}" for i, s in enumerate(self.stages)]
+        lines.append("training runs:")
+        for r in self.runs:
+            c = r.config
+            what = f"{c.train.max_steps} steps" if c.train.max_steps else f"{c.train.epochs} epoch(s)"
+            lines.append(
+                f"  {r.key}: {c.method}, {what}, batch {c.train.batch_size}, lr {c.optim.lr:g}, "
+                f"data {', '.join(c.data.train)}"
+            )
+        lines.append(f"evaluations per model: {', '.join(self.evals)}")
+        return "\n".join(lines)
+
+
+def load_experiment(path: str | Path | None, overrides: list[str] | None = None) -> ExperimentConfig:
+    """Read an experiment YAML (``--set key=value`` overrides); unknown keys are errors naming them."""
+    tree: dict[str, Any] = {}
+    source = "defaults"
+    if path is not None:
+        source = str(path)
+        try:
+            tree = yaml.safe_load(Path(path).read_text(encoding="utf-8")) or {}
+        except FileNotFoundError as err:
+            raise ConfigError(f"experiment file not found: {path}") from err
+        except yaml.YAMLError as err:
+            raise ConfigError(f"{path}: not valid YAML: {err}") from err
+    for key, value in parse_overrides(overrides or []):
+        _set_path(tree, key, value)
+    try:
+        return ExperimentConfig.model_validate(tree)
+    except ValidationError as err:
+        raise ConfigError(_format_validation_error(err, source)) from None
+
+
+def _deep_merge(base: dict[str, Any], extra: dict[str, Any]) -> dict[str, Any]:
+    out = copy.deepcopy(base)
+    for k, v in extra.items():
+        out[k] = _deep_merge(out[k], v) if isinstance(v, dict) and isinstance(out.get(k), dict) else copy.deepcopy(v)
+    return out
+
+
+def _sources(cfg: ExperimentConfig, axis: str) -> list[str]:
+    return cfg.train_data.get(axis, [f"organism:{axis}:train"])
+
+
+def eval_names(cfg: ExperimentConfig) -> list[str]:
+    """The evaluation names every model gets (held-out first, ``_train`` for training families)."""
+    names = []
+    for axis in cfg.axes:
+        for split in cfg.eval.splits:
+            names.append(axis if split == "heldout" else f"{axis}_train")
+    if cfg.eval.capability:
+        names.append("capability")
+    return names
+
+
+def resolve(cfg: ExperimentConfig) -> Plan:
+    """Resolve the experiment into training runs (validated run configs) and models to evaluate."""
+    runs: list[TrainStage] = []
+    models: dict[str, str] = {}
+    if "base" in cfg.methods:
+        models["base"] = cfg.model.name_or_path
+    groups = [("all", list(cfg.axes))] if cfg.mix_axes else [(a, [a]) for a in cfg.axes]
+    for method in [m for m in cfg.methods if m != "base"]:
+        for seed in cfg.seeds:
+            for group, axes in groups:
+                key = method
+                if not cfg.mix_axes:
+                    key += f"-{group}"
+                if len(cfg.seeds) > 1:
+                    key += f"-s{seed}"
+                tree = _deep_merge(cfg.train, cfg.method_settings.get(method, {}))
+                tree = _deep_merge(
+                    tree,
+                    {
+                        "name": key,
+                        "output_dir": str(cfg.root / "train"),
+                        "method": method,
+                        "seed": seed,
+                        "model": cfg.model.model_dump(),
+                        "data": {"train": [s for a in axes for s in _sources(cfg, a)]},
+                    },
+                )
+                try:
+                    run = RunConfig.model_validate(tree)
+                except ValidationError as err:
+                    raise ConfigError(_format_validation_error(err, f"experiment {cfg.name}, run {key}")) from None
+                runs.append(TrainStage(key, run))
+                models[key] = str(cfg.root / "train" / key)
+    stages = ["evaluate the base model"] if "base" in cfg.methods else []
+    stages += [f"train {r.key}" for r in runs]
+    stages += [f"evaluate {k}" for k in models if k != "base"]
+    if cfg.attack.enabled:
+        stages += [f"attack {k}" for k in models]
+    stages.append("report")
+    return Plan(cfg, runs, models, eval_names(cfg), stages)
+
+
+def _eval_tasks(cfg: ExperimentConfig) -> list[Any]:
+    from opct.evals.suite import RealData, build_tasks
+
+    tasks = []
+    for split in cfg.eval.splits:
+        real = RealData(**cfg.eval.real) if cfg.eval.real else None
+        built = build_tasks(list(cfg.axes), cfg.eval.data, split, real, cfg.eval.judge, cfg.eval.limit)
+        if split == "train":
+            for t in built:
+                t.name = f"{t.name}_train"
+        tasks.extend(built)
+    if cfg.eval.capability:
+        real = RealData(**cfg.eval.real) if cfg.eval.real else None
+        tasks.extend(build_tasks(["capability"], cfg.eval.data, "heldout", real, cfg.eval.judge, cfg.eval.limit))
+    return tasks
+
+
+def run_experiment(cfg: ExperimentConfig, show_progress: bool = True, log: Any = print) -> Path:
+    """Run (or resume) every stage of the experiment; returns the experiment directory."""
+    from opct.evals.suite import evaluate
+    from opct.train import train
+
+    plan = resolve(cfg)
+    root = cfg.root
+    root.mkdir(parents=True, exist_ok=True)
+    write_json_atomic(
+        root / "plan.json",
+        {
+            "name": cfg.name,
+            "model": cfg.model.name_or_path,
+            "methods": list(plan.models),
+            "axes": list(cfg.axes),
+            "seeds": cfg.seeds,
+            "evals": plan.evals,
+            "stages": plan.stages,
+        },
+    )
+    write_json_atomic(root / "manifest.json", build_manifest("experiment", cfg.model_dump(mode="json")))
+    tasks = _eval_tasks(cfg)
+    e = cfg.eval
+
+    def evaluate_model(key: str) -> None:
+        log(f"[stage] evaluate {key}")
+        evaluate(plan.models[key], tasks, root / "eval" / key, n=e.n, temperature=e.temperature,
+                 max_new_tokens=e.max_new_tokens, seed=e.seed, batch_size=e.batch_size,
+                 dtype=cfg.model.dtype, show_progress=show_progress)
+
+    if "base" in plan.models:
+        evaluate_model("base")
+    for stage in plan.runs:
+        final = stage.config.run_dir / "final"
+        if final.exists() and _run_complete(stage.config):
+            log(f"[stage] train {stage.key}: complete, skipped")
+        else:
+            log(f"[stage] train {stage.key}")
+            train(stage.config, show_progress=show_progress)
+    for key in plan.models:
+        if key != "base":
+            evaluate_model(key)
+    if cfg.attack.enabled:
+        from opct.attack.experiment import attack_models
+
+        attack_models(cfg, plan.models, root / "attack", log=log, show_progress=show_progress)
+    from opct.report import write_report
+
+    write_report(root)
+    return root
+
+
+def _run_complete(run: RunConfig) -> bool:
+    """A finished run whose manifest matches this configuration."""
+    from opct.config import dump_config
+    from opct.train import _checkpoints, total_steps
+
+    manifest = run.run_dir / "manifest.json"
+    if not manifest.exists():
+        return False
+    old = json.loads(manifest.read_text(encoding="utf-8"))
+    if old.get("config") != dump_config(run):
+        return False
+    found = _checkpoints(run.run_dir)
+    return bool(found) and found[-1][0] >= total_steps(run, int(old.get("num_pairs", 0)) or 1)
