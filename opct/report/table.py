@@ -74,17 +74,20 @@ class ResultsTable:
         return ["method"] + [c.header for c in self.columns]
 
 
+def metric_parts(metric: Metric, percent: bool = True) -> tuple[str, str, str]:
+    """``("41.0%", "[37.0, 45.0]", "(n=360)")``; the interval or n part is "" when unknown."""
+    scale, digits, unit = (100.0, 1, "%") if percent else (1.0, 3, "")
+    value = f"{metric.value * scale:.{digits}f}{unit}"
+    interval = f"[{metric.ci_low * scale:.{digits}f}, {metric.ci_high * scale:.{digits}f}]" if metric.has_interval else ""
+    n = f"(n={metric.n})" if metric.n is not None else ""
+    return value, interval, n
+
+
 def format_metric(metric: Metric | None, percent: bool = True) -> str:
-    """``41.0% [37.0, 45.0] (n=360)`` for a rate, ``0.812 [0.770, 0.850] (n=50)`` for a score."""
+    """``41.0% [37.0, 45.0] (n=360)`` for a rate, ``0.812 [0.770, 0.850] (n=50)`` for a score, "—" when absent."""
     if metric is None:
         return MISSING
-    scale, digits, unit = (100.0, 1, "%") if percent else (1.0, 3, "")
-    text = f"{metric.value * scale:.{digits}f}{unit}"
-    if metric.has_interval:
-        text += f" [{metric.ci_low * scale:.{digits}f}, {metric.ci_high * scale:.{digits}f}]"
-    if metric.n is not None:
-        text += f" (n={metric.n})"
-    return text
+    return " ".join(p for p in metric_parts(metric, percent) if p)
 
 
 def _eval_metric(eval_name: str, key: str) -> MetricGetter:
