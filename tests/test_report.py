@@ -78,6 +78,13 @@ def test_static_defense_is_labelled_without_attacker(tmp_path: Path) -> None:
     assert "static" in headers and "adaptive" not in headers
 
 
+def test_empty_experiment_still_reports(tmp_path: Path) -> None:
+    (tmp_path / "plan.json").write_text(json.dumps({"name": "empty", "model": "m", "methods": ["base", "bct", "opct"]}))
+    html, md = write_report(tmp_path)
+    assert "| BCT | — | — | — |" in md.read_text()
+    assert "<img" not in html.read_text()
+
+
 def test_markdown_has_table_and_figure_links(report: tuple[Path, Path, Path]) -> None:
     exp, _, md = report
     text = md.read_text()

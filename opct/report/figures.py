@@ -294,9 +294,10 @@ def make_figures(exp: Experiment, out_dir: Path, dpi: int = 110) -> list[FigureF
     saved = []
     for name, section, draw in plots:
         fig = draw()
-        if fig is None:
-            continue
         path = out_dir / f"{name}.png"
+        if fig is None:
+            path.unlink(missing_ok=True)  # a stale figure from an earlier report
+            continue
         fig.savefig(path, dpi=dpi, bbox_inches="tight", metadata={"Software": None})
         saved.append(FigureFile(name, section, path))
     return saved

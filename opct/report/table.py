@@ -167,7 +167,7 @@ def scale_note(exp: Experiment) -> str:
     model = exp.model or "this model"
     if "organism" in model.lower() or "tiny" in model.lower():
         return (
-            f"These numbers are a measurement on {model}, a tiny model, not a reproduction target: "
+            f"These numbers are a measurement on the tiny model “{model}”, not a reproduction target: "
             "compare the direction of the effects with the paper's, not their size."
         )
     return (
