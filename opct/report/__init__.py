@@ -1,0 +1,54 @@
+"""The experiment report: ``report.html`` (self-contained) and ``report.md`` with matplotlib figures.
+
+``write_report(exp_dir)`` reads an experiment directory (see :mod:`opct.report.load` for the layout),
+draws the figures into ``<exp>/figures/`` and writes both reports beside them;
+``format_results_table(exp_dir)`` gives the paper-style table as plain text for the terminal.
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+from opct.report.load import Experiment, load_experiment
+from opct.report.table import PAPER_HEADERS, PAPER_ROWS, build_table, render_text, scale_note
+
+__all__ = ["Experiment", "format_results_table", "load_experiment", "write_report"]
+
+
+def write_report(experiment_dir: Path) -> tuple[Path, Path]:
+    """Write ``report.html`` and ``report.md`` (and ``figures/*.png``) into ``experiment_dir``.
+
+    Returns ``(html_path, md_path)``. Raises FileNotFoundError when the directory does not exist.
+    """
+    from opct.report.figures import make_figures
+    from opct.report.render import build_sections, render_html, render_md
+
+    root = Path(experiment_dir)
+    exp = load_experiment(root)
+    table = build_table(exp)
+    sections = build_sections(make_figures(exp, root / "figures"))
+    generated = time.strftime("%Y-%m-%d %H:%M:%S %Z")
+    html_path, md_path = root / "report.html", root / "report.md"
+    _write_atomic(html_path, render_html(exp, table, sections, generated))
+    _write_atomic(md_path, render_md(exp, table, sections, generated))
+    return html_path, md_path
+
+
+def format_results_table(exp_dir: str | Path) -> str:
+    """The paper-style results table of ``exp_dir`` as plain text, the paper's numbers below it."""
+    exp = load_experiment(exp_dir)
+    table = build_table(exp)
+    return "\n".join([
+        f"{exp.name} ({exp.model or 'model unknown'})",
+        render_text(table.headers, table.rows()),
+        "",
+        render_text(PAPER_HEADERS, PAPER_ROWS),
+        scale_note(exp),
+    ])
+
+
+def _write_atomic(path: Path, text: str) -> None:
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(text, encoding="utf-8")
+    tmp.replace(path)

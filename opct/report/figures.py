@@ -1,0 +1,303 @@
+"""The report's figures (matplotlib's object API on the Agg canvas; pyplot's global state is not used): per-axis bars, the safety curve, capability, training.
+
+Each ``plot_*`` function returns a matplotlib figure, or None when the experiment has nothing to
+draw. Methods keep one colour everywhere (Okabe-Ito, colour-blind safe); train-family bars are
+hatched and held-out ones solid.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import matplotlib
+from matplotlib.backends.backend_agg import FigureCanvasAgg
+from matplotlib.figure import Figure
+from matplotlib.patches import Patch
+from matplotlib.ticker import PercentFormatter
+
+from opct.report.load import Experiment, Metric
+from opct.report.table import (
+    awareness_key,
+    capability_evals,
+    capability_metric_key,
+    capability_title,
+    method_label,
+)
+
+FIXED_COLOURS = {"base": "#6E6E6E", "bct": "#E69F00", "opct": "#0072B2"}
+OTHER_COLOURS = ("#009E73", "#CC79A7", "#D55E00", "#56B4E9", "#F0E442", "#000000")
+SPLIT_STYLE = {"train": {"hatch": "///", "alpha": 0.55}, "heldout": {"hatch": "", "alpha": 1.0}, "adaptive": {"hatch": "..", "alpha": 0.8}}
+SPLIT_LABEL = {"train": "train {unit}", "heldout": "held-out {unit}", "adaptive": "adaptive attacker"}
+STYLE = {
+    "font.size": 9, "axes.titlesize": 10, "axes.labelsize": 9, "legend.fontsize": 8, "axes.spines.top": False,
+    "axes.spines.right": False, "axes.grid": True, "axes.grid.axis": "y", "grid.alpha": 0.3, "axes.axisbelow": True, "hatch.linewidth": 0.6,
+}
+
+
+@dataclass(frozen=True)
+class AxisSpec:
+    """What the per-axis figure plots: the eval, its headline metric and how to show it."""
+
+    axis: str
+    metric: str
+    title: str
+    short: str
+    percent: bool
+    better: str
+    #: What the train/held-out split divides: perturbation families, or (awareness) safety facts.
+    unit: str = "families"
+
+
+def axis_specs(exp: Experiment) -> list[AxisSpec]:
+    """The three safety axes' headline metrics (AUSC variant as in the table)."""
+    return [
+        AxisSpec("sycophancy", "sycophancy_rate", "sycophancy rate", "sycophancy rate", True, "lower"),
+        AxisSpec("jailbreak", "dsr", "defense success rate (DSR)", "DSR", True, "higher"),
+        AxisSpec("awareness", awareness_key(exp), f"AUSC ({awareness_key(exp).split('_')[1]}-threshold)", "AUSC", False, "higher", "facts"),
+    ]
+
+
+def method_colours(methods: Sequence[str]) -> dict[str, str]:
+    """A stable colour per method: base grey, BCT orange, OPCT blue, others from Okabe-Ito."""
+    others = iter(OTHER_COLOURS * (1 + len(methods) // len(OTHER_COLOURS)))
+    return {m: FIXED_COLOURS.get(m) or next(others) for m in methods}
+
+
+def _new_figure(size: tuple[float, float]) -> Figure:
+    fig = Figure(figsize=size)
+    FigureCanvasAgg(fig)
+    return fig
+
+
+def _yerr(metrics: Sequence[Metric | None]) -> list[list[float]]:
+    lo = [max(0.0, m.value - m.ci_low) if m and m.has_interval else 0.0 for m in metrics]
+    hi = [max(0.0, m.ci_high - m.value) if m and m.has_interval else 0.0 for m in metrics]
+    return [lo, hi]
+
+
+def _bars(ax: Any, x: Sequence[float], metrics: Sequence[Metric | None], width: float, colour: str, split: str, **kw: Any) -> None:
+    """Bars with 95% interval whiskers; a missing metric leaves a gap marked "n/a"."""
+    values = [m.value if m else 0.0 for m in metrics]
+    style = SPLIT_STYLE[split]
+    ax.bar(x, values, width, color=colour, alpha=style["alpha"], hatch=style["hatch"], edgecolor="white" if not style["hatch"] else colour,
+           linewidth=0.6, yerr=_yerr(metrics), error_kw={"elinewidth": 1, "capsize": 2.5, "ecolor": "#222222"}, **kw)
+    for xi, m in zip(x, metrics, strict=True):
+        if m is None:
+            ax.text(xi, 0.01, "n/a", ha="center", va="bottom", fontsize=7, color="#555555", transform=ax.get_xaxis_transform())
+
+
+def _format_y(ax: Any, percent: bool, label: str) -> None:
+    ax.set_ylim(0, 1.05)
+    if percent:
+        ax.yaxis.set_major_formatter(PercentFormatter(1.0, decimals=0))
+    ax.set_ylabel(label)
+
+
+def _families(exp: Experiment, eval_name: str, metric: str) -> list[str]:
+    prefix = f"{metric}/"
+    return [k[len(prefix):] for k in exp.metric_keys(eval_name) if k.startswith(prefix)]
+
+
+def _split_legend(splits: Sequence[str], unit: str) -> list[Patch]:
+    return [Patch(facecolor="#BBBBBB", edgecolor="#555555", hatch=SPLIT_STYLE[s]["hatch"], alpha=SPLIT_STYLE[s]["alpha"],
+                  label=SPLIT_LABEL[s].format(unit=unit)) for s in splits]
+
+
+def _method_legend(methods: Sequence[str], colours: dict[str, str]) -> list[Patch]:
+    return [Patch(facecolor=colours[m], label=method_label(m)) for m in methods]
+
+
+def plot_axis(exp: Experiment, spec: AxisSpec) -> Figure | None:
+    """Overall train vs held-out (and adaptive-attacker) bars per method, then bars per family."""
+    heldout, train = spec.axis, f"{spec.axis}_train"
+    sources: dict[str, Callable[[str], Metric | None]] = {
+        "train": lambda m: exp.metric(m, train, spec.metric),
+        "heldout": lambda m: exp.metric(m, heldout, spec.metric),
+    }
+    if spec.axis == "jailbreak" and exp.attack:
+        sources["adaptive"] = lambda m: exp.attack_metric(m, spec.metric)
+    methods = exp.methods
+    data = {s: [get(m) for m in methods] for s, get in sources.items()}
+    data = {s: v for s, v in data.items() if any(v)}
+    if not data:
+        return None
+    fams = {s: _families(exp, e, spec.metric) for s, e in (("train", train), ("heldout", heldout))}
+    n_fams = sum(len(f) for f in fams.values())
+    colours = method_colours(methods)
+    with matplotlib.rc_context(STYLE):
+        widths = [max(2, len(methods)), max(3, n_fams)] if n_fams else [1]
+        fig = _new_figure((10 if n_fams else 5.5, 3.6))
+        axes = fig.subplots(1, len(widths), gridspec_kw={"width_ratios": widths}, squeeze=False)
+        ax = axes[0][0]
+        width = 0.8 / len(data)
+        for i, (split, metrics) in enumerate(data.items()):
+            x = [j + (i - (len(data) - 1) / 2) * width for j in range(len(methods))]
+            for xj, m, method in zip(x, metrics, methods, strict=True):
+                _bars(ax, [xj], [m], width * 0.92, colours[method], split)
+        ax.set_xticks(range(len(methods)), [method_label(m) for m in methods])
+        _format_y(ax, spec.percent, f"{spec.short} ({spec.better} is better)")
+        ax.set_title("Overall, 95% intervals")
+        ax.legend(handles=_split_legend(list(data), spec.unit), loc="upper center", bbox_to_anchor=(0.5, -0.1), ncol=len(data), frameon=False)
+        if n_fams:
+            _plot_families(axes[0][1], exp, spec, fams, methods, colours)
+        fig.suptitle(f"{spec.axis.capitalize()}: {spec.title}, train vs held-out {spec.unit}", fontweight="bold")
+        fig.tight_layout()
+    return fig
+
+
+def _plot_families(ax: Any, exp: Experiment, spec: AxisSpec, fams: dict[str, list[str]], methods: Sequence[str], colours: dict[str, str]) -> None:
+    """Bars per family (train families first, then held-out), one bar per method."""
+    cols = [(s, f) for s in ("train", "heldout") for f in fams[s]]
+    width = 0.8 / len(methods)
+    for i, method in enumerate(methods):
+        for j, (split, fam) in enumerate(cols):
+            eval_name = spec.axis if split == "heldout" else f"{spec.axis}_train"
+            _bars(ax, [j + (i - (len(methods) - 1) / 2) * width], [exp.metric(method, eval_name, f"{spec.metric}/{fam}")],
+                  width * 0.92, colours[method], split)
+    ax.set_xticks(range(len(cols)), [f.replace("_", " ") for _, f in cols], rotation=15, ha="right")
+    if fams["train"] and fams["heldout"]:
+        ax.axvline(len(fams["train"]) - 0.5, color="#333333", linestyle=":", linewidth=1)
+    for split, centre in (("train", (len(fams["train"]) - 1) / 2), ("heldout", len(fams["train"]) + (len(fams["heldout"]) - 1) / 2)):
+        if fams[split]:
+            ax.text(centre, 1.0, SPLIT_LABEL[split].format(unit=spec.unit), ha="center", va="bottom", fontsize=8, color="#333333", transform=ax.get_xaxis_transform())
+    _format_y(ax, spec.percent, "")
+    ax.set_title("Per family", pad=14)
+    ax.legend(handles=_method_legend(methods, colours), loc="upper center", bbox_to_anchor=(0.5, -0.22), ncol=len(methods), frameon=False)
+
+
+def _tau_points(exp: Experiment, eval_name: str) -> list[tuple[str, float]]:
+    out = []
+    for key in exp.metric_keys(eval_name):
+        if key.startswith("S@"):
+            try:
+                out.append((key, float(key[2:])))
+            except ValueError:
+                continue
+    return sorted(out, key=lambda kv: kv[1])
+
+
+def plot_safety_curve(exp: Experiment) -> Figure | None:
+    """S(τ), the share of facts whose pass rate is at least τ, per method (held-out; train beside it)."""
+    panels = [(e, t) for e, t in (("awareness", "held-out facts"), ("awareness_train", "training facts")) if _tau_points(exp, e)]
+    if not panels:
+        return None
+    methods, colours = exp.methods, method_colours(exp.methods)
+    with matplotlib.rc_context(STYLE):
+        fig = _new_figure((5 * len(panels), 3.6))
+        axes = fig.subplots(1, len(panels), sharey=True, squeeze=False)
+        for ax, (eval_name, title) in zip(axes[0], panels, strict=True):
+            taus = _tau_points(exp, eval_name)
+            x = list(range(len(taus)))
+            for method in methods:
+                ms = [exp.metric(method, eval_name, k) for k, _ in taus]
+                if not any(ms):
+                    continue
+                pts = [(xi, m) for xi, m in zip(x, ms, strict=True) if m is not None]
+                ax.plot([p[0] for p in pts], [p[1].value for p in pts], marker="o", ms=3.5, color=colours[method], label=method_label(method))
+                band = [(xi, m) for xi, m in pts if m.has_interval]
+                if band:
+                    ax.fill_between([b[0] for b in band], [b[1].ci_low for b in band], [b[1].ci_high for b in band], color=colours[method], alpha=0.15, linewidth=0)
+            ax.set_xticks(x, [f"{t:g}" for _, t in taus])
+            ax.set_xlabel("pass-rate threshold τ")
+            ax.set_title(title)
+            _format_y(ax, True, "facts with pass rate ≥ τ")
+            ax.legend(frameon=False, loc="lower left")
+        fig.suptitle("Safety curve S(τ) (higher is better; shaded: 95% interval)", fontweight="bold")
+        fig.tight_layout()
+    return fig
+
+
+def plot_capability(exp: Experiment) -> Figure | None:
+    """Capability scores per eval and method; labels give each trained method's change from base in points."""
+    evals = capability_evals(exp)
+    if not evals:
+        return None
+    methods, colours = exp.methods, method_colours(exp.methods)
+    width = 0.8 / len(methods)
+    with matplotlib.rc_context(STYLE):
+        fig = _new_figure((max(5.5, 1.6 * len(evals) + 2), 3.6))
+        ax = fig.subplots()
+        for i, method in enumerate(methods):
+            ms = [exp.metric(method, e, capability_metric_key(e)) for e in evals]
+            x = [j + (i - (len(methods) - 1) / 2) * width for j in range(len(evals))]
+            _bars(ax, x, ms, width * 0.92, colours[method], "heldout", label=method_label(method))
+            for xi, e, m in zip(x, evals, ms, strict=True):
+                base = exp.metric("base", e, capability_metric_key(e))
+                if method != "base" and m is not None and base is not None:
+                    top = m.ci_high if m.has_interval else m.value
+                    ax.text(xi, top + 0.02, f"{(m.value - base.value) * 100:+.1f}".replace("-", "−"), ha="center", va="bottom", fontsize=7)
+        ax.set_xticks(range(len(evals)), [capability_title(e) for e in evals])
+        _format_y(ax, True, "score (higher is better)")
+        ax.set_title("Capability before (base) and after training; labels: change vs base in points", fontweight="bold")
+        ax.legend(frameon=False, loc="upper center", bbox_to_anchor=(0.5, -0.1), ncol=len(methods))
+        fig.tight_layout()
+    return fig
+
+
+def _ema(values: Sequence[float], span: int) -> list[float]:
+    alpha, out, acc = 2 / (span + 1), [], None
+    for v in values:
+        acc = v if acc is None else alpha * v + (1 - alpha) * acc
+        out.append(acc)
+    return out
+
+
+def plot_training(exp: Experiment) -> Figure | None:
+    """Loss and KL to the teacher against optimizer step per trained method (raw faint, smoothed bold)."""
+    keys = [(k, t) for k, t in (("loss", "training loss"), ("kl_to_teacher", "KL to teacher (per token)"))
+            if any(k in r for rows in exp.train.values() for r in rows)]
+    if not keys:
+        return None
+    colours = method_colours(exp.methods)
+    with matplotlib.rc_context(STYLE):
+        fig = _new_figure((5 * len(keys), 3.4))
+        axes = fig.subplots(1, len(keys), squeeze=False)
+        for ax, (key, title) in zip(axes[0], keys, strict=True):
+            for method in exp.methods:
+                pts = [(r["step"], r[key]) for r in exp.train.get(method, []) if isinstance(r.get(key), int | float) and "step" in r]
+                if not pts:
+                    continue
+                steps, vals = [p[0] for p in pts], [p[1] for p in pts]
+                smooth = len(vals) >= 20
+                ax.plot(steps, vals, color=colours[method], alpha=0.3 if smooth else 1.0, linewidth=0.8,
+                        label=None if smooth else method_label(method))
+                if smooth:
+                    ax.plot(steps, _ema(vals, max(5, len(vals) // 15)), color=colours[method], linewidth=1.8, label=method_label(method))
+            ax.set_xlabel("optimizer step")
+            ax.set_title(title)
+            ax.legend(frameon=False)
+        fig.suptitle("Training curves", fontweight="bold")
+        fig.tight_layout()
+    return fig
+
+
+@dataclass(frozen=True)
+class FigureFile:
+    """A saved figure: file name stem, its section and the PNG on disk."""
+
+    name: str
+    section: str
+    path: Path
+
+
+def make_figures(exp: Experiment, out_dir: Path, dpi: int = 110) -> list[FigureFile]:
+    """Draw every figure the experiment has data for and save them as ``out_dir/<name>.png``."""
+    out_dir.mkdir(parents=True, exist_ok=True)
+    plots: list[tuple[str, str, Callable[[], Figure | None]]] = [
+        (f"axis_{s.axis}", s.axis, lambda s=s: plot_axis(exp, s)) for s in axis_specs(exp)
+    ]
+    plots += [("safety_curve", "awareness", lambda: plot_safety_curve(exp)), ("capability", "capability", lambda: plot_capability(exp)),
+              ("training", "training", lambda: plot_training(exp))]
+    saved = []
+    for name, section, draw in plots:
+        fig = draw()
+        path = out_dir / f"{name}.png"
+        if fig is None:
+            path.unlink(missing_ok=True)  # a stale figure from an earlier report
+            continue
+        fig.savefig(path, dpi=dpi, bbox_inches="tight", metadata={"Software": None})
+        saved.append(FigureFile(name, section, path))
+    return saved

@@ -1,0 +1,187 @@
+"""Read an experiment directory into memory: plan, manifest, eval results, training and attack metrics.
+
+The layout (written by ``opct experiment``)::
+
+    <exp>/plan.json  manifest.json
+    <exp>/eval/<method>/<eval>/results.json
+    <exp>/train/<method>/metrics.jsonl
+    <exp>/attack/<method>/results.json
+
+Every file is optional: the report shows what is there and "—" for the rest.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+#: Methods in the order the report lists them when the plan does not say.
+METHOD_ORDER = ("base", "bct", "opct")
+
+
+@dataclass(frozen=True)
+class Metric:
+    """One reported number: value with optional 95% interval and denominator."""
+
+    value: float
+    ci_low: float | None = None
+    ci_high: float | None = None
+    n: int | None = None
+
+    @property
+    def has_interval(self) -> bool:
+        return self.ci_low is not None and self.ci_high is not None
+
+
+@dataclass
+class Experiment:
+    """Everything the report reads from one experiment directory."""
+
+    root: Path
+    plan: dict[str, Any] = field(default_factory=dict)
+    manifest: dict[str, Any] = field(default_factory=dict)
+    #: ``results[method][eval]`` is the eval's ``results.json``.
+    results: dict[str, dict[str, dict[str, Any]]] = field(default_factory=dict)
+    #: ``train[method]`` is the list of per-step records of ``metrics.jsonl``.
+    train: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
+    #: ``attack[method]`` is the adaptive attacker's ``results.json``.
+    attack: dict[str, dict[str, Any]] = field(default_factory=dict)
+    #: Problems found while reading (unreadable files, incomplete results, ...), for the report.
+    warnings: list[str] = field(default_factory=list)
+
+    @property
+    def name(self) -> str:
+        return str(self.plan.get("name") or self.root.name)
+
+    @property
+    def model(self) -> str:
+        return str(self.plan.get("model") or self.manifest.get("config", {}).get("model", "") or "")
+
+    @property
+    def methods(self) -> list[str]:
+        """The plan's methods, then any other method found on disk, in a stable order."""
+        planned = [str(m) for m in self.plan.get("methods", [])]
+        found = set(self.results) | set(self.train) | set(self.attack)
+        return planned + sorted(found - set(planned), key=_method_sort_key)
+
+    def evals(self) -> list[str]:
+        """Every eval name that has results for at least one method."""
+        return sorted({e for per_method in self.results.values() for e in per_method})
+
+    def metric(self, method: str, eval_name: str, key: str) -> Metric | None:
+        """The metric ``key`` of ``eval_name`` for ``method``, or None when absent or not a number."""
+        metrics = self.results.get(method, {}).get(eval_name, {}).get("metrics", {})
+        return parse_metric(metrics.get(key))
+
+    def attack_metric(self, method: str, key: str) -> Metric | None:
+        """The adaptive attacker's metric ``key`` against ``method``, or None."""
+        return parse_metric(self.attack.get(method, {}).get("metrics", {}).get(key))
+
+    def metric_keys(self, eval_name: str) -> list[str]:
+        """All metric names of ``eval_name`` over methods, in first-seen order."""
+        keys: dict[str, None] = {}
+        for per_method in self.results.values():
+            keys.update(dict.fromkeys(per_method.get(eval_name, {}).get("metrics", {})))
+        return list(keys)
+
+
+def _method_sort_key(method: str) -> tuple[int, str]:
+    return (METHOD_ORDER.index(method), "") if method in METHOD_ORDER else (len(METHOD_ORDER), method)
+
+
+def _finite(x: Any) -> float | None:
+    if isinstance(x, bool) or not isinstance(x, int | float):
+        return None
+    return float(x) if math.isfinite(x) else None
+
+
+def parse_metric(raw: Any) -> Metric | None:
+    """A metric from a ``{value, ci_low, ci_high, n}`` record or a bare number; None when not finite."""
+    if isinstance(raw, dict):
+        value = _finite(raw.get("value"))
+        if value is None:
+            return None
+        lo, hi = _finite(raw.get("ci_low")), _finite(raw.get("ci_high"))
+        if lo is None or hi is None:
+            lo = hi = None
+        n = raw.get("n")
+        return Metric(value, lo, hi, int(n) if isinstance(n, int | float) and not isinstance(n, bool) else None)
+    value = _finite(raw)
+    return Metric(value) if value is not None else None
+
+
+def _read_json(path: Path, warnings: list[str]) -> dict[str, Any]:
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, json.JSONDecodeError) as err:
+        warnings.append(f"could not read {path}: {err}")
+        return {}
+    if not isinstance(data, dict):
+        warnings.append(f"{path} is not a JSON object")
+        return {}
+    return data
+
+
+def read_jsonl(path: Path, warnings: list[str]) -> list[dict[str, Any]]:
+    """JSON objects, one a line; bad lines (e.g. a half-written last line) are skipped and counted."""
+    rows, bad = [], 0
+    for line in path.read_text(encoding="utf-8").splitlines():
+        if not line.strip():
+            continue
+        try:
+            row = json.loads(line)
+        except json.JSONDecodeError:
+            bad += 1
+            continue
+        if isinstance(row, dict):
+            rows.append(row)
+        else:
+            bad += 1
+    if bad:
+        warnings.append(f"{path}: skipped {bad} unreadable line(s)")
+    return rows
+
+
+def _subdirs(path: Path) -> list[Path]:
+    return sorted(p for p in path.iterdir() if p.is_dir()) if path.is_dir() else []
+
+
+def load_experiment(root: str | Path) -> Experiment:
+    """Read ``root`` (an experiment directory); raises FileNotFoundError when it does not exist."""
+    root = Path(root)
+    if not root.is_dir():
+        raise FileNotFoundError(f"no experiment directory at {root}")
+    exp = Experiment(root)
+    for name in ("plan", "manifest"):
+        path = root / f"{name}.json"
+        if path.exists():
+            setattr(exp, name, _read_json(path, exp.warnings))
+    for method_dir in _subdirs(root / "eval"):
+        for eval_dir in _subdirs(method_dir):
+            path = eval_dir / "results.json"
+            if not path.exists():
+                continue
+            data = _read_json(path, exp.warnings)
+            if data:
+                exp.results.setdefault(method_dir.name, {})[eval_dir.name] = data
+                _check_results(path, data, exp.warnings)
+    for method_dir in _subdirs(root / "train"):
+        path = method_dir / "metrics.jsonl"
+        if path.exists():
+            exp.train[method_dir.name] = read_jsonl(path, exp.warnings)
+    for method_dir in _subdirs(root / "attack"):
+        path = method_dir / "results.json"
+        if path.exists() and (data := _read_json(path, exp.warnings)):
+            exp.attack[method_dir.name] = data
+    return exp
+
+
+def _check_results(path: Path, data: dict[str, Any], warnings: list[str]) -> None:
+    if data.get("complete") is False:
+        warnings.append(f"{path}: results are marked incomplete")
+    unscored = data.get("unscored")
+    if isinstance(unscored, int) and unscored > 0:
+        warnings.append(f"{path}: {unscored} record(s) could not be scored")

@@ -1,0 +1,256 @@
+"""Render the report as a self-contained HTML page (figures inlined as data URIs) and as Markdown.
+
+Both renderings are built from the same :class:`Section` list. Every piece of text that goes into
+the HTML is escaped; the only markup is this module's own.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from html import escape
+from typing import Any
+
+from opct.report.figures import FigureFile
+from opct.report.load import Experiment, Metric
+from opct.report.table import (
+    MISSING,
+    PAPER_HEADERS,
+    PAPER_ROWS,
+    ResultsTable,
+    format_metric,
+    method_label,
+    metric_parts,
+    render_markdown,
+    scale_note,
+)
+
+HOW_TO_READ = {
+    "results": (
+        "Each cell is the point estimate, its 95% interval in brackets (Wilson for rates, a bootstrap over "
+        "questions, behaviours or facts otherwise) and n, the number of units behind it. ↓: lower is better, "
+        "↑: higher is better. Held-out means perturbation families (or safety facts) that training never saw, "
+        "which is the generalisation OPCT is about. “—”: not measured for that method."
+    ),
+    "sycophancy": (
+        "Sycophancy rate: the share of biased prompts on which the model gives the answer the prompt suggests. "
+        "Hatched bars use the cue families seen in training, solid bars the held-out families. A method that only "
+        "learned its training cues improves on the hatched bars but not on the solid ones."
+    ),
+    "jailbreak": (
+        "Defense success rate (DSR): the share of harmful requests, wrapped in a jailbreak template, that the "
+        "model refuses (1 − attack success). Hatched: wrapper families used in training; solid: held-out "
+        "wrapper families (static templates); dotted: the adaptive attacker, which searches for a jailbreak "
+        "per behaviour and is the paper's headline measure."
+    ),
+    "awareness": (
+        "For each safety fact, the pass rate is the share of its prompts whose answer points out the risk. "
+        "S(τ) is the share of facts with a pass rate of at least τ, and AUSC the area under S (the mean over "
+        "101 thresholds, as in the paper, or over SAGE-Eval's 9-point grid where stated). The right end of "
+        "the curve (τ = 1, the model score) is the strictest: facts on which every prompt passed."
+    ),
+    "capability": (
+        "Capability before (base) and after consistency training, with 95% intervals. The labels over the "
+        "trained methods give the change from base in percentage points; the paper reports SFT losing up to "
+        "28 points on MATH-500 while OPCT largely does not regress."
+    ),
+    "training": (
+        "Per optimizer step: the training loss and, for OPCT, the per-token KL divergence from the student to "
+        "its teacher (the same model with the clean prompt). Faint lines are raw values, bold lines a moving "
+        "average. BCT and OPCT optimise different objectives, so compare the shapes of their loss curves, "
+        "not their levels."
+    ),
+}
+
+SECTION_TITLES = {
+    "sycophancy": "Sycophancy",
+    "jailbreak": "Jailbreak robustness",
+    "awareness": "Safety awareness",
+    "capability": "Capability",
+    "training": "Training",
+}
+
+
+@dataclass
+class Section:
+    """A report section: heading, how-to-read paragraph and its figures."""
+
+    key: str
+    title: str
+    howto: str
+    figures: list[FigureFile] = field(default_factory=list)
+
+
+def build_sections(figures: Sequence[FigureFile]) -> list[Section]:
+    """One section per axis, capability and training, holding the figures drawn for it."""
+    sections = [Section(k, t, HOW_TO_READ[k]) for k, t in SECTION_TITLES.items()]
+    by_key = {s.key: s for s in sections}
+    for fig in figures:
+        by_key[fig.section].figures.append(fig)
+    return sections
+
+
+def all_metrics_rows(exp: Experiment, eval_name: str) -> list[list[str]]:
+    """Every metric of ``eval_name``, one row each, one column per method (rates as fractions)."""
+    rows = []
+    for key in exp.metric_keys(eval_name):
+        cells = [_plain(exp.metric(m, eval_name, key)) for m in exp.methods]
+        rows.append([key, *cells])
+    return rows
+
+
+def _plain(metric: Metric | None) -> str:
+    return format_metric(metric, percent=False)
+
+
+def _figure_alt(fig: FigureFile) -> str:
+    return fig.name.replace("_", " ")
+
+
+# --------------------------------------------------------------------------- HTML
+
+CSS = """
+:root { --fg: #1d1d1f; --muted: #5f6368; --line: #d9dce0; --band: #f5f7fa; --accent: #0072B2; }
+* { box-sizing: border-box; }
+body { margin: 0; font: 15px/1.5 -apple-system, "Segoe UI", Roboto, "DejaVu Sans", sans-serif; color: var(--fg); background: #fff; }
+main { max-width: 1180px; margin: 0 auto; padding: 28px 32px 48px; }
+h1 { font-size: 26px; margin: 0 0 4px; }
+h2 { font-size: 20px; margin: 36px 0 8px; padding-bottom: 4px; border-bottom: 2px solid var(--line); }
+h3 { font-size: 16px; margin: 22px 0 6px; }
+p.meta { color: var(--muted); margin: 0 0 16px; }
+p.howto { background: var(--band); border-left: 4px solid var(--accent); padding: 8px 12px; margin: 8px 0 14px; font-size: 14px; }
+p.note { font-size: 13.5px; color: var(--muted); font-style: italic; }
+.scroll { overflow-x: auto; }
+table { border-collapse: collapse; font-size: 13.5px; margin: 6px 0 10px; }
+th, td { border: 1px solid var(--line); padding: 6px 9px; text-align: left; vertical-align: top; }
+thead th { background: #eef1f5; font-weight: 600; }
+tbody tr:nth-child(even) { background: #fafbfc; }
+td.cell { white-space: nowrap; }
+td.cell .v { display: block; font-weight: 600; font-variant-numeric: tabular-nums; }
+td.cell .ci, td.cell .n { color: var(--muted); font-size: 12.5px; font-variant-numeric: tabular-nums; }
+td.missing { color: #9aa0a6; text-align: center; }
+table.paper { font-style: italic; }
+table.paper thead th { background: #f3efe6; }
+figure { margin: 14px 0 22px; }
+figure img { max-width: 100%; height: auto; display: block; border: 1px solid var(--line); border-radius: 4px; }
+figcaption { font-size: 12.5px; color: var(--muted); margin-top: 4px; }
+details { margin: 8px 0; border: 1px solid var(--line); border-radius: 4px; padding: 6px 10px; }
+summary { cursor: pointer; font-weight: 600; }
+pre { background: var(--band); padding: 10px; overflow-x: auto; font-size: 12.5px; }
+div.warn { background: #fff4e5; border: 1px solid #e69f00; border-radius: 4px; padding: 6px 12px; margin: 12px 0; }
+footer { margin-top: 40px; color: var(--muted); font-size: 12.5px; }
+"""
+
+
+def _tag(name: str, text: str, **attrs: str) -> str:
+    """``<name attrs>escaped text</name>``; attribute values are escaped too."""
+    attr = "".join(f' {k.rstrip("_")}="{escape(v, quote=True)}"' for k, v in attrs.items())
+    return f"<{name}{attr}>{escape(text)}</{name}>"
+
+
+def _metric_cell(metric: Metric | None, percent: bool) -> str:
+    if metric is None:
+        return _tag("td", MISSING, class_="missing")
+    value, ci, n = metric_parts(metric, percent)
+    parts = [_tag("span", value, class_="v")]
+    parts += [" " + _tag("span", p, class_=c) for p, c in ((ci, "ci"), (n, "n")) if p]
+    return f'<td class="cell">{"".join(parts)}</td>'
+
+
+def _head(headers: Sequence[str]) -> str:
+    return "<thead><tr>" + "".join(_tag("th", h) for h in headers) + "</tr></thead>"
+
+
+def results_table_html(table: ResultsTable) -> str:
+    """The paper-style table as an HTML table (cells split into value, interval and n)."""
+    body = []
+    for m in table.methods:
+        cells = "".join(_metric_cell(table.metrics[(m, c.key)], c.percent) for c in table.columns)
+        body.append(f"<tr>{_tag('th', method_label(m))}{cells}</tr>")
+    return f'<div class="scroll"><table class="results" id="results-table">{_head(table.headers)}<tbody>{"".join(body)}</tbody></table></div>'
+
+
+def simple_table_html(headers: Sequence[str], rows: Sequence[Sequence[str]], class_: str = "") -> str:
+    """A table of plain strings (escaped)."""
+    body = "".join("<tr>" + _tag("th", r[0]) + "".join(_tag("td", c) for c in r[1:]) + "</tr>" for r in rows)
+    return f'<div class="scroll"><table class="{escape(class_, quote=True)}">{_head(headers)}<tbody>{body}</tbody></table></div>'
+
+
+def _img_html(fig: FigureFile) -> str:
+    data = base64.b64encode(fig.path.read_bytes()).decode("ascii")
+    alt = _figure_alt(fig)
+    return f'<figure><img src="data:image/png;base64,{data}" alt="{escape(alt, quote=True)}">{_tag("figcaption", f"figures/{fig.path.name}")}</figure>'
+
+
+def _json_block(title: str, data: dict[str, Any]) -> str:
+    text = json.dumps(data, indent=2, ensure_ascii=False, default=str)
+    return f"<details>{_tag('summary', title)}{_tag('pre', text)}</details>"
+
+
+def _versions_html(manifest: dict[str, Any]) -> str:
+    versions = manifest.get("versions")
+    if not isinstance(versions, dict) or not versions:
+        return ""
+    rows = [[str(k), str(v)] for k, v in versions.items()]
+    return _tag("h3", "Versions") + simple_table_html(["package", "version"], rows)
+
+
+def render_html(exp: Experiment, table: ResultsTable, sections: Sequence[Section], generated: str) -> str:
+    """The whole report as one self-contained HTML document."""
+    title = f"OPCT experiment report: {exp.name}"
+    meta = f"model {exp.model or MISSING} · methods {', '.join(method_label(m) for m in exp.methods) or MISSING} · {exp.root}"
+    parts = [_tag("h1", title), _tag("p", meta, class_="meta")]
+    if exp.warnings:
+        items = "".join(_tag("li", w) for w in exp.warnings)
+        parts.append(f'<div class="warn"><strong>Warnings</strong><ul>{items}</ul></div>')
+    parts += [
+        '<section id="results">', _tag("h2", "Results"), _tag("p", HOW_TO_READ["results"], class_="howto"),
+        results_table_html(table), _tag("h3", "The paper's reported numbers, for reference"),
+        simple_table_html(PAPER_HEADERS, PAPER_ROWS, "paper"), _tag("p", scale_note(exp), class_="note"), "</section>",
+    ]
+    for s in sections:
+        if not s.figures:
+            continue
+        parts += [f'<section id="{escape(s.key, quote=True)}">', _tag("h2", s.title), _tag("p", s.howto, class_="howto")]
+        parts += [_img_html(f) for f in s.figures]
+        parts.append("</section>")
+    parts += ['<section id="all-metrics">', _tag("h2", "All metrics")]
+    parts.append(_tag("p", "Every metric each eval reported, as fractions (not percent), with 95% intervals and n.", class_="howto"))
+    for eval_name in exp.evals():
+        rows = all_metrics_rows(exp, eval_name)
+        parts.append(f"<details>{_tag('summary', eval_name)}{simple_table_html(['metric', *map(method_label, exp.methods)], rows)}</details>")
+    parts += ["</section>", '<section id="experiment">', _tag("h2", "Experiment"), _versions_html(exp.manifest)]
+    parts += [_json_block("plan.json", exp.plan), _json_block("manifest.json", exp.manifest), "</section>"]
+    parts.append(_tag("footer", f"Generated by opct.report on {generated}."))
+    return (
+        '<!DOCTYPE html>\n<html lang="en">\n<head>\n<meta charset="utf-8">\n'
+        '<meta name="viewport" content="width=device-width, initial-scale=1">\n'
+        f"{_tag('title', title)}\n<style>{CSS}</style>\n</head>\n<body>\n<main>\n" + "\n".join(parts) + "\n</main>\n</body>\n</html>\n"
+    )
+
+
+# --------------------------------------------------------------------------- Markdown
+
+
+def render_md(exp: Experiment, table: ResultsTable, sections: Sequence[Section], generated: str, figures_dir: str = "figures") -> str:
+    """The report as Markdown: the tables, how-to-read notes and links to the PNGs under ``figures_dir``."""
+    out = [f"# OPCT experiment report: {exp.name}", "",
+           f"Model `{exp.model or MISSING}`; methods {', '.join(method_label(m) for m in exp.methods) or MISSING}. Generated {generated}.", ""]
+    if exp.warnings:
+        out += ["**Warnings**", "", *(f"- {w}" for w in exp.warnings), ""]
+    out += ["## Results", "", HOW_TO_READ["results"], "", render_markdown(table.headers, table.rows()), "",
+            "### The paper's reported numbers, for reference", "", render_markdown(PAPER_HEADERS, PAPER_ROWS), "", f"*{scale_note(exp)}*", ""]
+    for s in sections:
+        if not s.figures:
+            continue
+        out += [f"## {s.title}", "", s.howto, ""]
+        out += [f"![{_figure_alt(f)}]({figures_dir}/{f.path.name})\n" for f in s.figures]
+    out += ["## All metrics", ""]
+    for eval_name in exp.evals():
+        out += [f"### {eval_name}", "", render_markdown(["metric", *map(method_label, exp.methods)], all_metrics_rows(exp, eval_name)), ""]
+    versions = exp.manifest.get("versions")
+    if isinstance(versions, dict) and versions:
+        out += ["## Versions", "", render_markdown(["package", "version"], [[str(k), str(v)] for k, v in versions.items()]), ""]
+    return "\n".join(out).rstrip() + "\n"

@@ -1,0 +1,117 @@
+"""A synthetic experiment directory (plan, manifest, eval results, training metrics, attacker results).
+
+For tests and demos of the report: the numbers are made up but shaped like the real runner's output.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import random
+from pathlib import Path
+from typing import Any
+
+METHODS = ("base", "bct", "opct")
+SYCO_FAMILIES = {"train": ("suggested_answer", "authority"), "heldout": ("metadata", "peer_pressure")}
+JB_FAMILIES = {"train": ("roleplay", "prefix_injection"), "heldout": ("base64", "hypothetical")}
+TAUS = (0.0, 0.36, 0.68, 0.84, 0.92, 0.96, 0.98, 0.99, 1.0)
+
+#: Headline values per method: (sycophancy rate, static DSR, awareness strength, MC accuracy, arithmetic).
+_LEVELS = {
+    "base": (0.41, 0.55, 0.30, 0.62, 0.48),
+    "bct": (0.22, 0.80, 0.55, 0.58, 0.40),
+    "opct": (0.12, 0.93, 0.70, 0.61, 0.47),
+}
+
+
+def estimate(value: float, n: int, half: float | None = None, method: str = "wilson") -> dict[str, Any]:
+    """A ``{value, ci_low, ci_high, n, method}`` record with a symmetric interval clipped to [0, 1]."""
+    half = 1.96 * math.sqrt(max(value * (1 - value), 1e-4) / n) if half is None else half
+    return {"value": value, "ci_low": max(0.0, value - half), "ci_high": min(1.0, value + half), "n": n, "method": method}
+
+
+def _results(eval_name: str, metrics: dict[str, Any], n: int) -> dict[str, Any]:
+    return {
+        "eval": eval_name, "model": "organism", "complete": True, "n": n, "n_records": n, "metrics": metrics,
+        "unscored": 0, "judges": ["organism-mc@1"], "data_hash": "0" * 16, "generation_config": {"temperature": 0.0}, "seed": 0,
+    }
+
+
+def _sycophancy(level: float, split: str, rng: random.Random) -> dict[str, Any]:
+    rate = level * (0.7 if split == "train" else 1.0)
+    m = {"sycophancy_rate": estimate(round(rate, 4), 360), "consistency": estimate(0.8, 120), "accuracy_clean": estimate(0.7, 120),
+         "accuracy_biased": estimate(0.6, 360)}
+    for fam in SYCO_FAMILIES[split]:
+        m[f"sycophancy_rate/{fam}"] = estimate(min(1.0, rate * rng.uniform(0.7, 1.3)), 180)
+    return m
+
+
+def _jailbreak(level: float, split: str, rng: random.Random) -> dict[str, Any]:
+    dsr = min(1.0, level * (1.05 if split == "train" else 1.0))
+    m = {"dsr": estimate(round(dsr, 4), 400), "refusal_rate_plain": estimate(0.9, 50), "over_refusal": estimate(0.1, 50)}
+    for fam in JB_FAMILIES[split]:
+        m[f"dsr/{fam}"] = estimate(min(1.0, dsr * rng.uniform(0.85, 1.1)), 200)
+    return m
+
+
+def _awareness(strength: float, split: str) -> dict[str, Any]:
+    s = strength * (1.1 if split == "train" else 1.0)
+    curve = [1.0] + [max(0.0, min(1.0, s * (1 - t) ** 0.25 + 0.05 * (1 - t))) for t in TAUS[1:]]
+    m = {f"S@{t:g}": estimate(v, 50, 0.08, "bootstrap") for t, v in zip(TAUS, curve, strict=True)}
+    ausc = sum(curve) / len(curve)
+    m["ausc_9"] = estimate(ausc, 50, 0.05, "bootstrap")
+    m["ausc_101"] = estimate(round(ausc * 0.97, 4), 50, 0.05, "bootstrap")
+    m["model_score"] = estimate(curve[-1], 50, 0.05, "bootstrap")
+    m["mean_pass_rate"] = estimate(min(1.0, s + 0.1), 50, 0.05, "bootstrap")
+    return m
+
+
+def _train_metrics(method: str, steps: int, rng: random.Random) -> list[dict[str, Any]]:
+    rows = []
+    for step in range(1, steps + 1):
+        row = {"step": step, "loss": 2.0 * math.exp(-step / 15) + 0.3 + rng.gauss(0, 0.05), "completion_len": 40 + rng.gauss(0, 3),
+               "lr": 1e-5 * min(1.0, step / 5)}
+        if method == "opct":
+            row["kl_to_teacher"] = 0.6 * math.exp(-step / 20) + 0.05 + abs(rng.gauss(0, 0.02))
+        rows.append(row)
+    return rows
+
+
+def _write(path: Path, data: Any) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(data, indent=2) + "\n", encoding="utf-8")
+
+
+def make_experiment(root: str | Path, steps: int = 60, with_attack: bool = True, seed: int = 0) -> Path:
+    """Write a synthetic three-method experiment directory under ``root`` and return it.
+
+    Fixed cells (for tests): base's held-out sycophancy rate is ``0.41`` (n=360); BCT has no
+    ``capability_arithmetic`` result; the attacker was run against BCT and OPCT only.
+    """
+    root = Path(root)
+    rng = random.Random(seed)
+    _write(root / "plan.json", {"name": "synthetic", "model": "organism", "methods": list(METHODS),
+                                "axes": ["sycophancy", "jailbreak", "awareness"], "seeds": [0]})
+    _write(root / "manifest.json", {"kind": "experiment", "config": {"model": "organism", "steps": steps},
+                                    "versions": {"python": "3.11", "opct": "0.1.0"}, "created": "2026-01-01T00:00:00+0000"})
+    for method in METHODS:
+        syco, dsr, aware, mc, arith = _LEVELS[method]
+        for split, suffix in (("heldout", ""), ("train", "_train")):
+            _write(root / "eval" / method / f"sycophancy{suffix}" / "results.json", _results("sycophancy", _sycophancy(syco, split, rng), 480))
+            _write(root / "eval" / method / f"jailbreak{suffix}" / "results.json", _results("jailbreak", _jailbreak(dsr, split, rng), 500))
+            _write(root / "eval" / method / f"awareness{suffix}" / "results.json", _results("awareness", _awareness(aware, split), 200))
+        _write(root / "eval" / method / "capability_mc" / "results.json", _results("capability_mc", {"accuracy": estimate(mc, 200)}, 200))
+        if method != "bct":
+            _write(root / "eval" / method / "capability_arithmetic" / "results.json",
+                   _results("capability_arithmetic", {"accuracy": estimate(arith, 150)}, 150))
+        if method != "base":
+            rows = _train_metrics(method, steps, rng)
+            path = root / "train" / method / "metrics.jsonl"
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
+            if with_attack:
+                adaptive = dsr * 0.9
+                _write(root / "attack" / method / "results.json", {"metrics": {
+                    "dsr": estimate(round(adaptive, 4), 100), "asr": estimate(round(1 - adaptive, 4), 100),
+                    "asr/persona": estimate(1 - adaptive, 50), "queries_to_crack_median": {"value": 12.0, "n": 100}}})
+    return root
