@@ -3,9 +3,9 @@
 import json
 
 import pytest
+from conftest import shared_data_dir
 from typer.testing import CliRunner
 
-from conftest import shared_data_dir
 from opct.cli import app
 
 DATA = shared_data_dir()

@@ -46,11 +46,11 @@ def test_records_resume_and_complete_results(tiny_model, tmp_path):
     assert not (tmp_path / "mc" / "results.json").exists()  # partial results are never reported
 
     task.score = real_score
-    result = run_task(task, engine, tok, tmp_path, params, "tiny", batch_units=2)
+    run_task(task, engine, tok, tmp_path, params, "tiny", batch_units=2)
     records = [json.loads(line) for line in samples.read_text().splitlines()]
     assert len(records) == 20 and len({(r["item_id"], r["sample"]) for r in records}) == 20
     assert records[:4] == written  # kept, not regenerated
-    fresh = run_task(multiple_choice_task("mc", _items()), engine, tok, tmp_path / "fresh", params, "tiny", batch_units=3)
+    run_task(multiple_choice_task("mc", _items()), engine, tok, tmp_path / "fresh", params, "tiny", batch_units=3)
     fresh_records = [json.loads(line) for line in (tmp_path / "fresh" / "mc" / "samples.jsonl").read_text().splitlines()]
     key = lambda r: (r["item_id"], r["sample"])  # noqa: E731
     assert sorted(map(key, records)) == sorted(map(key, fresh_records))
