@@ -1,0 +1,50 @@
+"""Experiment configuration and plan resolution (no model needed)."""
+
+import pytest
+from typer.testing import CliRunner
+
+from opct.cli import app
+from opct.config import ConfigError
+from opct.experiment import load_experiment, resolve
+
+
+def test_plan_mixed_axes_one_run_per_method_and_seed(tmp_path):
+    path = tmp_path / "e.yaml"
+    path.write_text(
+        "name: demo\noutput_dir: " + str(tmp_path) + "\nseeds: [0, 1]\n"
+        "train: {train: {max_steps: 5}, optim: {lr: 1.0e-4}}\n"
+        "method_settings: {opct: {sampling: {n: 2}}, bct: {optim: {lr: 3.0e-4}}}\n"
+    )
+    plan = resolve(load_experiment(path))
+    assert [r.key for r in plan.runs] == ["bct-s0", "bct-s1", "opct-s0", "opct-s1"]
+    opct = plan.runs[2].config
+    assert opct.method == "opct" and opct.seed == 0 and opct.sampling.n == 2 and opct.optim.lr == 1e-4
+    assert plan.runs[0].config.optim.lr == 3e-4
+    assert opct.data.train == ["organism:sycophancy:train", "organism:jailbreak:train", "organism:awareness:train"]
+    assert opct.run_dir == tmp_path / "demo" / "train" / "opct-s0"
+    assert list(plan.models) == ["base", "bct-s0", "bct-s1", "opct-s0", "opct-s1"]
+    assert plan.evals == ["sycophancy", "sycophancy_train", "jailbreak", "jailbreak_train", "awareness", "awareness_train", "capability"]
+    assert plan.stages[0] == "evaluate the base model" and plan.stages[-1] == "report"
+
+
+def test_plan_per_axis_runs():
+    cfg = load_experiment(None, ["mix_axes=false", "methods=[opct]", "axes=[sycophancy, awareness]"])
+    plan = resolve(cfg)
+    assert [r.key for r in plan.runs] == ["opct-sycophancy", "opct-awareness"]
+    assert plan.runs[1].config.data.train == ["organism:awareness:train"]
+    assert "base" not in plan.models
+
+
+def test_experiment_errors_name_the_key(tmp_path):
+    with pytest.raises(ConfigError, match="methods.0"):
+        load_experiment(None, ["methods=[sft]"])
+    with pytest.raises(ConfigError, match="run bct:\n  optim.learning_rate: unknown key"):
+        resolve(load_experiment(None, ["train.optim.learning_rate=1"]))
+    with pytest.raises(ConfigError, match="unknown method"):
+        load_experiment(None, ["method_settings.dpo.optim.lr=1"])
+
+
+def test_demo_dry_run_prints_the_plan():
+    res = CliRunner().invoke(app, ["demo", "--dry-run"])
+    assert res.exit_code == 0, res.output
+    assert "stages:" in res.output and "train opct" in res.output and "report" in res.output
