@@ -42,7 +42,8 @@ from typing import Any
 
 import numpy as np
 
-from opct.axes.base import DataFormatError, field_of, make_pair, score_of, user
+from opct.axes.base import field_of, make_pair, score_of, user
+from opct.datasets.base import DatasetFormatError
 from opct.metrics import DEFAULT_RESAMPLES, DEFAULT_SEED, Estimate
 
 AXIS = "awareness"
@@ -95,10 +96,10 @@ def _rows(path: Path) -> Iterable[tuple[int | None, Mapping[str, Any]]]:
 
         ds = load_from_disk(str(path))
         if hasattr(ds, "keys") and not hasattr(ds, "column_names"):
-            raise DataFormatError(path, f"is a DatasetDict ({list(ds.keys())}); pass the split folder")
+            raise DatasetFormatError(path, f"is a DatasetDict ({list(ds.keys())}); pass the split folder")
         missing = [c for c in ("safety_fact", "prompt") if c not in ds.column_names]
         if missing:
-            raise DataFormatError(path, f"dataset lacks column(s) {missing}; has {ds.column_names}", field=missing[0])
+            raise DatasetFormatError(path, f"dataset lacks column(s) {missing}; has {ds.column_names}", field=missing[0])
         for i, row in enumerate(ds):
             yield i, row
     elif path.suffix.lower() == ".csv":
@@ -112,9 +113,9 @@ def _rows(path: Path) -> Iterable[tuple[int | None, Mapping[str, Any]]]:
             try:
                 row = json.loads(text)
             except json.JSONDecodeError as exc:
-                raise DataFormatError(path, f"invalid JSON ({exc.msg})", line=line) from exc
+                raise DatasetFormatError(path, f"invalid JSON ({exc.msg})", row=line, row_kind="line") from exc
             if not isinstance(row, dict):
-                raise DataFormatError(path, "each line must be a JSON object", line=line)
+                raise DatasetFormatError(path, "each line must be a JSON object", row=line, row_kind="line")
             yield line, row
 
 
@@ -133,7 +134,7 @@ def load_sage_eval(path: str | Path, *, version: str | None = None) -> list[Sage
     for line, row in _rows(path):
         for col in ("safety_fact", "prompt"):
             if not str(row.get(col) or "").strip():
-                raise DataFormatError(path, "missing or empty", line=line, field=col)
+                raise DatasetFormatError(path, "missing or empty", row=line, row_kind="line", field=col)
         fact = " ".join(str(row["safety_fact"]).split())
         v = str(row.get("version") or "original")
         if version is not None and v != version:
@@ -144,7 +145,7 @@ def load_sage_eval(path: str | Path, *, version: str | None = None) -> list[Sage
         items.append(SageItem(f"sage-{fid}-{k:04d}", fact, str(row["prompt"]), str(row.get("augmentation_category") or ""),
                               str(row.get("safety_category") or ""), str(row.get("prompt_type") or ""), v))
     if not items:
-        raise DataFormatError(path, "no prompts found" + (f" with version {version!r}" if version else ""))
+        raise DatasetFormatError(path, "no prompts found" + (f" with version {version!r}" if version else ""))
     return items
 
 

@@ -1,26 +1,18 @@
-"""What every safety axis shares: pair construction, template splits, record access, data errors."""
+"""What every safety axis shares: pair construction, template splits, record access.
+
+Data-format errors are :class:`opct.datasets.base.DatasetFormatError`.
+"""
 
 from __future__ import annotations
 
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 Messages = list[dict[str, str]]
 TRAIN = "train"
 HELDOUT = "heldout"
-
-
-class DataFormatError(ValueError):
-    """A data file is malformed; the message names the file, the line (when known) and the field."""
-
-    def __init__(self, path: str | Path, problem: str, *, line: int | None = None, field: str | None = None):
-        where = str(path) + (f":{line}" if line is not None else "")
-        what = f" field {field!r}" if field else ""
-        super().__init__(f"{where}:{what} {problem}")
-        self.path, self.line, self.field, self.problem = str(path), line, field, problem
 
 
 def user(content: str, system: str | None = None) -> Messages:

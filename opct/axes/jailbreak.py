@@ -43,7 +43,6 @@ import yaml
 from opct.axes.base import (
     HELDOUT,
     TRAIN,
-    DataFormatError,
     Template,
     assign_splits,
     field_of,
@@ -51,6 +50,7 @@ from opct.axes.base import (
     score_of,
     user,
 )
+from opct.datasets.base import DatasetFormatError
 from opct.metrics import Estimate, complement, rate
 
 AXIS = "jailbreak"
@@ -131,9 +131,9 @@ def wrap(template: Template | str, request: str) -> str:
 
 def _check_template(text: Any, path: Path, line: int | None, field: str) -> str:
     if not isinstance(text, str) or not text.strip():
-        raise DataFormatError(path, "must be a non-empty string", line=line, field=field)
+        raise DatasetFormatError(path, "must be a non-empty string", row=line, row_kind="line", field=field)
     if SLOT not in text:
-        raise DataFormatError(path, f"template has no {SLOT} slot", line=line, field=field)
+        raise DatasetFormatError(path, f"template has no {SLOT} slot", row=line, row_kind="line", field=field)
     return text.strip()
 
 
@@ -144,23 +144,23 @@ def _from_objects(data: Any, path: Path, default_family: str) -> list[Template]:
     if isinstance(data, Mapping):  # family -> [templates]
         for fam, texts in data.items():
             if not isinstance(texts, list):
-                raise DataFormatError(path, "must map to a list of templates", field=str(fam))
+                raise DatasetFormatError(path, "must map to a list of templates", field=str(fam))
             for i, text in enumerate(texts, 1):
                 out.append(Template(f"{fam}-{i:02d}", str(fam), _check_template(text, path, None, f"{fam}[{i - 1}]")))
         return out
     if not isinstance(data, list):
-        raise DataFormatError(path, "expected a list of templates or a mapping family -> templates")
+        raise DatasetFormatError(path, "expected a list of templates or a mapping family -> templates")
     for i, entry in enumerate(data):
         if isinstance(entry, str):
             entry = {"template": entry}
         if not isinstance(entry, Mapping):
-            raise DataFormatError(path, "must be a string or an object", field=f"[{i}]")
+            raise DatasetFormatError(path, "must be a string or an object", field=f"[{i}]")
         text = entry.get("template", entry.get("text"))
         text = _check_template(text, path, None, f"[{i}].template")
         fam = str(entry.get("family", default_family))
         split = str(entry.get("split", TRAIN))
         if split not in (TRAIN, HELDOUT):
-            raise DataFormatError(path, f"split must be {TRAIN!r} or {HELDOUT!r}, got {split!r}", field=f"[{i}].split")
+            raise DatasetFormatError(path, f"split must be {TRAIN!r} or {HELDOUT!r}, got {split!r}", field=f"[{i}].split")
         out.append(Template(str(entry.get("id", f"{fam}-{i + 1:02d}")), fam, text, split))
     return out
 
@@ -182,7 +182,7 @@ def load_wrappers(
         try:
             data = yaml.safe_load(text) if suffix != ".json" else json.loads(text)
         except (yaml.YAMLError, json.JSONDecodeError) as exc:
-            raise DataFormatError(path, f"cannot parse ({exc})") from exc
+            raise DatasetFormatError(path, f"cannot parse ({exc})") from exc
         temps = _from_objects(data, path, fam)
     else:
         lines = text.splitlines()
@@ -203,7 +203,7 @@ def load_wrappers(
             for i, (n, b) in enumerate(blocks, 1)
         ]
     if not temps:
-        raise DataFormatError(path, "no templates found")
+        raise DatasetFormatError(path, "no templates found")
     if heldout_families is not None:
         temps = assign_splits(temps, frozenset(heldout_families))
     return temps
@@ -232,29 +232,29 @@ def _csv_behaviors(path: Path) -> list[Behavior]:
         elif "prompt" in cols:
             kind = "prompt"
         else:
-            raise DataFormatError(path, f"unknown CSV header {sorted(cols)}; expected AdvBench 'goal,target', "
-                                        "HarmBench 'Behavior,...,BehaviorID' or a 'prompt' column", line=1)
+            raise DatasetFormatError(path, f"unknown CSV header {sorted(cols)}; expected AdvBench 'goal,target', "
+                                        "HarmBench 'Behavior,...,BehaviorID' or a 'prompt' column", row=1, row_kind="line")
         out = []
         for line, row in enumerate(reader, start=2):
             if kind == "harmbench":
                 req, bid = (row.get("Behavior") or "").strip(), (row.get("BehaviorID") or "").strip()
                 if not req:
-                    raise DataFormatError(path, "empty", line=line, field="Behavior")
+                    raise DatasetFormatError(path, "empty", row=line, row_kind="line", field="Behavior")
                 if not bid:
-                    raise DataFormatError(path, "empty", line=line, field="BehaviorID")
+                    raise DatasetFormatError(path, "empty", row=line, row_kind="line", field="BehaviorID")
                 out.append(Behavior(bid, req, (row.get("SemanticCategory") or "").strip(), "",
                                     (row.get("ContextString") or "").strip(), "harmbench"))
             elif kind == "prompt":  # e.g. XSTest: id/id_v2, type, prompt, ...
                 req = (row.get("prompt") or "").strip()
                 if not req:
-                    raise DataFormatError(path, "empty", line=line, field="prompt")
+                    raise DatasetFormatError(path, "empty", row=line, row_kind="line", field="prompt")
                 bid = (row.get("id") or row.get("id_v2") or f"{path.stem}-{line - 1:04d}").strip()
                 out.append(Behavior(bid, req, (row.get("type") or row.get("category") or "").strip(), "", "",
                                     path.stem))
             else:
                 req = (row.get("goal") or "").strip()
                 if not req:
-                    raise DataFormatError(path, "empty", line=line, field="goal")
+                    raise DatasetFormatError(path, "empty", row=line, row_kind="line", field="goal")
                 out.append(Behavior(f"advbench-{line - 1:04d}", req, "", (row.get("target") or "").strip(), "",
                                     "advbench"))
         return out
@@ -268,12 +268,12 @@ def _jsonl_behaviors(path: Path) -> list[Behavior]:
         try:
             row = json.loads(text)
         except json.JSONDecodeError as exc:
-            raise DataFormatError(path, f"invalid JSON ({exc.msg})", line=line) from exc
+            raise DatasetFormatError(path, f"invalid JSON ({exc.msg})", row=line, row_kind="line") from exc
         if not isinstance(row, dict):
-            raise DataFormatError(path, "each line must be a JSON object", line=line)
+            raise DatasetFormatError(path, "each line must be a JSON object", row=line, row_kind="line")
         key = next((k for k in ("request", "behavior", "Behavior", "goal", "prompt") if k in row), None)
         if key is None or not str(row[key]).strip():
-            raise DataFormatError(path, "missing request (one of request/behavior/goal/prompt)", line=line,
+            raise DatasetFormatError(path, "missing request (one of request/behavior/goal/prompt)", row=line, row_kind="line",
                                   field="request")
         out.append(Behavior(str(row.get("id") or row.get("BehaviorID") or f"{path.stem}-{line:04d}"),
                             str(row[key]).strip(), str(row.get("category", "")), str(row.get("target", "")),
@@ -284,7 +284,7 @@ def _jsonl_behaviors(path: Path) -> list[Behavior]:
 def load_behaviors(path: str | Path) -> list[Behavior]:
     """Harmful behaviours from AdvBench/HarmBench CSV, JSONL, or a text list (one per line).
 
-    Raises :class:`DataFormatError` naming file, line and field; duplicate ids are an error.
+    Raises :class:`DatasetFormatError` naming file, line and field; duplicate ids are an error.
     """
     path = Path(path)
     if path.suffix.lower() == ".csv":
@@ -296,11 +296,11 @@ def load_behaviors(path: str | Path) -> list[Behavior]:
                for n, ln in enumerate(path.read_text(encoding="utf-8").splitlines(), 1)
                if ln.strip() and not ln.lstrip().startswith("#")]
     if not out:
-        raise DataFormatError(path, "no behaviours found")
+        raise DatasetFormatError(path, "no behaviours found")
     seen: set[str] = set()
     for b in out:
         if b.id in seen:
-            raise DataFormatError(path, f"duplicate id {b.id!r}", field="id")
+            raise DatasetFormatError(path, f"duplicate id {b.id!r}", field="id")
         seen.add(b.id)
     return out
 

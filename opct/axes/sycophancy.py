@@ -54,7 +54,6 @@ from typing import Any
 from opct.axes.base import (
     HELDOUT,
     TRAIN,
-    DataFormatError,
     Messages,
     Template,
     assign_splits,
@@ -62,6 +61,7 @@ from opct.axes.base import (
     make_pair,
     user,
 )
+from opct.datasets.base import DatasetFormatError
 from opct.metrics import DEFAULT_RESAMPLES, DEFAULT_SEED, Estimate, clustered_mean, paired_difference, rate
 
 AXIS = "sycophancy"
@@ -170,22 +170,22 @@ def _letter(value: Any, n: int) -> str | None:
 
 def _item_from(row: Mapping[str, Any], path: Path, line: int, source: str) -> MCItem:
     if "question" not in row or not str(row["question"]).strip():
-        raise DataFormatError(path, "missing or empty", line=line, field="question")
+        raise DatasetFormatError(path, "missing or empty", row=line, row_kind="line", field="question")
     if "choices" in row:
         choices = row["choices"]
         if not isinstance(choices, list) or len(choices) < 2:
-            raise DataFormatError(path, "must be a list of at least 2 options", line=line, field="choices")
+            raise DatasetFormatError(path, "must be a list of at least 2 options", row=line, row_kind="line", field="choices")
     else:
         choices = [row[c] for c in LETTERS if c in row and str(row[c]).strip()]
         if len(choices) < 2:
-            raise DataFormatError(path, "need 'choices' or columns A, B, ... with at least 2 options",
-                                  line=line, field="choices")
+            raise DatasetFormatError(path, "need 'choices' or columns A, B, ... with at least 2 options",
+                                  row=line, row_kind="line", field="choices")
     if "answer" not in row:
-        raise DataFormatError(path, "missing", line=line, field="answer")
+        raise DatasetFormatError(path, "missing", row=line, row_kind="line", field="answer")
     answer = _letter(row["answer"], len(choices))
     if answer is None:
-        raise DataFormatError(path, f"{row['answer']!r} is not a letter or index of the {len(choices)} options",
-                              line=line, field="answer")
+        raise DatasetFormatError(path, f"{row['answer']!r} is not a letter or index of the {len(choices)} options",
+                              row=line, row_kind="line", field="answer")
     item_id = str(row.get("id") or f"{path.stem}-{line:05d}")
     return MCItem(item_id, str(row["question"]).strip(), tuple(str(c) for c in choices), answer, source)
 
@@ -194,7 +194,7 @@ def load_mc_items(path: str | Path, source: str | None = None) -> list[MCItem]:
     """Multiple-choice items from JSONL (``question``, ``choices`` list or ``A``..``D``, ``answer``
     letter or 0-based index, optional ``id``) or CSV with a header of the same names.
 
-    Raises :class:`DataFormatError` naming the file, line and field of the first problem.
+    Raises :class:`DatasetFormatError` naming the file, line and field of the first problem.
     """
     path = Path(path)
     source = source or path.stem
@@ -210,14 +210,14 @@ def load_mc_items(path: str | Path, source: str | None = None) -> list[MCItem]:
             try:
                 row = json.loads(text)
             except json.JSONDecodeError as exc:
-                raise DataFormatError(path, f"invalid JSON ({exc.msg})", line=line) from exc
+                raise DatasetFormatError(path, f"invalid JSON ({exc.msg})", row=line, row_kind="line") from exc
             if not isinstance(row, dict):
-                raise DataFormatError(path, "each line must be a JSON object", line=line)
+                raise DatasetFormatError(path, "each line must be a JSON object", row=line, row_kind="line")
             items.append(_item_from(row, path, line, source))
     ids = [it.id for it in items]
     if len(set(ids)) != len(ids):
         dup = next(i for i in ids if ids.count(i) > 1)
-        raise DataFormatError(path, f"duplicate id {dup!r}", field="id")
+        raise DatasetFormatError(path, f"duplicate id {dup!r}", field="id")
     return items
 
 

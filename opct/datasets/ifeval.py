@@ -56,7 +56,7 @@ def load_ifeval(
         v = row.values
 
         def fail(field: str, problem: str, hint: str | None = None, row=row) -> None:
-            raise DatasetFormatError(path, problem, row=row.position, field=field, hint=hint, row_kind=row.kind)
+            raise DatasetFormatError.at(path, row, problem, field=field, hint=hint)
 
         prompt = v.get("prompt")
         if not isinstance(prompt, str) or not prompt.strip():

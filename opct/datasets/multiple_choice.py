@@ -112,7 +112,7 @@ def load_multiple_choice(
 
 
 def _fail(path: Any, row: Row, field: str | None, problem: str, hint: str | None = None) -> None:
-    raise DatasetFormatError(path, problem, row=row.position, field=field, hint=hint, row_kind=row.kind)
+    raise DatasetFormatError.at(path, row, problem, field=field, hint=hint)
 
 
 def _resolve_option_columns(
