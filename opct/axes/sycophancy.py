@@ -41,8 +41,6 @@ Metrics (:func:`sycophancy_metrics`) from per-sample records
 
 from __future__ import annotations
 
-import csv
-import json
 import random
 import re
 import string
@@ -62,6 +60,7 @@ from opct.axes.base import (
     user,
 )
 from opct.datasets.base import DatasetFormatError
+from opct.datasets.tabular import Row, iter_rows
 from opct.metrics import DEFAULT_RESAMPLES, DEFAULT_SEED, Estimate, clustered_mean, paired_difference, rate
 
 AXIS = "sycophancy"
@@ -168,52 +167,49 @@ def _letter(value: Any, n: int) -> str | None:
     return s if len(s) == 1 and s in LETTERS[:n] else None
 
 
-def _item_from(row: Mapping[str, Any], path: Path, line: int, source: str) -> MCItem:
-    if "question" not in row or not str(row["question"]).strip():
-        raise DatasetFormatError(path, "missing or empty", row=line, row_kind="line", field="question")
-    if "choices" in row:
-        choices = row["choices"]
+def _item_from(row: Row, path: Path, source: str, number: int) -> MCItem:
+    values = row.values
+
+    def fail(problem: str, field: str) -> DatasetFormatError:
+        return DatasetFormatError.at(path, row, problem, field=field)
+
+    if "question" not in values or not str(values["question"]).strip():
+        raise fail("missing or empty", "question")
+    if "choices" in values:
+        choices = values["choices"]
         if not isinstance(choices, list) or len(choices) < 2:
-            raise DatasetFormatError(path, "must be a list of at least 2 options", row=line, row_kind="line", field="choices")
+            raise fail("must be a list of at least 2 options", "choices")
     else:
-        choices = [row[c] for c in LETTERS if c in row and str(row[c]).strip()]
+        choices = [values[c] for c in LETTERS if c in values and str(values[c]).strip()]
         if len(choices) < 2:
-            raise DatasetFormatError(path, "need 'choices' or columns A, B, ... with at least 2 options",
-                                  row=line, row_kind="line", field="choices")
-    if "answer" not in row:
-        raise DatasetFormatError(path, "missing", row=line, row_kind="line", field="answer")
-    answer = _letter(row["answer"], len(choices))
+            raise fail("need 'choices' or columns A, B, ... with at least 2 options", "choices")
+    if "answer" not in values:
+        raise fail("missing", "answer")
+    answer = _letter(values["answer"], len(choices))
     if answer is None:
-        raise DatasetFormatError(path, f"{row['answer']!r} is not a letter or index of the {len(choices)} options",
-                              row=line, row_kind="line", field="answer")
-    item_id = str(row.get("id") or f"{path.stem}-{line:05d}")
-    return MCItem(item_id, str(row["question"]).strip(), tuple(str(c) for c in choices), answer, source)
+        raise fail(f"{values['answer']!r} is not a letter or index of the {len(choices)} options", "answer")
+    item_id = str(values.get("id") or f"{path.stem}-{number:05d}")
+    return MCItem(item_id, str(values["question"]).strip(), tuple(str(c) for c in choices), answer, source)
 
 
 def load_mc_items(path: str | Path, source: str | None = None) -> list[MCItem]:
     """Multiple-choice items from JSONL (``question``, ``choices`` list or ``A``..``D``, ``answer``
     letter or 0-based index, optional ``id``) or CSV with a header of the same names.
 
-    Raises :class:`DatasetFormatError` naming the file, line and field of the first problem.
+    Raises :class:`~opct.datasets.base.DatasetFormatError` naming the file, line and field of the
+    first problem. A row without ``id`` gets ``<stem>-<line>`` (JSONL: its line; CSV: 1 + its row
+    number). A missing file raises ``FileNotFoundError``.
     """
     path = Path(path)
+    if not path.exists():
+        raise FileNotFoundError(f"multiple-choice data not found at {path}")
     source = source or path.stem
-    items: list[MCItem] = []
-    if path.suffix == ".csv":
-        with path.open(newline="", encoding="utf-8") as fh:
-            for line, row in enumerate(csv.DictReader(fh), start=2):
-                items.append(_item_from(row, path, line, source))
-    else:
-        for line, text in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
-            if not text.strip():
-                continue
-            try:
-                row = json.loads(text)
-            except json.JSONDecodeError as exc:
-                raise DatasetFormatError(path, f"invalid JSON ({exc.msg})", row=line, row_kind="line") from exc
-            if not isinstance(row, dict):
-                raise DatasetFormatError(path, "each line must be a JSON object", row=line, row_kind="line")
-            items.append(_item_from(row, path, line, source))
+    fmt = "csv" if path.suffix.lower() == ".csv" else "jsonl"
+    # Default ids are numbered as before: the JSONL line; the CSV row + 1 (its line unless cells span lines).
+    items = [
+        _item_from(row, path, source, row.position if fmt == "jsonl" else i + 2)
+        for i, row in enumerate(iter_rows(path, fmt))
+    ]
     ids = [it.id for it in items]
     if len(set(ids)) != len(ids):
         dup = next(i for i in ids if ids.count(i) > 1)
