@@ -6,9 +6,12 @@ Data-format errors are :class:`opct.datasets.base.DatasetFormatError`.
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+import os
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
+
+from opct.datasets.base import DatasetFormatError
 
 Messages = list[dict[str, str]]
 TRAIN = "train"
@@ -48,6 +51,15 @@ def assign_splits(templates: list[Template], heldout_families: set[str] | frozen
     return [
         Template(t.id, t.family, t.text, HELDOUT if t.family in heldout_families else TRAIN) for t in templates
     ]
+
+
+def check_unique_ids(path: str | os.PathLike[str], ids: Iterable[str]) -> None:
+    """Raise :class:`DatasetFormatError` (field ``id``) naming the first id seen a second time."""
+    seen: set[str] = set()
+    for item_id in ids:
+        if item_id in seen:
+            raise DatasetFormatError(path, f"duplicate id {item_id!r}", field="id")
+        seen.add(item_id)
 
 
 def field_of(record: Mapping[str, Any], key: str, default: Any = None) -> Any:

@@ -31,7 +31,6 @@ Metrics (:func:`jailbreak_metrics`) from per-sample records
 
 from __future__ import annotations
 
-import csv
 import json
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -45,12 +44,14 @@ from opct.axes.base import (
     TRAIN,
     Template,
     assign_splits,
+    check_unique_ids,
     field_of,
     make_pair,
     score_of,
     user,
 )
 from opct.datasets.base import DatasetFormatError
+from opct.datasets.tabular import Row, iter_rows
 from opct.metrics import Estimate, complement, rate
 
 AXIS = "jailbreak"
@@ -221,72 +222,69 @@ class Behavior:
     source: str = ""
 
 
+def _csv_kind(path: Path, cols: set[str]) -> str:
+    if {"Behavior", "BehaviorID"} <= cols:
+        return "harmbench"
+    if "goal" in cols:
+        return "advbench"
+    if "prompt" in cols:
+        return "prompt"
+    raise DatasetFormatError(path, f"unknown CSV header {sorted(cols)}; expected AdvBench 'goal,target', "
+                                   "HarmBench 'Behavior,...,BehaviorID' or a 'prompt' column", row=1, row_kind="line")
+
+
+def _cell(row: Row, col: str) -> str:
+    return (row.values.get(col) or "").strip()
+
+
+def _required(path: Path, row: Row, col: str) -> str:
+    if not _cell(row, col):
+        raise DatasetFormatError.at(path, row, "empty", field=col)
+    return _cell(row, col)
+
+
 def _csv_behaviors(path: Path) -> list[Behavior]:
-    with path.open(newline="", encoding="utf-8") as fh:
-        reader = csv.DictReader(fh)
-        cols = set(reader.fieldnames or [])
-        if {"Behavior", "BehaviorID"} <= cols:
-            kind = "harmbench"
-        elif "goal" in cols:
-            kind = "advbench"
-        elif "prompt" in cols:
-            kind = "prompt"
+    out: list[Behavior] = []
+    kind = ""
+    for n, row in enumerate(iter_rows(path, "csv"), start=1):  # n: 1-based row number, used in default ids
+        kind = kind or _csv_kind(path, set(row.values))
+        if kind == "harmbench":
+            req, bid = _required(path, row, "Behavior"), _required(path, row, "BehaviorID")
+            out.append(Behavior(bid, req, _cell(row, "SemanticCategory"), "", _cell(row, "ContextString"), "harmbench"))
+        elif kind == "prompt":  # e.g. XSTest: id/id_v2, type, prompt, ...
+            req = _required(path, row, "prompt")
+            v = row.values
+            bid = (v.get("id") or v.get("id_v2") or f"{path.stem}-{n:04d}").strip()
+            out.append(Behavior(bid, req, (v.get("type") or v.get("category") or "").strip(), "", "", path.stem))
         else:
-            raise DatasetFormatError(path, f"unknown CSV header {sorted(cols)}; expected AdvBench 'goal,target', "
-                                        "HarmBench 'Behavior,...,BehaviorID' or a 'prompt' column", row=1, row_kind="line")
-        out = []
-        for line, row in enumerate(reader, start=2):
-            if kind == "harmbench":
-                req, bid = (row.get("Behavior") or "").strip(), (row.get("BehaviorID") or "").strip()
-                if not req:
-                    raise DatasetFormatError(path, "empty", row=line, row_kind="line", field="Behavior")
-                if not bid:
-                    raise DatasetFormatError(path, "empty", row=line, row_kind="line", field="BehaviorID")
-                out.append(Behavior(bid, req, (row.get("SemanticCategory") or "").strip(), "",
-                                    (row.get("ContextString") or "").strip(), "harmbench"))
-            elif kind == "prompt":  # e.g. XSTest: id/id_v2, type, prompt, ...
-                req = (row.get("prompt") or "").strip()
-                if not req:
-                    raise DatasetFormatError(path, "empty", row=line, row_kind="line", field="prompt")
-                bid = (row.get("id") or row.get("id_v2") or f"{path.stem}-{line - 1:04d}").strip()
-                out.append(Behavior(bid, req, (row.get("type") or row.get("category") or "").strip(), "", "",
-                                    path.stem))
-            else:
-                req = (row.get("goal") or "").strip()
-                if not req:
-                    raise DatasetFormatError(path, "empty", row=line, row_kind="line", field="goal")
-                out.append(Behavior(f"advbench-{line - 1:04d}", req, "", (row.get("target") or "").strip(), "",
-                                    "advbench"))
-        return out
+            out.append(Behavior(f"advbench-{n:04d}", _required(path, row, "goal"), "", _cell(row, "target"), "",
+                                "advbench"))
+    return out
 
 
 def _jsonl_behaviors(path: Path) -> list[Behavior]:
     out = []
-    for line, text in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
-        if not text.strip():
-            continue
-        try:
-            row = json.loads(text)
-        except json.JSONDecodeError as exc:
-            raise DatasetFormatError(path, f"invalid JSON ({exc.msg})", row=line, row_kind="line") from exc
-        if not isinstance(row, dict):
-            raise DatasetFormatError(path, "each line must be a JSON object", row=line, row_kind="line")
-        key = next((k for k in ("request", "behavior", "Behavior", "goal", "prompt") if k in row), None)
-        if key is None or not str(row[key]).strip():
-            raise DatasetFormatError(path, "missing request (one of request/behavior/goal/prompt)", row=line, row_kind="line",
-                                  field="request")
-        out.append(Behavior(str(row.get("id") or row.get("BehaviorID") or f"{path.stem}-{line:04d}"),
-                            str(row[key]).strip(), str(row.get("category", "")), str(row.get("target", "")),
-                            str(row.get("context", "")), path.stem))
+    for row in iter_rows(path, "jsonl"):
+        v = row.values
+        key = next((k for k in ("request", "behavior", "Behavior", "goal", "prompt") if k in v), None)
+        if key is None or not str(v[key]).strip():
+            raise DatasetFormatError.at(path, row, "missing request (one of request/behavior/goal/prompt)",
+                                        field="request")
+        out.append(Behavior(str(v.get("id") or v.get("BehaviorID") or f"{path.stem}-{row.position:04d}"),
+                            str(v[key]).strip(), str(v.get("category", "")), str(v.get("target", "")),
+                            str(v.get("context", "")), path.stem))
     return out
 
 
 def load_behaviors(path: str | Path) -> list[Behavior]:
     """Harmful behaviours from AdvBench/HarmBench CSV, JSONL, or a text list (one per line).
 
-    Raises :class:`DatasetFormatError` naming file, line and field; duplicate ids are an error.
+    Raises :class:`~opct.datasets.base.DatasetFormatError` naming file, line and field; duplicate ids
+    are an error. A missing file raises ``FileNotFoundError``.
     """
     path = Path(path)
+    if not path.exists():
+        raise FileNotFoundError(f"behaviour data not found at {path}")
     if path.suffix.lower() == ".csv":
         out = _csv_behaviors(path)
     elif path.suffix.lower() == ".jsonl":
@@ -297,11 +295,7 @@ def load_behaviors(path: str | Path) -> list[Behavior]:
                if ln.strip() and not ln.lstrip().startswith("#")]
     if not out:
         raise DatasetFormatError(path, "no behaviours found")
-    seen: set[str] = set()
-    for b in out:
-        if b.id in seen:
-            raise DatasetFormatError(path, f"duplicate id {b.id!r}", field="id")
-        seen.add(b.id)
+    check_unique_ids(path, (b.id for b in out))
     return out
 
 

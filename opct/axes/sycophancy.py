@@ -55,6 +55,7 @@ from opct.axes.base import (
     Messages,
     Template,
     assign_splits,
+    check_unique_ids,
     field_of,
     make_pair,
     user,
@@ -210,10 +211,7 @@ def load_mc_items(path: str | Path, source: str | None = None) -> list[MCItem]:
         _item_from(row, path, source, row.position if fmt == "jsonl" else i + 2)
         for i, row in enumerate(iter_rows(path, fmt))
     ]
-    ids = [it.id for it in items]
-    if len(set(ids)) != len(ids):
-        dup = next(i for i in ids if ids.count(i) > 1)
-        raise DatasetFormatError(path, f"duplicate id {dup!r}", field="id")
+    check_unique_ids(path, (it.id for it in items))
     return items
 
 
