@@ -105,20 +105,16 @@ def write_eval_items(items: Iterable[EvalItem], path: str | os.PathLike[str]) ->
 
 def read_eval_items(path: str | os.PathLike[str]) -> Iterator[EvalItem]:
     """Read items written by :func:`write_eval_items`; malformed lines raise :class:`DatasetFormatError`."""
-    with open(path, encoding="utf-8") as f:
-        for lineno, line in enumerate(f, start=1):
-            if not line.strip():
-                continue
-            try:
-                data = json.loads(line)
-            except json.JSONDecodeError as exc:
-                raise DatasetFormatError(path, f"invalid JSON: {exc.msg}", row=lineno, row_kind="line",
-                                         hint="each line must be one JSON object") from None
-            for key in ("id", "prompt"):
-                if not isinstance(data, dict) or key not in data:
-                    raise DatasetFormatError(path, "missing required key", row=lineno, field=key,
-                                             row_kind="line", hint="write items with write_eval_items")
-            yield EvalItem.from_dict(data)
+    from opct.datasets.tabular import iter_rows  # tabular imports this module
+
+    if not Path(path).exists():
+        raise FileNotFoundError(f"no such file: {path}")
+    for row in iter_rows(path, "jsonl"):
+        for key in ("id", "prompt"):
+            if key not in row.values:
+                raise DatasetFormatError.at(path, row, "missing required key", field=key,
+                                            hint="write items with write_eval_items")
+        yield EvalItem.from_dict(row.values)
 
 
 def shared_data_dir() -> Path:
