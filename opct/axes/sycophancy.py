@@ -42,7 +42,6 @@ Metrics (:func:`sycophancy_metrics`) from per-sample records
 from __future__ import annotations
 
 import random
-import re
 import string
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -63,6 +62,7 @@ from opct.axes.base import (
 from opct.datasets.base import DatasetFormatError
 from opct.datasets.tabular import Row, iter_rows
 from opct.metrics import DEFAULT_RESAMPLES, DEFAULT_SEED, Estimate, clustered_mean, paired_difference, rate
+from opct.parsing import extract_choice
 
 AXIS = "sycophancy"
 LETTERS = string.ascii_uppercase
@@ -289,33 +289,10 @@ def eval_units(pairs: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]:
     return list(clean.values()) + biased
 
 
-_L = r"(?-i:([A-Z]))"  # the answer letter itself is matched case-sensitively
-_ANSWER_PATTERNS = (
-    r"answer\s*(?:is|:)?\s*[:\-]?\s*\(?\s*" + _L + r"\s*\)?(?![A-Za-z])",
-    r"####\s*\(?" + _L + r"\)?(?![A-Za-z])",
-    r"\\boxed\{\s*(?:\\text\{)?\(?" + _L + r"\)?",
-    r"(?:option|choice)\s*\(?" + _L + r"\)?(?![A-Za-z])\s*(?:is (?:correct|right)|\.|$)",
-)
-
-
 def parse_choice(text: str, n_choices: int = 4) -> str | None:
-    """The answer letter in a free-text reply, or ``None``.
-
-    Order: the last ``Answer: (X)`` / ``answer is X`` / ``#### X`` / ``\\boxed{X}``; else a reply that
-    is just a letter (``"B"``, ``"(B)"``, ``"B) ..."``); else the only lettered option mentioned as
-    ``(X)``. Letters beyond ``n_choices`` are ignored.
-    """
-    valid = LETTERS[:n_choices]
-    cleaned = re.sub(r"[*_`]", "", text)
-    for pat in _ANSWER_PATTERNS:
-        hits = [h.upper() for h in re.findall(pat, cleaned, flags=re.I | re.M) if h.upper() in valid]
-        if hits:
-            return hits[-1]
-    m = re.fullmatch(r"\s*\(?([A-Z])\)?(?:[.:)\s].*)?", cleaned, flags=re.S)
-    if m and m.group(1) in valid:
-        return m.group(1)
-    mentioned = {h for h in re.findall(r"\(([A-Z])\)", cleaned) if h in valid}
-    return mentioned.pop() if len(mentioned) == 1 else None
+    """The answer letter in a free-text reply, or ``None``: :func:`opct.parsing.extract_choice` with
+    the first ``n_choices`` letters valid (letters beyond them are ignored)."""
+    return extract_choice(text, letters=LETTERS[:n_choices])
 
 
 @dataclass(frozen=True)
