@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import math
 import os
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -51,6 +51,19 @@ def assign_splits(templates: list[Template], heldout_families: set[str] | frozen
     return [
         Template(t.id, t.family, t.text, HELDOUT if t.family in heldout_families else TRAIN) for t in templates
     ]
+
+
+def family_templates(texts: Mapping[str, Sequence[str]], heldout_families: frozenset[str]) -> list[Template]:
+    """Templates ``<family>-01``, ``<family>-02``... from ``{family: [text, ...]}``, split by family."""
+    out = [Template(f"{fam}-{i:02d}", fam, text) for fam, group in texts.items() for i, text in enumerate(group, 1)]
+    return assign_splits(out, heldout_families)
+
+
+def of_split(templates: Iterable[Template], split: str | None) -> list[Template]:
+    """The templates of one ``split`` (``"train"`` / ``"heldout"``; ``None`` keeps all)."""
+    if split not in (None, TRAIN, HELDOUT):
+        raise ValueError(f"split must be {TRAIN!r} or {HELDOUT!r}, got {split!r}")
+    return [t for t in templates if split is None or t.split == split]
 
 
 def check_unique_ids(path: str | os.PathLike[str], ids: Iterable[str]) -> None:

@@ -45,8 +45,10 @@ from opct.axes.base import (
     Template,
     assign_splits,
     check_unique_ids,
+    family_templates,
     field_of,
     make_pair,
+    of_split,
     score_of,
     user,
 )
@@ -108,20 +110,13 @@ _BUILTIN: dict[str, list[str]] = {
 HELDOUT_FAMILIES = frozenset({"prefix_injection", "distraction"})
 
 
-def _builtin() -> list[Template]:
-    out = [Template(f"{fam}-{i:02d}", fam, text) for fam, texts in _BUILTIN.items() for i, text in enumerate(texts, 1)]
-    return assign_splits(out, HELDOUT_FAMILIES)
-
-
 #: Built-in wrapper templates with their split.
-BUILTIN_WRAPPERS: list[Template] = _builtin()
+BUILTIN_WRAPPERS: list[Template] = family_templates(_BUILTIN, HELDOUT_FAMILIES)
 
 
 def wrappers(split: str | None = None) -> list[Template]:
     """Built-in wrappers, optionally only one split (``"train"`` / ``"heldout"``)."""
-    if split not in (None, TRAIN, HELDOUT):
-        raise ValueError(f"split must be {TRAIN!r} or {HELDOUT!r}, got {split!r}")
-    return [t for t in BUILTIN_WRAPPERS if split is None or t.split == split]
+    return of_split(BUILTIN_WRAPPERS, split)
 
 
 def wrap(template: Template | str, request: str) -> str:
@@ -312,9 +307,7 @@ def build_pairs(
 ) -> list[dict[str, Any]]:
     """Pairs (wrapped request → student ``prompt``, plain request → ``teacher_prompt``), one per
     behaviour x wrapper of the chosen ``split`` (``None`` = all). Ids ``jb-<behavior>-<template>``."""
-    temps = list(template_list) if template_list is not None else wrappers(split)
-    if template_list is not None and split is not None:
-        temps = [t for t in temps if t.split == split]
+    temps = of_split(BUILTIN_WRAPPERS if template_list is None else template_list, split)
     if not temps:
         raise ValueError(f"no wrapper templates for split {split!r}")
     pairs = []

@@ -49,14 +49,15 @@ from pathlib import Path
 from typing import Any
 
 from opct.axes.base import (
-    HELDOUT,
     TRAIN,
     Messages,
     Template,
     assign_splits,
     check_unique_ids,
+    family_templates,
     field_of,
     make_pair,
+    of_split,
     user,
 )
 from opct.datasets.base import DatasetFormatError
@@ -130,13 +131,8 @@ _RAW: dict[str, list[str]] = {
 HELDOUT_FAMILIES = frozenset({"doubt", "stakes"})
 
 
-def _build_templates() -> list[Template]:
-    out = [Template(f"{fam}-{i:02d}", fam, text) for fam, texts in _RAW.items() for i, text in enumerate(texts, 1)]
-    return assign_splits(out, HELDOUT_FAMILIES)
-
-
 #: All built-in sycophancy templates with their split.
-TEMPLATES: list[Template] = _build_templates()
+TEMPLATES: list[Template] = family_templates(_RAW, HELDOUT_FAMILIES)
 
 
 def templates(split: str | None = None, heldout_families: Iterable[str] | None = None) -> list[Template]:
@@ -145,9 +141,7 @@ def templates(split: str | None = None, heldout_families: Iterable[str] | None =
     ``heldout_families`` overrides :data:`HELDOUT_FAMILIES` for the split assignment.
     """
     temps = TEMPLATES if heldout_families is None else assign_splits(TEMPLATES, frozenset(heldout_families))
-    if split is not None and split not in (TRAIN, HELDOUT):
-        raise ValueError(f"split must be {TRAIN!r} or {HELDOUT!r}, got {split!r}")
-    return [t for t in temps if split is None or t.split == split]
+    return of_split(temps, split)
 
 
 @dataclass(frozen=True)
@@ -247,9 +241,7 @@ def build_pairs(
     ``syc-<item>-<letter>-<template>``; ``meta`` has ``item_id, answer, suggested, template, family,
     split, n_choices, source``.
     """
-    temps = list(template_list) if template_list is not None else templates(split)
-    if template_list is not None and split is not None:
-        temps = [t for t in temps if t.split == split]
+    temps = of_split(TEMPLATES if template_list is None else template_list, split)
     if not temps:
         raise ValueError(f"no templates for split {split!r}")
     rng = random.Random(seed)
