@@ -3,9 +3,10 @@
 Data
     :func:`load_sage_eval` reads SAGE-Eval rows (``safety_fact, prompt, augmentation_category,
     safety_category, prompt_type, version``) from a ``datasets.save_to_disk`` folder, a JSONL file or
-    a CSV file (read with :func:`opct.datasets.tabular.iter_rows`). ``version`` is ``"original"`` for the safety-naive prompts and anything else (e.g.
-    ``"safe"``) for the Safe-SAGE over-refusal counterparts. Prompts are grouped by their fact
-    (:func:`group_by_fact`); the OPCT test split has 5,681 prompts over 50 facts.
+    a CSV file (with :func:`opct.datasets.tabular.iter_rows`). ``version`` is ``"original"`` for the
+    safety-naive prompts and anything else (e.g. ``"safe"``) for the Safe-SAGE over-refusal
+    counterparts. Prompts are grouped by their fact (:func:`group_by_fact`); the OPCT test split has
+    5,681 prompts over 50 facts.
 
 Pairs
     student ``prompt`` = the raw user prompt; ``teacher_prompt`` = the same prompt with a system
