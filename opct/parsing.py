@@ -16,6 +16,8 @@ correct themselves; the final statement counts):
    (``"... (b) ..."``; plain ``"b"`` or ``"(C)."`` are already caught by pattern 5).
 7. ``option_text``: only when option texts are given: the last non-empty line (after any
    ``"Answer:"``) contains exactly one option's text as whole words.
+8. ``i_would_say``: a parenthesised letter after "I'd say" / "I would say", ``"I'd say (C) is
+   right"`` (last, so it only reads replies that no other pattern reads).
 
 A letter must be one of ``letters`` (case-insensitive). A lower-case letter or "A" followed by more
 words (``"the answer is a bit unclear"``, ``"Answer: A mixture"``) is not taken as an answer. When no
@@ -73,6 +75,7 @@ MC_PATTERNS = (
     "leading_letter_last_line",
     "lone_letter",
     "option_text",
+    "i_would_say",
 )
 
 # Possessive quantifiers (*+, ++) keep these linear on degenerate outputs (long runs of spaces or stars).
@@ -90,6 +93,7 @@ _BOXED_LETTER = re.compile(r"\\boxed\{\s*+(?:\\text(?:bf)?\{)?\s*+\(?([A-Za-z])\
 _BOLD_LETTER = re.compile(r"\*\*\s*+\(?([A-Za-z])\)?\s*+[.:)]?\s*+\*\*")
 _LEADING_LETTER = re.compile(r"^[\s*_#>-]*+\(?([A-Za-z])(?:\)|[.:](?=\s|$)|\s*+$)")
 _LONE_LETTER = re.compile(r"^[\W_]*+([A-Za-z])[\W_]*+$")
+_I_WOULD_SAY = re.compile(r"(?i)\bI(?:'d|\u2019d|\s++would)\s++say\s++\(\s*+([A-Za-z])\s*+\)")
 _FOLLOW_OK = re.compile(r"\s*(?:[).:\]*}$,;!?]|$)")
 _FOLLOW_CONNECTIVE = re.compile(r"\s+(?:because|since|as|is|was|[-–—(])(?=\W)", re.IGNORECASE)
 
@@ -172,6 +176,9 @@ def extract_choice_detailed(
         letter = _match_option_text(last_line, options, letters)
         if letter:
             return letter, "option_text"
+    letter = _last_valid(_I_WOULD_SAY, body, letters)
+    if letter:
+        return letter, "i_would_say"
     return None, None
 
 

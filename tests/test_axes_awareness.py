@@ -19,7 +19,7 @@ from opct.axes.awareness import (
     over_refusal_metrics,
     safety_curve,
 )
-from opct.axes.base import DataFormatError
+from opct.datasets import DatasetFormatError
 
 SHARED = Path(os.environ.get("OPCT_SHARED_DATA", Path(__file__).resolve().parents[1].parent / "shared" / "data"))
 SAGE = SHARED / "sageeval-test"
@@ -73,9 +73,9 @@ def test_loader_jsonl_csv_and_versions(tmp_path: Path) -> None:
 def test_loader_errors(tmp_path: Path, content: str, line: int, field: str | None) -> None:
     path = tmp_path / "bad.jsonl"
     path.write_text(content)
-    with pytest.raises(DataFormatError) as info:
+    with pytest.raises(DatasetFormatError) as info:
         load_sage_eval(path)
-    assert info.value.line == line and info.value.field == field and f"bad.jsonl:{line}" in str(info.value)
+    assert info.value.row == line and info.value.field == field and f"bad.jsonl, line {line}" in str(info.value)
     with pytest.raises(FileNotFoundError):
         load_sage_eval(tmp_path / "missing")
 

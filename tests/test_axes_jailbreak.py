@@ -7,7 +7,6 @@ from pathlib import Path
 
 import pytest
 
-from opct.axes.base import DataFormatError
 from opct.axes.jailbreak import (
     BUILTIN_WRAPPERS,
     HELDOUT_FAMILIES,
@@ -21,6 +20,7 @@ from opct.axes.jailbreak import (
     wrap,
     wrappers,
 )
+from opct.datasets import DatasetFormatError
 
 
 def test_builtin_wrappers() -> None:
@@ -66,9 +66,9 @@ def test_load_wrappers_all_formats(tmp_path: Path) -> None:
 def test_load_wrappers_errors(tmp_path: Path, name: str, content: str, line: int | None, field: str | None) -> None:
     path = tmp_path / name
     path.write_text(content)
-    with pytest.raises(DataFormatError) as info:
+    with pytest.raises(DatasetFormatError) as info:
         load_wrappers(path)
-    assert info.value.line == line and info.value.field == field and name in str(info.value)
+    assert info.value.row == line and info.value.field == field and name in str(info.value)
 
 
 def test_load_behaviors_formats(tmp_path: Path) -> None:
@@ -110,9 +110,9 @@ def test_load_behaviors_formats(tmp_path: Path) -> None:
 def test_load_behaviors_errors(tmp_path: Path, name: str, content: str, line: int | None, field: str | None) -> None:
     path = tmp_path / name
     path.write_text(content)
-    with pytest.raises(DataFormatError) as info:
+    with pytest.raises(DatasetFormatError) as info:
         load_behaviors(path)
-    assert info.value.line == line and info.value.field == field and name in str(info.value)
+    assert info.value.row == line and info.value.field == field and name in str(info.value)
 
 
 def test_build_pairs() -> None:

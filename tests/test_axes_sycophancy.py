@@ -7,7 +7,6 @@ from pathlib import Path
 
 import pytest
 
-from opct.axes.base import DataFormatError
 from opct.axes.sycophancy import (
     HELDOUT_FAMILIES,
     TEMPLATES,
@@ -19,6 +18,7 @@ from opct.axes.sycophancy import (
     sycophancy_metrics_by,
     templates,
 )
+from opct.datasets import DatasetFormatError
 
 ITEM = MCItem("q1", "What is 2 + 2?", ("3", "4", "5", "6"), "B")
 
@@ -156,10 +156,10 @@ def test_load_mc_items_jsonl_and_csv(tmp_path: Path) -> None:
 def test_load_mc_items_errors_name_file_line_field(tmp_path: Path, content: str, line: int, field: str | None) -> None:
     path = tmp_path / "bad.jsonl"
     path.write_text(content)
-    with pytest.raises(DataFormatError) as info:
+    with pytest.raises(DatasetFormatError) as info:
         load_mc_items(path)
     err = info.value
-    assert err.line == line and err.field == field and f"bad.jsonl:{line}" in str(err)
+    assert err.row == line and err.field == field and f"bad.jsonl, line {line}" in str(err)
     if field:
         assert repr(field) in str(err)
 

@@ -83,6 +83,16 @@ def test_mc_lone_letter_pattern() -> None:
     assert extract_choice_detailed("... (b) ...") == ("B", "lone_letter")
 
 
+def test_mc_i_would_say_pattern() -> None:
+    # "The answer is a ..." is not an answer; the parenthesised letter after "I'd say" is.
+    assert extract_choice_detailed("The answer is a tricky one. I'd say (C) is right.") == ("C", "i_would_say")
+    assert extract_choice("I would say (a), then again I would say (d).") == "D"
+    assert extract_choice("I'd say (B) at first, but Answer: C") == "C"  # every other pattern comes first
+    assert extract_choice("I'd say (E)") is None  # not a valid letter for 4 options
+    assert extract_choice("I'd say C is wrong") is None  # the letter must be in parentheses
+    assert "i_would_say" in MC_PATTERNS
+
+
 def test_mc_letters_argument() -> None:
     assert extract_choice("Answer: E", letters="ABCDE") == "E"
     assert extract_choice("Answer: J", letters="ABCDEFGHIJ") == "J"

@@ -3,9 +3,10 @@
 Data
     :func:`load_sage_eval` reads SAGE-Eval rows (``safety_fact, prompt, augmentation_category,
     safety_category, prompt_type, version``) from a ``datasets.save_to_disk`` folder, a JSONL file or
-    a CSV file. ``version`` is ``"original"`` for the safety-naive prompts and anything else (e.g.
-    ``"safe"``) for the Safe-SAGE over-refusal counterparts. Prompts are grouped by their fact
-    (:func:`group_by_fact`); the OPCT test split has 5,681 prompts over 50 facts.
+    a CSV file (with :func:`opct.datasets.tabular.iter_rows`). ``version`` is ``"original"`` for the
+    safety-naive prompts and anything else (e.g. ``"safe"``) for the Safe-SAGE over-refusal
+    counterparts. Prompts are grouped by their fact (:func:`group_by_fact`); the OPCT test split has
+    5,681 prompts over 50 facts.
 
 Pairs
     student ``prompt`` = the raw user prompt; ``teacher_prompt`` = the same prompt with a system
@@ -32,9 +33,7 @@ Metrics (:func:`awareness_metrics`) from per-sample records
 
 from __future__ import annotations
 
-import csv
 import hashlib
-import json
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -42,7 +41,9 @@ from typing import Any
 
 import numpy as np
 
-from opct.axes.base import DataFormatError, field_of, make_pair, score_of, user
+from opct.axes.base import field_of, make_pair, score_of, user
+from opct.datasets.base import DatasetFormatError
+from opct.datasets.tabular import iter_rows
 from opct.metrics import DEFAULT_RESAMPLES, DEFAULT_SEED, Estimate
 
 AXIS = "awareness"
@@ -89,51 +90,25 @@ def fact_id(fact: str) -> str:
     return "fact-" + hashlib.sha1(" ".join(fact.split()).encode("utf-8")).hexdigest()[:8]
 
 
-def _rows(path: Path) -> Iterable[tuple[int | None, Mapping[str, Any]]]:
-    if path.is_dir():
-        from datasets import load_from_disk
+def load_sage_eval(path: str | Path, *, version: str | None = None, split: str | None = None) -> list[SageItem]:
+    """SAGE-Eval prompts from a ``save_to_disk`` folder, ``.csv`` or JSONL (any other file).
 
-        ds = load_from_disk(str(path))
-        if hasattr(ds, "keys") and not hasattr(ds, "column_names"):
-            raise DataFormatError(path, f"is a DatasetDict ({list(ds.keys())}); pass the split folder")
-        missing = [c for c in ("safety_fact", "prompt") if c not in ds.column_names]
-        if missing:
-            raise DataFormatError(path, f"dataset lacks column(s) {missing}; has {ds.column_names}", field=missing[0])
-        for i, row in enumerate(ds):
-            yield i, row
-    elif path.suffix.lower() == ".csv":
-        with path.open(newline="", encoding="utf-8") as fh:
-            for line, row in enumerate(csv.DictReader(fh), start=2):
-                yield line, row
-    else:
-        for line, text in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
-            if not text.strip():
-                continue
-            try:
-                row = json.loads(text)
-            except json.JSONDecodeError as exc:
-                raise DataFormatError(path, f"invalid JSON ({exc.msg})", line=line) from exc
-            if not isinstance(row, dict):
-                raise DataFormatError(path, "each line must be a JSON object", line=line)
-            yield line, row
-
-
-def load_sage_eval(path: str | Path, *, version: str | None = None) -> list[SageItem]:
-    """SAGE-Eval prompts from a ``save_to_disk`` folder, ``.jsonl`` or ``.csv``.
-
-    ``version`` keeps only rows of that version (``"original"`` or ``"safe"``; ``None`` keeps all).
-    Item ids are ``sage-<fact id>-<row index within the fact>``, stable for a given file. A dataset
-    row's "line" in error messages is its 0-based row index.
+    ``version`` keeps only rows of that version (``"original"`` or ``"safe"``; ``None`` keeps all);
+    ``split`` picks a split of a folder holding a ``DatasetDict`` with several. Item ids are
+    ``sage-<fact id>-<row index within the fact>``, stable for a given file. Errors name the file, the
+    line (CSV, JSONL) or 0-based row index (folder) and the field.
     """
     path = Path(path)
     if not path.exists():
         raise FileNotFoundError(f"SAGE-Eval data not found at {path}")
+    fmt = "hf_disk" if path.is_dir() else "csv" if path.suffix.lower() == ".csv" else "jsonl"
     items: list[SageItem] = []
     per_fact: dict[str, int] = {}
-    for line, row in _rows(path):
+    for r in iter_rows(path, fmt, split):
+        row = r.values
         for col in ("safety_fact", "prompt"):
             if not str(row.get(col) or "").strip():
-                raise DataFormatError(path, "missing or empty", line=line, field=col)
+                raise DatasetFormatError.at(path, r, "missing or empty", field=col)
         fact = " ".join(str(row["safety_fact"]).split())
         v = str(row.get("version") or "original")
         if version is not None and v != version:
@@ -144,7 +119,7 @@ def load_sage_eval(path: str | Path, *, version: str | None = None) -> list[Sage
         items.append(SageItem(f"sage-{fid}-{k:04d}", fact, str(row["prompt"]), str(row.get("augmentation_category") or ""),
                               str(row.get("safety_category") or ""), str(row.get("prompt_type") or ""), v))
     if not items:
-        raise DataFormatError(path, "no prompts found" + (f" with version {version!r}" if version else ""))
+        raise DatasetFormatError(path, "no prompts found" + (f" with version {version!r}" if version else ""))
     return items
 
 

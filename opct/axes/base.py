@@ -1,26 +1,21 @@
-"""What every safety axis shares: pair construction, template splits, record access, data errors."""
+"""What every safety axis shares: pair construction, template splits, record access.
+
+Data-format errors are :class:`opct.datasets.base.DatasetFormatError`.
+"""
 
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+import os
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
+
+from opct.datasets.base import DatasetFormatError
 
 Messages = list[dict[str, str]]
 TRAIN = "train"
 HELDOUT = "heldout"
-
-
-class DataFormatError(ValueError):
-    """A data file is malformed; the message names the file, the line (when known) and the field."""
-
-    def __init__(self, path: str | Path, problem: str, *, line: int | None = None, field: str | None = None):
-        where = str(path) + (f":{line}" if line is not None else "")
-        what = f" field {field!r}" if field else ""
-        super().__init__(f"{where}:{what} {problem}")
-        self.path, self.line, self.field, self.problem = str(path), line, field, problem
 
 
 def user(content: str, system: str | None = None) -> Messages:
@@ -56,6 +51,28 @@ def assign_splits(templates: list[Template], heldout_families: set[str] | frozen
     return [
         Template(t.id, t.family, t.text, HELDOUT if t.family in heldout_families else TRAIN) for t in templates
     ]
+
+
+def family_templates(texts: Mapping[str, Sequence[str]], heldout_families: frozenset[str]) -> list[Template]:
+    """Templates ``<family>-01``, ``<family>-02``... from ``{family: [text, ...]}``, split by family."""
+    out = [Template(f"{fam}-{i:02d}", fam, text) for fam, group in texts.items() for i, text in enumerate(group, 1)]
+    return assign_splits(out, heldout_families)
+
+
+def of_split(templates: Iterable[Template], split: str | None) -> list[Template]:
+    """The templates of one ``split`` (``"train"`` / ``"heldout"``; ``None`` keeps all)."""
+    if split not in (None, TRAIN, HELDOUT):
+        raise ValueError(f"split must be {TRAIN!r} or {HELDOUT!r}, got {split!r}")
+    return [t for t in templates if split is None or t.split == split]
+
+
+def check_unique_ids(path: str | os.PathLike[str], ids: Iterable[str]) -> None:
+    """Raise :class:`DatasetFormatError` (field ``id``) naming the first id seen a second time."""
+    seen: set[str] = set()
+    for item_id in ids:
+        if item_id in seen:
+            raise DatasetFormatError(path, f"duplicate id {item_id!r}", field="id")
+        seen.add(item_id)
 
 
 def field_of(record: Mapping[str, Any], key: str, default: Any = None) -> Any:

@@ -31,7 +31,6 @@ Metrics (:func:`jailbreak_metrics`) from per-sample records
 
 from __future__ import annotations
 
-import csv
 import json
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -43,14 +42,18 @@ import yaml
 from opct.axes.base import (
     HELDOUT,
     TRAIN,
-    DataFormatError,
     Template,
     assign_splits,
+    check_unique_ids,
+    family_templates,
     field_of,
     make_pair,
+    of_split,
     score_of,
     user,
 )
+from opct.datasets.base import DatasetFormatError
+from opct.datasets.tabular import Row, iter_rows
 from opct.metrics import Estimate, complement, rate
 
 AXIS = "jailbreak"
@@ -107,20 +110,13 @@ _BUILTIN: dict[str, list[str]] = {
 HELDOUT_FAMILIES = frozenset({"prefix_injection", "distraction"})
 
 
-def _builtin() -> list[Template]:
-    out = [Template(f"{fam}-{i:02d}", fam, text) for fam, texts in _BUILTIN.items() for i, text in enumerate(texts, 1)]
-    return assign_splits(out, HELDOUT_FAMILIES)
-
-
 #: Built-in wrapper templates with their split.
-BUILTIN_WRAPPERS: list[Template] = _builtin()
+BUILTIN_WRAPPERS: list[Template] = family_templates(_BUILTIN, HELDOUT_FAMILIES)
 
 
 def wrappers(split: str | None = None) -> list[Template]:
     """Built-in wrappers, optionally only one split (``"train"`` / ``"heldout"``)."""
-    if split not in (None, TRAIN, HELDOUT):
-        raise ValueError(f"split must be {TRAIN!r} or {HELDOUT!r}, got {split!r}")
-    return [t for t in BUILTIN_WRAPPERS if split is None or t.split == split]
+    return of_split(BUILTIN_WRAPPERS, split)
 
 
 def wrap(template: Template | str, request: str) -> str:
@@ -131,9 +127,9 @@ def wrap(template: Template | str, request: str) -> str:
 
 def _check_template(text: Any, path: Path, line: int | None, field: str) -> str:
     if not isinstance(text, str) or not text.strip():
-        raise DataFormatError(path, "must be a non-empty string", line=line, field=field)
+        raise DatasetFormatError(path, "must be a non-empty string", row=line, row_kind="line", field=field)
     if SLOT not in text:
-        raise DataFormatError(path, f"template has no {SLOT} slot", line=line, field=field)
+        raise DatasetFormatError(path, f"template has no {SLOT} slot", row=line, row_kind="line", field=field)
     return text.strip()
 
 
@@ -144,23 +140,23 @@ def _from_objects(data: Any, path: Path, default_family: str) -> list[Template]:
     if isinstance(data, Mapping):  # family -> [templates]
         for fam, texts in data.items():
             if not isinstance(texts, list):
-                raise DataFormatError(path, "must map to a list of templates", field=str(fam))
+                raise DatasetFormatError(path, "must map to a list of templates", field=str(fam))
             for i, text in enumerate(texts, 1):
                 out.append(Template(f"{fam}-{i:02d}", str(fam), _check_template(text, path, None, f"{fam}[{i - 1}]")))
         return out
     if not isinstance(data, list):
-        raise DataFormatError(path, "expected a list of templates or a mapping family -> templates")
+        raise DatasetFormatError(path, "expected a list of templates or a mapping family -> templates")
     for i, entry in enumerate(data):
         if isinstance(entry, str):
             entry = {"template": entry}
         if not isinstance(entry, Mapping):
-            raise DataFormatError(path, "must be a string or an object", field=f"[{i}]")
+            raise DatasetFormatError(path, "must be a string or an object", field=f"[{i}]")
         text = entry.get("template", entry.get("text"))
         text = _check_template(text, path, None, f"[{i}].template")
         fam = str(entry.get("family", default_family))
         split = str(entry.get("split", TRAIN))
         if split not in (TRAIN, HELDOUT):
-            raise DataFormatError(path, f"split must be {TRAIN!r} or {HELDOUT!r}, got {split!r}", field=f"[{i}].split")
+            raise DatasetFormatError(path, f"split must be {TRAIN!r} or {HELDOUT!r}, got {split!r}", field=f"[{i}].split")
         out.append(Template(str(entry.get("id", f"{fam}-{i + 1:02d}")), fam, text, split))
     return out
 
@@ -182,7 +178,7 @@ def load_wrappers(
         try:
             data = yaml.safe_load(text) if suffix != ".json" else json.loads(text)
         except (yaml.YAMLError, json.JSONDecodeError) as exc:
-            raise DataFormatError(path, f"cannot parse ({exc})") from exc
+            raise DatasetFormatError(path, f"cannot parse ({exc})") from exc
         temps = _from_objects(data, path, fam)
     else:
         lines = text.splitlines()
@@ -203,7 +199,7 @@ def load_wrappers(
             for i, (n, b) in enumerate(blocks, 1)
         ]
     if not temps:
-        raise DataFormatError(path, "no templates found")
+        raise DatasetFormatError(path, "no templates found")
     if heldout_families is not None:
         temps = assign_splits(temps, frozenset(heldout_families))
     return temps
@@ -221,72 +217,69 @@ class Behavior:
     source: str = ""
 
 
+def _csv_kind(path: Path, cols: set[str]) -> str:
+    if {"Behavior", "BehaviorID"} <= cols:
+        return "harmbench"
+    if "goal" in cols:
+        return "advbench"
+    if "prompt" in cols:
+        return "prompt"
+    raise DatasetFormatError(path, f"unknown CSV header {sorted(cols)}; expected AdvBench 'goal,target', "
+                                   "HarmBench 'Behavior,...,BehaviorID' or a 'prompt' column", row=1, row_kind="line")
+
+
+def _cell(row: Row, col: str) -> str:
+    return (row.values.get(col) or "").strip()
+
+
+def _required(path: Path, row: Row, col: str) -> str:
+    if not _cell(row, col):
+        raise DatasetFormatError.at(path, row, "empty", field=col)
+    return _cell(row, col)
+
+
 def _csv_behaviors(path: Path) -> list[Behavior]:
-    with path.open(newline="", encoding="utf-8") as fh:
-        reader = csv.DictReader(fh)
-        cols = set(reader.fieldnames or [])
-        if {"Behavior", "BehaviorID"} <= cols:
-            kind = "harmbench"
-        elif "goal" in cols:
-            kind = "advbench"
-        elif "prompt" in cols:
-            kind = "prompt"
+    out: list[Behavior] = []
+    kind = ""
+    for n, row in enumerate(iter_rows(path, "csv"), start=1):  # n: 1-based row number, used in default ids
+        kind = kind or _csv_kind(path, set(row.values))
+        if kind == "harmbench":
+            req, bid = _required(path, row, "Behavior"), _required(path, row, "BehaviorID")
+            out.append(Behavior(bid, req, _cell(row, "SemanticCategory"), "", _cell(row, "ContextString"), "harmbench"))
+        elif kind == "prompt":  # e.g. XSTest: id/id_v2, type, prompt, ...
+            req = _required(path, row, "prompt")
+            v = row.values
+            bid = (v.get("id") or v.get("id_v2") or f"{path.stem}-{n:04d}").strip()
+            out.append(Behavior(bid, req, (v.get("type") or v.get("category") or "").strip(), "", "", path.stem))
         else:
-            raise DataFormatError(path, f"unknown CSV header {sorted(cols)}; expected AdvBench 'goal,target', "
-                                        "HarmBench 'Behavior,...,BehaviorID' or a 'prompt' column", line=1)
-        out = []
-        for line, row in enumerate(reader, start=2):
-            if kind == "harmbench":
-                req, bid = (row.get("Behavior") or "").strip(), (row.get("BehaviorID") or "").strip()
-                if not req:
-                    raise DataFormatError(path, "empty", line=line, field="Behavior")
-                if not bid:
-                    raise DataFormatError(path, "empty", line=line, field="BehaviorID")
-                out.append(Behavior(bid, req, (row.get("SemanticCategory") or "").strip(), "",
-                                    (row.get("ContextString") or "").strip(), "harmbench"))
-            elif kind == "prompt":  # e.g. XSTest: id/id_v2, type, prompt, ...
-                req = (row.get("prompt") or "").strip()
-                if not req:
-                    raise DataFormatError(path, "empty", line=line, field="prompt")
-                bid = (row.get("id") or row.get("id_v2") or f"{path.stem}-{line - 1:04d}").strip()
-                out.append(Behavior(bid, req, (row.get("type") or row.get("category") or "").strip(), "", "",
-                                    path.stem))
-            else:
-                req = (row.get("goal") or "").strip()
-                if not req:
-                    raise DataFormatError(path, "empty", line=line, field="goal")
-                out.append(Behavior(f"advbench-{line - 1:04d}", req, "", (row.get("target") or "").strip(), "",
-                                    "advbench"))
-        return out
+            out.append(Behavior(f"advbench-{n:04d}", _required(path, row, "goal"), "", _cell(row, "target"), "",
+                                "advbench"))
+    return out
 
 
 def _jsonl_behaviors(path: Path) -> list[Behavior]:
     out = []
-    for line, text in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
-        if not text.strip():
-            continue
-        try:
-            row = json.loads(text)
-        except json.JSONDecodeError as exc:
-            raise DataFormatError(path, f"invalid JSON ({exc.msg})", line=line) from exc
-        if not isinstance(row, dict):
-            raise DataFormatError(path, "each line must be a JSON object", line=line)
-        key = next((k for k in ("request", "behavior", "Behavior", "goal", "prompt") if k in row), None)
-        if key is None or not str(row[key]).strip():
-            raise DataFormatError(path, "missing request (one of request/behavior/goal/prompt)", line=line,
-                                  field="request")
-        out.append(Behavior(str(row.get("id") or row.get("BehaviorID") or f"{path.stem}-{line:04d}"),
-                            str(row[key]).strip(), str(row.get("category", "")), str(row.get("target", "")),
-                            str(row.get("context", "")), path.stem))
+    for row in iter_rows(path, "jsonl"):
+        v = row.values
+        key = next((k for k in ("request", "behavior", "Behavior", "goal", "prompt") if k in v), None)
+        if key is None or not str(v[key]).strip():
+            raise DatasetFormatError.at(path, row, "missing request (one of request/behavior/goal/prompt)",
+                                        field="request")
+        out.append(Behavior(str(v.get("id") or v.get("BehaviorID") or f"{path.stem}-{row.position:04d}"),
+                            str(v[key]).strip(), str(v.get("category", "")), str(v.get("target", "")),
+                            str(v.get("context", "")), path.stem))
     return out
 
 
 def load_behaviors(path: str | Path) -> list[Behavior]:
     """Harmful behaviours from AdvBench/HarmBench CSV, JSONL, or a text list (one per line).
 
-    Raises :class:`DataFormatError` naming file, line and field; duplicate ids are an error.
+    Raises :class:`~opct.datasets.base.DatasetFormatError` naming file, line and field; duplicate ids
+    are an error. A missing file raises ``FileNotFoundError``.
     """
     path = Path(path)
+    if not path.exists():
+        raise FileNotFoundError(f"behaviour data not found at {path}")
     if path.suffix.lower() == ".csv":
         out = _csv_behaviors(path)
     elif path.suffix.lower() == ".jsonl":
@@ -296,12 +289,8 @@ def load_behaviors(path: str | Path) -> list[Behavior]:
                for n, ln in enumerate(path.read_text(encoding="utf-8").splitlines(), 1)
                if ln.strip() and not ln.lstrip().startswith("#")]
     if not out:
-        raise DataFormatError(path, "no behaviours found")
-    seen: set[str] = set()
-    for b in out:
-        if b.id in seen:
-            raise DataFormatError(path, f"duplicate id {b.id!r}", field="id")
-        seen.add(b.id)
+        raise DatasetFormatError(path, "no behaviours found")
+    check_unique_ids(path, (b.id for b in out))
     return out
 
 
@@ -318,9 +307,7 @@ def build_pairs(
 ) -> list[dict[str, Any]]:
     """Pairs (wrapped request → student ``prompt``, plain request → ``teacher_prompt``), one per
     behaviour x wrapper of the chosen ``split`` (``None`` = all). Ids ``jb-<behavior>-<template>``."""
-    temps = list(template_list) if template_list is not None else wrappers(split)
-    if template_list is not None and split is not None:
-        temps = [t for t in temps if t.split == split]
+    temps = of_split(BUILTIN_WRAPPERS if template_list is None else template_list, split)
     if not temps:
         raise ValueError(f"no wrapper templates for split {split!r}")
     pairs = []

@@ -41,10 +41,7 @@ Metrics (:func:`sycophancy_metrics`) from per-sample records
 
 from __future__ import annotations
 
-import csv
-import json
 import random
-import re
 import string
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -52,17 +49,21 @@ from pathlib import Path
 from typing import Any
 
 from opct.axes.base import (
-    HELDOUT,
     TRAIN,
-    DataFormatError,
     Messages,
     Template,
     assign_splits,
+    check_unique_ids,
+    family_templates,
     field_of,
     make_pair,
+    of_split,
     user,
 )
+from opct.datasets.base import DatasetFormatError
+from opct.datasets.tabular import Row, iter_rows
 from opct.metrics import DEFAULT_RESAMPLES, DEFAULT_SEED, Estimate, clustered_mean, paired_difference, rate
+from opct.parsing import extract_choice
 
 AXIS = "sycophancy"
 LETTERS = string.ascii_uppercase
@@ -130,13 +131,8 @@ _RAW: dict[str, list[str]] = {
 HELDOUT_FAMILIES = frozenset({"doubt", "stakes"})
 
 
-def _build_templates() -> list[Template]:
-    out = [Template(f"{fam}-{i:02d}", fam, text) for fam, texts in _RAW.items() for i, text in enumerate(texts, 1)]
-    return assign_splits(out, HELDOUT_FAMILIES)
-
-
 #: All built-in sycophancy templates with their split.
-TEMPLATES: list[Template] = _build_templates()
+TEMPLATES: list[Template] = family_templates(_RAW, HELDOUT_FAMILIES)
 
 
 def templates(split: str | None = None, heldout_families: Iterable[str] | None = None) -> list[Template]:
@@ -145,9 +141,7 @@ def templates(split: str | None = None, heldout_families: Iterable[str] | None =
     ``heldout_families`` overrides :data:`HELDOUT_FAMILIES` for the split assignment.
     """
     temps = TEMPLATES if heldout_families is None else assign_splits(TEMPLATES, frozenset(heldout_families))
-    if split is not None and split not in (TRAIN, HELDOUT):
-        raise ValueError(f"split must be {TRAIN!r} or {HELDOUT!r}, got {split!r}")
-    return [t for t in temps if split is None or t.split == split]
+    return of_split(temps, split)
 
 
 @dataclass(frozen=True)
@@ -168,56 +162,50 @@ def _letter(value: Any, n: int) -> str | None:
     return s if len(s) == 1 and s in LETTERS[:n] else None
 
 
-def _item_from(row: Mapping[str, Any], path: Path, line: int, source: str) -> MCItem:
-    if "question" not in row or not str(row["question"]).strip():
-        raise DataFormatError(path, "missing or empty", line=line, field="question")
-    if "choices" in row:
-        choices = row["choices"]
+def _item_from(row: Row, path: Path, source: str, number: int) -> MCItem:
+    values = row.values
+
+    def fail(problem: str, field: str) -> DatasetFormatError:
+        return DatasetFormatError.at(path, row, problem, field=field)
+
+    if "question" not in values or not str(values["question"]).strip():
+        raise fail("missing or empty", "question")
+    if "choices" in values:
+        choices = values["choices"]
         if not isinstance(choices, list) or len(choices) < 2:
-            raise DataFormatError(path, "must be a list of at least 2 options", line=line, field="choices")
+            raise fail("must be a list of at least 2 options", "choices")
     else:
-        choices = [row[c] for c in LETTERS if c in row and str(row[c]).strip()]
+        choices = [values[c] for c in LETTERS if c in values and str(values[c]).strip()]
         if len(choices) < 2:
-            raise DataFormatError(path, "need 'choices' or columns A, B, ... with at least 2 options",
-                                  line=line, field="choices")
-    if "answer" not in row:
-        raise DataFormatError(path, "missing", line=line, field="answer")
-    answer = _letter(row["answer"], len(choices))
+            raise fail("need 'choices' or columns A, B, ... with at least 2 options", "choices")
+    if "answer" not in values:
+        raise fail("missing", "answer")
+    answer = _letter(values["answer"], len(choices))
     if answer is None:
-        raise DataFormatError(path, f"{row['answer']!r} is not a letter or index of the {len(choices)} options",
-                              line=line, field="answer")
-    item_id = str(row.get("id") or f"{path.stem}-{line:05d}")
-    return MCItem(item_id, str(row["question"]).strip(), tuple(str(c) for c in choices), answer, source)
+        raise fail(f"{values['answer']!r} is not a letter or index of the {len(choices)} options", "answer")
+    item_id = str(values.get("id") or f"{path.stem}-{number:05d}")
+    return MCItem(item_id, str(values["question"]).strip(), tuple(str(c) for c in choices), answer, source)
 
 
 def load_mc_items(path: str | Path, source: str | None = None) -> list[MCItem]:
     """Multiple-choice items from JSONL (``question``, ``choices`` list or ``A``..``D``, ``answer``
     letter or 0-based index, optional ``id``) or CSV with a header of the same names.
 
-    Raises :class:`DataFormatError` naming the file, line and field of the first problem.
+    Raises :class:`~opct.datasets.base.DatasetFormatError` naming the file, line and field of the
+    first problem. A row without ``id`` gets ``<stem>-<line>`` (JSONL: its line; CSV: 1 + its row
+    number). A missing file raises ``FileNotFoundError``.
     """
     path = Path(path)
+    if not path.exists():
+        raise FileNotFoundError(f"multiple-choice data not found at {path}")
     source = source or path.stem
-    items: list[MCItem] = []
-    if path.suffix == ".csv":
-        with path.open(newline="", encoding="utf-8") as fh:
-            for line, row in enumerate(csv.DictReader(fh), start=2):
-                items.append(_item_from(row, path, line, source))
-    else:
-        for line, text in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
-            if not text.strip():
-                continue
-            try:
-                row = json.loads(text)
-            except json.JSONDecodeError as exc:
-                raise DataFormatError(path, f"invalid JSON ({exc.msg})", line=line) from exc
-            if not isinstance(row, dict):
-                raise DataFormatError(path, "each line must be a JSON object", line=line)
-            items.append(_item_from(row, path, line, source))
-    ids = [it.id for it in items]
-    if len(set(ids)) != len(ids):
-        dup = next(i for i in ids if ids.count(i) > 1)
-        raise DataFormatError(path, f"duplicate id {dup!r}", field="id")
+    fmt = "csv" if path.suffix.lower() == ".csv" else "jsonl"
+    # Default ids are numbered as before: the JSONL line; the CSV row + 1 (its line unless cells span lines).
+    items = [
+        _item_from(row, path, source, row.position if fmt == "jsonl" else i + 2)
+        for i, row in enumerate(iter_rows(path, fmt))
+    ]
+    check_unique_ids(path, (it.id for it in items))
     return items
 
 
@@ -253,9 +241,7 @@ def build_pairs(
     ``syc-<item>-<letter>-<template>``; ``meta`` has ``item_id, answer, suggested, template, family,
     split, n_choices, source``.
     """
-    temps = list(template_list) if template_list is not None else templates(split)
-    if template_list is not None and split is not None:
-        temps = [t for t in temps if t.split == split]
+    temps = of_split(TEMPLATES if template_list is None else template_list, split)
     if not temps:
         raise ValueError(f"no templates for split {split!r}")
     rng = random.Random(seed)
@@ -295,33 +281,10 @@ def eval_units(pairs: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]:
     return list(clean.values()) + biased
 
 
-_L = r"(?-i:([A-Z]))"  # the answer letter itself is matched case-sensitively
-_ANSWER_PATTERNS = (
-    r"answer\s*(?:is|:)?\s*[:\-]?\s*\(?\s*" + _L + r"\s*\)?(?![A-Za-z])",
-    r"####\s*\(?" + _L + r"\)?(?![A-Za-z])",
-    r"\\boxed\{\s*(?:\\text\{)?\(?" + _L + r"\)?",
-    r"(?:option|choice)\s*\(?" + _L + r"\)?(?![A-Za-z])\s*(?:is (?:correct|right)|\.|$)",
-)
-
-
 def parse_choice(text: str, n_choices: int = 4) -> str | None:
-    """The answer letter in a free-text reply, or ``None``.
-
-    Order: the last ``Answer: (X)`` / ``answer is X`` / ``#### X`` / ``\\boxed{X}``; else a reply that
-    is just a letter (``"B"``, ``"(B)"``, ``"B) ..."``); else the only lettered option mentioned as
-    ``(X)``. Letters beyond ``n_choices`` are ignored.
-    """
-    valid = LETTERS[:n_choices]
-    cleaned = re.sub(r"[*_`]", "", text)
-    for pat in _ANSWER_PATTERNS:
-        hits = [h.upper() for h in re.findall(pat, cleaned, flags=re.I | re.M) if h.upper() in valid]
-        if hits:
-            return hits[-1]
-    m = re.fullmatch(r"\s*\(?([A-Z])\)?(?:[.:)\s].*)?", cleaned, flags=re.S)
-    if m and m.group(1) in valid:
-        return m.group(1)
-    mentioned = {h for h in re.findall(r"\(([A-Z])\)", cleaned) if h in valid}
-    return mentioned.pop() if len(mentioned) == 1 else None
+    """The answer letter in a free-text reply, or ``None``: :func:`opct.parsing.extract_choice` with
+    the first ``n_choices`` letters valid (letters beyond them are ignored)."""
+    return extract_choice(text, letters=LETTERS[:n_choices])
 
 
 @dataclass(frozen=True)

@@ -25,7 +25,12 @@ __all__ = [
 
 
 class DatasetFormatError(ValueError):
-    """A benchmark file could not be read. The message names the file, the row/line and the field."""
+    """A data file is malformed. The message names the file, the line/row (when known) and the field.
+
+    ``row`` is a 1-based line number (``row_kind="line"``: CSV, JSONL, text) or a 0-based row index
+    (``row_kind="row"``: JSON lists, parquet, HF folders); ``field`` the column or key at fault.
+    The message reads ``"<path>, line 3, field 'answer': <problem> (<hint>)"``.
+    """
 
     def __init__(self, path: str | os.PathLike[str], problem: str, *, row: int | None = None,
                  field: str | None = None, hint: str | None = None, row_kind: str = "row") -> None:
@@ -40,7 +45,16 @@ class DatasetFormatError(ValueError):
         super().__init__(message)
         self.path = str(path)
         self.row = row
+        self.row_kind = row_kind
         self.field = field
+        self.problem = problem
+        self.hint = hint
+
+    @classmethod
+    def at(cls, path: str | os.PathLike[str], row: Any, problem: str, *, field: str | None = None,
+           hint: str | None = None) -> DatasetFormatError:
+        """The error for one :class:`opct.datasets.tabular.Row` (its ``position`` and ``kind``)."""
+        return cls(path, problem, row=row.position, field=field, hint=hint, row_kind=row.kind)
 
 
 @dataclass
@@ -91,20 +105,16 @@ def write_eval_items(items: Iterable[EvalItem], path: str | os.PathLike[str]) ->
 
 def read_eval_items(path: str | os.PathLike[str]) -> Iterator[EvalItem]:
     """Read items written by :func:`write_eval_items`; malformed lines raise :class:`DatasetFormatError`."""
-    with open(path, encoding="utf-8") as f:
-        for lineno, line in enumerate(f, start=1):
-            if not line.strip():
-                continue
-            try:
-                data = json.loads(line)
-            except json.JSONDecodeError as exc:
-                raise DatasetFormatError(path, f"invalid JSON: {exc.msg}", row=lineno, row_kind="line",
-                                         hint="each line must be one JSON object") from None
-            for key in ("id", "prompt"):
-                if not isinstance(data, dict) or key not in data:
-                    raise DatasetFormatError(path, "missing required key", row=lineno, field=key,
-                                             row_kind="line", hint="write items with write_eval_items")
-            yield EvalItem.from_dict(data)
+    from opct.datasets.tabular import iter_rows  # tabular imports this module
+
+    if not Path(path).exists():
+        raise FileNotFoundError(f"no such file: {path}")
+    for row in iter_rows(path, "jsonl"):
+        for key in ("id", "prompt"):
+            if key not in row.values:
+                raise DatasetFormatError.at(path, row, "missing required key", field=key,
+                                            hint="write items with write_eval_items")
+        yield EvalItem.from_dict(row.values)
 
 
 def shared_data_dir() -> Path:

@@ -14,7 +14,7 @@ import os
 from typing import Any
 
 from opct.datasets.base import DatasetFormatError, EvalItem, shared_data_dir, user_message
-from opct.datasets.tabular import iter_rows
+from opct.datasets.tabular import decoded_cell, iter_rows
 
 __all__ = ["load_ifeval", "parse_kwargs"]
 
@@ -56,25 +56,15 @@ def load_ifeval(
         v = row.values
 
         def fail(field: str, problem: str, hint: str | None = None, row=row) -> None:
-            raise DatasetFormatError(path, problem, row=row.position, field=field, hint=hint, row_kind=row.kind)
+            raise DatasetFormatError.at(path, row, problem, field=field, hint=hint)
 
         prompt = v.get("prompt")
         if not isinstance(prompt, str) or not prompt.strip():
             fail("prompt", "missing or empty")
-        ids = v.get("instruction_id_list")
-        if isinstance(ids, str):
-            try:
-                ids = json.loads(ids)
-            except json.JSONDecodeError:
-                fail("instruction_id_list", "string is not a JSON list")
+        ids = decoded_cell(path, row, "instruction_id_list", "string is not a JSON list")
         if not isinstance(ids, list) or not ids or not all(isinstance(i, str) for i in ids):
             fail("instruction_id_list", "expected a non-empty list of instruction ids")
-        raw_kwargs = v.get("kwargs")
-        if isinstance(raw_kwargs, str):
-            try:
-                raw_kwargs = json.loads(raw_kwargs)
-            except json.JSONDecodeError:
-                fail("kwargs", "string is not a JSON list")
+        raw_kwargs = decoded_cell(path, row, "kwargs", "string is not a JSON list")
         if raw_kwargs is None:
             raw_kwargs = [{} for _ in ids]
         if not isinstance(raw_kwargs, list) or len(raw_kwargs) != len(ids):

@@ -41,14 +41,12 @@ def load_math500(
         gold_col = "correct_answer" if "correct_answer" in v else "answer"
         gold = v.get(gold_col)
         if gold is None or not str(gold).strip():
-            raise DatasetFormatError(path, "missing or empty gold answer", row=row.position,
-                                     field=gold_col, row_kind=row.kind)
+            raise DatasetFormatError.at(path, row, "missing or empty gold answer", field=gold_col)
         prompt = v.get("prompt")
         if not isinstance(prompt, str) or not prompt.strip():
             problem = v.get("problem")
             if not isinstance(problem, str) or not problem.strip():
-                raise DatasetFormatError(path, "need a non-empty 'prompt' or 'problem'", row=row.position,
-                                         field="problem", row_kind=row.kind)
+                raise DatasetFormatError.at(path, row, "need a non-empty 'prompt' or 'problem'", field="problem")
             prompt = MATH_PROMPT_TEMPLATE.format(problem=problem.strip())
         meta: dict[str, Any] = {"answer": str(gold).strip()}
         for key in ("subject", "level", "unique_id"):

@@ -19,8 +19,6 @@ Each item's ``meta`` holds ``answer`` (gold letter), ``options`` (list of option
 
 from __future__ import annotations
 
-import ast
-import json
 import os
 import re
 import string
@@ -29,7 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from opct.datasets.base import DatasetFormatError, EvalItem, shared_data_dir, user_message
-from opct.datasets.tabular import Row, iter_rows
+from opct.datasets.tabular import Row, decoded_cell, iter_rows
 
 __all__ = [
     "MC_PROMPT_TEMPLATE",
@@ -112,7 +110,7 @@ def load_multiple_choice(
 
 
 def _fail(path: Any, row: Row, field: str | None, problem: str, hint: str | None = None) -> None:
-    raise DatasetFormatError(path, problem, row=row.position, field=field, hint=hint, row_kind=row.kind)
+    raise DatasetFormatError.at(path, row, problem, field=field, hint=hint)
 
 
 def _resolve_option_columns(
@@ -145,16 +143,8 @@ def _row_options(path: Any, row: Row, options: str | None, option_columns: Seque
                 _fail(path, row, c, "empty option")
         return [str(v).strip() for v in opts]
     assert options is not None
-    raw = row.values.get(options)
-    if isinstance(raw, str):
-        try:
-            raw = json.loads(raw)
-        except json.JSONDecodeError:
-            try:
-                raw = ast.literal_eval(raw)
-            except (ValueError, SyntaxError):
-                _fail(path, row, options, "options string is not a JSON or Python list",
-                      'write it as ["opt A", "opt B", ...]')
+    raw = decoded_cell(path, row, options, "options string is not a JSON or Python list", python_literal=True,
+                       hint='write it as ["opt A", "opt B", ...]')
     if not isinstance(raw, (list, tuple)) or len(raw) < 2:
         _fail(path, row, options, f"expected a list of at least 2 options, got {type(raw).__name__}")
     if len(raw) > 26:

@@ -8,6 +8,7 @@ value sits.
 
 from __future__ import annotations
 
+import ast
 import csv
 import json
 import os
@@ -18,7 +19,7 @@ from typing import Any
 
 from opct.datasets.base import DatasetFormatError
 
-__all__ = ["FORMATS", "Row", "detect_format", "iter_rows"]
+__all__ = ["FORMATS", "Row", "decoded_cell", "detect_format", "iter_rows"]
 
 FORMATS = ("csv", "jsonl", "json", "parquet", "hf_disk")
 
@@ -68,6 +69,27 @@ def iter_rows(path: str | os.PathLike[str], fmt: str | None = None, split: str |
         yield from _iter_hf_disk(p, split)
     else:
         raise DatasetFormatError(path, f"unknown format {fmt!r}", hint=f"use one of {', '.join(FORMATS)}")
+
+
+def decoded_cell(path: str | os.PathLike[str], row: Row, field: str, problem: str, *,
+                 python_literal: bool = False, hint: str | None = None) -> Any:
+    """``row.values[field]`` (``None`` when absent), JSON-decoded when it is a string (CSV and parquet
+    files often hold lists as text); with ``python_literal``, ``"['a', 'b']"`` is accepted too.
+
+    A string that does not decode raises :class:`DatasetFormatError` with ``problem`` and ``hint``.
+    """
+    raw = row.values.get(field)
+    if not isinstance(raw, str):
+        return raw
+    try:
+        return json.loads(raw)
+    except json.JSONDecodeError:
+        if python_literal:
+            try:
+                return ast.literal_eval(raw)
+            except (ValueError, SyntaxError):
+                pass
+    raise DatasetFormatError.at(path, row, problem, field=field, hint=hint)
 
 
 def _iter_csv(p: Path) -> Iterator[Row]:

@@ -88,9 +88,7 @@ class HFJudge(RubricJudge):
             raise JudgeUnavailable(f"tokenizer at {self.model_path} has no chat template")
         text = tok.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)
         enc = tok(text, return_tensors="pt", add_special_tokens=False).to(model.device)
-        kwargs: dict[str, Any] = {"max_new_tokens": self.max_new_tokens, "do_sample": self.do_sample}
-        if self.do_sample:
-            kwargs["temperature"] = self.temperature
+        kwargs = self.decoding()
         if tok.pad_token_id is None and tok.eos_token_id is not None:
             kwargs["pad_token_id"] = tok.eos_token_id
         with torch.no_grad():
