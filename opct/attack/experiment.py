@@ -1,0 +1,18 @@
+"""The attack stage of an experiment: the same behaviours, budget, judge and seed for every model."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+
+def attack_models(cfg: Any, models: dict[str, str], out_root: Path, log: Any = print, show_progress: bool = True) -> None:
+    """Attack every model of the plan on the held-out behaviours; results under ``out_root/<key>/``."""
+    from opct.attack.run import organism_attack
+
+    if cfg.eval.data != "organism":
+        raise ValueError("the experiment attack stage needs attack.settings for real data; use `opct attack` directly")
+    settings = {"budget": cfg.attack.budget, **cfg.attack.settings}
+    for key, spec in models.items():
+        log(f"[stage] attack {key}")
+        organism_attack(spec, out_root / key, **settings)

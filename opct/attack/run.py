@@ -1,0 +1,88 @@
+"""Run the search attacker against one model and write its results (``opct attack``)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from opct.attack.grammar import AttackBehavior, Wrapper
+from opct.attack.results import write_attack_results
+from opct.attack.search import SearchAttacker, SearchConfig
+from opct.attack.target import HFTarget
+from opct.manifest import build_manifest, hash_records, write_json_atomic
+
+
+def attack_model(
+    model_spec: str,
+    behaviors: list[AttackBehavior],
+    wrappers: list[Wrapper],
+    scorer: Callable[[AttackBehavior, str, str], float],
+    out_dir: Path,
+    config: SearchConfig,
+    max_new_tokens: int = 256,
+    batch_size: int = 64,
+    judge: str = "",
+    progress: Callable[[int, int], None] | None = None,
+) -> Path:
+    """Attack ``model_spec`` on ``behaviors`` within ``config.budget`` queries each; returns results.json.
+
+    A finished attack with the same model, behaviours, wrappers, judge and settings is reused.
+    """
+    import json
+
+    from opct.models import load_for_inference
+
+    identity = {
+        "model": model_spec,
+        "behaviors_hash": hash_records([b.__dict__ for b in behaviors]),
+        "wrappers_hash": hash_records([{"family": w.family, "template": w.template} for w in wrappers]),
+        "search": config.__dict__,
+        "judge": judge,
+        "max_new_tokens": max_new_tokens,
+    }
+    results = out_dir / "results.json"
+    if results.exists():
+        old = json.loads(results.read_text(encoding="utf-8"))
+        if old.get("complete") and all(old.get(k) == v for k, v in identity.items()):
+            return results
+    model, tokenizer = load_for_inference(model_spec)
+    target = HFTarget(model, tokenizer, max_new_tokens=max_new_tokens, batch_size=batch_size)
+    outcomes = SearchAttacker(wrappers, target, scorer, config).run(behaviors, progress=progress)
+    write_json_atomic(out_dir / "manifest.json", build_manifest("attack", identity))
+    return write_attack_results(outcomes, out_dir, {**identity, "attacker": "search", "threshold": config.threshold, "budget": config.budget})
+
+
+def organism_attack(model_spec: str, out_dir: Path, split: str = "heldout", **settings: Any) -> Path:
+    """The search attacker on the organism's ``split`` behaviours with its exact judge."""
+    from opct.attack.organism import organism_behaviors, organism_scorer, organism_wrappers
+
+    config = SearchConfig(**{k: v for k, v in settings.items() if k in SearchConfig.__dataclass_fields__})
+    extra = {k: v for k, v in settings.items() if k in ("max_new_tokens", "batch_size", "progress")}
+    return attack_model(model_spec, organism_behaviors(split), organism_wrappers(), organism_scorer, out_dir, config,
+                        judge="organism-refusal@1", **extra)
+
+
+def real_attack(
+    model_spec: str, behaviors_path: str, out_dir: Path, wrappers_path: str | None = None, judge: str = "rule", **settings: Any
+) -> Path:
+    """The search attacker on a behaviours file (AdvBench / HarmBench / JSONL / text) with rule or HTTP judges."""
+    from opct.attack.grammar import wrappers_from_templates
+    from opct.axes import jailbreak as jb
+    from opct.evals.suite import _judges
+
+    templates = jb.load_wrappers(wrappers_path) if wrappers_path else jb.wrappers()
+    wrappers = wrappers_from_templates([(t.family, t.text) for t in templates])
+    behaviors = [AttackBehavior(b.id, jb.plain_request(b), "", b.category) for b in jb.load_behaviors(behaviors_path)]
+    refusal, harm, _ = _judges(judge)
+
+    def scorer(b: AttackBehavior, prompt: str, response: str) -> float:
+        if harm is not None:
+            v = harm.judge(b.request, response, {})
+            return 0.0 if v.abstained else v.score
+        v = refusal.judge(b.request, response, {})
+        return 0.0 if v.abstained else 1.0 - v.score
+
+    config = SearchConfig(**{k: v for k, v in settings.items() if k in SearchConfig.__dataclass_fields__})
+    extra = {k: v for k, v in settings.items() if k in ("max_new_tokens", "batch_size", "progress")}
+    return attack_model(model_spec, behaviors, wrappers, scorer, out_dir, config, judge=judge, **extra)
