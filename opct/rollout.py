@@ -7,7 +7,14 @@ from dataclasses import dataclass, field
 from typing import Protocol
 
 import torch
-from transformers import LogitsProcessor, LogitsProcessorList, PreTrainedModel, PreTrainedTokenizerBase
+from transformers import (
+    DynamicCache,
+    LogitsProcessor,
+    LogitsProcessorList,
+    PreTrainedModel,
+    PreTrainedTokenizerBase,
+)
+from transformers.cache_utils import DynamicLayer
 from transformers.generation import GenerationConfig
 
 from opct.models import eos_token_ids
@@ -105,12 +112,23 @@ def _top_p_filter(probs: torch.Tensor, top_p: float) -> torch.Tensor:
 
 
 class HFSampler:
-    """Sampling engine on Hugging Face ``generate``: batched, ``n`` samples per prompt, stops at EOS."""
+    """Sampling engine on Hugging Face ``generate``: batched, ``n`` samples per prompt, stops at EOS.
 
-    def __init__(self, model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase, batch_size: int = 64):
+    With ``share_prefix`` (the default) a prompt with several samples in a ``generate`` call is
+    prefilled once and its KV cache copied to each of its samples before sampling starts.
+    """
+
+    def __init__(
+        self,
+        model: PreTrainedModel,
+        tokenizer: PreTrainedTokenizerBase,
+        batch_size: int = 64,
+        share_prefix: bool = True,
+    ):
         self.model = model
         self.tokenizer = tokenizer
         self.batch_size = batch_size
+        self.share_prefix = share_prefix
         self.eos_ids = eos_token_ids(model, tokenizer)
         self.pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else self.eos_ids[0]
 
@@ -165,9 +183,14 @@ class HFSampler:
             top_p=None,
             top_k=None,
         )
+        input_ids, attention = input_ids.to(device), attention.to(device)
+        cache = self._new_cache(width + params.max_new_tokens)
+        if self.share_prefix:
+            self._prefill_shared(cache, input_ids, attention, [p for p, _ in jobs])
         self.model.generate(
-            input_ids=input_ids.to(device),
-            attention_mask=attention.to(device),
+            input_ids=input_ids,
+            attention_mask=attention,
+            past_key_values=cache,
             generation_config=gen_cfg,
             logits_processor=LogitsProcessorList([recorder]),
         )
@@ -190,3 +213,79 @@ class HFSampler:
                 )
             )
         return out
+
+    def _new_cache(self, capacity: int) -> DynamicCache:
+        """An empty KV cache whose full-attention layers append in place (see :class:`_BufferedLayer`)."""
+        cache = DynamicCache(config=self.model.config)
+        cache.layers = [_BufferedLayer(capacity) if type(layer) is DynamicLayer else layer for layer in cache.layers]
+        return cache
+
+    def _prefill_shared(
+        self, cache: DynamicCache, input_ids: torch.Tensor, attention: torch.Tensor, prompt_of_row: list[int]
+    ) -> None:
+        """Fill ``cache`` with all but the last prompt position, computing each distinct prompt once.
+
+        Rows are the (left-padded) batch given to ``generate``; rows with the same prompt index hold
+        the same ids. Nothing is done when no prompt repeats; otherwise ``generate`` finds the prompt
+        cached and only runs its last position for each row before sampling.
+        """
+        first: dict[int, int] = {}
+        for row, p in enumerate(prompt_of_row):
+            first.setdefault(p, row)
+        if len(first) == len(prompt_of_row) or input_ids.shape[1] < 2:
+            return
+        rows = torch.tensor(list(first.values()), device=input_ids.device)
+        ids, mask = input_ids[rows, :-1], attention[rows, :-1]
+        positions = (mask.cumsum(-1) - 1).clamp(min=0)
+        self.model(
+            input_ids=ids, attention_mask=mask, position_ids=positions, past_key_values=cache, use_cache=True, logits_to_keep=1
+        )
+        slot = {p: i for i, p in enumerate(first)}
+        cache.batch_select_indices(torch.tensor([slot[p] for p in prompt_of_row], device=input_ids.device))
+
+
+class _BufferedLayer(DynamicLayer):
+    """A ``DynamicLayer`` that appends into a buffer sized for the whole generation.
+
+    Hugging Face's layer concatenates the new keys and values to the old ones at every decoding
+    step, copying the whole cache each time. Here ``keys``/``values`` are views of the first
+    positions of a preallocated buffer, so the inherited methods (sequence length, crop, batch
+    selection) work unchanged; a tensor they replace is copied into a fresh buffer at the next append.
+    """
+
+    def __init__(self, capacity: int):
+        super().__init__()
+        self.capacity = capacity
+        self._buffers: tuple[torch.Tensor, torch.Tensor] | None = None
+
+    def update(
+        self, key_states: torch.Tensor, value_states: torch.Tensor, *args: object, **kwargs: object
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        if not self.is_initialized:
+            self.lazy_initialization(key_states, value_states)
+        start = self.get_seq_length()
+        end = start + key_states.shape[-2]
+        if not self._backed_by_buffer(key_states, end):
+            size = max(self.capacity, end)
+            self._buffers = (_grown(self.keys, key_states, start, size), _grown(self.values, value_states, start, size))
+        keys, values = self._buffers
+        keys[..., start:end, :] = key_states
+        values[..., start:end, :] = value_states
+        self.keys, self.values = keys[..., :end, :], values[..., :end, :]
+        return self.keys, self.values
+
+    def _backed_by_buffer(self, new: torch.Tensor, end: int) -> bool:
+        if self._buffers is None:
+            return False
+        buf = self._buffers[0]
+        same_rows = buf.shape[:2] == new.shape[:2] and buf.shape[-1] == new.shape[-1] and buf.dtype == new.dtype
+        held = self.keys.numel() == 0 or self.keys.data_ptr() == buf.data_ptr()
+        return same_rows and held and end <= buf.shape[-2]
+
+
+def _grown(old: torch.Tensor, new: torch.Tensor, length: int, size: int) -> torch.Tensor:
+    """A buffer for ``size`` positions of ``new``'s rows holding the first ``length`` positions of ``old``."""
+    buf = new.new_empty((*new.shape[:-2], size, new.shape[-1]))
+    if length:
+        buf[..., :length, :] = old
+    return buf

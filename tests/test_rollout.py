@@ -75,3 +75,23 @@ def test_top_p_restricts_to_the_nucleus(tiny_model):
             break
     out = HFSampler(model, tok).generate([prompt], SamplingParams(n=40, top_p=0.05, max_new_tokens=1, seed=3))
     assert {r.completion_ids[0] for r in out} <= nucleus
+
+
+def test_shared_prefix_generation_matches_unshared(tiny_model):
+    """Prefilling each prompt once and copying its KV cache to its samples changes nothing sampled."""
+    tok, model = _setup(tiny_model)
+    prompts = [render_prompt(tok, "hi"), render_prompt(tok, "a much longer prompt, with more words"), render_prompt(tok, "mid")]
+    params = SamplingParams(n=3, max_new_tokens=10, seed=4)
+    prefill_rows = []
+    hook = model.model.register_forward_pre_hook(lambda m, a, kw: prefill_rows.append(kw["input_ids"].shape), with_kwargs=True)
+    for batch_size in (64, 5):  # 5: a chunk boundary splits a prompt's samples
+        prefill_rows.clear()
+        shared = HFSampler(model, tok, batch_size=batch_size).generate(prompts, params)
+        if batch_size == 64:  # one forward over the 3 distinct prompts, then 9 rows one position at a time
+            assert prefill_rows[0][0] == 3 and prefill_rows[1] == (9, 1)
+        plain = HFSampler(model, tok, batch_size=batch_size, share_prefix=False).generate(prompts, params)
+        assert [r.completion_ids for r in shared] == [r.completion_ids for r in plain]
+        for a, b in zip(shared, plain, strict=True):
+            assert a.prompt_ids == b.prompt_ids and a.truncated == b.truncated
+            torch.testing.assert_close(torch.tensor(a.logprobs), torch.tensor(b.logprobs), rtol=1e-4, atol=1e-4)
+    hook.remove()
