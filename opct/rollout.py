@@ -69,12 +69,16 @@ class _SampleAndRecord(LogitsProcessor):
     """Chooses each row's next token itself and records its log-probability.
 
     ``generate`` runs greedy over the returned scores (one finite entry per row), so sampling,
-    temperature, top-p and the minimum length are all decided here, with one generator per row.
+    temperature, top-p and the minimum length are all decided here. Each row draws its uniforms for
+    every step up front from its own generator, and a step samples all rows at once by inverting
+    their cumulative distributions, so a sample does not depend on the rest of the batch.
     """
 
     def __init__(self, params: SamplingParams, generators: list[torch.Generator], eos_ids: list[int], prompt_len: int):
         self.params = params
-        self.generators = generators
+        self.uniforms = torch.stack(
+            [torch.rand(params.max_new_tokens, generator=g, dtype=torch.float64) for g in generators]
+        )
         self.eos_ids = torch.tensor(eos_ids)
         self.prompt_len = prompt_len
         self.tokens: list[torch.Tensor] = []
@@ -84,7 +88,8 @@ class _SampleAndRecord(LogitsProcessor):
         raw = scores.float()
         logp = torch.log_softmax(raw, dim=-1)
         choice_logits = raw
-        if input_ids.shape[1] - self.prompt_len < self.params.min_new_tokens:
+        step = input_ids.shape[1] - self.prompt_len
+        if step < self.params.min_new_tokens:
             choice_logits = raw.clone()
             choice_logits[:, self.eos_ids.to(raw.device)] = float("-inf")
         if self.params.temperature == 0.0:
@@ -93,15 +98,25 @@ class _SampleAndRecord(LogitsProcessor):
             probs = torch.softmax(choice_logits / self.params.temperature, dim=-1)
             if self.params.top_p < 1.0:
                 probs = _top_p_filter(probs, self.params.top_p)
-            probs = probs.cpu()
-            chosen = torch.stack(
-                [torch.multinomial(probs[i], 1, generator=g)[0] for i, g in enumerate(self.generators)]
-            ).to(raw.device)
+            self.uniforms = self.uniforms.to(raw.device)
+            chosen = _inverse_cdf(probs, self.uniforms[:, step])
         self.tokens.append(chosen)
         self.logprobs.append(logp.gather(1, chosen[:, None])[:, 0])
         out = torch.full_like(scores, float("-inf"))
         out.scatter_(1, chosen[:, None], 0.0)
         return out
+
+
+def _inverse_cdf(probs: torch.Tensor, uniforms: torch.Tensor) -> torch.Tensor:
+    """Row ``i``'s token ``t`` with ``cdf[t-1] <= u_i * total < cdf[t]``: a draw from ``probs[i]``.
+
+    Tokens of probability zero are never chosen (an empty interval; the clamp covers rounding at
+    the top end).
+    """
+    cdf = probs.double().cumsum(-1)
+    chosen = torch.searchsorted(cdf, (uniforms * cdf[:, -1])[:, None], right=True)[:, 0]
+    last_possible = (probs > 0).long().cumsum(-1).argmax(-1)
+    return torch.minimum(chosen, last_possible)
 
 
 def _top_p_filter(probs: torch.Tensor, top_p: float) -> torch.Tensor:

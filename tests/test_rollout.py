@@ -95,3 +95,15 @@ def test_shared_prefix_generation_matches_unshared(tiny_model):
             assert a.prompt_ids == b.prompt_ids and a.truncated == b.truncated
             torch.testing.assert_close(torch.tensor(a.logprobs), torch.tensor(b.logprobs), rtol=1e-4, atol=1e-4)
     hook.remove()
+
+
+def test_inverse_cdf_draws_follow_the_distribution_and_skip_zeros():
+    from opct.rollout import _inverse_cdf
+
+    probs = torch.tensor([[0.0, 0.5, 0.0, 0.2, 0.3, 0.0]]).repeat(20000, 1)
+    u = torch.rand(20000, generator=torch.Generator().manual_seed(0), dtype=torch.float64)
+    u[:3] = torch.tensor([0.0, 1.0 - 1e-16, 0.5])  # the ends of the unit interval and a boundary
+    drawn = _inverse_cdf(probs, u)
+    counts = torch.bincount(drawn, minlength=6).double() / len(drawn)
+    assert counts[[0, 2, 5]].sum() == 0
+    torch.testing.assert_close(counts, probs[0].double(), atol=0.015, rtol=0)
