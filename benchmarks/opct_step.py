@@ -68,7 +68,8 @@ length ``P``, teacher prompt length ``Pt`` and completion length ``C``:
   through their keys and values.
 
 The matmul fraction is ``model FLOPs / step time / GEMM peak``, the GEMM peak being the best
-``torch.mm`` fp32 throughput measured at the start on square matrices with the same thread count.
+``torch.mm`` fp32 throughput on square matrices with the same thread count, measured before and
+after the runs (the higher of the two is used: on a shared machine either can be depressed).
 Both frameworks are charged the same FLOPs, so the fraction is comparable between them.
 """
 
@@ -579,6 +580,11 @@ def main(argv: list[str] | None = None) -> None:
                     + " s",
                     flush=True,
                 )
+    peak_end = gemm_peak(args.device, args.threads)  # again: on a shared machine either may be depressed
+    print(
+        f"GEMM peak at the start {peak:.1f}, at the end {peak_end:.1f} GFLOP/s; using the higher", flush=True
+    )
+    peak = max(peak, peak_end)
     summary = {fw: summarise(r, flops["total"], peak) for fw, r in runs.items()}
     result = {
         "date": dt.datetime.now().isoformat(timespec="seconds"),
