@@ -7,7 +7,14 @@ from dataclasses import dataclass, field
 from typing import Protocol
 
 import torch
-from transformers import LogitsProcessor, LogitsProcessorList, PreTrainedModel, PreTrainedTokenizerBase
+from transformers import (
+    DynamicCache,
+    LogitsProcessor,
+    LogitsProcessorList,
+    PreTrainedModel,
+    PreTrainedTokenizerBase,
+)
+from transformers.cache_utils import DynamicLayer
 from transformers.generation import GenerationConfig
 
 from opct.models import eos_token_ids
@@ -62,12 +69,16 @@ class _SampleAndRecord(LogitsProcessor):
     """Chooses each row's next token itself and records its log-probability.
 
     ``generate`` runs greedy over the returned scores (one finite entry per row), so sampling,
-    temperature, top-p and the minimum length are all decided here, with one generator per row.
+    temperature, top-p and the minimum length are all decided here. Each row draws its uniforms for
+    every step up front from its own generator, and a step samples all rows at once by inverting
+    their cumulative distributions, so a sample does not depend on the rest of the batch.
     """
 
     def __init__(self, params: SamplingParams, generators: list[torch.Generator], eos_ids: list[int], prompt_len: int):
         self.params = params
-        self.generators = generators
+        self.uniforms = torch.stack(
+            [torch.rand(params.max_new_tokens, generator=g, dtype=torch.float64) for g in generators]
+        )
         self.eos_ids = torch.tensor(eos_ids)
         self.prompt_len = prompt_len
         self.tokens: list[torch.Tensor] = []
@@ -77,7 +88,8 @@ class _SampleAndRecord(LogitsProcessor):
         raw = scores.float()
         logp = torch.log_softmax(raw, dim=-1)
         choice_logits = raw
-        if input_ids.shape[1] - self.prompt_len < self.params.min_new_tokens:
+        step = input_ids.shape[1] - self.prompt_len
+        if step < self.params.min_new_tokens:
             choice_logits = raw.clone()
             choice_logits[:, self.eos_ids.to(raw.device)] = float("-inf")
         if self.params.temperature == 0.0:
@@ -86,15 +98,25 @@ class _SampleAndRecord(LogitsProcessor):
             probs = torch.softmax(choice_logits / self.params.temperature, dim=-1)
             if self.params.top_p < 1.0:
                 probs = _top_p_filter(probs, self.params.top_p)
-            probs = probs.cpu()
-            chosen = torch.stack(
-                [torch.multinomial(probs[i], 1, generator=g)[0] for i, g in enumerate(self.generators)]
-            ).to(raw.device)
+            self.uniforms = self.uniforms.to(raw.device)
+            chosen = _inverse_cdf(probs, self.uniforms[:, step])
         self.tokens.append(chosen)
         self.logprobs.append(logp.gather(1, chosen[:, None])[:, 0])
         out = torch.full_like(scores, float("-inf"))
         out.scatter_(1, chosen[:, None], 0.0)
         return out
+
+
+def _inverse_cdf(probs: torch.Tensor, uniforms: torch.Tensor) -> torch.Tensor:
+    """Row ``i``'s token ``t`` with ``cdf[t-1] <= u_i * total < cdf[t]``: a draw from ``probs[i]``.
+
+    Tokens of probability zero are never chosen (an empty interval; the clamp covers rounding at
+    the top end).
+    """
+    cdf = probs.double().cumsum(-1)
+    chosen = torch.searchsorted(cdf, (uniforms * cdf[:, -1])[:, None], right=True)[:, 0]
+    last_possible = (probs > 0).long().cumsum(-1).argmax(-1)
+    return torch.minimum(chosen, last_possible)
 
 
 def _top_p_filter(probs: torch.Tensor, top_p: float) -> torch.Tensor:
@@ -105,12 +127,23 @@ def _top_p_filter(probs: torch.Tensor, top_p: float) -> torch.Tensor:
 
 
 class HFSampler:
-    """Sampling engine on Hugging Face ``generate``: batched, ``n`` samples per prompt, stops at EOS."""
+    """Sampling engine on Hugging Face ``generate``: batched, ``n`` samples per prompt, stops at EOS.
 
-    def __init__(self, model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase, batch_size: int = 64):
+    With ``share_prefix`` (the default) a prompt with several samples in a ``generate`` call is
+    prefilled once and its KV cache copied to each of its samples before sampling starts.
+    """
+
+    def __init__(
+        self,
+        model: PreTrainedModel,
+        tokenizer: PreTrainedTokenizerBase,
+        batch_size: int = 64,
+        share_prefix: bool = True,
+    ):
         self.model = model
         self.tokenizer = tokenizer
         self.batch_size = batch_size
+        self.share_prefix = share_prefix
         self.eos_ids = eos_token_ids(model, tokenizer)
         self.pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else self.eos_ids[0]
 
@@ -165,9 +198,14 @@ class HFSampler:
             top_p=None,
             top_k=None,
         )
+        input_ids, attention = input_ids.to(device), attention.to(device)
+        cache = self._new_cache(width + params.max_new_tokens)
+        if self.share_prefix:
+            self._prefill_shared(cache, input_ids, attention, [p for p, _ in jobs])
         self.model.generate(
-            input_ids=input_ids.to(device),
-            attention_mask=attention.to(device),
+            input_ids=input_ids,
+            attention_mask=attention,
+            past_key_values=cache,
             generation_config=gen_cfg,
             logits_processor=LogitsProcessorList([recorder]),
         )
@@ -190,3 +228,79 @@ class HFSampler:
                 )
             )
         return out
+
+    def _new_cache(self, capacity: int) -> DynamicCache:
+        """An empty KV cache whose full-attention layers append in place (see :class:`_BufferedLayer`)."""
+        cache = DynamicCache(config=self.model.config)
+        cache.layers = [_BufferedLayer(capacity) if type(layer) is DynamicLayer else layer for layer in cache.layers]
+        return cache
+
+    def _prefill_shared(
+        self, cache: DynamicCache, input_ids: torch.Tensor, attention: torch.Tensor, prompt_of_row: list[int]
+    ) -> None:
+        """Fill ``cache`` with all but the last prompt position, computing each distinct prompt once.
+
+        Rows are the (left-padded) batch given to ``generate``; rows with the same prompt index hold
+        the same ids. Nothing is done when no prompt repeats; otherwise ``generate`` finds the prompt
+        cached and only runs its last position for each row before sampling.
+        """
+        first: dict[int, int] = {}
+        for row, p in enumerate(prompt_of_row):
+            first.setdefault(p, row)
+        if len(first) == len(prompt_of_row) or input_ids.shape[1] < 2:
+            return
+        rows = torch.tensor(list(first.values()), device=input_ids.device)
+        ids, mask = input_ids[rows, :-1], attention[rows, :-1]
+        positions = (mask.cumsum(-1) - 1).clamp(min=0)
+        self.model(
+            input_ids=ids, attention_mask=mask, position_ids=positions, past_key_values=cache, use_cache=True, logits_to_keep=1
+        )
+        slot = {p: i for i, p in enumerate(first)}
+        cache.batch_select_indices(torch.tensor([slot[p] for p in prompt_of_row], device=input_ids.device))
+
+
+class _BufferedLayer(DynamicLayer):
+    """A ``DynamicLayer`` that appends into a buffer sized for the whole generation.
+
+    Hugging Face's layer concatenates the new keys and values to the old ones at every decoding
+    step, copying the whole cache each time. Here ``keys``/``values`` are views of the first
+    positions of a preallocated buffer, so the inherited methods (sequence length, crop, batch
+    selection) work unchanged; a tensor they replace is copied into a fresh buffer at the next append.
+    """
+
+    def __init__(self, capacity: int):
+        super().__init__()
+        self.capacity = capacity
+        self._buffers: tuple[torch.Tensor, torch.Tensor] | None = None
+
+    def update(
+        self, key_states: torch.Tensor, value_states: torch.Tensor, *args: object, **kwargs: object
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        if not self.is_initialized:
+            self.lazy_initialization(key_states, value_states)
+        start = self.get_seq_length()
+        end = start + key_states.shape[-2]
+        if not self._backed_by_buffer(key_states, end):
+            size = max(self.capacity, end)
+            self._buffers = (_grown(self.keys, key_states, start, size), _grown(self.values, value_states, start, size))
+        keys, values = self._buffers
+        keys[..., start:end, :] = key_states
+        values[..., start:end, :] = value_states
+        self.keys, self.values = keys[..., :end, :], values[..., :end, :]
+        return self.keys, self.values
+
+    def _backed_by_buffer(self, new: torch.Tensor, end: int) -> bool:
+        if self._buffers is None:
+            return False
+        buf = self._buffers[0]
+        same_rows = buf.shape[:2] == new.shape[:2] and buf.shape[-1] == new.shape[-1] and buf.dtype == new.dtype
+        held = self.keys.numel() == 0 or self.keys.data_ptr() == buf.data_ptr()
+        return same_rows and held and end <= buf.shape[-2]
+
+
+def _grown(old: torch.Tensor, new: torch.Tensor, length: int, size: int) -> torch.Tensor:
+    """A buffer for ``size`` positions of ``new``'s rows holding the first ``length`` positions of ``old``."""
+    buf = new.new_empty((*new.shape[:-2], size, new.shape[-1]))
+    if length:
+        buf[..., :length, :] = old
+    return buf

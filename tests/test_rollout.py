@@ -75,3 +75,35 @@ def test_top_p_restricts_to_the_nucleus(tiny_model):
             break
     out = HFSampler(model, tok).generate([prompt], SamplingParams(n=40, top_p=0.05, max_new_tokens=1, seed=3))
     assert {r.completion_ids[0] for r in out} <= nucleus
+
+
+def test_shared_prefix_generation_matches_unshared(tiny_model):
+    """Prefilling each prompt once and copying its KV cache to its samples changes nothing sampled."""
+    tok, model = _setup(tiny_model)
+    prompts = [render_prompt(tok, "hi"), render_prompt(tok, "a much longer prompt, with more words"), render_prompt(tok, "mid")]
+    params = SamplingParams(n=3, max_new_tokens=10, seed=4)
+    prefill_rows = []
+    hook = model.model.register_forward_pre_hook(lambda m, a, kw: prefill_rows.append(kw["input_ids"].shape), with_kwargs=True)
+    for batch_size in (64, 5):  # 5: a chunk boundary splits a prompt's samples
+        prefill_rows.clear()
+        shared = HFSampler(model, tok, batch_size=batch_size).generate(prompts, params)
+        if batch_size == 64:  # one forward over the 3 distinct prompts, then 9 rows one position at a time
+            assert prefill_rows[0][0] == 3 and prefill_rows[1] == (9, 1)
+        plain = HFSampler(model, tok, batch_size=batch_size, share_prefix=False).generate(prompts, params)
+        assert [r.completion_ids for r in shared] == [r.completion_ids for r in plain]
+        for a, b in zip(shared, plain, strict=True):
+            assert a.prompt_ids == b.prompt_ids and a.truncated == b.truncated
+            torch.testing.assert_close(torch.tensor(a.logprobs), torch.tensor(b.logprobs), rtol=1e-4, atol=1e-4)
+    hook.remove()
+
+
+def test_inverse_cdf_draws_follow_the_distribution_and_skip_zeros():
+    from opct.rollout import _inverse_cdf
+
+    probs = torch.tensor([[0.0, 0.5, 0.0, 0.2, 0.3, 0.0]]).repeat(20000, 1)
+    u = torch.rand(20000, generator=torch.Generator().manual_seed(0), dtype=torch.float64)
+    u[:3] = torch.tensor([0.0, 1.0 - 1e-16, 0.5])  # the ends of the unit interval and a boundary
+    drawn = _inverse_cdf(probs, u)
+    counts = torch.bincount(drawn, minlength=6).double() / len(drawn)
+    assert counts[[0, 2, 5]].sum() == 0
+    torch.testing.assert_close(counts, probs[0].double(), atol=0.015, rtol=0)

@@ -18,7 +18,12 @@ class OPCTMethod:
 
     def __init__(self, ctx: TrainContext):
         self.ctx = ctx
-        self.sampler = HFSampler(ctx.policy, ctx.tokenizer, batch_size=ctx.cfg.sampling.batch_size)
+        self.sampler = HFSampler(
+            ctx.policy,
+            ctx.tokenizer,
+            batch_size=ctx.cfg.sampling.batch_size,
+            share_prefix=ctx.cfg.train.share_prompt_prefix,
+        )
 
     def setup(self, pairs: list[ConsistencyPair]) -> None:
         return None
