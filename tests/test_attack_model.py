@@ -146,8 +146,8 @@ def test_http_attacker_needs_an_endpoint(monkeypatch):
 
 
 def test_hf_attacker_samples_reproducibly(tiny_model):
-    from opct.models import load_model, load_tokenizer
     from opct.config import ModelConfig
+    from opct.models import load_model, load_tokenizer
 
     model, tok = load_model(ModelConfig(name_or_path=str(tiny_model))), load_tokenizer(str(tiny_model))
     attacker = HFAttacker(model, tok, RewritePrompt(["fiction", "role-play"]), max_new_tokens=6, seed=2)
