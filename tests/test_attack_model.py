@@ -167,3 +167,15 @@ def test_hf_attacker_samples_reproducibly(tiny_model):
     assert len(first) == 6 and first == list(reversed(again))  # seeded per (behaviour, episode, round)
     out = ModelAttackRunner(attacker, ScriptedTarget(lambda p: False), score, episodes=2, rounds=2).run(BEHAVIORS)
     assert all(len(o.attempts) <= 4 for o in out)
+
+
+def test_model_attack_writes_results_like_the_search(tiny_model, tmp_path):
+    import json
+
+    from opct.attack.model_eval import model_attack
+
+    path = model_attack(str(tiny_model), str(tiny_model), BEHAVIORS, RewritePrompt(["fiction"]), lambda b, p, r: 1.0,
+                        tmp_path, episodes=2, rounds=2, attacker_max_new_tokens=4, max_new_tokens=4)
+    res = json.loads(path.read_text())
+    assert res["attacker"] == "model" and res["budget"] == 4 and res["n"] == 3
+    assert res["metrics"]["asr"]["value"] == 1.0 and res["queries_to_crack"]["median"] == 1
