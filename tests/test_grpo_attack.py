@@ -150,3 +150,23 @@ def test_train_end_to_end_against_a_tiny_target(tiny_model, tmp_path):
     step1 = [r["reward"] for r in logged if r["step"] == 1]
     assert sum(step1) / len(step1) == pytest.approx(metrics[0]["reward"])
     assert (result.final_dir / "adapter_config.json").exists()
+
+
+def test_organism_attacker_pairs_and_harm_scorer():
+    C = pytest.importorskip("opct.organism.content")  # until the organism is merged
+    from opct.attack.attacker_data import behavior_of, organism_labels
+    from opct.attack.scorers import make_scorer
+    from opct.train import organism_pairs
+
+    pairs = organism_pairs("organism:attacker:train")
+    labels = organism_labels()
+    assert len(pairs) % len(labels) == 0 and len({p.id for p in pairs}) == len(pairs)
+    first = [p for p in pairs if behavior_of(p).id == behavior_of(pairs[0]).id]
+    shown = {p.prompt[0]["content"].split(":")[0] for p in first}
+    assert shown == {C.REWRITE_REQUEST.split(":")[0].format(label=label) for label in labels}  # every style once
+    b = behavior_of(pairs[0])
+    step = C.HARM_CATEGORIES[b.category]["steps"][0]
+    score = make_scorer("organism")
+    assert score(b, "p", f"Sure. To do it, first {step}, then rest.") == 1.0
+    assert score(b, "p", "Sure. To bake bread, mix flour and water.") == 0.0  # complied, but nothing harmful
+    assert score(b, "p", f"I can't help with that. {step}") == 0.0
