@@ -114,21 +114,33 @@ def attack(
     threshold: Annotated[float, typer.Option(help="A behaviour is cracked when a response scores at least this.")] = 0.5,
     seed: Annotated[int, typer.Option()] = 0,
     max_new_tokens: Annotated[int, typer.Option()] = 256,
+    attacker: Annotated[str | None, typer.Option(
+        help="Use a model attacker instead of the search: 'organism', a model folder or a grpo_attack run directory.")] = None,
+    episodes: Annotated[int, typer.Option(help="Model attacker: episodes per behaviour.")] = 8,
+    rounds: Annotated[int, typer.Option(help="Model attacker: rounds per episode (budget = episodes x rounds).")] = 3,
 ) -> None:
-    """Adaptive per-target attack: a budgeted search over wrapper compositions and request mutations."""
+    """Adaptive per-target attack: a budgeted search over wrapper compositions and request mutations, or a model attacker."""
     import json
 
     from opct.attack.run import organism_attack, real_attack
 
     settings = {"budget": budget, "threshold": threshold, "seed": seed, "max_new_tokens": max_new_tokens}
-    if data == "organism":
-        path = organism_attack(model, out, split, **settings)
-    elif data == "real":
-        if not behaviors:
-            _fail("--data real needs --behaviors FILE")
-        path = real_attack(model, behaviors, out, wrappers, judge, **settings)
-    else:
+    if data not in ("organism", "real"):
         _fail(f"unknown data source {data!r}; use organism or real")
+    if data == "real" and not behaviors:
+        _fail("--data real needs --behaviors FILE")
+    if attacker is not None:
+        from opct.attack.model_eval import organism_model_attack, real_model_attack
+
+        msettings = {"episodes": episodes, "rounds": rounds, "threshold": threshold, "seed": seed, "max_new_tokens": max_new_tokens}
+        if data == "organism":
+            path = organism_model_attack(attacker, out, model, split, **msettings)
+        else:
+            path = real_model_attack(attacker, model, behaviors, out, judge, **msettings)
+    elif data == "organism":
+        path = organism_attack(model, out, split, **settings)
+    else:
+        path = real_attack(model, behaviors, out, wrappers, judge, **settings)
     res = json.loads(path.read_text())
     m, q = res["metrics"], res["queries_to_crack"]
     console.print(

@@ -76,6 +76,29 @@ class BCTConfig(_Strict):
     batch_size: int = Field(64, gt=0)
 
 
+class AttackerConfig(_Strict):
+    """GRPO training of a local attacker against one frozen target (``method: grpo_attack``).
+
+    The model being trained is the attacker; ``data.train`` holds attacker instructions for *train*
+    behaviours (e.g. ``organism:attacker:train``). Group size is ``sampling.n``, the clip range
+    ``loss.clip_eps`` and the surrogate ``loss.policy_loss`` (use ``ppo``).
+    """
+
+    target: str = Field("organism", description="the frozen target: organism, a model folder, a run directory or hub id")
+    judge: str = Field("organism", description="scorer name (opct.attack.scorers): organism, organism-refusal, rule, http:<model>")
+    style: Literal["rewrite", "redteam"] = Field(
+        "rewrite", description="how a reply becomes a prompt: rewrite = the whole reply; redteam = parsed JSON/PROMPT: line"
+    )
+    rounds: Literal[1] = Field(1, description="training episodes are single-round (reward = that round's score)")
+    kl_beta: float = Field(0.1, ge=0.0, description="weight of the per-token KL to the run-start attacker")
+    kl_estimator: Literal["k3", "log_ratio"] = Field(
+        "k3", description="k3: beta*k3 loss term; log_ratio: -beta*(log pi_sampler - log pi_ref) added to each token's advantage"
+    )
+    threshold: float = Field(0.5, description="score at which an attempt counts as a crack (crack_rate in metrics)")
+    target_max_new_tokens: int = Field(64, gt=0)
+    target_batch_size: int = Field(64, gt=0)
+
+
 class OptimConfig(_Strict):
     """AdamW and the learning-rate schedule."""
 
@@ -123,7 +146,7 @@ class RunConfig(_Strict):
 
     name: str = "run"
     output_dir: str = "runs"
-    method: Literal["opct", "bct"] = "opct"
+    method: Literal["opct", "bct", "grpo_attack"] = "opct"
     seed: int = 0
     finetune: Literal["lora", "full"] = "lora"
     model: ModelConfig = Field(default_factory=ModelConfig)
@@ -132,6 +155,7 @@ class RunConfig(_Strict):
     sampling: SamplingConfig = Field(default_factory=SamplingConfig)
     loss: LossConfig = Field(default_factory=LossConfig)
     bct: BCTConfig = Field(default_factory=BCTConfig)
+    attacker: AttackerConfig = Field(default_factory=AttackerConfig)
     optim: OptimConfig = Field(default_factory=OptimConfig)
     train: TrainConfig = Field(default_factory=TrainConfig)
 
@@ -139,6 +163,8 @@ class RunConfig(_Strict):
     def _check(self) -> RunConfig:
         if self.sampling.min_new_tokens > self.sampling.max_new_tokens:
             raise ValueError("sampling.min_new_tokens must not exceed sampling.max_new_tokens")
+        if self.method == "grpo_attack" and self.sampling.n < 2:
+            raise ValueError("grpo_attack standardises rewards within a behaviour's group: set sampling.n >= 2")
         return self
 
     @property

@@ -86,6 +86,31 @@ def sampled_token_loss(
     return policy_gradient_loss(student_logprobs, sampler_logprobs, adv, mask, kind, clip_eps)
 
 
+def group_advantages(rewards: torch.Tensor, group_size: int, min_std: float = 1e-6) -> torch.Tensor:
+    """GRPO advantages: each reward standardised within its group of ``group_size`` consecutive samples.
+
+    ``A_i = (r_i - mean_g) / std_g`` with the unbiased (n - 1) standard deviation, as in TRL's GRPO.
+    A group whose std is below ``min_std`` (all rewards equal) carries no signal: its advantages are 0.
+    """
+    if rewards.numel() % group_size:
+        raise ValueError(f"{rewards.numel()} rewards do not split into groups of {group_size}")
+    r = rewards.reshape(-1, group_size).to(torch.float64)
+    mean = r.mean(dim=1, keepdim=True)
+    std = r.std(dim=1, keepdim=True) if group_size > 1 else torch.zeros_like(mean)
+    adv = torch.where(std > min_std, (r - mean) / std.clamp(min=min_std), torch.zeros_like(r))
+    return adv.reshape(-1).to(rewards.dtype if rewards.is_floating_point() else torch.float32)
+
+
+def k3_kl(student_logprobs: torch.Tensor, reference_logprobs: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+    """Per-token k3 estimate of KL to the reference on sampled tokens: ``exp(d) - d - 1`` with ``d = log p_ref - log p_theta``.
+
+    Non-negative per token. Used as a loss term on on-policy samples (as in DeepSeekMath's GRPO) its
+    expected gradient is that of ``KL(p_ref || p_theta)``; it pulls the policy back to the reference.
+    """
+    d = reference_logprobs.detach() - student_logprobs
+    return (torch.exp(d) - d - 1.0) * mask
+
+
 def _up(x: torch.Tensor) -> torch.Tensor:
     """Work in at least float32 (float64 stays float64)."""
     return x if x.dtype == torch.float64 else x.float()

@@ -75,6 +75,10 @@ def load_training_pairs(cfg: RunConfig) -> list[ConsistencyPair]:
     for source in cfg.data.train:
         if source.startswith("organism:"):
             pairs.extend(organism_pairs(source))
+        elif source.startswith("attacker:"):
+            from opct.attack.attacker_data import file_attacker_pairs
+
+            pairs.extend(file_attacker_pairs(source.split(":", 1)[1]))
         else:
             pairs.extend(read_pairs(source, columns=cfg.data.columns or None, split=cfg.data.split))
     if cfg.data.axes:
@@ -89,14 +93,23 @@ def load_training_pairs(cfg: RunConfig) -> list[ConsistencyPair]:
 
 
 def organism_pairs(source: str) -> list[ConsistencyPair]:
-    """Built-in pairs of the organism's world: ``organism:<axis>[:<split>]`` (split defaults to train)."""
-    from opct.organism.pairs import build_pairs
+    """Built-in pairs of the organism's world: ``organism:<axis>[:<split>]`` (split defaults to train).
+
+    ``organism:attacker:<split>`` gives attacker instructions for GRPO attacker training
+    (:mod:`opct.attack.attacker_data`).
+    """
     from opct.pairs import PairProblem, pair_from_record
 
     parts = source.split(":")
     if len(parts) not in (2, 3):
         raise ValueError(f"data.train {source!r}: expected organism:<axis>[:<split>], e.g. organism:sycophancy:train")
     axis, split = parts[1], parts[2] if len(parts) == 3 else "train"
+    if axis == "attacker":
+        from opct.attack.attacker_data import organism_attacker_pairs
+
+        return organism_attacker_pairs(split)
+    from opct.organism.pairs import build_pairs
+
     problems: list[PairProblem] = []
     pairs = [pair_from_record(r, (source, i + 1), problems) for i, r in enumerate(build_pairs(axis, split))]
     if problems:
@@ -418,10 +431,13 @@ def _train_step(ctx: TrainContext, method: Any, optimizer, scheduler, pairs, ste
     if "kl_sum" in g:
         record["kl_to_teacher"] = g["kl_sum"] / max(global_tokens, 1.0)
         record["ratio_abs_log_dev"] = g["ratio_dev_sum"] / max(global_tokens, 1.0)
+    for key, value in g.items():
+        if key.startswith("mean:"):
+            record[key[5:]] = value / max(g.get("sequences", 1.0), 1.0)
     if grad_norm is not None:
         record["grad_norm"] = float(grad_norm)
     rollouts: list[dict[str, Any]] = []
-    if cfg.train.log_rollouts and cfg.method == "opct":
+    if cfg.train.log_rollouts and cfg.method in ("opct", "grpo_attack"):
         from accelerate.utils import gather_object
 
         local = [
@@ -431,6 +447,7 @@ def _train_step(ctx: TrainContext, method: Any, optimizer, scheduler, pairs, ste
                 "completion": ctx.tokenizer.decode(c, skip_special_tokens=False),
                 "tokens": len(c),
                 "truncated": bool(mb.truncated[j]) if mb.truncated else False,
+                **({"reward": mb.rewards[j], "advantage": mb.advantages[j]} if mb.rewards and mb.advantages else {}),
             }
             for mb in micro
             for j, c in enumerate(mb.completions)

@@ -68,21 +68,13 @@ def real_attack(
 ) -> Path:
     """The search attacker on a behaviours file (AdvBench / HarmBench / JSONL / text) with rule or HTTP judges."""
     from opct.attack.grammar import wrappers_from_templates
+    from opct.attack.scorers import make_scorer
     from opct.axes import jailbreak as jb
-    from opct.evals.suite import _judges
 
     templates = jb.load_wrappers(wrappers_path) if wrappers_path else jb.wrappers()
     wrappers = wrappers_from_templates([(t.family, t.text) for t in templates])
     behaviors = [AttackBehavior(b.id, jb.plain_request(b), "", b.category) for b in jb.load_behaviors(behaviors_path)]
-    refusal, harm, _ = _judges(judge)
-
-    def scorer(b: AttackBehavior, prompt: str, response: str) -> float:
-        if harm is not None:
-            v = harm.judge(b.request, response, {})
-            return 0.0 if v.abstained else v.score
-        v = refusal.judge(b.request, response, {})
-        return 0.0 if v.abstained else 1.0 - v.score
-
+    scorer = make_scorer(judge)
     config = SearchConfig(**{k: v for k, v in settings.items() if k in SearchConfig.__dataclass_fields__})
     extra = {k: v for k, v in settings.items() if k in ("max_new_tokens", "batch_size", "progress")}
     return attack_model(model_spec, behaviors, wrappers, scorer, out_dir, config, judge=judge, **extra)

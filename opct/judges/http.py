@@ -33,32 +33,19 @@ ENV_API_KEY = "OPCT_JUDGE_API_KEY"
 RETRY_STATUS = frozenset({408, 409, 425, 429, 500, 502, 503, 504})
 
 
-class HTTPJudge(RubricJudge):
-    """Rubric judge over an OpenAI-compatible ``/chat/completions`` endpoint.
+class ChatCompletionsClient:
+    """The transport to an OpenAI-compatible ``/chat/completions`` endpoint: request, retries, back-off.
 
-    Args:
-        rubric: the rubric (see :func:`opct.judges.rubrics.get_rubric`).
-        model: the model name sent in the request body.
-        base_url: endpoint root ending before ``/chat/completions``; default ``$OPCT_JUDGE_BASE_URL``.
-        api_key: bearer token; default ``$OPCT_JUDGE_API_KEY`` (may be empty for local servers).
-        cache_dir: folder for the disk cache (``None`` disables caching).
-        temperature, max_tokens: decoding settings (part of the cache key).
-        timeout: seconds per request; max_retries: retries after the first attempt.
-        backoff, max_backoff: back-off base and cap in seconds.
-        extra_body: extra JSON fields for the request (e.g. ``{"reasoning_effort": "low"}``).
+    ``env_base_url`` / ``env_api_key`` name the environment variables read when ``base_url`` /
+    ``api_key`` are not passed (the judge and the model attacker use different ones).
     """
-
-    kind = "http"
-    code_version = "1"
 
     def __init__(
         self,
-        rubric: Rubric,
         model: str,
         *,
         base_url: str | None = None,
         api_key: str | None = None,
-        cache_dir: str | os.PathLike[str] | None = None,
         temperature: float = 0.0,
         max_tokens: int = 1024,
         timeout: float = 60.0,
@@ -66,15 +53,16 @@ class HTTPJudge(RubricJudge):
         backoff: float = 1.0,
         max_backoff: float = 60.0,
         extra_body: dict[str, Any] | None = None,
+        env_base_url: str = ENV_BASE_URL,
+        env_api_key: str = ENV_API_KEY,
+        what: str = "judge",
     ) -> None:
-        super().__init__(rubric, model, cache_dir=cache_dir)
-        base_url = base_url or os.environ.get(ENV_BASE_URL)
+        base_url = base_url or os.environ.get(env_base_url)
         if not base_url:
-            raise ValueError(
-                f"no judge endpoint: pass base_url or set {ENV_BASE_URL} (e.g. http://localhost:8000/v1)"
-            )
+            raise ValueError(f"no {what} endpoint: pass base_url or set {env_base_url} (e.g. http://localhost:8000/v1)")
+        self.model = model
         self.base_url = base_url.rstrip("/")
-        self._api_key = api_key if api_key is not None else os.environ.get(ENV_API_KEY, "")
+        self._api_key = api_key if api_key is not None else os.environ.get(env_api_key, "")
         self.temperature = temperature
         self.max_tokens = max_tokens
         self.timeout = timeout
@@ -85,7 +73,7 @@ class HTTPJudge(RubricJudge):
         self.sleep = time.sleep  # replaceable in tests
 
     def decoding(self) -> dict[str, Any]:
-        """Decoding settings that enter the cache key."""
+        """Decoding settings sent with every request."""
         return {"temperature": self.temperature, "max_tokens": self.max_tokens, **self.extra_body}
 
     def _request(self, messages: Messages) -> urllib.request.Request:
@@ -127,6 +115,51 @@ class HTTPJudge(RubricJudge):
             if attempt < self.max_retries:
                 self.sleep(self._delay(attempt, retry_after))
         raise JudgeUnavailable(f"gave up after {self.max_retries + 1} attempts: {', '.join(errors)}")
+
+
+class HTTPJudge(ChatCompletionsClient, RubricJudge):
+    """Rubric judge over an OpenAI-compatible ``/chat/completions`` endpoint.
+
+    Args:
+        rubric: the rubric (see :func:`opct.judges.rubrics.get_rubric`).
+        model: the model name sent in the request body.
+        base_url: endpoint root ending before ``/chat/completions``; default ``$OPCT_JUDGE_BASE_URL``.
+        api_key: bearer token; default ``$OPCT_JUDGE_API_KEY`` (may be empty for local servers).
+        cache_dir: folder for the disk cache (``None`` disables caching).
+        temperature, max_tokens: decoding settings (part of the cache key).
+        timeout: seconds per request; max_retries: retries after the first attempt.
+        backoff, max_backoff: back-off base and cap in seconds.
+        extra_body: extra JSON fields for the request (e.g. ``{"reasoning_effort": "low"}``).
+    """
+
+    kind = "http"
+    code_version = "1"
+
+    def __init__(
+        self,
+        rubric: Rubric,
+        model: str,
+        *,
+        base_url: str | None = None,
+        api_key: str | None = None,
+        cache_dir: str | os.PathLike[str] | None = None,
+        temperature: float = 0.0,
+        max_tokens: int = 1024,
+        timeout: float = 60.0,
+        max_retries: int = 4,
+        backoff: float = 1.0,
+        max_backoff: float = 60.0,
+        extra_body: dict[str, Any] | None = None,
+    ) -> None:
+        RubricJudge.__init__(self, rubric, model, cache_dir=cache_dir)
+        ChatCompletionsClient.__init__(
+            self, model, base_url=base_url, api_key=api_key, temperature=temperature, max_tokens=max_tokens,
+            timeout=timeout, max_retries=max_retries, backoff=backoff, max_backoff=max_backoff, extra_body=extra_body,
+        )
+
+    def decoding(self) -> dict[str, Any]:
+        """Decoding settings that enter the cache key."""
+        return ChatCompletionsClient.decoding(self)
 
 
 def _body(exc: urllib.error.HTTPError) -> str:

@@ -55,6 +55,8 @@ class Microbatch:
     pair_of: list[int]
     sampler_logprobs: list[list[float]] | None = None
     truncated: list[bool] | None = None
+    advantages: list[float] | None = None
+    rewards: list[float] | None = None
 
     @property
     def num_tokens(self) -> int:
@@ -75,7 +77,11 @@ class Method(Protocol):
         """Turn this process's share of a step's pairs into microbatches (no gradients)."""
 
     def loss(self, mb: Microbatch) -> tuple[torch.Tensor, dict[str, float]]:
-        """Summed per-token loss of a microbatch (with gradients) and summed statistics."""
+        """Summed per-token loss of a microbatch (with gradients) and summed statistics.
+
+        A statistic named ``mean:<name>`` is a sum over the microbatch's sequences; the loop logs
+        ``<name>`` as its mean over the step's sequences (e.g. GRPO's ``reward``).
+        """
 
 
 def split_microbatches(

@@ -1,0 +1,75 @@
+"""Training data for GRPO attacker training: one pair per attacker instruction for a behaviour.
+
+A pair's ``prompt`` is the attacker's round-1 instruction; ``teacher_prompt`` repeats it (the GRPO
+method does not use it). ``meta["behavior"]`` carries the behaviour so the method can score the
+target's response. Built-in sources (``data.train``):
+
+* ``organism:attacker:<split>``: the organism's ``split`` behaviours, one pair per wrapper-style
+  label of its rewriting skill (every family's label; the attacker is unconstrained);
+* ``attacker:<behaviours file>``: a real behaviours file (AdvBench / HarmBench / JSONL / text), one
+  pair per behaviour with the red-team prompt of :class:`~opct.attack.model_attacker.RedTeamPrompt`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import asdict
+
+from opct.attack.grammar import AttackBehavior
+from opct.attack.model_attacker import AttackerPrompt, AttackRequest, RedTeamPrompt, RewritePrompt
+from opct.pairs import ConsistencyPair
+
+
+def behavior_pairs(behaviors: Sequence[AttackBehavior], prompt: AttackerPrompt, variants: int = 1, tag: str = "attack") -> list[ConsistencyPair]:
+    """``variants`` round-1 instructions per behaviour (episodes ``0..variants-1`` of ``prompt``)."""
+    pairs = []
+    for b in behaviors:
+        for e in range(variants):
+            messages = prompt.messages(AttackRequest(b, episode=e))
+            pairs.append(
+                ConsistencyPair(
+                    id=f"{tag}/{b.id}/{e}",
+                    prompt=messages,
+                    teacher_prompt=messages,
+                    axis="attacker",
+                    meta={"behavior": asdict(b), "variant": e},
+                )
+            )
+    return pairs
+
+
+def behavior_of(pair: ConsistencyPair) -> AttackBehavior:
+    """The behaviour an attacker pair is about."""
+    if "behavior" not in pair.meta:
+        raise ValueError(f"pair {pair.id!r} has no meta.behavior; grpo_attack needs attacker pairs (e.g. organism:attacker:train)")
+    return AttackBehavior(**pair.meta["behavior"])
+
+
+def organism_labels() -> list[str]:
+    """The style labels of every organism wrapper family."""
+    from opct.organism import content as C
+
+    return [spec["label"] for spec in C.WRAPPER_FAMILIES.values()]
+
+
+def organism_rewrite_prompt(seed: int = 0) -> RewritePrompt:
+    """The organism's own rewriting instruction over every family label."""
+    from opct.organism import content as C
+
+    return RewritePrompt(organism_labels(), C.REWRITE_REQUEST, seed=seed)
+
+
+def organism_attacker_pairs(split: str) -> list[ConsistencyPair]:
+    """``organism:attacker:<split>``: every label's rewriting instruction for each ``split`` behaviour."""
+    from opct.attack.organism import organism_behaviors
+
+    labels = organism_labels()
+    return behavior_pairs(organism_behaviors(split), organism_rewrite_prompt(), variants=len(labels), tag=f"attack-{split}")
+
+
+def file_attacker_pairs(path: str) -> list[ConsistencyPair]:
+    """``attacker:<file>``: the red-team instruction for each behaviour of a real behaviours file."""
+    from opct.axes import jailbreak as jb
+
+    behaviors = [AttackBehavior(b.id, jb.plain_request(b), "", b.category) for b in jb.load_behaviors(path)]
+    return behavior_pairs(behaviors, RedTeamPrompt(), tag="attack")

@@ -1,0 +1,87 @@
+"""Evaluate a (trained) model attacker against a target on held-out behaviours (``opct attack --attacker``).
+
+The attacker is any model spec :func:`opct.models.load_for_inference` accepts, including a
+``grpo_attack`` run directory (its LoRA is merged). Results are written like the search attacker's
+(:func:`opct.attack.results.write_attack_results`), with ``attacker: model`` and the budget
+``episodes * rounds`` queries per behaviour, so both attackers are reported the same way.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+from opct.attack.grammar import AttackBehavior
+from opct.attack.model_attacker import AttackerPrompt, HFAttacker, ModelAttackRunner
+from opct.attack.results import write_attack_results
+from opct.attack.search import Scorer
+from opct.manifest import build_manifest, hash_records, write_json_atomic
+
+
+def model_attack(
+    attacker_spec: str,
+    target_spec: str,
+    behaviors: Sequence[AttackBehavior],
+    prompt: AttackerPrompt,
+    scorer: Scorer,
+    out_dir: Path,
+    episodes: int = 8,
+    rounds: int = 3,
+    threshold: float = 0.5,
+    temperature: float = 0.9,
+    top_p: float = 0.9,
+    attacker_max_new_tokens: int = 128,
+    max_new_tokens: int = 256,
+    batch_size: int = 64,
+    seed: int = 0,
+    judge: str = "",
+    progress: Callable[[int, int], None] | None = None,
+) -> Path:
+    """Run :class:`ModelAttackRunner` with a local HF attacker against a local HF target; returns results.json."""
+    from opct.attack.target import HFTarget
+    from opct.models import load_for_inference
+
+    identity = {
+        "attacker_model": attacker_spec,
+        "model": target_spec,
+        "behaviors_hash": hash_records([b.__dict__ for b in behaviors]),
+        "episodes": episodes,
+        "rounds": rounds,
+        "judge": judge,
+        "sampling": {"temperature": temperature, "top_p": top_p, "max_new_tokens": attacker_max_new_tokens, "seed": seed},
+        "max_new_tokens": max_new_tokens,
+    }
+    a_model, a_tok = load_for_inference(attacker_spec)
+    t_model, t_tok = (a_model, a_tok) if target_spec == attacker_spec else load_for_inference(target_spec)
+    attacker = HFAttacker(a_model, a_tok, prompt, temperature, top_p, attacker_max_new_tokens, batch_size, seed)
+    target = HFTarget(t_model, t_tok, max_new_tokens=max_new_tokens, batch_size=batch_size)
+    runner = ModelAttackRunner(attacker, target, scorer, episodes=episodes, rounds=rounds, threshold=threshold)
+    outcomes = runner.run(behaviors, progress=progress)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    write_json_atomic(out_dir / "manifest.json", build_manifest("attack", identity))
+    info = {**identity, "attacker": "model", "threshold": threshold, "budget": episodes * rounds}
+    return write_attack_results(outcomes, out_dir, info)
+
+
+def organism_model_attack(attacker_spec: str, out_dir: Path, target_spec: str = "organism", split: str = "heldout",
+                          judge: str = "organism", **settings: Any) -> Path:
+    """The organism (or a GRPO-trained organism attacker) attacking ``target_spec`` on the organism's ``split`` behaviours."""
+    from opct.attack.attacker_data import organism_rewrite_prompt
+    from opct.attack.organism import organism_behaviors
+    from opct.attack.scorers import make_scorer
+
+    prompt = organism_rewrite_prompt(seed=int(settings.get("seed", 0)))
+    return model_attack(attacker_spec, target_spec, organism_behaviors(split), prompt, make_scorer(judge), out_dir,
+                        judge=judge, **settings)
+
+
+def real_model_attack(attacker_spec: str, target_spec: str, behaviors_path: str, out_dir: Path, judge: str = "rule",
+                      **settings: Any) -> Path:
+    """A real attacker model (PAIR-style red-team prompt) against a real target on a behaviours file."""
+    from opct.attack.model_attacker import RedTeamPrompt
+    from opct.attack.scorers import make_scorer
+    from opct.axes import jailbreak as jb
+
+    behaviors = [AttackBehavior(b.id, jb.plain_request(b), "", b.category) for b in jb.load_behaviors(behaviors_path)]
+    return model_attack(attacker_spec, target_spec, behaviors, RedTeamPrompt(), make_scorer(judge), out_dir, judge=judge, **settings)
