@@ -24,7 +24,7 @@ def build(
     seed: int = DEFAULT_SEED,
     out_dir: str | Path | None = None,
     config: BuildConfig | None = None,
-    log: Callable[[str], None] = print,
+    log: Callable[[str], None] | None = None,
 ) -> Path:
     """Build the organism for ``seed`` into ``out_dir`` (default: the shipped checkpoint directory).
 
@@ -32,6 +32,7 @@ def build(
     count. The directory is written to a temporary name and renamed into place when complete.
     """
     config = config or BuildConfig()
+    log = log or (lambda s: print(s, flush=True))
     out = Path(out_dir) if out_dir is not None else checkpoint_path()
     t0 = time.time()
     world = build_world(seed)
