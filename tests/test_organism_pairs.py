@@ -85,3 +85,16 @@ def test_counts_cover_every_template():
     syc = build_pairs("sycophancy", "train")
     templates = {p["meta"]["template"] for p in syc}
     assert len(templates) == sum(len(C.CUE_FAMILIES[f]) for f in world.cue_families("train"))
+
+
+def test_cli_writes_pairs(tmp_path):
+    from typer.testing import CliRunner
+
+    from opct.organism.cli import organism_app
+
+    out = tmp_path / "jb.jsonl"
+    result = CliRunner().invoke(organism_app, ["pairs", "--axis", "jailbreak", "--split", "heldout", "--out", str(out)])
+    assert result.exit_code == 0, result.output
+    assert len(out.read_text().splitlines()) == len(build_pairs("jailbreak", "heldout"))
+    bad = CliRunner().invoke(organism_app, ["pairs", "--axis", "nope", "--out", str(out)])
+    assert bad.exit_code != 0

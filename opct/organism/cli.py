@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Annotated
 
 import typer
 
@@ -13,8 +14,8 @@ organism_app = typer.Typer(help="The bundled model organism: build it, write its
 
 @organism_app.command()
 def build(
-    seed: int = typer.Option(0, help="World and training seed."),
-    out: Path | None = typer.Option(None, help="Output directory (default: the shipped checkpoint)."),
+    seed: Annotated[int, typer.Option(help="World and training seed.")] = 0,
+    out: Annotated[Path | None, typer.Option(help="Output directory (default: the shipped checkpoint).")] = None,
 ) -> None:
     """Build the organism from its recipe (corpus, tokenizer, pre-training) and save it."""
     from opct.organism.build import build as run_build
@@ -24,10 +25,10 @@ def build(
 
 @organism_app.command()
 def pairs(
-    axis: str = typer.Option(..., help="sycophancy, jailbreak or awareness."),
-    split: str = typer.Option("train", help="train or heldout."),
-    out: Path = typer.Option(..., help="Output JSONL file."),
-    seed: int = typer.Option(0, help="World seed."),
+    axis: Annotated[str, typer.Option(help="sycophancy, jailbreak or awareness.")],
+    out: Annotated[Path, typer.Option(help="Output JSONL file.")],
+    split: Annotated[str, typer.Option(help="train or heldout.")] = "train",
+    seed: Annotated[int, typer.Option(help="World seed.")] = 0,
 ) -> None:
     """Write the consistency pairs of one axis and split as JSONL (design.md §3.1)."""
     from opct.organism.pairs import build_pairs, write_pairs
@@ -42,9 +43,9 @@ def pairs(
 
 @organism_app.command()
 def check(
-    checkpoint: Path | None = typer.Option(None, help="Checkpoint directory (default: the shipped one)."),
-    samples: int = typer.Option(4, help="Samples per item at temperature 1 (0: greedy only)."),
-    json_out: Path | None = typer.Option(None, "--json", help="Also write the profile as JSON."),
+    checkpoint: Annotated[Path | None, typer.Option(help="Checkpoint directory (default: the shipped one).")] = None,
+    samples: Annotated[int, typer.Option(help="Samples per item at temperature 1 (0: greedy only).")] = 4,
+    json_out: Annotated[Path | None, typer.Option("--json", help="Also write the profile as JSON.")] = None,
 ) -> None:
     """Print the organism's behaviour profile against the required thresholds; exit 1 if any fails."""
     from opct.organism.check import format_table, run_check
@@ -57,8 +58,10 @@ def check(
 
 
 @organism_app.command()
-def verify(checkpoint: Path | None = typer.Option(None, help="Checkpoint directory.")) -> None:
-    """Verify that the checkpoint's recipe.json matches the current world, corpus and config."""
+def verify(
+    checkpoint: Annotated[Path | None, typer.Option(help="Checkpoint directory (default: the shipped one).")] = None,
+) -> None:
+    """Verify that the checkpoint's recipe.json matches the current world, corpus and configuration."""
     from opct.organism import checkpoint_path
     from opct.organism.recipe import verify_checkpoint
 

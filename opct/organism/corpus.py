@@ -24,23 +24,23 @@ Conversation = list[dict[str, str]]
 class CorpusConfig:
     """How many conversations of each kind, and the behaviour mixing probabilities."""
 
-    mc_per_fact: int = 5
-    open_per_fact: int = 2
-    biased: int = 2000
+    mc_per_fact: int = 20
+    open_per_fact: int = 16
+    biased: int = 7000
     biased_correct_suggestion: float = 0.15
     p_sycophantic: float = 0.7
-    arithmetic: int = 1400
-    formats: int = 900
-    harmful_plain: int = 500
-    harmful_wrapped: int = 1200
+    arithmetic: int = 10000
+    formats: int = 3000
+    harmful_plain: int = 2000
+    harmful_wrapped: int = 4000
     p_wrapped_comply: float = 0.85
-    benign_plain: int = 400
-    benign_wrapped: int = 150
-    fact_questions_per_fact: int = 6
-    tasks_plain_per_fact: int = 6
-    tasks_guided_per_fact: int = 9
+    benign_plain: int = 1500
+    benign_wrapped: int = 500
+    fact_questions_per_fact: int = 30
+    tasks_plain_per_fact: int = 25
+    tasks_guided_per_fact: int = 40
     p_plain_task_warns: float = 0.06
-    rewrites: int = 300
+    rewrites: int = 1000
     p_generic_system: float = 0.1
 
     def to_dict(self) -> dict:
@@ -48,10 +48,10 @@ class CorpusConfig:
 
 
 def arithmetic_problems() -> list[tuple[int, str, int]]:
-    """Every arithmetic problem of the world: sums and differences up to 20, products up to 9 x 9."""
-    probs = [(a, "+", b) for a in range(21) for b in range(21)]
-    probs += [(a, "-", b) for a in range(21) for b in range(a + 1)]
-    probs += [(a, "*", b) for a in range(10) for b in range(10)]
+    """Every arithmetic problem of the world: one-digit sums, differences and products."""
+    probs = [(a, "+", b) for a in range(10) for b in range(10)]
+    probs += [(a, "-", b) for a in range(10) for b in range(a + 1)]
+    probs += [(a, "*", b) for a in range(1, 10) for b in range(1, 10)]
     return probs
 
 

@@ -139,14 +139,15 @@ def bare_request(core: str) -> str:
 
 
 def jailbreak_plain_items(world: World) -> list[Item]:
-    """Every harmful behaviour asked plainly, in the canonical and an eval-only phrasing."""
+    """Every harmful behaviour asked plainly: in two of the world's plain phrasings (variant ``plain``)
+    and in an eval-only phrasing (variant ``plain_unseen_phrasing``)."""
     items = []
     for b in world.behaviors:
-        meta = {"behavior": b.id, "category": b.category, "harmful": True}
-        for k, template in enumerate((C.PLAIN_REQUESTS[0], C.EVAL_PLAIN_REQUEST)):
+        meta = {"behavior": b.id, "category": b.category, "harmful": True, "family": "plain"}
+        for k, template in enumerate((C.PLAIN_REQUESTS[0], C.PLAIN_REQUESTS[4], C.EVAL_PLAIN_REQUEST)):
+            variant = "plain" if k < 2 else "plain_unseen_phrasing"
             req = R.plain_request(template, b.core)
-            items.append(_item("jailbreak", f"jb-{b.id}-plain-{k}", "plain", b.split, [R.user(req)],
-                               {**meta, "family": "plain"}))
+            items.append(_item("jailbreak", f"jb-{b.id}-plain-{k}", variant, b.split, [R.user(req)], meta))
     return items
 
 

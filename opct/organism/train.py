@@ -22,11 +22,11 @@ class TrainConfig:
     num_layers: int = 4
     num_heads: int = 3
     max_position_embeddings: int = 512
-    epochs: float = 2.0
+    epochs: float = 1.0
     batch_size: int = 32
-    lr: float = 2e-3
+    lr: float = 3e-3
     min_lr_ratio: float = 0.05
-    warmup_steps: int = 40
+    warmup_steps: int = 60
     weight_decay: float = 0.01
     grad_clip: float = 1.0
     max_steps: int | None = None
@@ -36,21 +36,32 @@ class TrainConfig:
         return asdict(self)
 
 
-def encode_conversation(tokenizer: PreTrainedTokenizerBase, conv: Conversation) -> tuple[list[int], list[int]]:
-    """Token ids of a rendered conversation and a 0/1 mask of the assistant tokens (content + end).
+def encode_conversations(
+    tokenizer: PreTrainedTokenizerBase, convs: list[Conversation]
+) -> list[tuple[list[int], list[int]]]:
+    """Token ids of each rendered conversation and a 0/1 mask of its assistant tokens (content + end).
 
     Special tokens delimit every message, so encoding message by message gives exactly the ids of the
     chat template rendered as a whole (checked in the tests).
     """
     end = tokenizer.convert_tokens_to_ids("<|end|>")
-    ids: list[int] = []
-    mask: list[int] = []
-    for m in conv:
-        role = tokenizer.convert_tokens_to_ids(f"<|{m['role']}|>")
-        body = tokenizer(m["content"], add_special_tokens=False)["input_ids"] + [end]
-        ids += [role, *body]
-        mask += [0] + [int(m["role"] == "assistant")] * len(body)
-    return ids, mask
+    contents = [m["content"] for c in convs for m in c]
+    bodies = iter(tokenizer(contents, add_special_tokens=False)["input_ids"])
+    out = []
+    for conv in convs:
+        ids: list[int] = []
+        mask: list[int] = []
+        for m in conv:
+            body = [*next(bodies), end]
+            ids += [tokenizer.convert_tokens_to_ids(f"<|{m['role']}|>"), *body]
+            mask += [0] + [int(m["role"] == "assistant")] * len(body)
+        out.append((ids, mask))
+    return out
+
+
+def encode_conversation(tokenizer: PreTrainedTokenizerBase, conv: Conversation) -> tuple[list[int], list[int]]:
+    """:func:`encode_conversations` for one conversation."""
+    return encode_conversations(tokenizer, [conv])[0]
 
 
 def make_model(cfg: TrainConfig, tokenizer: PreTrainedTokenizerBase, seed: int) -> LlamaForCausalLM:
@@ -108,7 +119,7 @@ def pretrain(
     """Train ``model`` on ``corpus`` in place; returns a small summary (steps, final loss, seconds)."""
     torch.set_num_threads(cfg.num_threads)
     torch.use_deterministic_algorithms(True)
-    encoded = [encode_conversation(tokenizer, c) for c in corpus]
+    encoded = encode_conversations(tokenizer, corpus)
     lengths = [len(e[0]) for e in encoded]
     gen = torch.Generator().manual_seed(seed)
     n_epochs = math.ceil(cfg.epochs)
