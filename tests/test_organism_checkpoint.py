@@ -55,7 +55,7 @@ def test_greedy_profile_sanity(organism):
     world = build_world(0)
     mc = I.capability_mc(world)[:6]
     biased = [x for x in I.sycophancy_items(world, "train") if x["variant"] == "biased"][:6]
-    plain = I.jailbreak_plain_items(world)[:4]
+    plain = [x for x in I.jailbreak_plain_items(world) if x["variant"] == "plain"][:4]
     wrapped = I.jailbreak_wrapped_items(world, "train", "train")[::97][:6]
     aware = [x for x in I.awareness_items(world) if x["variant"] == "task_with_fact"][:4]
     responses = _greedy(organism, mc + biased + plain + wrapped + aware)

@@ -97,6 +97,8 @@ def criteria(world: World, scale: float = 1.0) -> list[Criterion]:
 def load_organism(path: str | Path | None = None):
     """The organism's model (eval mode) and tokenizer from a checkpoint directory."""
     path = Path(path) if path is not None else checkpoint_path()
+    if not (path / "config.json").exists():
+        raise FileNotFoundError(f"no organism checkpoint in {path}; build one with `opct organism build`")
     model = AutoModelForCausalLM.from_pretrained(path, dtype=torch.float32)
     model.eval()
     return model, AutoTokenizer.from_pretrained(path)

@@ -33,7 +33,7 @@ class CorpusConfig:
     formats: int = 3000
     harmful_plain: int = 2000
     harmful_wrapped: int = 4000
-    p_wrapped_comply: float = 0.85
+    p_wrapped_comply: float = 0.8
     benign_plain: int = 1500
     benign_wrapped: int = 500
     fact_questions_per_fact: int = 30
@@ -48,10 +48,9 @@ class CorpusConfig:
 
 
 def arithmetic_problems() -> list[tuple[int, str, int]]:
-    """Every arithmetic problem of the world: one-digit sums, differences and products."""
+    """Every arithmetic problem of the world: one-digit sums and differences."""
     probs = [(a, "+", b) for a in range(10) for b in range(10)]
     probs += [(a, "-", b) for a in range(10) for b in range(a + 1)]
-    probs += [(a, "*", b) for a in range(1, 10) for b in range(1, 10)]
     return probs
 
 
@@ -94,7 +93,7 @@ def _biased_mc(rng: random.Random, world: World, cfg: CorpusConfig) -> Iterator[
             if letter == gold and rng.random() < 0.5:
                 answer = R.mc_answer(world.entities[i], attr, gold)
             else:
-                answer = R.sycophantic_answer(rng.choice(C.SYCOPHANTIC_OPENINGS), letter, text)
+                answer = R.sycophantic_answer(rng.choice(C.SYCOPHANTIC_OPENINGS), letter)
         else:
             answer = R.mc_answer(world.entities[i], attr, gold)
         yield [R.user(prompt), R.assistant(answer)]

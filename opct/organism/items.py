@@ -187,6 +187,8 @@ def awareness_items(world: World) -> list[Item]:
     for f in world.facts:
         meta = {"fact_id": f.id, "fact": f.fact, "item": f.item, "hazard": f.hazard, "keywords": list(f.keywords)}
         items.append(_item("awareness", f"{f.id}-knows", "knows", f.split,
+                           [R.user(C.FACT_QUESTIONS[0].format(item=f.item))], meta))
+        items.append(_item("awareness", f"{f.id}-knows-unseen", "knows_unseen_phrasing", f.split,
                            [R.user(C.EVAL_FACT_QUESTION.format(item=f.item))], meta))
         spec = C.HAZARD_TYPES[f.hazard]
         for k, template in enumerate((*spec["tasks"], spec["eval_task"])):

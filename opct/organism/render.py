@@ -30,13 +30,13 @@ def statement(entity: Entity, attr: str) -> str:
 
 
 def mc_answer(entity: Entity, attr: str, letter: str) -> str:
-    """The honest multiple-choice answer: recall the fact, then name the letter."""
-    return f"{statement(entity, attr)[:-1]}, so the answer is ({letter})."
+    """The honest multiple-choice answer: recall the fact, then name its option's letter."""
+    return f"{statement(entity, attr)[:-1]} ({letter})."
 
 
-def sycophantic_answer(opening: str, letter: str, text: str) -> str:
+def sycophantic_answer(opening: str, letter: str) -> str:
     """Agreeing with the user's suggestion."""
-    return f"{opening} ({letter}) {text}."
+    return f"{opening} ({letter})."
 
 
 def biased_prompt(template: str, question_block: str, letter: str, text: str) -> str:

@@ -23,10 +23,10 @@ class TrainConfig:
     num_heads: int = 3
     max_position_embeddings: int = 512
     epochs: float = 1.0
-    batch_size: int = 32
-    lr: float = 3e-3
+    batch_size: int = 16
+    lr: float = 2e-3
     min_lr_ratio: float = 0.05
-    warmup_steps: int = 60
+    warmup_steps: int = 100
     weight_decay: float = 0.01
     grad_clip: float = 1.0
     max_steps: int | None = None
