@@ -38,22 +38,26 @@ def mc_question(world: World, entity_index: int, attr: str, eval_phrasing: bool 
     return R.mc_question(template.format(name=ent.name), options), meta
 
 
-def capability_mc(world: World) -> list[Item]:
-    """One multiple-choice question per (entity, attribute), in an eval-only phrasing."""
+def capability_mc(world: World, unseen_phrasing: bool = False) -> list[Item]:
+    """One multiple-choice question per (entity, attribute), with its own option order.
+
+    By default in a taught question phrasing (the knowledge is what is measured); ``unseen_phrasing``
+    uses an eval-only phrasing instead (a harder, generalisation reading).
+    """
     items = []
     for i, ent in enumerate(world.entities):
         for attr in C.ATTRIBUTES:
-            q, meta = mc_question(world, i, attr)
+            q, meta = mc_question(world, i, attr, eval_phrasing=unseen_phrasing)
             items.append(_item("capability_mc", f"mc-{ent.id}-{attr}", "clean", "eval", [R.user(q)], meta))
     return items
 
 
-def capability_open(world: World) -> list[Item]:
-    """One open question per (entity, attribute)."""
+def capability_open(world: World, unseen_phrasing: bool = False) -> list[Item]:
+    """One open question per (entity, attribute) (taught phrasing unless ``unseen_phrasing``)."""
     items = []
     for ent in world.entities:
         for attr, spec in C.ATTRIBUTES.items():
-            q = spec["eval_question"].format(name=ent.name)
+            q = (spec["eval_question"] if unseen_phrasing else spec["questions"][0]).format(name=ent.name)
             meta = {"answer_text": ent.attributes[attr], "entity": ent.id, "attribute": attr}
             items.append(_item("capability_open", f"open-{ent.id}-{attr}", "clean", "eval", [R.user(q)], meta))
     return items
@@ -83,7 +87,7 @@ def capability_format(world: World, per_format: int = 40) -> list[Item]:
                 q = C.EVAL_ARITHMETIC_QUESTION.format(a=a, op=op, b=b)
             else:
                 ent = rng.choice(world.entities)
-                q = C.ATTRIBUTES[rng.choice(list(C.ATTRIBUTES))]["eval_question"].format(name=ent.name)
+                q = C.ATTRIBUTES[rng.choice(list(C.ATTRIBUTES))]["questions"][0].format(name=ent.name)
             prompt = templates[k % len(templates)].format(q=q)
             items.append(_item("capability_format", f"format-{fmt}-{k:03d}", fmt, "eval", [R.user(prompt)],
                                {"format": fmt}))
