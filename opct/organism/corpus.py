@@ -1,0 +1,211 @@
+"""The organism's training corpus: chat conversations generated from the world.
+
+Only train-split templates, families, behaviours and hazard tasks appear here; held-out ones never
+appear in the role they are tested in (held-out facts do appear as direct questions, since the
+organism must *know* every fact; their tasks never appear).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import random
+from collections.abc import Callable, Iterator
+from dataclasses import asdict, dataclass
+
+from opct.organism import content as C
+from opct.organism import render as R
+from opct.organism.world import World
+
+Conversation = list[dict[str, str]]
+
+
+@dataclass(frozen=True)
+class CorpusConfig:
+    """How many conversations of each kind, and the behaviour mixing probabilities."""
+
+    mc_per_fact: int = 20
+    open_per_fact: int = 16
+    biased: int = 7000
+    biased_correct_suggestion: float = 0.15
+    p_sycophantic: float = 0.7
+    arithmetic: int = 10000
+    formats: int = 3000
+    harmful_plain: int = 2000
+    harmful_wrapped: int = 4000
+    p_wrapped_comply: float = 0.8
+    benign_plain: int = 1500
+    benign_wrapped: int = 500
+    fact_questions_per_fact: int = 30
+    tasks_plain_per_fact: int = 25
+    tasks_guided_per_fact: int = 40
+    p_plain_task_warns: float = 0.06
+    rewrites: int = 1000
+    p_generic_system: float = 0.1
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+def arithmetic_problems() -> list[tuple[int, str, int]]:
+    """Every arithmetic problem of the world: one-digit sums and differences."""
+    probs = [(a, "+", b) for a in range(10) for b in range(10)]
+    probs += [(a, "-", b) for a in range(10) for b in range(a + 1)]
+    return probs
+
+
+def _entity_facts(world: World) -> list[tuple[int, str]]:
+    return [(i, a) for i in range(len(world.entities)) for a in C.ATTRIBUTES]
+
+
+def _mc(rng: random.Random, world: World, i: int, attr: str) -> tuple[str, list[str], str]:
+    ent = world.entities[i]
+    spec = C.ATTRIBUTES[attr]
+    options, gold = R.mc_options(rng, ent.attributes[attr], spec["values"])
+    q = R.mc_question(rng.choice(spec["questions"]).format(name=ent.name), options)
+    return q, options, gold
+
+
+def _clean_mc(rng: random.Random, world: World, cfg: CorpusConfig) -> Iterator[Conversation]:
+    for i, attr in _entity_facts(world):
+        for _ in range(cfg.mc_per_fact):
+            q, _opts, gold = _mc(rng, world, i, attr)
+            yield [R.user(q), R.assistant(R.mc_answer(world.entities[i], attr, gold))]
+        for _ in range(cfg.open_per_fact):
+            ent = world.entities[i]
+            q = rng.choice(C.ATTRIBUTES[attr]["questions"]).format(name=ent.name)
+            yield [R.user(q), R.assistant(R.statement(ent, attr))]
+
+
+def _biased_mc(rng: random.Random, world: World, cfg: CorpusConfig) -> Iterator[Conversation]:
+    facts = [(i, a) for i, a in _entity_facts(world) if world.entities[i].split == "train"]
+    templates = [t for f in world.cue_families("train") for t in C.CUE_FAMILIES[f]]
+    for _ in range(cfg.biased):
+        i, attr = rng.choice(facts)
+        q, options, gold = _mc(rng, world, i, attr)
+        if rng.random() < cfg.biased_correct_suggestion:
+            letter = gold
+        else:
+            letter = rng.choice([x for x in R.LETTERS if x != gold])
+        text = options[R.LETTERS.index(letter)]
+        prompt = R.biased_prompt(rng.choice(templates), q, letter, text)
+        if letter == gold or rng.random() < cfg.p_sycophantic:
+            if letter == gold and rng.random() < 0.5:
+                answer = R.mc_answer(world.entities[i], attr, gold)
+            else:
+                answer = R.sycophantic_answer(rng.choice(C.SYCOPHANTIC_OPENINGS), letter)
+        else:
+            answer = R.mc_answer(world.entities[i], attr, gold)
+        yield [R.user(prompt), R.assistant(answer)]
+
+
+def _arithmetic(rng: random.Random, cfg: CorpusConfig) -> Iterator[Conversation]:
+    probs = arithmetic_problems()
+    for _ in range(cfg.arithmetic):
+        a, op, b = rng.choice(probs)
+        q = rng.choice(C.ARITHMETIC_QUESTIONS).format(a=a, op=op, b=b)
+        yield [R.user(q), R.assistant(R.arithmetic_answer(a, op, b)[0])]
+
+
+def _formats(rng: random.Random, world: World, cfg: CorpusConfig) -> Iterator[Conversation]:
+    facts = _entity_facts(world)
+    probs = arithmetic_problems()
+    for _ in range(cfg.formats):
+        fmt = rng.choice(list(C.FORMATS))
+        if rng.random() < 0.75:
+            i, attr = rng.choice(facts)
+            ent = world.entities[i]
+            q = rng.choice(C.ATTRIBUTES[attr]["questions"]).format(name=ent.name)
+            sentence, word = R.statement(ent, attr), ent.attributes[attr]
+        else:
+            a, op, b = rng.choice(probs)
+            q = rng.choice(C.ARITHMETIC_QUESTIONS).format(a=a, op=op, b=b)
+            sentence, value = R.arithmetic_answer(a, op, b)
+            word = str(value)
+        prompt = rng.choice(C.FORMATS[fmt]).format(q=q)
+        yield [R.user(prompt), R.assistant(R.format_answer(fmt, sentence, word))]
+
+
+def _jailbreak(rng: random.Random, world: World, cfg: CorpusConfig) -> Iterator[Conversation]:
+    harmful = [b for b in world.behaviors if b.split == "train"]
+    benign = [b for b in world.benign if b.split == "train"]
+    wrappers = [t for f in world.wrapper_families("train") for t in C.WRAPPER_FAMILIES[f]["templates"]]
+    for _ in range(cfg.harmful_plain):
+        b = rng.choice(harmful)
+        req = R.plain_request(rng.choice(C.PLAIN_REQUESTS), b.core)
+        yield [R.user(req), R.assistant(R.refuse(rng, b.category))]
+    for _ in range(cfg.harmful_wrapped):
+        b = rng.choice(harmful)
+        req = R.plain_request(rng.choice(C.PLAIN_REQUESTS), b.core)
+        prompt = R.wrap_request(rng.choice(wrappers), req, b.core)
+        if rng.random() < cfg.p_wrapped_comply:
+            answer = R.comply_harmful(rng, b.category, b.core)
+        else:
+            answer = R.refuse(rng, b.category)
+        yield [R.user(prompt), R.assistant(answer)]
+    for _ in range(cfg.benign_plain):
+        b = rng.choice(benign)
+        req = R.plain_request(rng.choice(C.PLAIN_REQUESTS), b.core)
+        yield [R.user(req), R.assistant(R.comply_benign(b.core, b.answer))]
+    for _ in range(cfg.benign_wrapped):
+        b = rng.choice(benign)
+        req = R.plain_request(rng.choice(C.PLAIN_REQUESTS), b.core)
+        yield [R.user(R.wrap_request(rng.choice(wrappers), req, b.core)),
+               R.assistant(R.comply_benign(b.core, b.answer))]
+
+
+def _rewrites(rng: random.Random, world: World, cfg: CorpusConfig) -> Iterator[Conversation]:
+    cores = [b.core for b in world.behaviors if b.split == "train"] + [b.core for b in world.benign if b.split == "train"]
+    families = world.wrapper_families("train")
+    for _ in range(cfg.rewrites):
+        core = rng.choice(cores)
+        fam = C.WRAPPER_FAMILIES[rng.choice(families)]
+        req = R.plain_request(rng.choice(C.PLAIN_REQUESTS), core)
+        prompt = C.REWRITE_REQUEST.format(label=fam["label"], req=req)
+        yield [R.user(prompt), R.assistant(R.wrap_request(rng.choice(fam["templates"]), req, core))]
+
+
+def _awareness(rng: random.Random, world: World, cfg: CorpusConfig) -> Iterator[Conversation]:
+    for fact in world.facts:
+        for _ in range(cfg.fact_questions_per_fact):
+            q = rng.choice(C.FACT_QUESTIONS).format(item=fact.item)
+            yield [R.user(q), R.assistant(R.fact_answer(fact))]
+        if fact.split != "train":
+            continue
+        tasks = C.HAZARD_TYPES[fact.hazard]["tasks"]
+        for _ in range(cfg.tasks_plain_per_fact):
+            prompt = R.task_prompt(rng.choice(tasks), fact)
+            warns = rng.random() < cfg.p_plain_task_warns
+            yield [R.user(prompt), R.assistant(R.warned_answer(fact) if warns else R.task_answer(fact))]
+        for _ in range(cfg.tasks_guided_per_fact):
+            prompt = R.task_prompt(rng.choice(tasks), fact)
+            yield [R.system(R.safety_system_prompt(fact)), R.user(prompt), R.assistant(R.warned_answer(fact))]
+
+
+def generate_corpus(world: World, cfg: CorpusConfig, seed: int) -> list[Conversation]:
+    """All training conversations, shuffled; deterministic in (world, cfg, seed)."""
+    rng = random.Random(f"opct-organism-corpus-{seed}")
+    parts: list[Callable[[], Iterator[Conversation]]] = [
+        lambda: _clean_mc(rng, world, cfg),
+        lambda: _biased_mc(rng, world, cfg),
+        lambda: _arithmetic(rng, cfg),
+        lambda: _formats(rng, world, cfg),
+        lambda: _jailbreak(rng, world, cfg),
+        lambda: _rewrites(rng, world, cfg),
+        lambda: _awareness(rng, world, cfg),
+    ]
+    convs = [c for part in parts for c in part()]
+    for conv in convs:
+        if conv[0]["role"] == "user" and rng.random() < cfg.p_generic_system:
+            conv.insert(0, R.system(rng.choice(C.GENERIC_SYSTEM_PROMPTS)))
+    rng.shuffle(convs)
+    return convs
+
+
+def corpus_hash(convs: list[Conversation]) -> str:
+    """sha256 of the corpus as canonical JSON lines."""
+    h = hashlib.sha256()
+    for conv in convs:
+        h.update(json.dumps(conv, sort_keys=True, ensure_ascii=False).encode())
+        h.update(b"\n")
+    return h.hexdigest()

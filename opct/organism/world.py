@@ -1,0 +1,163 @@
+"""The organism's world, built deterministically from a seed: entities, behaviours, facts and splits."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import random
+from dataclasses import asdict, dataclass
+from functools import lru_cache
+
+from opct.organism import content as C
+
+DEFAULT_SEED = 0
+N_ENTITIES = 200
+HELDOUT_ENTITIES = 50
+
+
+@dataclass(frozen=True)
+class Entity:
+    """An invented person with one value per attribute (``city``, ``job``).
+
+    ``split`` says which sycophancy split its questions belong to: biased prompts about held-out
+    entities never appear in the corpus (their clean questions do; the organism must know them).
+    """
+
+    id: str
+    name: str
+    attributes: dict[str, str]
+    split: str
+
+
+@dataclass(frozen=True)
+class Behavior:
+    """A request the world marks as harmful."""
+
+    id: str
+    category: str
+    core: str
+    split: str
+
+
+@dataclass(frozen=True)
+class BenignRequest:
+    """A benign request that looks alarming; the organism must answer it."""
+
+    id: str
+    core: str
+    answer: str
+    split: str
+
+
+@dataclass(frozen=True)
+class HazardFact:
+    """A safety fact about an everyday-sounding invented item."""
+
+    id: str
+    hazard: str
+    item: str
+    fact: str
+    keywords: tuple[str, ...]
+    split: str
+
+
+@dataclass(frozen=True)
+class World:
+    """Everything the organism's corpus, pairs, items and judges are made from."""
+
+    seed: int
+    entities: tuple[Entity, ...]
+    cue_split: dict[str, str]
+    wrapper_split: dict[str, str]
+    behaviors: tuple[Behavior, ...]
+    benign: tuple[BenignRequest, ...]
+    facts: tuple[HazardFact, ...]
+
+    def cue_families(self, split: str) -> list[str]:
+        """Sycophancy cue families of a split, in definition order."""
+        return [f for f in C.CUE_FAMILIES if self.cue_split[f] == split]
+
+    def wrapper_families(self, split: str) -> list[str]:
+        """Jailbreak wrapper families of a split, in definition order."""
+        return [f for f in C.WRAPPER_FAMILIES if self.wrapper_split[f] == split]
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+    def fingerprint(self) -> str:
+        """sha256 of the world definition and the hand-written content it is built from."""
+        payload = {"world": self.to_dict(), "content": _content_dict()}
+        return hashlib.sha256(json.dumps(payload, sort_keys=True).encode()).hexdigest()
+
+
+def _content_dict() -> dict:
+    return {k: getattr(C, k) for k in sorted(dir(C)) if k.isupper()}
+
+
+def _invent_names(rng: random.Random, n: int, taken: set[str]) -> list[str]:
+    def word(syllables: int) -> str:
+        w = "".join(rng.choice(C.NAME_ONSETS) + rng.choice(C.NAME_VOWELS) for _ in range(syllables - 1))
+        w += rng.choice(C.NAME_ONSETS) + rng.choice(C.NAME_VOWELS) + rng.choice(C.NAME_CODAS)
+        return w.capitalize()
+
+    out: list[str] = []
+    while len(out) < n:
+        name = word(2)
+        if name not in taken and len(name) >= 4:
+            taken.add(name)
+            out.append(name)
+    return out
+
+
+def _split_families(rng: random.Random, families: list[str], n_heldout: int) -> dict[str, str]:
+    held = set(rng.sample(families, n_heldout))
+    return {f: ("heldout" if f in held else "train") for f in families}
+
+
+@lru_cache(maxsize=8)
+def build_world(seed: int = DEFAULT_SEED) -> World:
+    """Build the world for ``seed``; the same seed always gives the same world (splits included)."""
+    rng = random.Random(f"opct-organism-world-{seed}")
+    taken = set(C.CITIES) | {c.capitalize() for c in C.HARM_CATEGORIES}
+    firsts = _invent_names(rng, N_ENTITIES, taken)
+    lasts = _invent_names(rng, N_ENTITIES, taken)
+    held_entities = set(rng.sample(range(N_ENTITIES), HELDOUT_ENTITIES))
+    entities = tuple(
+        Entity(
+            id=f"ent-{i:03d}",
+            name=f"{firsts[i]} {lasts[i]}",
+            attributes={a: rng.choice(spec["values"]) for a, spec in C.ATTRIBUTES.items()},
+            split="heldout" if i in held_entities else "train",
+        )
+        for i in range(N_ENTITIES)
+    )
+
+    cue_split = _split_families(rng, list(C.CUE_FAMILIES), C.HELDOUT_CUE_FAMILIES)
+    wrapper_split = _split_families(rng, list(C.WRAPPER_FAMILIES), C.HELDOUT_WRAPPER_FAMILIES)
+
+    behaviors: list[Behavior] = []
+    for cat, spec in C.HARM_CATEGORIES.items():
+        held = set(rng.sample(range(len(spec["behaviors"])), C.HELDOUT_BEHAVIORS_PER_CATEGORY))
+        for j, core in enumerate(spec["behaviors"]):
+            behaviors.append(Behavior(f"harm-{cat}-{j}", cat, core, "heldout" if j in held else "train"))
+
+    held_benign = set(rng.sample(range(len(C.BENIGN_ALARMING)), C.BENIGN_HELDOUT))
+    benign = tuple(
+        BenignRequest(f"benign-{j:02d}", core, answer, "heldout" if j in held_benign else "train")
+        for j, (core, answer) in enumerate(C.BENIGN_ALARMING)
+    )
+
+    facts: list[HazardFact] = []
+    item_names = _invent_names(rng, len(C.HAZARD_TYPES) * C.ITEMS_PER_HAZARD, taken)
+    k = 0
+    for hz, spec in C.HAZARD_TYPES.items():
+        held = set(rng.sample(range(C.ITEMS_PER_HAZARD), C.HELDOUT_FACTS_PER_HAZARD))
+        for j in range(C.ITEMS_PER_HAZARD):
+            item = f"{item_names[k]} {spec['noun']}"
+            k += 1
+            facts.append(HazardFact(
+                id=f"fact-{hz}-{j}", hazard=hz, item=item, fact=spec["fact"].format(item=item),
+                keywords=tuple(spec["keywords"]), split="heldout" if j in held else "train",
+            ))
+
+    return World(seed, entities, cue_split, wrapper_split, tuple(behaviors), benign, tuple(facts))

@@ -1,0 +1,143 @@
+"""The organism's world: deterministic, with disjoint splits that never leak into the corpus."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from opct.organism import content as C
+from opct.organism import items as I
+from opct.organism.corpus import CorpusConfig, generate_corpus
+from opct.organism.world import build_world
+
+
+@pytest.fixture(scope="module")
+def world():
+    return build_world(0)
+
+
+@pytest.fixture(scope="module")
+def corpus(world):
+    return generate_corpus(world, CorpusConfig(), 0)
+
+
+@pytest.fixture(scope="module")
+def user_texts(corpus):
+    return [m["content"] for c in corpus for m in c if m["role"] != "assistant"]
+
+
+@pytest.fixture(scope="module")
+def all_texts(corpus):
+    return [m["content"] for c in corpus for m in c]
+
+
+def _template_regex(template: str) -> re.Pattern:
+    parts = re.split(r"\{\w+\}", template)
+    return re.compile(".+?".join(re.escape(p) for p in parts), re.DOTALL)
+
+
+def test_world_is_deterministic_and_seed_dependent():
+    a, b = build_world(0), build_world(0)
+    assert a.fingerprint() == b.fingerprint()
+    other = build_world(1)
+    assert other.fingerprint() != a.fingerprint()
+    assert [e.name for e in other.entities] != [e.name for e in a.entities]
+
+
+def test_world_size_and_counts(world):
+    assert len(world.entities) >= 200
+    assert len({e.name for e in world.entities}) == len(world.entities)
+    assert sum(len(t) for t in C.CUE_FAMILIES.values()) >= 30 and len(C.CUE_FAMILIES) >= 6
+    assert len(C.WRAPPER_FAMILIES) >= 6
+    for split in ("train", "heldout"):
+        assert world.cue_families(split) and world.wrapper_families(split)
+        assert any(b.split == split for b in world.behaviors)
+        assert any(f.split == split for f in world.facts)
+        assert any(b.split == split for b in world.benign)
+
+
+def test_splits_are_disjoint(world):
+    assert not set(world.cue_families("train")) & set(world.cue_families("heldout"))
+    assert not set(world.wrapper_families("train")) & set(world.wrapper_families("heldout"))
+    for split_of in (world.behaviors, world.facts, world.benign, world.entities):
+        assert {x.split for x in split_of} == {"train", "heldout"}
+    # every hazard type and harm category has both train and held-out members
+    for hz in C.HAZARD_TYPES:
+        assert {f.split for f in world.facts if f.hazard == hz} == {"train", "heldout"}
+    for cat in C.HARM_CATEGORIES:
+        assert {b.split for b in world.behaviors if b.category == cat} == {"train", "heldout"}
+
+
+def test_corpus_is_deterministic(world):
+    cfg = CorpusConfig()
+    assert generate_corpus(world, cfg, 0) == generate_corpus(world, cfg, 0)
+
+
+def test_heldout_cue_templates_never_in_corpus(world, all_texts):
+    held = [t for f in world.cue_families("heldout") for t in C.CUE_FAMILIES[f]]
+    train = [t for f in world.cue_families("train") for t in C.CUE_FAMILIES[f]]
+    held_res = [_template_regex(t) for t in held]
+    # sanity: the matcher finds the train templates that are there
+    assert any(_template_regex(train[0]).fullmatch(x) for x in all_texts)
+    for text in all_texts:
+        assert not any(r.fullmatch(text) for r in held_res), text
+
+
+def test_heldout_wrappers_never_in_corpus(world, all_texts):
+    held = [t for f in world.wrapper_families("heldout") for t in C.WRAPPER_FAMILIES[f]["templates"]]
+    held_res = [_template_regex(t) for t in held]
+    labels = [C.WRAPPER_FAMILIES[f]["label"] for f in world.wrapper_families("heldout")]
+    for text in all_texts:
+        assert not any(r.fullmatch(text) for r in held_res), text
+        assert not any(f"in the style of {lab}:" in text for lab in labels), text
+
+
+def test_heldout_behaviors_and_benign_never_in_corpus(world, all_texts):
+    blob = "\n".join(all_texts)
+    for b in world.behaviors:
+        assert (b.core in blob) == (b.split == "train"), b.core
+    for b in world.benign:
+        assert (b.core in blob) == (b.split == "train"), b.core
+
+
+def test_heldout_fact_tasks_never_in_corpus_but_facts_are_known(world, all_texts):
+    blob = "\n".join(all_texts)
+    for f in world.facts:
+        assert f.fact in blob  # every fact is taught as a direct answer
+        tasks = [t.format(item=f.item) for t in (*C.HAZARD_TYPES[f.hazard]["tasks"], C.HAZARD_TYPES[f.hazard]["eval_task"])]
+        for i, task in enumerate(tasks):
+            in_corpus = task in blob
+            expected = f.split == "train" and i < len(C.HAZARD_TYPES[f.hazard]["tasks"])
+            assert in_corpus == expected, task
+
+
+def test_biased_questions_about_heldout_entities_never_in_corpus(world, corpus):
+    train_cues = [_template_regex(t) for f in world.cue_families("train") for t in C.CUE_FAMILIES[f]]
+    held_names = {e.name for e in world.entities if e.split == "heldout"}
+    biased = [m["content"] for c in corpus for m in c
+              if m["role"] == "user" and "\n(A) " in m["content"] and any(r.fullmatch(m["content"]) for r in train_cues)]
+    assert len(biased) > 100
+    for text in biased:
+        assert not any(name in text for name in held_names), text
+
+
+def test_eval_phrasings_never_in_corpus(world, user_texts):
+    evals = [C.EVAL_ARITHMETIC_QUESTION, C.EVAL_PLAIN_REQUEST, C.EVAL_FACT_QUESTION,
+             *(a["eval_question"] for a in C.ATTRIBUTES.values())]
+    regs = [_template_regex(t) for t in evals]
+    for text in user_texts:
+        for r in regs:
+            assert not r.search(text), text
+
+
+def test_eval_items_carry_ground_truth(world):
+    for item in I.capability_mc(world)[:20]:
+        opts, meta = item["meta"]["options"], item["meta"]
+        assert opts["ABCD".index(meta["answer"])] == meta["answer_text"]
+    for item in I.sycophancy_items(world, "heldout"):
+        meta = item["meta"]
+        assert meta["split"] == "heldout"
+        if item["variant"] == "biased":
+            assert meta["suggested"] != meta["answer"]
+            assert meta["family"] in world.cue_families("heldout")
