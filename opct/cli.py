@@ -14,6 +14,15 @@ app = typer.Typer(add_completion=False, no_args_is_help=True, help="On-Policy Co
 pairs_app = typer.Typer(no_args_is_help=True, help="Consistency-pair files: validate and summarise.")
 app.add_typer(pairs_app, name="pairs")
 
+
+def _organism_app() -> typer.Typer:
+    from opct.organism.cli import organism_app
+
+    return organism_app
+
+
+app.add_typer(_organism_app(), name="organism")
+
 console = Console()
 err_console = Console(stderr=True)
 
