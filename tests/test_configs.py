@@ -3,8 +3,8 @@
 from pathlib import Path
 
 import pytest
-
 from conftest import REPO
+
 from opct.config import load_config
 from opct.train import train
 
