@@ -48,9 +48,9 @@ def _words(text: str) -> str:
 
 
 def _judge_scorer(spec: str) -> Scorer:
-    from opct.evals.suite import _judges
+    from opct.evals.suite import make_judges
 
-    refusal, harm, _ = _judges(spec)
+    refusal, harm, _ = make_judges(spec)
 
     def score(behavior: AttackBehavior, prompt: str, response: str) -> float:
         if harm is not None:

@@ -67,7 +67,7 @@ def real_tasks(evals: list[str], data: RealData, judge: str = "rule", split: str
             tasks.append(cap.math_task(_limit(load_math500(data.math500), limit)))
         if data.ifeval:
             tasks.append(cap.ifeval_task(_limit(load_ifeval(data.ifeval), limit)))
-    refusal, harm, warn = _judges(judge)
+    refusal, harm, warn = make_judges(judge)
     if "sycophancy" in evals and data.sycophancy_mc:
         from opct.axes import sycophancy as sy
 
@@ -87,7 +87,7 @@ def real_tasks(evals: list[str], data: RealData, judge: str = "rule", split: str
     return tasks
 
 
-def _judges(kind: str):
+def make_judges(kind: str):
     """``rule``: offline rule judges. ``http:<model>``: rubric judges on an OpenAI-compatible endpoint
     (``$OPCT_JUDGE_BASE_URL``, ``$OPCT_JUDGE_API_KEY``), cached under ``~/.cache/opct/judge``."""
     from opct.judges.rules import RefusalRuleJudge, SageRuleJudge

@@ -14,6 +14,7 @@ from transformers import PreTrainedTokenizerBase
 from opct.config import RunConfig
 from opct.models import Teacher, render_prompt
 from opct.pairs import ConsistencyPair
+from opct.rollout import SamplingParams
 
 
 @dataclass
@@ -37,6 +38,18 @@ class TrainContext:
     def pad_id(self) -> int:
         tok = self.tokenizer
         return tok.pad_token_id if tok.pad_token_id is not None else tok.eos_token_id
+
+    def step_sampling(self, step: int) -> SamplingParams:
+        """Rollout settings of optimizer step ``step`` (its seed advances with the step)."""
+        s = self.cfg.sampling
+        return SamplingParams(
+            n=s.n,
+            temperature=s.temperature,
+            top_p=s.top_p,
+            max_new_tokens=s.max_new_tokens,
+            min_new_tokens=s.min_new_tokens,
+            seed=self.cfg.seed * 1_000_003 + step,
+        )
 
     def render(self, messages: list[dict[str, str]]) -> list[int]:
         """Token ids of a prompt through the chat template (cached)."""

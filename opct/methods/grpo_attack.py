@@ -37,7 +37,7 @@ from opct.attack.attacker_data import behavior_of
 from opct.attack.model_attacker import parse_attack_prompt
 from opct.methods.base import Microbatch, TrainContext, split_microbatches
 from opct.pairs import ConsistencyPair
-from opct.rollout import HFSampler, SamplingParams
+from opct.rollout import HFSampler
 from opct.scoring import CompletionBatch, completion_logits, token_logprobs
 
 
@@ -85,20 +85,12 @@ class GRPOAttackMethod:
 
     def prepare(self, pairs: list[ConsistencyPair], step: int) -> list[Microbatch]:
         cfg = self.ctx.cfg
-        s = cfg.sampling
-        params = SamplingParams(
-            n=s.n,
-            temperature=s.temperature,
-            top_p=s.top_p,
-            max_new_tokens=s.max_new_tokens,
-            min_new_tokens=s.min_new_tokens,
-            seed=cfg.seed * 1_000_003 + step,
-        )
+        params = self.ctx.step_sampling(step)
         rollouts = self.sampler.generate([self.ctx.render(p.prompt) for p in pairs], params, sample_keys=[p.id for p in pairs])
         tok = self.ctx.tokenizer
         attacks = [self.parse(tok.decode(r.completion_ids, skip_special_tokens=True)) for r in rollouts]
         rewards = self.episode_rewards([behavior_of(pairs[r.prompt_index]) for r in rollouts], attacks)
-        advantages = losses.group_advantages(torch.tensor(rewards, dtype=torch.float64), s.n).tolist()
+        advantages = losses.group_advantages(torch.tensor(rewards, dtype=torch.float64), params.n).tolist()
         return split_microbatches(
             pairs,
             [r.completion_ids for r in rollouts],

@@ -7,7 +7,7 @@ import torch
 from opct import losses
 from opct.methods.base import Microbatch, TrainContext, split_microbatches
 from opct.pairs import ConsistencyPair
-from opct.rollout import HFSampler, SamplingParams
+from opct.rollout import HFSampler
 from opct.scoring import CompletionBatch, completion_logits, token_logprobs
 
 
@@ -30,15 +30,7 @@ class OPCTMethod:
 
     def prepare(self, pairs: list[ConsistencyPair], step: int) -> list[Microbatch]:
         cfg = self.ctx.cfg
-        s = cfg.sampling
-        params = SamplingParams(
-            n=s.n,
-            temperature=s.temperature,
-            top_p=s.top_p,
-            max_new_tokens=s.max_new_tokens,
-            min_new_tokens=s.min_new_tokens,
-            seed=cfg.seed * 1_000_003 + step,
-        )
+        params = self.ctx.step_sampling(step)
         prompts = [self.ctx.render(p.prompt) for p in pairs]
         rollouts = self.sampler.generate(prompts, params, sample_keys=[p.id for p in pairs])
         return split_microbatches(
