@@ -283,7 +283,7 @@ def run_experiment(cfg: ExperimentConfig, show_progress: bool = True, log: Any =
 def _run_complete(run: RunConfig) -> bool:
     """A finished run whose manifest matches this configuration."""
     from opct.config import dump_config
-    from opct.train import _checkpoints, total_steps
+    from opct.train import list_checkpoints, total_steps
 
     manifest = run.run_dir / "manifest.json"
     if not manifest.exists():
@@ -291,5 +291,5 @@ def _run_complete(run: RunConfig) -> bool:
     old = json.loads(manifest.read_text(encoding="utf-8"))
     if old.get("config") != dump_config(run):
         return False
-    found = _checkpoints(run.run_dir)
+    found = list_checkpoints(run.run_dir)
     return bool(found) and found[-1][0] >= total_steps(run, int(old.get("num_pairs", 0)) or 1)

@@ -155,7 +155,7 @@ def _flatten(d: dict[str, Any], prefix: str = "") -> dict[str, Any]:
     return out
 
 
-def _checkpoints(run_dir: Path) -> list[tuple[int, Path]]:
+def list_checkpoints(run_dir: Path) -> list[tuple[int, Path]]:
     root = run_dir / "checkpoints"
     if not root.exists():
         return []
@@ -240,7 +240,7 @@ def _save_checkpoint(acc: Accelerator, run_dir: Path, step: int, keep: int) -> N
         write_json_atomic(tmp / "trainer_state.json", {"step": step})
         shutil.rmtree(final, ignore_errors=True)
         tmp.rename(final)
-        for _, old in _checkpoints(run_dir)[:-keep]:
+        for _, old in list_checkpoints(run_dir)[:-keep]:
             shutil.rmtree(old, ignore_errors=True)
     acc.wait_for_everyone()
 
@@ -306,7 +306,7 @@ def train(cfg: RunConfig, show_progress: bool = True) -> TrainResult:
     resume_from: tuple[int, Path] | None = None
     if (run_dir / "manifest.json").exists():
         _check_resumable(run_dir, cfg, teacher.fingerprint, data_hash)
-        found = _checkpoints(run_dir)
+        found = list_checkpoints(run_dir)
         resume_from = found[-1] if found else None
     acc.wait_for_everyone()
     if acc.is_main_process:
