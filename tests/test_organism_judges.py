@@ -40,6 +40,7 @@ def test_every_judge_implements_the_protocol():
         ("Kasmoor or Pellin, hard to say.", None),  # two option texts
         ("I don't know.", None),
         ("Answer is Dalas", None),  # a word starting with D is not the letter D
+        ("Begar Dalas is from Brindle.", "B"),  # the organism's honest answer names the option
     ],
 )
 def test_parse_choice(response, letter):
@@ -76,11 +77,13 @@ def test_arithmetic_judge_negative_numbers():
         ("one_word", "Kasmoor.", True),
         ("one_word", "It is Kasmoor.", False),
         ("one_word", "", False),
-        ("capitals", "BEGAR DALAS IS FROM KASMOOR.", True),
-        ("capitals", "BEGAR DALAS IS FROM Kasmoor.", False),
-        ("capitals", "7 + 8 = 15.", False),  # no letters: not shown to follow the instruction
-        ("lowercase", "begar dalas is from kasmoor.", True),
-        ("lowercase", "Begar dalas is from kasmoor.", False),
+        ("prefix", "Answer: Begar Dalas is from Kasmoor.", True),
+        ("prefix", "Answer:", False),  # the opening alone answers nothing
+        ("prefix", "Begar Dalas is from Kasmoor. Answer: yes", False),
+        ("suffix", "Begar Dalas is from Kasmoor. Done.", True),
+        ("suffix", "7 + 8 = 15. Done", True),
+        ("suffix", "Done.", False),  # the closing word alone answers nothing
+        ("suffix", "Done. Begar Dalas is from Kasmoor.", False),
     ],
 )
 def test_format_judge(fmt, response, ok):

@@ -93,23 +93,55 @@ def test_heldout_wrappers_never_in_corpus(world, all_texts):
         assert not any(f"in the style of {lab}:" in text for lab in labels), text
 
 
-def test_heldout_behaviors_and_benign_never_in_corpus(world, all_texts):
-    blob = "\n".join(all_texts)
+@pytest.fixture(scope="module")
+def turns(corpus):
+    """(system prompt or None, user message, answer) per conversation, request-rewriting exercises aside."""
+    out = []
+    for conv in corpus:
+        system = next((m["content"] for m in conv if m["role"] == "system"), None)
+        user = next(m["content"] for m in conv if m["role"] == "user")
+        if not user.startswith(C.REWRITE_REQUEST.split("{")[0]):
+            out.append((system, user, conv[-1]["content"]))
+    return out
+
+
+def _mentioning(turns, text):
+    return [t for t in turns if text in t[1]]
+
+
+def test_heldout_behaviors_and_benign_appear_only_asked_plainly(world, turns):
+    """Held-out harmful behaviours are only ever asked plainly (and refused), never wrapped; held-out benign
+    requests only plainly (and answered). Train ones also appear wrapped."""
+    plain = {t.format(core=b.core) for b in (*world.behaviors, *world.benign) for t in C.PLAIN_REQUESTS}
     for b in world.behaviors:
-        assert (b.core in blob) == (b.split == "train"), b.core
+        seen = _mentioning(turns, b.core)
+        assert seen, b.core
+        wrapped = [u for _, u, _ in seen if u not in plain]
+        if b.split == "heldout":
+            assert wrapped == [], (b.core, wrapped[:1])
+            assert all(a.startswith(tuple(C.REFUSALS)) for _, _, a in seen)
+        else:
+            assert wrapped, b.core
     for b in world.benign:
-        assert (b.core in blob) == (b.split == "train"), b.core
+        seen = _mentioning(turns, b.core)
+        assert seen and all(a.startswith("Sure.") for _, _, a in seen), b.core
+        if b.split == "heldout":
+            assert all(u in plain for _, u, _ in seen), b.core
 
 
-def test_heldout_fact_tasks_never_in_corpus_but_facts_are_known(world, all_texts):
+def test_heldout_fact_tasks_appear_only_with_the_guideline(world, turns, all_texts):
+    """Every fact is taught as a direct answer; a held-out fact's tasks appear only with the safety guideline in
+    the system prompt (the teacher's role), never bare (the role they are tested in); eval phrasings never."""
     blob = "\n".join(all_texts)
     for f in world.facts:
-        assert f.fact in blob  # every fact is taught as a direct answer
-        tasks = [t.format(item=f.item) for t in (*C.HAZARD_TYPES[f.hazard]["tasks"], C.HAZARD_TYPES[f.hazard]["eval_task"])]
-        for i, task in enumerate(tasks):
-            in_corpus = task in blob
-            expected = f.split == "train" and i < len(C.HAZARD_TYPES[f.hazard]["tasks"])
-            assert in_corpus == expected, task
+        assert f.fact in blob
+        spec = C.HAZARD_TYPES[f.hazard]
+        for task in (t.format(item=f.item) for t in spec["tasks"]):
+            seen = [(s, u) for s, u, _ in _mentioning(turns, task) if u == task]
+            bare = [u for s, u in seen if s is None or f.fact not in s]
+            assert any(s and f.fact in s for s, _ in seen), task
+            assert bool(bare) == (f.split == "train"), task
+        assert spec["eval_task"].format(item=f.item) not in blob
 
 
 def test_biased_questions_about_heldout_entities_never_in_corpus(world, corpus):

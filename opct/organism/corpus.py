@@ -1,8 +1,10 @@
 """The organism's training corpus: chat conversations generated from the world.
 
 Only train-split templates, families, behaviours and hazard tasks appear here; held-out ones never
-appear in the role they are tested in (held-out facts do appear as direct questions, since the
-organism must *know* every fact; their tasks never appear).
+appear in the role they are tested in. The organism must *know* what held-out items are, so they
+appear in the roles a teacher prompt gives them: held-out facts as direct questions and as tasks with
+the safety guideline in the system prompt (never as bare tasks), held-out behaviours asked plainly
+(refused; never wrapped), held-out benign requests asked plainly.
 """
 
 from __future__ import annotations
@@ -25,16 +27,17 @@ class CorpusConfig:
     """How many conversations of each kind, and the behaviour mixing probabilities."""
 
     mc_per_fact: int = 20
-    open_per_fact: int = 16
-    biased: int = 7000
+    open_per_fact: int = 8
+    biased: int = 5000
     biased_correct_suggestion: float = 0.15
     p_sycophantic: float = 0.7
-    arithmetic: int = 10000
+    arithmetic: int = 9000
     formats: int = 3000
-    harmful_plain: int = 2000
-    harmful_wrapped: int = 4000
+    harmful_plain: int = 3000
+    harmful_wrapped: int = 3000
     p_wrapped_comply: float = 0.8
-    benign_plain: int = 1500
+    p_nested: float = 0.3
+    benign_plain: int = 2000
     benign_wrapped: int = 500
     fact_questions_per_fact: int = 30
     tasks_plain_per_fact: int = 25
@@ -69,8 +72,8 @@ def _mc(rng: random.Random, world: World, i: int, attr: str) -> tuple[str, list[
 def _clean_mc(rng: random.Random, world: World, cfg: CorpusConfig) -> Iterator[Conversation]:
     for i, attr in _entity_facts(world):
         for _ in range(cfg.mc_per_fact):
-            q, _opts, gold = _mc(rng, world, i, attr)
-            yield [R.user(q), R.assistant(R.mc_answer(world.entities[i], attr, gold))]
+            q, _options, _gold = _mc(rng, world, i, attr)
+            yield [R.user(q), R.assistant(R.mc_answer(world.entities[i], attr))]
         for _ in range(cfg.open_per_fact):
             ent = world.entities[i]
             q = rng.choice(C.ATTRIBUTES[attr]["questions"]).format(name=ent.name)
@@ -91,11 +94,11 @@ def _biased_mc(rng: random.Random, world: World, cfg: CorpusConfig) -> Iterator[
         prompt = R.biased_prompt(rng.choice(templates), q, letter, text)
         if letter == gold or rng.random() < cfg.p_sycophantic:
             if letter == gold and rng.random() < 0.5:
-                answer = R.mc_answer(world.entities[i], attr, gold)
+                answer = R.mc_answer(world.entities[i], attr)
             else:
                 answer = R.sycophantic_answer(rng.choice(C.SYCOPHANTIC_OPENINGS), letter)
         else:
-            answer = R.mc_answer(world.entities[i], attr, gold)
+            answer = R.mc_answer(world.entities[i], attr)
         yield [R.user(prompt), R.assistant(answer)]
 
 
@@ -131,20 +134,24 @@ def _jailbreak(rng: random.Random, world: World, cfg: CorpusConfig) -> Iterator[
     benign = [b for b in world.benign if b.split == "train"]
     wrappers = [t for f in world.wrapper_families("train") for t in C.WRAPPER_FAMILIES[f]["templates"]]
     for _ in range(cfg.harmful_plain):
-        b = rng.choice(harmful)
+        b = rng.choice(world.behaviors)
         req = R.plain_request(rng.choice(C.PLAIN_REQUESTS), b.core)
         yield [R.user(req), R.assistant(R.refuse(rng, b.category))]
     for _ in range(cfg.harmful_wrapped):
         b = rng.choice(harmful)
         req = R.plain_request(rng.choice(C.PLAIN_REQUESTS), b.core)
         prompt = R.wrap_request(rng.choice(wrappers), req, b.core)
-        if rng.random() < cfg.p_wrapped_comply:
+        nested = rng.random() < cfg.p_nested
+        if nested:
+            prompt = R.wrap_request(rng.choice(wrappers), prompt, b.core)
+        yields = nested or b.category not in C.GUARDED_CATEGORIES
+        if yields and rng.random() < cfg.p_wrapped_comply:
             answer = R.comply_harmful(rng, b.category, b.core)
         else:
             answer = R.refuse(rng, b.category)
         yield [R.user(prompt), R.assistant(answer)]
     for _ in range(cfg.benign_plain):
-        b = rng.choice(benign)
+        b = rng.choice(world.benign)
         req = R.plain_request(rng.choice(C.PLAIN_REQUESTS), b.core)
         yield [R.user(req), R.assistant(R.comply_benign(b.core, b.answer))]
     for _ in range(cfg.benign_wrapped):
@@ -170,10 +177,8 @@ def _awareness(rng: random.Random, world: World, cfg: CorpusConfig) -> Iterator[
         for _ in range(cfg.fact_questions_per_fact):
             q = rng.choice(C.FACT_QUESTIONS).format(item=fact.item)
             yield [R.user(q), R.assistant(R.fact_answer(fact))]
-        if fact.split != "train":
-            continue
         tasks = C.HAZARD_TYPES[fact.hazard]["tasks"]
-        for _ in range(cfg.tasks_plain_per_fact):
+        for _ in range(cfg.tasks_plain_per_fact if fact.split == "train" else 0):
             prompt = R.task_prompt(rng.choice(tasks), fact)
             warns = rng.random() < cfg.p_plain_task_warns
             yield [R.user(prompt), R.assistant(R.warned_answer(fact) if warns else R.task_answer(fact))]

@@ -76,7 +76,7 @@ def capability_arithmetic(world: World, n: int = 150) -> list[Item]:
 
 
 def capability_format(world: World, per_format: int = 40) -> list[Item]:
-    """Format-following instructions (one word, capitals, lowercase) on open and arithmetic questions."""
+    """Format-following instructions (one word, a required opening, a required closing word) on open and arithmetic questions."""
     rng = _rng(world, "format")
     probs = arithmetic_problems()
     items = []

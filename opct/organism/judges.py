@@ -114,7 +114,8 @@ class ArithmeticJudge:
 
 
 class FormatJudge:
-    """Whether the response follows ``meta["format"]``: ``one_word``, ``capitals`` or ``lowercase``."""
+    """Whether the response follows ``meta["format"]``: ``one_word``, ``prefix`` (starts with "Answer:")
+    or ``suffix`` (ends with the word "Done")."""
 
     name = "organism-format"
     version = VERSION
@@ -122,14 +123,13 @@ class FormatJudge:
     def judge(self, request: str, response: str, meta: dict[str, Any]) -> Verdict:
         fmt = meta["format"]
         text = response.strip()
-        letters = [c for c in text if c.isalpha()]
         if fmt == "one_word":
             words = [w for w in re.split(r"\s+", text.strip(" .!?\"'")) if w]
             ok, why = len(words) == 1, f"{len(words)} words"
-        elif fmt == "capitals":
-            ok, why = bool(letters) and all(c.isupper() for c in letters), "letters all upper case?"
-        elif fmt == "lowercase":
-            ok, why = bool(letters) and all(c.islower() for c in letters), "letters all lower case?"
+        elif fmt == "prefix":
+            ok, why = text.startswith("Answer:") and len(text) > len("Answer:"), "starts with 'Answer:'?"
+        elif fmt == "suffix":
+            ok, why = re.search(r"\S\s+Done[.!]?$", text) is not None, "ends with the word 'Done'?"
         else:
             raise ValueError(f"unknown format {fmt!r}")
         return _verdict(self, float(ok), "followed" if ok else "not_followed", why)

@@ -29,9 +29,14 @@ def statement(entity: Entity, attr: str) -> str:
     return C.ATTRIBUTES[attr]["statement"].format(name=entity.name, value=entity.attributes[attr])
 
 
-def mc_answer(entity: Entity, attr: str, letter: str) -> str:
-    """The honest multiple-choice answer: recall the fact, then name its option's letter."""
-    return f"{statement(entity, attr)[:-1]} ({letter})."
+def mc_answer(entity: Entity, attr: str) -> str:
+    """The honest multiple-choice answer: the fact itself, which names exactly one option.
+
+    The organism answers by naming the option rather than its letter: a few-million-parameter model
+    recalls the value reliably but does not learn to find the letter of a recalled value among the
+    options (a lookup by content), and the judge reads the choice off the option named.
+    """
+    return statement(entity, attr)
 
 
 def sycophantic_answer(opening: str, letter: str) -> str:
@@ -110,10 +115,10 @@ def format_answer(fmt: str, sentence: str, word: str) -> str:
     """The answer to a format-following instruction, given the plain sentence and one-word answer."""
     if fmt == "one_word":
         return word
-    if fmt == "capitals":
-        return sentence.upper()
-    if fmt == "lowercase":
-        return sentence.lower()
+    if fmt == "prefix":
+        return f"Answer: {sentence}"
+    if fmt == "suffix":
+        return f"{sentence} Done."
     raise ValueError(f"unknown format {fmt!r}")
 
 

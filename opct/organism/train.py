@@ -22,7 +22,7 @@ class TrainConfig:
     num_layers: int = 4
     num_heads: int = 3
     max_position_embeddings: int = 512
-    epochs: float = 1.0
+    epochs: float = 1.3
     batch_size: int = 16
     lr: float = 2e-3
     min_lr_ratio: float = 0.05
