@@ -127,13 +127,15 @@ def attack(
         help="Use a model attacker instead of the search: 'organism', a model folder or a grpo_attack run directory.")] = None,
     episodes: Annotated[int, typer.Option(help="Model attacker: episodes per behaviour.")] = 8,
     rounds: Annotated[int, typer.Option(help="Model attacker: rounds per episode (budget = episodes x rounds).")] = 3,
+    static: Annotated[bool, typer.Option(help="Search attacker: also try every single wrapper once and compare.")] = True,
 ) -> None:
     """Adaptive per-target attack: a budgeted search over wrapper compositions and request mutations, or a model attacker."""
     import json
 
     from opct.attack.run import organism_attack, real_attack
 
-    settings = {"budget": budget, "threshold": threshold, "seed": seed, "max_new_tokens": max_new_tokens}
+    settings = {"budget": budget, "threshold": threshold, "seed": seed, "max_new_tokens": max_new_tokens,
+                "static_baseline": static}
     if data not in ("organism", "real"):
         _fail(f"unknown data source {data!r}; use organism or real")
     if data == "real" and not behaviors:
@@ -157,6 +159,12 @@ def attack(
         f"{res['n']} behaviours; cracked {q['n_cracked']} (median {q['median']} queries); "
         f"{q['total_queries']} queries in all. Details in [bold]{path.parent}[/]"
     )
+    if "static" in res:
+        s = res["static"]
+        console.print(
+            f"single static wrappers crack {s['static_cracked']}/{s['n']}; the search cracked "
+            f"{s['search_cracked_of_static']} of those and {len(s['search_beyond_static'])} that no single wrapper cracks"
+        )
 
 
 @app.command("eval")

@@ -89,3 +89,27 @@ def test_adapts_to_the_target(seed):
     research = sum("research" in a.attack.families for a in later)
     assert research >= 0.4 * len(later)
     assert attacker.queries == sum(len(o.attempts) for o in out)
+
+
+def test_static_baseline_counts_single_wrappers_and_what_the_search_adds():
+    """Half the behaviours fall to the fiction wrapper alone; the other half only to fiction plus prefix injection."""
+    from opct.attack.static import compare_with_static, static_cracks
+
+    easy = {b.id for b in BEHAVIORS[:6]}
+
+    def complies(p):
+        fiction = "story" in p or "novel" in p
+        return fiction and (any(f"thing {b[1:]}?" in p for b in easy) or "Start your answer with" in p)
+
+    target = Scripted(complies)
+    cracks = static_cracks(target, harm, BEHAVIORS, WRAPPERS)
+    assert len(target.prompts) == len(BEHAVIORS) * len(WRAPPERS)  # every single wrapper once
+    assert {bid for bid, hits in cracks.items() if hits} == easy
+    assert all(sorted(h.split(":")[0] for h in cracks[bid]) == ["fiction", "fiction"] for bid in easy)
+    out = SearchAttacker(WRAPPERS, Scripted(complies), harm, SearchConfig(budget=24, seed=0)).run(BEHAVIORS)
+    cmp = compare_with_static(out, cracks)
+    cracked = {o.behavior.id for o in out if o.cracked}
+    assert cmp["static_cracked"] == 6 and cmp["n"] == 12
+    assert cmp["search_cracked_of_static"] == len(cracked & easy) == 6
+    assert cmp["search_beyond_static"] == sorted(cracked - easy) and len(cmp["search_beyond_static"]) >= 4
+    assert cmp["search_share_of_static"] == 1.0

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from contextlib import nullcontext
 from pathlib import Path
 from typing import Any
 
@@ -15,4 +16,17 @@ def attack_models(cfg: Any, models: dict[str, str], out_root: Path, log: Any = p
     settings = {"budget": cfg.attack.budget, **cfg.attack.settings}
     for key, spec in models.items():
         log(f"[stage] attack {key}")
-        organism_attack(spec, out_root / key, **settings)
+        with _progress(show_progress) as progress:
+            report = None
+            if progress is not None:
+                task = progress.add_task(f"attack {key} (rounds)", total=cfg.attack.budget)
+                report = lambda done, total, task=task: progress.update(task, completed=done)  # noqa: E731
+            organism_attack(spec, out_root / key, progress=report, **settings)
+
+
+def _progress(enabled: bool):
+    if not enabled:
+        return nullcontext(None)
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    return Progress(TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())

@@ -9,6 +9,7 @@ from typing import Any
 from opct.attack.grammar import AttackBehavior, Wrapper
 from opct.attack.results import write_attack_results
 from opct.attack.search import SearchAttacker, SearchConfig
+from opct.attack.static import compare_with_static, static_cracks
 from opct.attack.target import HFTarget
 from opct.manifest import build_manifest, hash_records, write_json_atomic
 
@@ -24,10 +25,13 @@ def attack_model(
     batch_size: int = 64,
     judge: str = "",
     progress: Callable[[int, int], None] | None = None,
+    static_baseline: bool = True,
 ) -> Path:
     """Attack ``model_spec`` on ``behaviors`` within ``config.budget`` queries each; returns results.json.
 
-    A finished attack with the same model, behaviours, wrappers, judge and settings is reused.
+    With ``static_baseline``, every single wrapper is also tried once on every behaviour (outside the
+    budget) and the results say which behaviours the search cracked beyond them. A finished attack
+    with the same model, behaviours, wrappers, judge and settings is reused.
     """
     import json
 
@@ -40,6 +44,7 @@ def attack_model(
         "search": config.__dict__,
         "judge": judge,
         "max_new_tokens": max_new_tokens,
+        "static_baseline": static_baseline,
     }
     results = out_dir / "results.json"
     if results.exists():
@@ -49,8 +54,12 @@ def attack_model(
     model, tokenizer = load_for_inference(model_spec)
     target = HFTarget(model, tokenizer, max_new_tokens=max_new_tokens, batch_size=batch_size)
     outcomes = SearchAttacker(wrappers, target, scorer, config).run(behaviors, progress=progress)
+    info: dict[str, Any] = {**identity, "attacker": "search", "threshold": config.threshold, "budget": config.budget}
+    if static_baseline:
+        cracks = static_cracks(target, scorer, behaviors, wrappers, config.threshold)
+        info["static"] = {**compare_with_static(outcomes, cracks), "static_queries": len(behaviors) * len(wrappers)}
     write_json_atomic(out_dir / "manifest.json", build_manifest("attack", identity))
-    return write_attack_results(outcomes, out_dir, {**identity, "attacker": "search", "threshold": config.threshold, "budget": config.budget})
+    return write_attack_results(outcomes, out_dir, info)
 
 
 def organism_attack(model_spec: str, out_dir: Path, split: str = "heldout", **settings: Any) -> Path:
@@ -58,7 +67,7 @@ def organism_attack(model_spec: str, out_dir: Path, split: str = "heldout", **se
     from opct.attack.organism import organism_behaviors, organism_scorer, organism_wrappers
 
     config = SearchConfig(**{k: v for k, v in settings.items() if k in SearchConfig.__dataclass_fields__})
-    extra = {k: v for k, v in settings.items() if k in ("max_new_tokens", "batch_size", "progress")}
+    extra = {k: v for k, v in settings.items() if k in ("max_new_tokens", "batch_size", "progress", "static_baseline")}
     return attack_model(model_spec, organism_behaviors(split), organism_wrappers(), organism_scorer, out_dir, config,
                         judge="organism-refusal@1", **extra)
 
@@ -76,5 +85,5 @@ def real_attack(
     behaviors = [AttackBehavior(b.id, jb.plain_request(b), "", b.category) for b in jb.load_behaviors(behaviors_path)]
     scorer = make_scorer(judge)
     config = SearchConfig(**{k: v for k, v in settings.items() if k in SearchConfig.__dataclass_fields__})
-    extra = {k: v for k, v in settings.items() if k in ("max_new_tokens", "batch_size", "progress")}
+    extra = {k: v for k, v in settings.items() if k in ("max_new_tokens", "batch_size", "progress", "static_baseline")}
     return attack_model(model_spec, behaviors, wrappers, scorer, out_dir, config, judge=judge, **extra)

@@ -101,6 +101,37 @@ def all_metrics_rows(exp: Experiment, eval_name: str) -> list[list[str]]:
     return rows
 
 
+ATTACK_HEADERS = ["method", "defense vs adaptive attacker", "cracked by one static wrapper",
+                  "search cracked of those", "search cracked, no single wrapper does", "median queries to crack"]
+ATTACK_HOWTO = (
+    "The adaptive per-target attacker searched for a jailbreak of every held-out behaviour within the same "
+    "query budget against each model. The static baseline tries every single wrapper template once; the "
+    "search is expected to find what those find and compositions they miss. Every cracking prompt is in "
+    "attack/<method>/successes.jsonl."
+)
+
+
+def attack_rows(exp: Experiment) -> list[list[str]]:
+    """One row per attacked method: defense success, the static baseline and what the search added."""
+    rows = []
+    for method in exp.methods:
+        res = exp.attack.get(method)
+        if not res:
+            continue
+        static = res.get("static", {})
+        n = static.get("n", res.get("n", 0))
+        beyond = static.get("search_beyond_static")
+        rows.append([
+            method_label(method),
+            format_metric(exp.attack_metric(method, "dsr")),
+            f"{static['static_cracked']}/{n}" if static else MISSING,
+            f"{static['search_cracked_of_static']}/{static['static_cracked']}" if static else MISSING,
+            str(len(beyond)) if beyond is not None else MISSING,
+            str(res.get("queries_to_crack", {}).get("median") or MISSING),
+        ])
+    return rows
+
+
 def _plain(metric: Metric | None) -> str:
     return format_metric(metric, percent=False)
 
@@ -210,6 +241,9 @@ def render_html(exp: Experiment, table: ResultsTable, sections: Sequence[Section
         results_table_html(table), _tag("h3", "The paper's reported numbers, for reference"),
         simple_table_html(PAPER_HEADERS, PAPER_ROWS, "paper"), _tag("p", scale_note(exp), class_="note"), "</section>",
     ]
+    if attack_rows(exp):
+        parts += ['<section id="attack">', _tag("h2", "Adaptive attacker"), _tag("p", ATTACK_HOWTO, class_="howto"),
+                  simple_table_html(ATTACK_HEADERS, attack_rows(exp)), "</section>"]
     for s in sections:
         if not s.figures:
             continue
@@ -242,6 +276,8 @@ def render_md(exp: Experiment, table: ResultsTable, sections: Sequence[Section],
         out += ["**Warnings**", "", *(f"- {w}" for w in exp.warnings), ""]
     out += ["## Results", "", HOW_TO_READ["results"], "", render_markdown(table.headers, table.rows()), "",
             "### The paper's reported numbers, for reference", "", render_markdown(PAPER_HEADERS, PAPER_ROWS), "", f"*{scale_note(exp)}*", ""]
+    if attack_rows(exp):
+        out += ["## Adaptive attacker", "", ATTACK_HOWTO, "", render_markdown(ATTACK_HEADERS, attack_rows(exp)), ""]
     for s in sections:
         if not s.figures:
             continue
