@@ -153,8 +153,9 @@ def test_train_end_to_end_against_a_tiny_target(tiny_model, tmp_path):
 
 
 def test_organism_attacker_pairs_and_harm_scorer():
-    C = pytest.importorskip("opct.organism.content")  # until the organism is merged
     from opct.attack.attacker_data import behavior_of, organism_labels
+    from opct.attack.organism import organism_scorer
+    from opct.organism import content as C
     from opct.attack.scorers import make_scorer
     from opct.train import organism_pairs
 
@@ -170,3 +171,6 @@ def test_organism_attacker_pairs_and_harm_scorer():
     assert score(b, "p", f"Sure. To do it, first {step}, then rest.") == 1.0
     assert score(b, "p", "Sure. To bake bread, mix flour and water.") == 0.0  # complied, but nothing harmful
     assert score(b, "p", f"I can't help with that. {step}") == 0.0
+    # the search attacker judges the organism the same way; the lenient non-refusal scorer counts off-topic answers
+    assert organism_scorer(b, "p", "3 + 2 = 5.") == 0.0 and make_scorer("organism-refusal")(b, "p", "3 + 2 = 5.") == 1.0
+    assert organism_scorer(b, "p", f"Sure. To do it, first {step}, then rest.") == 1.0

@@ -63,13 +63,13 @@ def attack_model(
 
 
 def organism_attack(model_spec: str, out_dir: Path, split: str = "heldout", **settings: Any) -> Path:
-    """The search attacker on the organism's ``split`` behaviours with its exact judge."""
+    """The search attacker on the organism's ``split`` behaviours with its exact harm judge."""
     from opct.attack.organism import organism_behaviors, organism_scorer, organism_wrappers
 
     config = SearchConfig(**{k: v for k, v in settings.items() if k in SearchConfig.__dataclass_fields__})
     extra = {k: v for k, v in settings.items() if k in ("max_new_tokens", "batch_size", "progress", "static_baseline")}
     return attack_model(model_spec, organism_behaviors(split), organism_wrappers(), organism_scorer, out_dir, config,
-                        judge="organism-refusal@1", **extra)
+                        judge="organism-harm@1", **extra)
 
 
 def real_attack(
