@@ -155,8 +155,8 @@ def test_train_end_to_end_against_a_tiny_target(tiny_model, tmp_path):
 def test_organism_attacker_pairs_and_harm_scorer():
     from opct.attack.attacker_data import behavior_of, organism_labels
     from opct.attack.organism import organism_scorer
-    from opct.organism import content as C
     from opct.attack.scorers import make_scorer
+    from opct.organism import content as C
     from opct.train import organism_pairs
 
     pairs = organism_pairs("organism:attacker:train")
