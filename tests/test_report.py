@@ -154,3 +154,17 @@ def test_html_opens_in_headless_chromium(report: tuple[Path, Path, Path], tmp_pa
     assert run.returncode == 0, run.stderr[-2000:]
     assert _png_size(shot) == (1280, 2400)
     assert shot.stat().st_size > 100_000  # a blank page compresses to a few kB
+
+
+def test_attack_section_reports_the_static_baseline_and_what_the_search_added(report: tuple[Path, Path, Path]) -> None:
+    exp, html, md = report
+    text = md.read_text(encoding="utf-8")
+    section = text.split("## Adaptive attacker", 1)[1].split("\n## ", 1)[0]
+    rows = {line.split("|")[1].strip(): [c.strip() for c in line.split("|")[2:-1]] for line in section.splitlines()
+            if line.startswith("| ") and not line.startswith("| method")}
+    assert set(rows) == {"BCT", "OPCT"}  # no attack against base
+    dsr = json.loads((exp / "attack" / "bct" / "results.json").read_text())["metrics"]["dsr"]
+    assert rows["BCT"][0].startswith(f"{dsr['value'] * 100:.1f}% [")
+    assert rows["BCT"][1:] == ["30/100", "28/30", "12", "12.0"]
+    assert rows["OPCT"][1:4] == [MISSING] * 3  # no static baseline recorded for OPCT
+    assert 'id="attack"' in html.read_text(encoding="utf-8")

@@ -111,7 +111,11 @@ def make_experiment(root: str | Path, steps: int = 60, with_attack: bool = True,
             path.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
             if with_attack:
                 adaptive = dsr * 0.9
-                _write(root / "attack" / method / "results.json", {"metrics": {
+                attack = {"n": 100, "metrics": {
                     "dsr": estimate(round(adaptive, 4), 100), "asr": estimate(round(1 - adaptive, 4), 100),
-                    "asr/persona": estimate(1 - adaptive, 50), "queries_to_crack_median": {"value": 12.0, "n": 100}}})
+                    "asr/persona": estimate(1 - adaptive, 50)}, "queries_to_crack": {"median": 12.0, "n_cracked": 40}}
+                if method == "bct":  # the static single-wrapper baseline was run beside the search for BCT only
+                    attack["static"] = {"n": 100, "static_cracked": 30, "search_cracked_of_static": 28,
+                                        "search_beyond_static": [f"b{i}" for i in range(12)]}
+                _write(root / "attack" / method / "results.json", attack)
     return root
