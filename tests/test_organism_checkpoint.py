@@ -12,8 +12,8 @@ from opct.organism import items as I
 from opct.organism.check import generate_responses
 from opct.organism.judges import JUDGES
 from opct.organism.recipe import read_recipe, verify_checkpoint
-from opct.organism.sampling import SamplingParams
 from opct.organism.world import build_world
+from opct.rollout import SamplingParams
 
 
 @pytest.fixture(scope="module")

@@ -15,7 +15,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import asdict
 
-from opct.attack.grammar import AttackBehavior
+from opct.attack.grammar import AttackBehavior, behaviors_from_file
 from opct.attack.model_attacker import AttackerPrompt, AttackRequest, RedTeamPrompt, RewritePrompt
 from opct.pairs import ConsistencyPair
 
@@ -69,7 +69,6 @@ def organism_attacker_pairs(split: str) -> list[ConsistencyPair]:
 
 def file_attacker_pairs(path: str) -> list[ConsistencyPair]:
     """``attacker:<file>``: the red-team instruction for each behaviour of a real behaviours file."""
-    from opct.axes import jailbreak as jb
 
-    behaviors = [AttackBehavior(b.id, jb.plain_request(b), "", b.category) for b in jb.load_behaviors(path)]
+    behaviors = behaviors_from_file(path)
     return behavior_pairs(behaviors, RedTeamPrompt(), tag="attack")

@@ -22,6 +22,13 @@ class AttackBehavior:
     category: str = ""
 
 
+def behaviors_from_file(path: str) -> list[AttackBehavior]:
+    """Harmful behaviours of a real file (AdvBench / HarmBench CSV, JSONL, text) as bare requests."""
+    from opct.axes import jailbreak as jb
+
+    return [AttackBehavior(b.id, jb.plain_request(b), "", b.category) for b in jb.load_behaviors(path)]
+
+
 @dataclass(frozen=True)
 class Wrapper:
     """One jailbreak template of a family; ``render(request, core)`` returns the wrapped text."""

@@ -12,7 +12,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from opct.attack.grammar import AttackBehavior
+from opct.attack.grammar import AttackBehavior, behaviors_from_file
 from opct.attack.model_attacker import AttackerPrompt, HFAttacker, ModelAttackRunner
 from opct.attack.results import write_attack_results
 from opct.attack.search import Scorer
@@ -81,7 +81,6 @@ def real_model_attack(attacker_spec: str, target_spec: str, behaviors_path: str,
     """A real attacker model (PAIR-style red-team prompt) against a real target on a behaviours file."""
     from opct.attack.model_attacker import RedTeamPrompt
     from opct.attack.scorers import make_scorer
-    from opct.axes import jailbreak as jb
 
-    behaviors = [AttackBehavior(b.id, jb.plain_request(b), "", b.category) for b in jb.load_behaviors(behaviors_path)]
+    behaviors = behaviors_from_file(behaviors_path)
     return model_attack(attacker_spec, target_spec, behaviors, RedTeamPrompt(), make_scorer(judge), out_dir, judge=judge, **settings)

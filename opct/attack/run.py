@@ -6,7 +6,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from opct.attack.grammar import AttackBehavior, Wrapper
+from opct.attack.grammar import AttackBehavior, Wrapper, behaviors_from_file
 from opct.attack.results import write_attack_results
 from opct.attack.search import SearchAttacker, SearchConfig
 from opct.attack.static import compare_with_static, static_cracks
@@ -62,12 +62,18 @@ def attack_model(
     return write_attack_results(outcomes, out_dir, info)
 
 
+def _split_settings(settings: dict[str, Any]) -> tuple[SearchConfig, dict[str, Any]]:
+    """Flat attack settings -> the search's config and :func:`attack_model`'s keyword arguments."""
+    config = SearchConfig(**{k: v for k, v in settings.items() if k in SearchConfig.__dataclass_fields__})
+    extra = {k: v for k, v in settings.items() if k in ("max_new_tokens", "batch_size", "progress", "static_baseline")}
+    return config, extra
+
+
 def organism_attack(model_spec: str, out_dir: Path, split: str = "heldout", **settings: Any) -> Path:
     """The search attacker on the organism's ``split`` behaviours with its exact harm judge."""
     from opct.attack.organism import organism_behaviors, organism_scorer, organism_wrappers
 
-    config = SearchConfig(**{k: v for k, v in settings.items() if k in SearchConfig.__dataclass_fields__})
-    extra = {k: v for k, v in settings.items() if k in ("max_new_tokens", "batch_size", "progress", "static_baseline")}
+    config, extra = _split_settings(settings)
     return attack_model(model_spec, organism_behaviors(split), organism_wrappers(), organism_scorer, out_dir, config,
                         judge="organism-harm@1", **extra)
 
@@ -82,8 +88,7 @@ def real_attack(
 
     templates = jb.load_wrappers(wrappers_path) if wrappers_path else jb.wrappers()
     wrappers = wrappers_from_templates([(t.family, t.text) for t in templates])
-    behaviors = [AttackBehavior(b.id, jb.plain_request(b), "", b.category) for b in jb.load_behaviors(behaviors_path)]
+    behaviors = behaviors_from_file(behaviors_path)
     scorer = make_scorer(judge)
-    config = SearchConfig(**{k: v for k, v in settings.items() if k in SearchConfig.__dataclass_fields__})
-    extra = {k: v for k, v in settings.items() if k in ("max_new_tokens", "batch_size", "progress", "static_baseline")}
+    config, extra = _split_settings(settings)
     return attack_model(model_spec, behaviors, wrappers, scorer, out_dir, config, judge=judge, **extra)

@@ -120,6 +120,21 @@ def split_microbatches(
     return out
 
 
+def rollout_microbatches(
+    pairs: list[ConsistencyPair], rollouts: list[Any], sequences_per_micro: int, **per_sequence: list[Any] | None
+) -> list[Microbatch]:
+    """:func:`split_microbatches` of sampled rollouts, carrying their sampler log-probs and truncation flags."""
+    return split_microbatches(
+        pairs,
+        [r.completion_ids for r in rollouts],
+        [r.prompt_index for r in rollouts],
+        sequences_per_micro,
+        sampler_logprobs=[r.logprobs for r in rollouts],
+        truncated=[r.truncated for r in rollouts],
+        **per_sequence,
+    )
+
+
 def _make_micro(pairs, completions, pair_of, idx, per_sequence) -> Microbatch:
     local_pairs: dict[int, int] = {}
     for i in idx:

@@ -35,7 +35,7 @@ import torch
 from opct import losses
 from opct.attack.attacker_data import behavior_of
 from opct.attack.model_attacker import parse_attack_prompt
-from opct.methods.base import Microbatch, TrainContext, split_microbatches
+from opct.methods.base import Microbatch, TrainContext, rollout_microbatches
 from opct.pairs import ConsistencyPair
 from opct.rollout import HFSampler
 from opct.scoring import CompletionBatch, completion_logits, token_logprobs
@@ -91,16 +91,7 @@ class GRPOAttackMethod:
         attacks = [self.parse(tok.decode(r.completion_ids, skip_special_tokens=True)) for r in rollouts]
         rewards = self.episode_rewards([behavior_of(pairs[r.prompt_index]) for r in rollouts], attacks)
         advantages = losses.group_advantages(torch.tensor(rewards, dtype=torch.float64), params.n).tolist()
-        return split_microbatches(
-            pairs,
-            [r.completion_ids for r in rollouts],
-            [r.prompt_index for r in rollouts],
-            cfg.train.micro_batch_size,
-            sampler_logprobs=[r.logprobs for r in rollouts],
-            truncated=[r.truncated for r in rollouts],
-            advantages=advantages,
-            rewards=rewards,
-        )
+        return rollout_microbatches(pairs, rollouts, cfg.train.micro_batch_size, advantages=advantages, rewards=rewards)
 
     def episode_rewards(self, behaviors: list, attacks: list[str | None]) -> list[float]:
         """One round per episode: query the target with every non-empty attack and score it (empty = 0)."""

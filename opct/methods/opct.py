@@ -5,7 +5,7 @@ from __future__ import annotations
 import torch
 
 from opct import losses
-from opct.methods.base import Microbatch, TrainContext, split_microbatches
+from opct.methods.base import Microbatch, TrainContext, rollout_microbatches
 from opct.pairs import ConsistencyPair
 from opct.rollout import HFSampler
 from opct.scoring import CompletionBatch, completion_logits, token_logprobs
@@ -33,14 +33,7 @@ class OPCTMethod:
         params = self.ctx.step_sampling(step)
         prompts = [self.ctx.render(p.prompt) for p in pairs]
         rollouts = self.sampler.generate(prompts, params, sample_keys=[p.id for p in pairs])
-        return split_microbatches(
-            pairs,
-            [r.completion_ids for r in rollouts],
-            [r.prompt_index for r in rollouts],
-            cfg.train.micro_batch_size,
-            sampler_logprobs=[r.logprobs for r in rollouts],
-            truncated=[r.truncated for r in rollouts],
-        )
+        return rollout_microbatches(pairs, rollouts, cfg.train.micro_batch_size)
 
     def _batch(self, mb: Microbatch, side: str) -> CompletionBatch:
         prompts = [self.ctx.render(getattr(p, side)) for p in mb.pairs]

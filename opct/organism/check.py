@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import math
 import random
 import time
 from collections.abc import Callable
@@ -13,25 +12,16 @@ from typing import Any
 import torch
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
+from opct.metrics import wilson_interval
+from opct.models import render_prompt
 from opct.organism import checkpoint_path
 from opct.organism import items as I
 from opct.organism.judges import JUDGES
 from opct.organism.recipe import read_recipe
-from opct.organism.sampling import HFSampler, SamplingParams, render_prompt
 from opct.organism.world import World, build_world
+from opct.rollout import HFSampler, SamplingParams
 
 MAX_NEW_TOKENS = 48
-
-
-def wilson(k: float, n: int, z: float = 1.96) -> tuple[float, float]:
-    """95% Wilson score interval for k successes out of n."""
-    if n == 0:
-        return (0.0, 1.0)
-    p = k / n
-    denom = 1 + z * z / n
-    centre = (p + z * z / (2 * n)) / denom
-    half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / denom
-    return (max(0.0, centre - half), min(1.0, centre + half))
 
 
 @dataclass(frozen=True)
@@ -152,7 +142,7 @@ def run_check(checkpoint: str | Path | None = None, samples: int = 4, scale: flo
         row: dict[str, Any] = {"name": c.name, "required": f"{c.op} {c.threshold:.0%}", "examples": examples[c.name]}
         for mode, (k, n) in stats[c.name].items():
             rate = k / n if n else float("nan")
-            lo, hi = wilson(k, n)
+            lo, hi = wilson_interval(k, n)
             row[mode] = {"rate": rate, "ci_low": lo, "ci_high": hi, "n": n, "pass": c.passes(rate)}
         rows.append(row)
     passed = all(r[m]["pass"] for r in rows for m in modes)
