@@ -75,6 +75,24 @@ class Microbatch:
     def num_tokens(self) -> int:
         return sum(len(c) for c in self.completions)
 
+    def sampler_logprob_tensor(self, like: torch.Tensor) -> torch.Tensor:
+        """The sampler's recorded log-probs as a ``[sequences, length]`` tensor shaped like ``like`` (0 beyond each)."""
+        out = torch.zeros_like(like)
+        for i, lp in enumerate(self.sampler_logprobs or []):
+            out[i, : len(lp)] = torch.tensor(lp, dtype=out.dtype)
+        return out
+
+    def sampled_stats(
+        self, student_lp: torch.Tensor, sampler_lp: torch.Tensor, reference_lp: torch.Tensor, mask: torch.Tensor
+    ) -> dict[str, float]:
+        """Summed statistics of on-policy samples: KL from sampler to reference, ratio drift, counts."""
+        return {
+            "kl_sum": ((sampler_lp - reference_lp) * mask).sum().item(),
+            "ratio_dev_sum": ((student_lp.detach() - sampler_lp).abs() * mask).sum().item(),
+            "sequences": float(len(self.completions)),
+            "truncated": float(sum(self.truncated or [])),
+        }
+
 
 class Method(Protocol):
     """A training method: how a step's data becomes microbatches, and a microbatch's loss."""

@@ -118,9 +118,7 @@ class GRPOAttackMethod:
             del ref_logits
         student_lp = token_logprobs(completion_logits(ctx.model, batch, ctx.pad_id, share), targets, chunk) * mask
         maskf = mask.to(student_lp.dtype)
-        sampler_lp = torch.zeros_like(student_lp)
-        for i, lp in enumerate(mb.sampler_logprobs or []):
-            sampler_lp[i, : len(lp)] = torch.tensor(lp, dtype=sampler_lp.dtype)
+        sampler_lp = mb.sampler_logprob_tensor(student_lp)
         adv = torch.tensor(mb.advantages or [0.0] * len(mb.completions), dtype=student_lp.dtype, device=student_lp.device)
         per_token_adv = adv[:, None] * maskf
         if a.kl_estimator == "log_ratio":
@@ -132,10 +130,7 @@ class GRPOAttackMethod:
             per_token = per_token + a.kl_beta * losses.k3_kl(student_lp, ref_lp, maskf)
         rewards = mb.rewards or []
         stats = {
-            "kl_sum": ((sampler_lp - ref_lp) * maskf).sum().item(),
-            "ratio_dev_sum": ((student_lp.detach() - sampler_lp).abs() * maskf).sum().item(),
-            "sequences": float(len(mb.completions)),
-            "truncated": float(sum(mb.truncated or [])),
+            **mb.sampled_stats(student_lp, sampler_lp, ref_lp, maskf),
             "mean:reward": float(sum(rewards)),
             "mean:crack_rate": float(sum(r >= a.threshold for r in rewards)),
             "mean:zero_advantage": float(sum(abs(x) < 1e-12 for x in (mb.advantages or []))),

@@ -54,9 +54,7 @@ class OPCTMethod:
                 del teacher_logits
         student_logits = completion_logits(ctx.model, student_batch, ctx.pad_id, share)
         student_lp = token_logprobs(student_logits, targets, chunk) * mask
-        sampler_lp = torch.zeros_like(student_lp)
-        for i, lp in enumerate(mb.sampler_logprobs or []):
-            sampler_lp[i, : len(lp)] = torch.tensor(lp, dtype=sampler_lp.dtype)
+        sampler_lp = mb.sampler_logprob_tensor(student_lp)
         maskf = mask.to(student_lp.dtype)
         if cfg.loss.kind == "sampled":
             per_token = losses.sampled_token_loss(
@@ -75,11 +73,4 @@ class OPCTMethod:
             per_token = losses.full_divergence(
                 student_logits, teacher_logits, mask, cfg.loss.divergence, cfg.loss.jsd_beta, chunk
             )
-        kl = ((sampler_lp - teacher_lp) * maskf).sum().item()
-        stats = {
-            "kl_sum": kl,
-            "ratio_dev_sum": ((student_lp.detach() - sampler_lp).abs() * maskf).sum().item(),
-            "sequences": float(len(mb.completions)),
-            "truncated": float(sum(mb.truncated or [])),
-        }
-        return per_token.sum(), stats
+        return per_token.sum(), mb.sampled_stats(student_lp, sampler_lp, teacher_lp, maskf)
