@@ -10,10 +10,9 @@ from pathlib import Path
 from typing import Any
 
 import torch
-from transformers import AutoModelForCausalLM, AutoTokenizer
 
 from opct.metrics import wilson_interval
-from opct.models import render_prompt
+from opct.models import load_for_inference, render_prompt
 from opct.organism import checkpoint_path
 from opct.organism import items as I
 from opct.organism.judges import JUDGES
@@ -89,9 +88,7 @@ def load_organism(path: str | Path | None = None):
     path = Path(path) if path is not None else checkpoint_path()
     if not (path / "config.json").exists():
         raise FileNotFoundError(f"no organism checkpoint in {path}; build one with `opct organism build`")
-    model = AutoModelForCausalLM.from_pretrained(path, dtype=torch.float32)
-    model.eval()
-    return model, AutoTokenizer.from_pretrained(path)
+    return load_for_inference(str(path))
 
 
 def generate_responses(model, tokenizer, prompts: list[list[dict]], params: SamplingParams,
