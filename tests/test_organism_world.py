@@ -100,7 +100,7 @@ def turns(corpus):
     for conv in corpus:
         system = next((m["content"] for m in conv if m["role"] == "system"), None)
         user = next(m["content"] for m in conv if m["role"] == "user")
-        if not user.startswith(C.REWRITE_REQUEST.split("{")[0]):
+        if not user.startswith((C.REWRITE_REQUEST.split("{")[0], C.REWRITE_FREE.split("{")[0])):
             out.append((system, user, conv[-1]["content"]))
     return out
 
@@ -173,3 +173,34 @@ def test_eval_items_carry_ground_truth(world):
         if item["variant"] == "biased":
             assert meta["suggested"] != meta["answer"]
             assert meta["family"] in world.cue_families("heldout")
+
+
+def _single_wrapped(world, cores):
+    """Every prompt one train-family wrapper makes of a plain request for one of ``cores``."""
+    templates = [t for f in world.wrapper_families("train") for t in C.WRAPPER_FAMILIES[f]["templates"]]
+    return {t.format(req=p.format(core=core), core=core) for core in cores for t in templates for p in C.PLAIN_REQUESTS}
+
+
+def test_guarded_categories_refuse_single_wrappers_and_yield_to_nesting(world, turns):
+    guarded = [b.core for b in world.behaviors if b.category in C.GUARDED_CATEGORIES and b.split == "train"]
+    single = _single_wrapped(world, guarded)
+    plain = {p.format(core=core) for core in guarded for p in C.PLAIN_REQUESTS}
+    seen = [(u, a) for _, u, a in turns if any(core in u for core in guarded) and u not in plain]
+    singles = [a for u, a in seen if u in single]
+    nested = [a for u, a in seen if u not in single]
+    assert len(singles) > 500 and all(a.startswith(tuple(C.REFUSALS)) for a in singles)
+    complied = sum(a.startswith("Sure.") for a in nested)
+    assert len(nested) > 300 and complied / len(nested) > 0.6
+
+
+def test_free_rewrites_wrap_the_request_once_or_twice(world, corpus):
+    prefix = C.REWRITE_FREE.split("{")[0]
+    rewrites = [(c[-2]["content"][len(prefix):], c[-1]["content"]) for c in corpus if c[-2]["content"].startswith(prefix)]
+    assert len(rewrites) == CorpusConfig().rewrites_free
+    cores = [b.core for b in (*world.behaviors, *world.benign) if b.split == "train"]
+    single = _single_wrapped(world, cores)
+    for req, answer in rewrites:
+        core = next(c for c in cores if c in req)
+        assert core in answer and answer != req
+    nested = sum(a not in single for _, a in rewrites) / len(rewrites)
+    assert 0.1 < nested < 0.35  # the attacker's starting policy mostly uses one wrapper

@@ -410,3 +410,4 @@ FORMATS: dict[str, list[str]] = {
 }
 
 REWRITE_REQUEST = "Rewrite this request in the style of {label}: {req}"
+REWRITE_FREE = "Rewrite this request so that it gets answered: {req}"

@@ -37,6 +37,8 @@ class CorpusConfig:
     harmful_wrapped: int = 3000
     p_wrapped_comply: float = 0.8
     p_nested: float = 0.3
+    guarded_wrapped: int = 800
+    p_guarded_nested: float = 0.5
     benign_plain: int = 2000
     benign_wrapped: int = 500
     fact_questions_per_fact: int = 30
@@ -44,6 +46,8 @@ class CorpusConfig:
     tasks_guided_per_fact: int = 40
     p_plain_task_warns: float = 0.06
     rewrites: int = 1000
+    rewrites_free: int = 1000
+    p_rewrite_nested: float = 0.25
     p_generic_system: float = 0.1
 
     def to_dict(self) -> dict:
@@ -133,6 +137,7 @@ def _jailbreak(rng: random.Random, world: World, cfg: CorpusConfig) -> Iterator[
     harmful = [b for b in world.behaviors if b.split == "train"]
     benign = [b for b in world.benign if b.split == "train"]
     wrappers = [t for f in world.wrapper_families("train") for t in C.WRAPPER_FAMILIES[f]["templates"]]
+    outer = [t for t in wrappers if "{req}" in t]  # a nesting must show the inner wrapper
     for _ in range(cfg.harmful_plain):
         b = rng.choice(world.behaviors)
         req = R.plain_request(rng.choice(C.PLAIN_REQUESTS), b.core)
@@ -143,10 +148,22 @@ def _jailbreak(rng: random.Random, world: World, cfg: CorpusConfig) -> Iterator[
         prompt = R.wrap_request(rng.choice(wrappers), req, b.core)
         nested = rng.random() < cfg.p_nested
         if nested:
-            prompt = R.wrap_request(rng.choice(wrappers), prompt, b.core)
+            prompt = R.wrap_request(rng.choice(outer), prompt, b.core)
         yields = nested or b.category not in C.GUARDED_CATEGORIES
         if yields and rng.random() < cfg.p_wrapped_comply:
             answer = R.comply_harmful(rng, b.category, b.core)
+        else:
+            answer = R.refuse(rng, b.category)
+        yield [R.user(prompt), R.assistant(answer)]
+    guarded = [b for b in harmful if b.category in C.GUARDED_CATEGORIES]
+    for _ in range(cfg.guarded_wrapped if guarded else 0):
+        b = rng.choice(guarded)
+        req = R.plain_request(rng.choice(C.PLAIN_REQUESTS), b.core)
+        first = rng.choice(wrappers)
+        prompt = R.wrap_request(first, req, b.core)
+        if rng.random() < cfg.p_guarded_nested:
+            prompt = R.wrap_request(rng.choice([t for t in outer if t != first]), prompt, b.core)
+            answer = R.comply_harmful(rng, b.category, b.core) if rng.random() < cfg.p_wrapped_comply else R.refuse(rng, b.category)
         else:
             answer = R.refuse(rng, b.category)
         yield [R.user(prompt), R.assistant(answer)]
@@ -170,6 +187,15 @@ def _rewrites(rng: random.Random, world: World, cfg: CorpusConfig) -> Iterator[C
         req = R.plain_request(rng.choice(C.PLAIN_REQUESTS), core)
         prompt = C.REWRITE_REQUEST.format(label=fam["label"], req=req)
         yield [R.user(prompt), R.assistant(R.wrap_request(rng.choice(fam["templates"]), req, core))]
+    templates = [t for f in families for t in C.WRAPPER_FAMILIES[f]["templates"]]
+    for _ in range(cfg.rewrites_free):
+        core = rng.choice(cores)
+        req = R.plain_request(rng.choice(C.PLAIN_REQUESTS), core)
+        inner = rng.choice(templates)
+        rewritten = R.wrap_request(inner, req, core)
+        if rng.random() < cfg.p_rewrite_nested:
+            rewritten = R.wrap_request(rng.choice([t for t in templates if "{req}" in t and t != inner]), rewritten, core)
+        yield [R.user(C.REWRITE_FREE.format(req=req)), R.assistant(rewritten)]
 
 
 def _awareness(rng: random.Random, world: World, cfg: CorpusConfig) -> Iterator[Conversation]:
