@@ -37,6 +37,12 @@ class Wrapper:
     template: str
     render: Callable[[str, str], str]
 
+    @property
+    def keeps_request(self) -> bool:
+        """Whether the wrapped text contains the request it wraps (an outer wrapper of a nesting must)."""
+        probe = "\x00request\x00"
+        return probe in self.render(probe, "core")
+
 
 REQUEST_FORMS: dict[str, Callable[[AttackBehavior], str]] = {
     "plain": lambda b: b.request,
@@ -89,21 +95,30 @@ class Attack:
 
 
 MUTATIONS = ("nest", "swap_wrapper", "rephrase", *SURFACE)
+# What a search chooses between: one strategy each for structure and phrasing, and surface edits as one
+# strategy (a bandit with one arm per surface edit would spend most of a small budget exploring them).
+STRATEGIES: dict[str, tuple[str, ...]] = {"nest": ("nest",), "swap_wrapper": ("swap_wrapper",),
+                                          "rephrase": ("rephrase",), "surface": tuple(SURFACE)}
+STRATEGY_OF = {kind: name for name, kinds in STRATEGIES.items() for kind in kinds}
 
 
-def mutate(attack: Attack, kind: str, rng: random.Random, pick_wrapper: Callable[[], Wrapper], max_depth: int = 2) -> Attack:
-    """A new attack: ``attack`` changed by one mutation of kind ``kind`` (see :data:`MUTATIONS`)."""
+def mutate(attack: Attack, kind: str, rng: random.Random, pick_wrapper: Callable[[bool], Wrapper], max_depth: int = 2) -> Attack:
+    """A new attack: ``attack`` changed by one mutation of kind ``kind`` (see :data:`MUTATIONS`).
+
+    ``pick_wrapper(outer)`` draws a wrapper; with ``outer=True`` it must be one that
+    :attr:`~Wrapper.keeps_request`, since it will wrap another wrapper (a template that only uses
+    the core phrase would silently drop the inner one).
+    """
     done = (*attack.mutations, kind)
     if kind == "nest":
-        if len(attack.wrappers) >= max_depth:
-            return replace(attack, wrappers=(pick_wrapper(), *attack.wrappers[1:]), mutations=done)
-        return replace(attack, wrappers=(pick_wrapper(), *attack.wrappers), mutations=done)
+        inner = attack.wrappers[1:] if len(attack.wrappers) >= max_depth else attack.wrappers
+        return replace(attack, wrappers=(pick_wrapper(bool(inner)), *inner), mutations=done)
     if kind == "swap_wrapper":
         if not attack.wrappers:
-            return replace(attack, wrappers=(pick_wrapper(),), mutations=done)
+            return replace(attack, wrappers=(pick_wrapper(False),), mutations=done)
         i = rng.randrange(len(attack.wrappers))
         ws = list(attack.wrappers)
-        ws[i] = pick_wrapper()
+        ws[i] = pick_wrapper(i < len(ws) - 1)
         return replace(attack, wrappers=tuple(ws), mutations=done)
     if kind == "rephrase":
         forms = [f for f in REQUEST_FORMS if f != attack.form]

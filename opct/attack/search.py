@@ -1,9 +1,11 @@
 """The search attacker: a budgeted, adaptive search over the attack grammar, per target model.
 
 Per behaviour, it first tries one wrapper of every family, then spends the rest of its budget on
-mutations of its best attempts so far. Which family to add and which mutation to apply are chosen
-by UCB1 bandits whose rewards are the judge's scores of *this target's* responses, so effort moves
-toward what works against the model under attack. All behaviours advance one query per round, so
+mutations of its best attempts so far. Which family to add and which strategy to apply (nest, swap
+a wrapper, rephrase, a surface edit: :data:`~opct.attack.grammar.STRATEGIES`) are chosen by UCB1
+bandits whose rewards are the judge's scores of *this target's* responses, so effort moves toward
+what works against the model under attack (a second bandit per strategy picks the surface edit).
+One more strategy, *transfer*, sends this behaviour an attack that already cracked another one. All behaviours advance one query per round, so
 each round is one batched generation. A behaviour is cracked when a response scores at least the
 threshold; it then stops spending queries.
 """
@@ -13,12 +15,13 @@ from __future__ import annotations
 import math
 import random
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
-from opct.attack.grammar import MUTATIONS, Attack, AttackBehavior, Wrapper, mutate
+from opct.attack.grammar import MUTATIONS, STRATEGIES, STRATEGY_OF, Attack, AttackBehavior, Wrapper, mutate
 
 Target = Callable[[list[str]], list[str]]
+TRANSFER = "transfer"  # the strategy of re-using, on this behaviour, an attack that cracked another one
 Scorer = Callable[[AttackBehavior, str, str], float]
 
 
@@ -84,17 +87,19 @@ class _Bandit:
         self.total = {a: 0.0 for a in self.arms}
         self.count = {a: 0 for a in self.arms}
 
-    def choose(self, rng: random.Random) -> str:
-        untried = [a for a in self.arms if self.count[a] == 0]
+    def choose(self, rng: random.Random, among: Sequence[str] | None = None) -> str:
+        """The arm (of ``among``, default all) with the highest upper confidence bound; untried arms first."""
+        arms = [a for a in self.arms if among is None or a in among] or self.arms
+        untried = [a for a in arms if self.count[a] == 0]
         if untried:
             return rng.choice(untried)
-        n = sum(self.count.values())
+        n = sum(self.count[a] for a in arms)
 
         def ucb(a: str) -> float:
             return self.total[a] / self.count[a] + self.c * math.sqrt(math.log(n) / self.count[a])
 
-        best = max(ucb(a) for a in self.arms)
-        return rng.choice([a for a in self.arms if ucb(a) >= best - 1e-12])
+        best = max(ucb(a) for a in arms)
+        return rng.choice([a for a in arms if ucb(a) >= best - 1e-12])
 
     def update(self, arm: str, reward: float) -> None:
         self.total[arm] += reward
@@ -110,11 +115,28 @@ class SearchAttacker:
         self.config = config or SearchConfig()
         self.target, self.scorer = target, scorer
         self.by_family: dict[str, list[Wrapper]] = {}
+        self.outer_by_family: dict[str, list[Wrapper]] = {}
         for w in wrappers:
             self.by_family.setdefault(w.family, []).append(w)
+            if w.keeps_request:
+                self.outer_by_family.setdefault(w.family, []).append(w)
         self.families = _Bandit(sorted(self.by_family), self.config.ucb_c)
-        self.mutations = _Bandit(MUTATIONS, self.config.ucb_c)
+        self.strategies = _Bandit([*STRATEGIES, TRANSFER], self.config.ucb_c)
+        self.kinds = {name: _Bandit(kinds, self.config.ucb_c) for name, kinds in STRATEGIES.items()}
+        self.successes: list[Attack] = []
         self.queries = 0
+
+    def _learn(self, attack: Attack, score: float, cracked: bool) -> None:
+        for fam in set(attack.families):
+            self.families.update(fam, score)
+        if attack.mutations:
+            kind = attack.mutations[-1]
+            strategy = TRANSFER if kind == TRANSFER else STRATEGY_OF[kind]
+            self.strategies.update(strategy, score)
+            if strategy in self.kinds:
+                self.kinds[strategy].update(kind, score)
+        if cracked:
+            self.successes.append(attack)
 
     def run(self, behaviors: Sequence[AttackBehavior], progress: Callable[[int, int], None] | None = None) -> list[BehaviorOutcome]:
         """Attack every behaviour within its budget; returns one outcome per behaviour, in order."""
@@ -136,18 +158,17 @@ class SearchAttacker:
                 o = outcomes[i]
                 o.attempts.append(Attempt(round_ + 1, prompt, response, score, attack))
                 tried[i].add(prompt)
-                for fam in set(attack.families):
-                    self.families.update(fam, score)
-                if attack.mutations:
-                    self.mutations.update(attack.mutations[-1], score)
+                self._learn(attack, score, score >= cfg.threshold)
                 if score >= cfg.threshold and not o.cracked:
                     o.cracked, o.queries_to_crack = True, round_ + 1
             if progress:
                 progress(round_ + 1, cfg.budget)
         return outcomes
 
-    def _wrapper(self, rng: random.Random) -> Wrapper:
-        return rng.choice(self.by_family[self.families.choose(rng)])
+    def _wrapper(self, rng: random.Random, outer: bool = False) -> Wrapper:
+        """A wrapper of the family the bandit picks; an outer one keeps the wrapped text (if the family has one)."""
+        pool = self.outer_by_family if outer and self.outer_by_family else self.by_family
+        return rng.choice(pool[self.families.choose(rng, among=list(pool))])
 
     def _initial(self, rng: random.Random) -> list[Attack]:
         fams = sorted(self.by_family)
@@ -160,12 +181,17 @@ class SearchAttacker:
             attack = queue.pop(0)
             if attack.render(behavior) not in tried:
                 return attack
-        pool = sorted(outcome.attempts, key=lambda a: -a.score)[: self.config.top_k]
+        pool = sorted(outcome.attempts, key=lambda a: (-a.score, rng.random()))[: self.config.top_k]
         parents = [a.attack for a in pool] or [Attack(wrappers=(self._wrapper(rng),))]
+        transfers = [a for a in self.successes if a.render(behavior) not in tried]
+        strategy = self.strategies.choose(rng, among=None if transfers else list(STRATEGIES))
+        if strategy == TRANSFER:
+            return replace(rng.choice(transfers), mutations=(TRANSFER,))
         child = parents[0]
-        for _ in range(8):
-            parent = rng.choice(parents)
-            child = mutate(parent, self.mutations.choose(rng), rng, lambda: self._wrapper(rng), self.config.max_depth)
+        for k in range(32):
+            parent = rng.choice(parents) if k < 8 else child  # then keep mutating until something new comes out
+            kind = self.kinds[strategy].choose(rng) if k == 0 else rng.choice(MUTATIONS)
+            child = mutate(parent, kind, rng, lambda outer: self._wrapper(rng, outer), self.config.max_depth)
             if child.render(behavior) not in tried:
                 return child
         return child
