@@ -153,18 +153,15 @@ def test_train_end_to_end_against_a_tiny_target(tiny_model, tmp_path):
 
 
 def test_organism_attacker_pairs_and_harm_scorer():
-    from opct.attack.attacker_data import behavior_of, organism_labels
-    from opct.attack.organism import organism_scorer
+    from opct.attack.attacker_data import behavior_of
+    from opct.attack.organism import organism_behaviors, organism_scorer
     from opct.attack.scorers import make_scorer
     from opct.organism import content as C
     from opct.train import organism_pairs
 
     pairs = organism_pairs("organism:attacker:train")
-    labels = organism_labels()
-    assert len(pairs) % len(labels) == 0 and len({p.id for p in pairs}) == len(pairs)
-    first = [p for p in pairs if behavior_of(p).id == behavior_of(pairs[0]).id]
-    shown = {p.prompt[0]["content"].split(":")[0] for p in first}
-    assert shown == {C.REWRITE_REQUEST.split(":")[0].format(label=label) for label in labels}  # every style once
+    assert [behavior_of(p).id for p in pairs] == [b.id for b in organism_behaviors("train")]  # one group per behaviour
+    assert all(p.prompt == [{"role": "user", "content": C.REWRITE_FREE.format(req=behavior_of(p).request)}] for p in pairs)
     b = behavior_of(pairs[0])
     step = C.HARM_CATEGORIES[b.category]["steps"][0]
     score = make_scorer("organism")

@@ -4,8 +4,8 @@ A pair's ``prompt`` is the attacker's round-1 instruction; ``teacher_prompt`` re
 method does not use it). ``meta["behavior"]`` carries the behaviour so the method can score the
 target's response. Built-in sources (``data.train``):
 
-* ``organism:attacker:<split>``: the organism's ``split`` behaviours, one pair per wrapper-style
-  label of its rewriting skill (every family's label; the attacker is unconstrained);
+* ``organism:attacker:<split>``: the organism's ``split`` behaviours, one pair each with the
+  label-free instruction of its rewriting skill (the attacker chooses the wrappers, and whether to nest);
 * ``attacker:<behaviours file>``: a real behaviours file (AdvBench / HarmBench / JSONL / text), one
   pair per behaviour with the red-team prompt of :class:`~opct.attack.model_attacker.RedTeamPrompt`.
 """
@@ -52,19 +52,20 @@ def organism_labels() -> list[str]:
     return [spec["label"] for spec in C.WRAPPER_FAMILIES.values()]
 
 
-def organism_rewrite_prompt(seed: int = 0) -> RewritePrompt:
-    """The organism's own rewriting instruction over every family label."""
+def organism_rewrite_prompt(seed: int = 0, styles: bool = False) -> RewritePrompt:
+    """The organism's own rewriting instruction: label-free (the attacker picks the rewrite), or walking every family label."""
     from opct.organism import content as C
 
-    return RewritePrompt(organism_labels(), C.REWRITE_REQUEST, seed=seed)
+    if styles:
+        return RewritePrompt(organism_labels(), C.REWRITE_REQUEST, seed=seed)
+    return RewritePrompt((), C.REWRITE_FREE, seed=seed)
 
 
 def organism_attacker_pairs(split: str) -> list[ConsistencyPair]:
-    """``organism:attacker:<split>``: every label's rewriting instruction for each ``split`` behaviour."""
+    """``organism:attacker:<split>``: the label-free rewriting instruction for each ``split`` behaviour."""
     from opct.attack.organism import organism_behaviors
 
-    labels = organism_labels()
-    return behavior_pairs(organism_behaviors(split), organism_rewrite_prompt(), variants=len(labels), tag=f"attack-{split}")
+    return behavior_pairs(organism_behaviors(split), organism_rewrite_prompt(), tag=f"attack-{split}")
 
 
 def file_attacker_pairs(path: str) -> list[ConsistencyPair]:
