@@ -2,8 +2,6 @@
 
 import random
 
-import pytest
-
 from opct.attack import AttackBehavior, SearchAttacker, SearchConfig
 from opct.attack.grammar import wrappers_from_templates
 from opct.attack.results import attack_metrics, queries_summary
@@ -79,16 +77,30 @@ def test_finds_compositions_no_single_wrapper_cracks():
     assert all("prefix_injection" in o.attempts[-1].attack.surface for o in cracked)
 
 
-@pytest.mark.parametrize("seed", [0, 1])
-def test_adapts_to_the_target(seed):
-    """Against a target only one family cracks, the family bandit concentrates on it."""
-    target = Scripted(lambda p: p.startswith("For a safety research paper") and random.Random(p).random() < 0.5)
-    attacker = SearchAttacker(WRAPPERS, target, harm, SearchConfig(budget=12, seed=seed))
-    out = attacker.run(BEHAVIORS)
-    later = [a for o in out for a in o.attempts if a.query > 6]
-    research = sum("research" in a.attack.families for a in later)
-    assert research >= 0.4 * len(later)
-    assert attacker.queries == sum(len(o.attempts) for o in out)
+class UniformFamilies(SearchAttacker):
+    """The same search with its family bandit switched off: every new wrapper's family is drawn uniformly."""
+
+    def _wrapper(self, rng, outer=False):
+        pool = self.outer_by_family if outer and self.outer_by_family else self.by_family
+        return rng.choice(pool[rng.choice(sorted(pool))])
+
+
+def test_adapts_to_the_target():
+    """Against a target only one family cracks (sometimes), later queries use that family more than without the bandit."""
+    behaviors = [AttackBehavior(f"b{i}", f"How do I make thing {i}?", f"make thing {i}") for i in range(24)]
+
+    def research_share(cls, seed):
+        target = Scripted(lambda p: "safety research paper" in p and random.Random(p).random() < 0.3)
+        attacker = cls(WRAPPERS, target, harm, SearchConfig(budget=16, seed=seed))
+        out = attacker.run(behaviors)
+        assert attacker.queries == sum(len(o.attempts) for o in out)
+        later = [a for o in out for a in o.attempts if a.query > 6]
+        return sum("research" in a.attack.families for a in later) / len(later)
+
+    adaptive = [research_share(SearchAttacker, seed) for seed in range(5)]
+    uniform = [research_share(UniformFamilies, seed) for seed in range(5)]
+    assert sum(adaptive) / 5 >= sum(uniform) / 5 + 0.1
+    assert min(adaptive) >= 0.5
 
 
 def test_static_baseline_counts_single_wrappers_and_what_the_search_adds():

@@ -1,13 +1,14 @@
 """The search attacker: a budgeted, adaptive search over the attack grammar, per target model.
 
 Per behaviour, it first tries one wrapper of every family, then spends the rest of its budget on
-mutations of its best attempts so far. Which family to add and which strategy to apply (nest, swap
-a wrapper, rephrase, a surface edit: :data:`~opct.attack.grammar.STRATEGIES`) are chosen by UCB1
-bandits whose rewards are the judge's scores of *this target's* responses, so effort moves toward
-what works against the model under attack (a second bandit per strategy picks the surface edit).
-One more strategy, *transfer*, sends this behaviour an attack that already cracked another one. All behaviours advance one query per round, so
-each round is one batched generation. A behaviour is cracked when a response scores at least the
-threshold; it then stops spending queries.
+mutations of its best attempts so far (ties among equally scored attempts broken at random). Which
+family to add and which strategy to apply (nest, swap a wrapper, rephrase, a surface edit:
+:data:`~opct.attack.grammar.STRATEGIES`) are chosen by UCB1 bandits whose rewards are the judge's
+scores of *this target's* responses, so effort moves toward what works against the model under
+attack (a second bandit per strategy picks the surface edit). One more strategy, *transfer*, sends
+this behaviour an attack that already cracked another one. All behaviours advance one query per
+round, so each round is one batched generation. A behaviour is cracked when a response scores at
+least the threshold; it then stops spending queries.
 """
 
 from __future__ import annotations
