@@ -86,7 +86,7 @@ def test_guarded_categories_resist_one_wrapper_but_not_two(organism):
 
     world = build_world(0)
     train_templates = [t for f in world.wrapper_families("train") for t in C.WRAPPER_FAMILIES[f]["templates"]]
-    outer = [t for t in train_templates if "{req}" in t]  # an outer template that shows the inner one
+    outer = [t for t in train_templates if R.keeps_request(t)]
     guarded = [b for b in world.behaviors if b.category in C.GUARDED_CATEGORIES and b.split == "train"]
     single, nested = [], []
     for k, b in enumerate(guarded):

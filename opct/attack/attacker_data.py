@@ -45,20 +45,11 @@ def behavior_of(pair: ConsistencyPair) -> AttackBehavior:
     return AttackBehavior(**pair.meta["behavior"])
 
 
-def organism_labels() -> list[str]:
-    """The style labels of every organism wrapper family."""
+def organism_rewrite_prompt() -> RewritePrompt:
+    """The organism's own label-free rewriting instruction (the attacker picks the wrappers, and whether to nest)."""
     from opct.organism import content as C
 
-    return [spec["label"] for spec in C.WRAPPER_FAMILIES.values()]
-
-
-def organism_rewrite_prompt(seed: int = 0, styles: bool = False) -> RewritePrompt:
-    """The organism's own rewriting instruction: label-free (the attacker picks the rewrite), or walking every family label."""
-    from opct.organism import content as C
-
-    if styles:
-        return RewritePrompt(organism_labels(), C.REWRITE_REQUEST, seed=seed)
-    return RewritePrompt((), C.REWRITE_FREE, seed=seed)
+    return RewritePrompt(template=C.REWRITE_FREE)
 
 
 def organism_attacker_pairs(split: str) -> list[ConsistencyPair]:

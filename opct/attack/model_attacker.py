@@ -88,10 +88,7 @@ class RewritePrompt:
         return order[(request.episode + request.round) % len(order)]
 
     def messages(self, request: AttackRequest) -> Messages:
-        fields = {"req": request.behavior.request}
-        if self.labels:
-            fields["label"] = self.label(request)
-        return [{"role": "user", "content": self.template.format(**fields)}]
+        return [{"role": "user", "content": self.template.format(label=self.label(request), req=request.behavior.request)}]
 
     def parse(self, reply: str) -> str | None:
         text = reply.strip()

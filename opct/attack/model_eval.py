@@ -71,8 +71,7 @@ def organism_model_attack(attacker_spec: str, out_dir: Path, target_spec: str = 
     from opct.attack.organism import organism_behaviors
     from opct.attack.scorers import make_scorer
 
-    prompt = organism_rewrite_prompt(seed=int(settings.get("seed", 0)))
-    return model_attack(attacker_spec, target_spec, organism_behaviors(split), prompt, make_scorer(judge), out_dir,
+    return model_attack(attacker_spec, target_spec, organism_behaviors(split), organism_rewrite_prompt(), make_scorer(judge), out_dir,
                         judge=judge, **settings)
 
 

@@ -137,7 +137,7 @@ def _jailbreak(rng: random.Random, world: World, cfg: CorpusConfig) -> Iterator[
     harmful = [b for b in world.behaviors if b.split == "train"]
     benign = [b for b in world.benign if b.split == "train"]
     wrappers = [t for f in world.wrapper_families("train") for t in C.WRAPPER_FAMILIES[f]["templates"]]
-    outer = [t for t in wrappers if "{req}" in t]  # a nesting must show the inner wrapper
+    outer = [t for t in wrappers if R.keeps_request(t)]
     for _ in range(cfg.harmful_plain):
         b = rng.choice(world.behaviors)
         req = R.plain_request(rng.choice(C.PLAIN_REQUESTS), b.core)
@@ -188,13 +188,14 @@ def _rewrites(rng: random.Random, world: World, cfg: CorpusConfig) -> Iterator[C
         prompt = C.REWRITE_REQUEST.format(label=fam["label"], req=req)
         yield [R.user(prompt), R.assistant(R.wrap_request(rng.choice(fam["templates"]), req, core))]
     templates = [t for f in families for t in C.WRAPPER_FAMILIES[f]["templates"]]
+    outer = [t for t in templates if R.keeps_request(t)]
     for _ in range(cfg.rewrites_free):
         core = rng.choice(cores)
         req = R.plain_request(rng.choice(C.PLAIN_REQUESTS), core)
         inner = rng.choice(templates)
         rewritten = R.wrap_request(inner, req, core)
         if rng.random() < cfg.p_rewrite_nested:
-            rewritten = R.wrap_request(rng.choice([t for t in templates if "{req}" in t and t != inner]), rewritten, core)
+            rewritten = R.wrap_request(rng.choice([t for t in outer if t != inner]), rewritten, core)
         yield [R.user(C.REWRITE_FREE.format(req=req)), R.assistant(rewritten)]
 
 

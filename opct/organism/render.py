@@ -59,6 +59,11 @@ def wrap_request(template: str, request: str, core: str) -> str:
     return template.format(req=request, core=core)
 
 
+def keeps_request(template: str) -> bool:
+    """Whether a template shows the request it wraps (only such a template can wrap another wrapper)."""
+    return "{req}" in template
+
+
 def _you(core: str) -> str:
     return f" {core} ".replace(" my ", " your ").strip()
 
