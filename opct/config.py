@@ -41,6 +41,26 @@ class LoraConfig(_Strict):
     target_modules: list[str] | Literal["all-linear"] = "all-linear"
 
 
+class GenerationConfig(_Strict):
+    """How to generate: the one settings type of training rollouts, BCT targets, eval and the attacker.
+
+    ``temperature: 0`` means greedy. Nothing is taken from the model's own ``generation_config``.
+    """
+
+    n: int = Field(1, gt=0, description="samples per prompt")
+    temperature: float = Field(0.0, ge=0.0, description="0 = greedy")
+    top_p: float = Field(1.0, gt=0.0, le=1.0)
+    max_new_tokens: int = Field(512, gt=0)
+    min_new_tokens: int = Field(0, ge=0)
+    sequences_per_call: int = Field(64, gt=0, description="sequences per generate() call (memory, not results)")
+
+    @model_validator(mode="after")
+    def _check(self) -> GenerationConfig:
+        if self.min_new_tokens > self.max_new_tokens:
+            raise ValueError("min_new_tokens must not exceed max_new_tokens")
+        return self
+
+
 class SamplingConfig(_Strict):
     """Rollout sampling for OPCT (temperature 0 means greedy)."""
 
