@@ -8,10 +8,12 @@ lists; a plain string means one user message.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+
+from opct.registry import Registry, UnknownNameError
 
 ROLES = ("system", "user", "assistant")
 REQUIRED = ("id", "prompt", "teacher_prompt")
@@ -24,6 +26,12 @@ DEFAULT_COLUMNS = {
 }
 
 Message = dict[str, str]
+
+#: A pair source turns its argument (the text after ``<name>:`` in ``data.train``) into pair records
+#: (dicts in the pair contract, or :class:`ConsistencyPair`). Outer layers register theirs
+#: (``organism:<axis>:<split>``, ``attacker:<file>``); files and dataset folders need none.
+PairSource = Callable[[str], "Sequence[Mapping[str, Any] | ConsistencyPair]"]
+PAIR_SOURCES: Registry[PairSource] = Registry("pair source")
 
 
 @dataclass(frozen=True)
@@ -219,6 +227,30 @@ def read_pairs(
     if not pairs:
         raise PairFileError([PairProblem(str(path), 0, "", "contains no pairs")])
     return pairs
+
+
+def pairs_from_records(records: Iterable[Mapping[str, Any] | ConsistencyPair], source: str) -> list[ConsistencyPair]:
+    """Validate built records (from a pair source) exactly like a file's; raises :class:`PairFileError`."""
+    problems: list[PairProblem] = []
+    pairs = []
+    for i, record in enumerate(records, start=1):
+        pair = record if isinstance(record, ConsistencyPair) else pair_from_record(record, (source, i), problems)
+        if pair is not None:
+            pairs.append(pair)
+    if problems:
+        raise PairFileError(problems)
+    return pairs
+
+
+def load_pair_source(spec: str, columns: Mapping[str, str] | None = None, split: str | None = None) -> list[ConsistencyPair]:
+    """Pairs from one ``data.train`` entry: ``<source>:<argument>`` for a registered pair source
+    (e.g. ``organism:sycophancy:train``), else a JSONL/JSON file, a dataset folder or a hub id."""
+    prefix, sep, argument = spec.partition(":")
+    if sep and prefix in PAIR_SOURCES:
+        return pairs_from_records(PAIR_SOURCES.get(prefix)(argument), spec)
+    if sep and len(prefix) > 1 and prefix.isidentifier() and not Path(spec).exists():
+        raise UnknownNameError("pair source", prefix, PAIR_SOURCES.names())
+    return read_pairs(spec, columns=columns, split=split)
 
 
 def write_pairs(pairs: Iterable[ConsistencyPair | Mapping[str, Any]], path: str | Path) -> Path:
