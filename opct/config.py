@@ -1,6 +1,6 @@
 """Run configuration: a typed model read from YAML, with every default in one place.
 
-Defaults follow the official OPCT code (research/papers.md §a) where it is known: LoRA rank 32,
+Defaults follow the official OPCT code (arXiv 2605.21834) where it is known: LoRA rank 32,
 8 prompts x 3 samples per step, temperature 1.0, sampled-token reverse KL with kl_coef 1.0 and no
 discount, importance-sampling policy loss, Adam betas (0.9, 0.95), constant learning rate.
 """
@@ -8,10 +8,27 @@ discount, importance-sampling policy loss, Adam betas (0.9, 0.95), constant lear
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Discriminator,
+    Field,
+    PrivateAttr,
+    Tag,
+    ValidationError,
+    field_validator,
+    model_serializer,
+    model_validator,
+)
+
+from opct.registry import Registry
+
+#: Short model names mapped to a function returning a local folder; the organism layer registers
+#: ``organism`` (the shipped checkpoint). Any other name is a folder, a run directory or a hub id.
+MODEL_ALIASES: Registry = Registry("model alias")
 
 
 class _Strict(BaseModel):
@@ -61,62 +78,70 @@ class GenerationConfig(_Strict):
         return self
 
 
-class SamplingConfig(_Strict):
-    """Rollout sampling for OPCT (temperature 0 means greedy)."""
+class SampledLoss(_Strict):
+    """The paper's loss: sampled-token reverse KL trained as an importance-weighted policy gradient."""
 
-    n: int = Field(3, gt=0, description="samples per prompt")
-    temperature: float = Field(1.0, ge=0.0)
-    top_p: float = Field(1.0, gt=0.0, le=1.0)
-    max_new_tokens: int = Field(1024, gt=0)
-    min_new_tokens: int = Field(0, ge=0)
-    batch_size: int = Field(64, gt=0, description="sequences per generate() call")
-
-
-class LossConfig(_Strict):
-    """The OPCT divergence between student (on ``prompt``) and frozen teacher (on ``teacher_prompt``)."""
-
-    kind: Literal["sampled", "topk", "full"] = "sampled"
+    kind: Literal["sampled"] = "sampled"
     kl_coef: float = 1.0
-    kl_discount: float = Field(0.0, ge=0.0, le=1.0)
+    kl_discount: float = Field(0.0, ge=0.0, le=1.0, description="gamma: 0 = per-token KL, 1 = sequence KL")
     policy_loss: Literal["importance_sampling", "ppo"] = "importance_sampling"
-    clip_eps: float = Field(0.2, gt=0.0)
+    clip_eps: float | None = Field(None, gt=0.0, description="PPO clip range (policy_loss: ppo only; default 0.2)")
+
+    @model_validator(mode="after")
+    def _check(self) -> SampledLoss:
+        if self.policy_loss == "ppo" and self.clip_eps is None:
+            self.clip_eps = 0.2
+        elif self.policy_loss != "ppo" and self.clip_eps is not None:
+            raise ValueError("clip_eps is used only with policy_loss: ppo; remove it or set policy_loss: ppo")
+        return self
+
+
+class TopKLoss(_Strict):
+    """Reverse KL over the student's top-k tokens at each completion position."""
+
+    kind: Literal["topk"]
     topk: int = Field(20, gt=0)
+
+
+class FullLoss(_Strict):
+    """A divergence over the whole vocabulary at each completion position."""
+
+    kind: Literal["full"]
     divergence: Literal["reverse_kl", "forward_kl", "jsd"] = "reverse_kl"
-    jsd_beta: float = Field(0.5, gt=0.0, lt=1.0)
-    chunk_size: int = Field(512, gt=0, description="completion positions per chunk for vocabulary-wide losses")
+    jsd_beta: float | None = Field(None, gt=0.0, lt=1.0, description="JSD mixture weight (divergence: jsd only; default 0.5)")
+
+    @model_validator(mode="after")
+    def _check(self) -> FullLoss:
+        if self.divergence == "jsd" and self.jsd_beta is None:
+            self.jsd_beta = 0.5
+        elif self.divergence != "jsd" and self.jsd_beta is not None:
+            raise ValueError("jsd_beta is used only with divergence: jsd; remove it or set divergence: jsd")
+        return self
+
+
+#: The OPCT divergence, chosen by ``kind``; each kind accepts only its own keys.
+LossConfig = Annotated[
+    Annotated[SampledLoss, Tag("sampled")] | Annotated[TopKLoss, Tag("topk")] | Annotated[FullLoss, Tag("full")],
+    Discriminator(lambda v: v.get("kind", "sampled") if isinstance(v, dict) else getattr(v, "kind", None)),
+]
+
+
+class OPCTConfig(_Strict):
+    """``method: opct``: fresh student samples on ``prompt`` every step, scored by the frozen teacher."""
+
+    sampling: GenerationConfig = Field(
+        default_factory=lambda: GenerationConfig(n=3, temperature=1.0, max_new_tokens=1024)
+    )
+    loss: LossConfig = Field(default_factory=SampledLoss)
 
 
 class BCTConfig(_Strict):
-    """SFT consistency: targets are the frozen model's responses to ``teacher_prompt``, made once."""
+    """``method: bct`` (SFT consistency): targets are the frozen model's responses to ``teacher_prompt``, made once."""
 
-    num_targets: int = Field(1, gt=0, description="responses per pair (k)")
-    temperature: float = Field(0.0, ge=0.0, description="0 = greedy")
-    top_p: float = Field(1.0, gt=0.0, le=1.0)
-    max_new_tokens: int = Field(1024, gt=0)
-    batch_size: int = Field(64, gt=0)
-
-
-class AttackerConfig(_Strict):
-    """GRPO training of a local attacker against one frozen target (``method: grpo_attack``).
-
-    The model being trained is the attacker; ``data.train`` holds attacker instructions for *train*
-    behaviours (e.g. ``organism:attacker:train``). Group size is ``sampling.n``, the clip range
-    ``loss.clip_eps`` and the surrogate ``loss.policy_loss`` (use ``ppo``).
-    """
-
-    target: str = Field("organism", description="the frozen target: organism, a model folder, a run directory or hub id")
-    judge: str = Field("organism", description="scorer name (opct.attack.scorers): organism, organism-refusal, rule, http:<model>")
-    style: Literal["rewrite", "redteam"] = Field(
-        "rewrite", description="how a reply becomes a prompt: rewrite = the whole reply; redteam = parsed JSON/PROMPT: line"
+    targets: GenerationConfig = Field(
+        default_factory=lambda: GenerationConfig(n=1, temperature=0.0, max_new_tokens=1024),
+        description="n = responses per pair",
     )
-    rounds: Literal[1] = Field(1, description="training episodes are single-round (reward = that round's score)")
-    kl_beta: float = Field(0.1, ge=0.0, description="weight of the per-token KL to the run-start attacker")
-    kl_estimator: Literal["k3", "log_ratio"] = Field(
-        "k3", description="k3: beta*k3 loss term; log_ratio: -beta*(log pi_sampler - log pi_ref) added to each token's advantage"
-    )
-    threshold: float = Field(0.5, description="score at which an attempt counts as a crack (crack_rate in metrics)")
-    target_max_new_tokens: int = Field(64, gt=0)
-    target_batch_size: int = Field(64, gt=0)
 
 
 class OptimConfig(_Strict):
@@ -147,12 +172,15 @@ class DataConfig(_Strict):
 
 
 class TrainConfig(_Strict):
-    """Steps, batch sizes, checkpoints and logging."""
+    """Steps, batch sizes (each name says its unit), checkpoints and logging."""
 
     epochs: float = Field(1.0, gt=0.0)
     max_steps: int | None = Field(None, gt=0, description="overrides epochs when set")
-    batch_size: int = Field(8, gt=0, description="prompts per optimizer step, over all processes")
-    micro_batch_size: int = Field(8, gt=0, description="sequences per forward/backward on one process")
+    pairs_per_step: int = Field(8, gt=0, description="consistency pairs per optimizer step, over all processes")
+    sequences_per_microbatch: int = Field(8, gt=0, description="completions per forward/backward on one process")
+    logprob_chunk_positions: int = Field(
+        512, gt=0, description="completion positions per chunk when taking log-softmax over the vocabulary"
+    )
     mixed_precision: Literal["no", "bf16", "fp16"] = "no"
     checkpoint_every: int = Field(20, gt=0)
     keep_checkpoints: int = Field(2, gt=0)
@@ -162,30 +190,66 @@ class TrainConfig(_Strict):
 
 
 class RunConfig(_Strict):
-    """A whole training run."""
+    """A whole training run.
+
+    The method's own settings sit in a section named after it (``opct:``, ``bct:``, or a registered
+    method's name); a section for another method is an error, never silently ignored.
+    """
 
     name: str = "run"
     output_dir: str = "runs"
-    method: Literal["opct", "bct", "grpo_attack"] = "opct"
+    method: str = "opct"
     seed: int = 0
     finetune: Literal["lora", "full"] = "lora"
     model: ModelConfig = Field(default_factory=ModelConfig)
     lora: LoraConfig = Field(default_factory=LoraConfig)
     data: DataConfig = Field(default_factory=DataConfig)
-    sampling: SamplingConfig = Field(default_factory=SamplingConfig)
-    loss: LossConfig = Field(default_factory=LossConfig)
-    bct: BCTConfig = Field(default_factory=BCTConfig)
-    attacker: AttackerConfig = Field(default_factory=AttackerConfig)
     optim: OptimConfig = Field(default_factory=OptimConfig)
     train: TrainConfig = Field(default_factory=TrainConfig)
+    _method_config: Any = PrivateAttr(None)
 
-    @model_validator(mode="after")
-    def _check(self) -> RunConfig:
-        if self.sampling.min_new_tokens > self.sampling.max_new_tokens:
-            raise ValueError("sampling.min_new_tokens must not exceed sampling.max_new_tokens")
-        if self.method == "grpo_attack" and self.sampling.n < 2:
-            raise ValueError("grpo_attack standardises rewards within a behaviour's group: set sampling.n >= 2")
-        return self
+    @model_validator(mode="wrap")
+    @classmethod
+    def _method_section(cls, data: Any, handler: Any) -> RunConfig:
+        if not isinstance(data, dict):
+            return handler(data)
+        from opct.methods import METHODS
+
+        data = dict(data)
+        method = data.get("method", "opct")
+        if not isinstance(method, str) or method not in METHODS:
+            raise ValueError(f"method {method!r} is not registered; choose one of: {', '.join(METHODS.names())}")
+        strays = [k for k in data if k in METHODS and k != method]
+        if strays:
+            raise ValueError(
+                f"section {strays[0]!r} configures method {strays[0]!r}, but this run's method is {method!r}; "
+                "remove the section or change method"
+            )
+        section = data.pop(method, None) or {}
+        cfg = handler(data)
+        try:
+            cfg._method_config = METHODS.get(method).config_class.model_validate(section)
+        except ValidationError as err:
+            raise ValidationError.from_exception_data(
+                cls.__name__,
+                [
+                    {"type": e["type"], "loc": (method, *e["loc"]), "input": e["input"], **({"ctx": e["ctx"]} if "ctx" in e else {})}
+                    for e in err.errors()
+                ],
+            ) from None
+        return cfg
+
+    @model_serializer(mode="wrap")
+    def _dump_with_section(self, handler: Any) -> dict[str, Any]:
+        out = handler(self)
+        if self._method_config is not None:
+            out[self.method] = self._method_config.model_dump(mode="json")
+        return out
+
+    @property
+    def method_config(self) -> Any:
+        """The validated settings section of ``method`` (e.g. :class:`OPCTConfig`)."""
+        return self._method_config
 
     @property
     def run_dir(self) -> Path:

@@ -13,10 +13,10 @@ import copy
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from opct.config import (
     ConfigError,
@@ -29,7 +29,14 @@ from opct.config import (
 from opct.manifest import build_manifest, write_json_atomic
 
 AXES = ("sycophancy", "jailbreak", "awareness")
-TRAINED_METHODS = ("bct", "opct")
+
+
+def _known_method(method: str) -> str:
+    from opct.methods import METHODS
+
+    if method != "base" and method not in METHODS:
+        raise ValueError(f"unknown method {method!r}; use base or one of {', '.join(METHODS.names())}")
+    return method
 
 
 class _Strict(BaseModel):
@@ -67,22 +74,26 @@ class ExperimentConfig(_Strict):
     output_dir: str = "runs/experiments"
     model: ModelConfig = Field(default_factory=ModelConfig)
     axes: list[Literal["sycophancy", "jailbreak", "awareness"]] = Field(default_factory=lambda: list(AXES))
-    methods: list[Literal["base", "bct", "opct"]] = Field(default_factory=lambda: ["base", "bct", "opct"])
+    methods: list[Annotated[str, AfterValidator(_known_method)]] = Field(
+        default_factory=lambda: ["base", "bct", "opct"], description="base and registered training methods"
+    )
     mix_axes: bool = Field(True, description="one training run on all axes mixed (else one run per axis)")
     seeds: list[int] = Field(default_factory=lambda: [0])
     train_data: dict[str, list[str]] = Field(
         default_factory=dict, description="axis -> pair sources; default organism:<axis>:train"
     )
-    train: dict[str, Any] = Field(default_factory=dict, description="run settings shared by every method")
+    train: dict[str, Any] = Field(
+        default_factory=dict,
+        description="run settings shared by every method; a method's section (opct:, bct:) reaches only that method's runs",
+    )
     method_settings: dict[str, dict[str, Any]] = Field(default_factory=dict, description="per-method run settings")
     eval: EvalSettings = Field(default_factory=EvalSettings)
     attack: AttackSettings = Field(default_factory=AttackSettings)
 
     @model_validator(mode="after")
     def _check(self) -> ExperimentConfig:
-        unknown = set(self.method_settings) - set(TRAINED_METHODS)
-        if unknown:
-            raise ValueError(f"method_settings has unknown method(s) {sorted(unknown)}; use {TRAINED_METHODS}")
+        for method in self.method_settings:
+            _known_method(method)
         for axis in self.train_data:
             if axis not in AXES:
                 raise ValueError(f"train_data has unknown axis {axis!r}; use {AXES}")
@@ -120,7 +131,7 @@ class Plan:
             c = r.config
             what = f"{c.train.max_steps} steps" if c.train.max_steps else f"{c.train.epochs} epoch(s)"
             lines.append(
-                f"  {r.key}: {c.method}, {what}, batch {c.train.batch_size}, lr {c.optim.lr:g}, "
+                f"  {r.key}: {c.method}, {what}, {c.train.pairs_per_step} pairs/step, lr {c.optim.lr:g}, "
                 f"data {', '.join(c.data.train)}"
             )
         lines.append(f"evaluations per model: {', '.join(self.evals)}")
@@ -184,7 +195,10 @@ def resolve(cfg: ExperimentConfig) -> Plan:
                     key += f"-{group}"
                 if len(cfg.seeds) > 1:
                     key += f"-s{seed}"
-                tree = _deep_merge(cfg.train, cfg.method_settings.get(method, {}))
+                from opct.methods import METHODS
+
+                shared = {k: v for k, v in cfg.train.items() if k == method or k not in METHODS}
+                tree = _deep_merge(shared, cfg.method_settings.get(method, {}))
                 tree = _deep_merge(
                     tree,
                     {

@@ -3,7 +3,7 @@ r"""Divergences between the student (on ``prompt``) and the frozen teacher (on `
 All functions return per-token values ``[N, L]`` (zero where ``mask`` is false); the training loop
 sums them and divides by the number of completion tokens in the global batch.
 
-The paper's objective (research/papers.md §a), for a completion ``y`` sampled from the student on
+The objective of arXiv 2605.21834, for a completion ``y`` sampled from the student on
 the perturbed prompt ``x`` and scored by the teacher on the contrastive prompt ``x'``:
 
 .. math::

@@ -13,9 +13,8 @@ from typing import Any
 import torch
 from transformers import AutoModelForCausalLM, AutoTokenizer, PreTrainedModel, PreTrainedTokenizerBase
 
-from opct.config import LoraConfig, ModelConfig
+from opct.config import MODEL_ALIASES, LoraConfig, ModelConfig
 
-ORGANISM = "organism"
 _DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16, "auto": "auto"}
 
 
@@ -24,11 +23,9 @@ class ChatTemplateError(ValueError):
 
 
 def resolve_model_path(name_or_path: str) -> str:
-    """Map the alias ``organism`` to the shipped organism checkpoint; other names pass through."""
-    if name_or_path == ORGANISM:
-        from opct.organism import checkpoint_path
-
-        return str(checkpoint_path())
+    """Map a registered alias (e.g. ``organism``) to its folder; other names pass through."""
+    if name_or_path in MODEL_ALIASES:
+        return str(MODEL_ALIASES.get(name_or_path)())
     return name_or_path
 
 

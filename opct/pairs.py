@@ -36,7 +36,7 @@ PAIR_SOURCES: Registry[PairSource] = Registry("pair source")
 
 @dataclass(frozen=True)
 class ConsistencyPair:
-    """One consistency pair (design.md §3.1)."""
+    """One consistency pair: ``prompt`` (misbehaviour) and ``teacher_prompt`` (contrastive), with ``axis`` and ``meta``."""
 
     id: str
     prompt: list[Message]
@@ -264,14 +264,6 @@ def write_pairs(pairs: Iterable[ConsistencyPair | Mapping[str, Any]], path: str 
             fh.write(json.dumps(record, ensure_ascii=False) + "\n")
     tmp.replace(path)
     return path
-
-
-def pairs_to_dataset(pairs: Iterable[ConsistencyPair]):
-    """Convert pairs to a Hugging Face ``datasets.Dataset`` (``meta`` stored as a JSON string)."""
-    import datasets
-
-    rows = [{**p.to_dict(), "meta": json.dumps(p.meta, ensure_ascii=False)} for p in pairs]
-    return datasets.Dataset.from_list(rows)
 
 
 @dataclass

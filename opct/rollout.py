@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import hashlib
-from dataclasses import dataclass, field
-from typing import Protocol
+from dataclasses import dataclass
+from typing import Any, Protocol
 
 import torch
 from transformers import (
@@ -31,6 +31,18 @@ class SamplingParams:
     min_new_tokens: int = 0
     seed: int = 0
 
+    @classmethod
+    def from_config(cls, gen: Any, seed: int) -> SamplingParams:
+        """The settings of an :class:`opct.config.GenerationConfig` with ``seed``."""
+        return cls(
+            n=gen.n,
+            temperature=gen.temperature,
+            top_p=gen.top_p,
+            max_new_tokens=gen.max_new_tokens,
+            min_new_tokens=gen.min_new_tokens,
+            seed=seed,
+        )
+
 
 @dataclass
 class Rollout:
@@ -48,7 +60,6 @@ class Rollout:
     completion_ids: list[int]
     logprobs: list[float]
     truncated: bool
-    meta: dict = field(default_factory=dict)
 
 
 class SamplingEngine(Protocol):

@@ -1,4 +1,4 @@
-"""Logits and log-probs of completion tokens under a prompt (design.md §3.2).
+"""Logits and log-probs of completion tokens under a prompt.
 
 Sequences are ``prompt_ids + completion_ids`` concatenated as ids, never re-tokenized. Logits are
 computed only at the positions that predict completion tokens. With ``share_prefix`` each distinct
@@ -25,20 +25,6 @@ class CompletionBatch:
     prompts: list[list[int]]
     completions: list[list[int]]
     prompt_of: list[int]
-
-    @classmethod
-    def from_pairs(cls, prompts: Sequence[list[int]], completions: Sequence[list[int]]) -> CompletionBatch:
-        """Group identical prompts (consecutive or not) so each is encoded once."""
-        index: dict[tuple[int, ...], int] = {}
-        unique: list[list[int]] = []
-        prompt_of = []
-        for p in prompts:
-            key = tuple(p)
-            if key not in index:
-                index[key] = len(unique)
-                unique.append(list(p))
-            prompt_of.append(index[key])
-        return cls(prompts=unique, completions=[list(c) for c in completions], prompt_of=prompt_of)
 
     @property
     def width(self) -> int:

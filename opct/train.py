@@ -1,6 +1,6 @@
 """The one training loop every method shares, on accelerate.
 
-Each optimizer step takes ``train.batch_size`` pairs (over all processes), lets the method turn
+Each optimizer step takes ``train.pairs_per_step`` pairs (over all processes), lets the method turn
 this process's share into microbatches, accumulates gradients over them with the loss normalised
 by the number of completion tokens in the *global* batch, then clips and steps. Checkpoints are
 written atomically; a run restarted in the same directory resumes from the last one and ends with
@@ -9,11 +9,8 @@ the same weights as an uninterrupted run.
 
 from __future__ import annotations
 
-import gzip
-import json
 import math
 import random
-import shutil
 import time
 from contextlib import nullcontext
 from dataclasses import dataclass
@@ -27,23 +24,21 @@ from transformers import get_scheduler
 
 from opct.config import RunConfig, dump_config
 from opct.manifest import build_manifest, hash_records, write_json_atomic
-from opct.methods import METHODS, TrainContext
-from opct.models import add_lora, is_peft, load_model, load_tokenizer, make_teacher
-from opct.pairs import ConsistencyPair, read_pairs
-
-RESUMABLE_CHANGES = {
-    "output_dir",
-    "train.max_steps",
-    "train.epochs",
-    "train.checkpoint_every",
-    "train.keep_checkpoints",
-    "train.trackers",
-    "train.log_rollouts",
-}
-
-
-class RunDirError(RuntimeError):
-    """The run directory cannot be used as asked (different config, different teacher...)."""
+from opct.methods import METHODS
+from opct.methods.base import TrainContext
+from opct.models import add_lora, load_model, load_tokenizer, make_teacher
+from opct.pairs import ConsistencyPair, load_pair_source
+from opct.run_dir import (
+    MetricsWriter,
+    RunDirError,
+    check_resumable,
+    flatten,
+    list_checkpoints,
+    save_checkpoint,
+    save_final,
+    save_trainable_only,
+    truncate_jsonl,
+)
 
 
 @dataclass
@@ -68,19 +63,16 @@ class TrainerState:
 
 
 def load_training_pairs(cfg: RunConfig) -> list[ConsistencyPair]:
-    """Read (and fully validate) every training pair file before any model is loaded."""
+    """Read (and fully validate) every training pair source before any model is loaded.
+
+    Each ``data.train`` entry is a file, a dataset folder, or ``<source>:<argument>`` for a
+    registered pair source (:data:`opct.pairs.PAIR_SOURCES`, e.g. ``organism:sycophancy:train``).
+    """
     if not cfg.data.train:
         raise ValueError("no training data: set data.train to one or more pair files")
     pairs: list[ConsistencyPair] = []
     for source in cfg.data.train:
-        if source.startswith("organism:"):
-            pairs.extend(organism_pairs(source))
-        elif source.startswith("attacker:"):
-            from opct.attack.attacker_data import file_attacker_pairs
-
-            pairs.extend(file_attacker_pairs(source.split(":", 1)[1]))
-        else:
-            pairs.extend(read_pairs(source, columns=cfg.data.columns or None, split=cfg.data.split))
+        pairs.extend(load_pair_source(source, columns=cfg.data.columns or None, split=cfg.data.split))
     if cfg.data.axes:
         pairs = [p for p in pairs if p.axis in cfg.data.axes]
         if not pairs:
@@ -92,35 +84,10 @@ def load_training_pairs(cfg: RunConfig) -> list[ConsistencyPair]:
     return pairs
 
 
-def organism_pairs(source: str) -> list[ConsistencyPair]:
-    """Built-in pairs of the organism's world: ``organism:<axis>[:<split>]`` (split defaults to train).
-
-    ``organism:attacker:<split>`` gives attacker instructions for GRPO attacker training
-    (:mod:`opct.attack.attacker_data`).
-    """
-    from opct.pairs import PairProblem, pair_from_record
-
-    parts = source.split(":")
-    if len(parts) not in (2, 3):
-        raise ValueError(f"data.train {source!r}: expected organism:<axis>[:<split>], e.g. organism:sycophancy:train")
-    axis, split = parts[1], parts[2] if len(parts) == 3 else "train"
-    if axis == "attacker":
-        from opct.attack.attacker_data import organism_attacker_pairs
-
-        return organism_attacker_pairs(split)
-    from opct.organism.pairs import build_pairs
-
-    problems: list[PairProblem] = []
-    pairs = [pair_from_record(r, (source, i + 1), problems) for i, r in enumerate(build_pairs(axis, split))]
-    if problems:
-        raise ValueError(f"built-in pairs {source} are invalid: {problems[0]}")
-    return [p for p in pairs if p is not None]
-
-
 def total_steps(cfg: RunConfig, n_pairs: int) -> int:
     if cfg.train.max_steps is not None:
         return cfg.train.max_steps
-    return max(1, math.ceil(cfg.train.epochs * n_pairs / cfg.train.batch_size))
+    return max(1, math.ceil(cfg.train.epochs * n_pairs / cfg.train.pairs_per_step))
 
 
 def step_indices(step: int, n_pairs: int, batch_size: int, seed: int, shuffle: bool) -> list[int]:
@@ -144,69 +111,6 @@ def seed_step(seed: int, step: int, rank: int) -> None:
     torch.manual_seed(s)
 
 
-def _flatten(d: dict[str, Any], prefix: str = "") -> dict[str, Any]:
-    out: dict[str, Any] = {}
-    for k, v in d.items():
-        key = f"{prefix}{k}"
-        if isinstance(v, dict):
-            out.update(_flatten(v, key + "."))
-        else:
-            out[key] = v
-    return out
-
-
-def list_checkpoints(run_dir: Path) -> list[tuple[int, Path]]:
-    root = run_dir / "checkpoints"
-    if not root.exists():
-        return []
-    found = []
-    for d in root.iterdir():
-        if d.is_dir() and d.name.startswith("step-") and d.name[5:].isdigit():
-            found.append((int(d.name[5:]), d))
-    return sorted(found)
-
-
-def _truncate_jsonl(path: Path, last_step: int, gz: bool = False) -> None:
-    """Drop log lines written after the checkpoint a run resumes from."""
-    if not path.exists():
-        return
-    opener = gzip.open if gz else open
-    with opener(path, "rt", encoding="utf-8") as fh:
-        keep = [line for line in fh if line.strip() and json.loads(line).get("step", 0) <= last_step]
-    tmp = path.with_name(path.name + ".tmp")
-    with opener(tmp, "wt", encoding="utf-8") as fh:
-        fh.writelines(keep)
-    tmp.replace(path)
-
-
-def _check_resumable(run_dir: Path, cfg: RunConfig, teacher_fingerprint: str, data_hash: str) -> None:
-    old = json.loads((run_dir / "manifest.json").read_text(encoding="utf-8"))
-    before, now = _flatten(old["config"]), _flatten(dump_config(cfg))
-    changed = sorted(k for k in set(before) | set(now) if before.get(k) != now.get(k) and k not in RESUMABLE_CHANGES)
-    if changed:
-        raise RunDirError(
-            f"{run_dir} holds a run with a different configuration ({', '.join(changed)}). "
-            "Use another train name/output_dir, or delete the directory to start over."
-        )
-    if old.get("teacher_fingerprint") != teacher_fingerprint:
-        raise RunDirError(
-            f"refusing to resume {run_dir}: the teacher's weights changed "
-            f"(fingerprint {old.get('teacher_fingerprint')} at the start, {teacher_fingerprint} now). "
-            "OPCT's teacher is the run-start model and must not change during a run."
-        )
-    if old.get("data_hash") != data_hash:
-        raise RunDirError(f"refusing to resume {run_dir}: the training pairs changed since the run started.")
-
-
-def _save_trainable_only(models: list[torch.nn.Module], weights: list[dict[str, Any]], output_dir: str) -> None:
-    """accelerate save hook: keep only trainable tensors (the adapter under LoRA)."""
-    for model, state in zip(models, weights, strict=False):
-        trainable = {name for name, p in model.named_parameters() if p.requires_grad}
-        for key in list(state):
-            if key not in trainable:
-                del state[key]
-
-
 def _has_accelerator_device() -> bool:
     xpu = getattr(torch, "xpu", None)
     mps = getattr(torch.backends, "mps", None)
@@ -227,68 +131,14 @@ def _make_accelerator(cfg: RunConfig, run_dir: Path) -> Accelerator:
     )
 
 
-def _save_checkpoint(acc: Accelerator, run_dir: Path, step: int, keep: int) -> None:
-    root = run_dir / "checkpoints"
-    final, tmp = root / f"step-{step}", root / f"step-{step}.tmp"
-    if acc.is_main_process:
-        shutil.rmtree(tmp, ignore_errors=True)
-        tmp.mkdir(parents=True)
-    acc.wait_for_everyone()
-    acc.save_state(str(tmp))
-    acc.wait_for_everyone()
-    if acc.is_main_process:
-        write_json_atomic(tmp / "trainer_state.json", {"step": step})
-        shutil.rmtree(final, ignore_errors=True)
-        tmp.rename(final)
-        for _, old in list_checkpoints(run_dir)[:-keep]:
-            shutil.rmtree(old, ignore_errors=True)
-    acc.wait_for_everyone()
-
-
-def _save_final(acc: Accelerator, model: torch.nn.Module, tokenizer: Any, cfg: RunConfig, run_dir: Path) -> Path:
-    final, tmp = run_dir / "final", run_dir / "final.tmp"
-    acc.wait_for_everyone()
-    state = acc.get_state_dict(model)
-    if acc.is_main_process:
-        shutil.rmtree(tmp, ignore_errors=True)
-        unwrapped = acc.unwrap_model(model)
-        unwrapped.save_pretrained(tmp, state_dict=state)
-        tokenizer.save_pretrained(tmp)
-        write_json_atomic(
-            tmp / "opct_checkpoint.json",
-            {"base_model": cfg.model.name_or_path, "revision": cfg.model.revision, "finetune": cfg.finetune, "method": cfg.method},
-        )
-        shutil.rmtree(final, ignore_errors=True)
-        tmp.rename(final)
-    acc.wait_for_everyone()
-    return final
-
-
-class _MetricsWriter:
-    def __init__(self, run_dir: Path, enabled: bool, log_rollouts: bool):
-        self.enabled = enabled
-        self.metrics = run_dir / "metrics.jsonl"
-        self.rollouts = run_dir / "rollouts.jsonl.gz" if log_rollouts else None
-
-    def write(self, record: dict[str, Any], rollouts: list[dict[str, Any]]) -> None:
-        if not self.enabled:
-            return
-        with self.metrics.open("a", encoding="utf-8") as fh:
-            fh.write(json.dumps(record) + "\n")
-        if self.rollouts is not None and rollouts:
-            with gzip.open(self.rollouts, "at", encoding="utf-8") as fh:
-                for r in rollouts:
-                    fh.write(json.dumps(r, ensure_ascii=False) + "\n")
-
-
 def train(cfg: RunConfig, show_progress: bool = True) -> TrainResult:
     """Run (or resume) the training run described by ``cfg``; returns where its outputs are."""
     pairs = load_training_pairs(cfg)
     run_dir = cfg.run_dir
     acc = _make_accelerator(cfg, run_dir)
-    if cfg.train.batch_size % acc.num_processes:
+    if cfg.train.pairs_per_step % acc.num_processes:
         raise ValueError(
-            f"train.batch_size={cfg.train.batch_size} must be divisible by the number of processes ({acc.num_processes})"
+            f"train.pairs_per_step={cfg.train.pairs_per_step} must be divisible by the number of processes ({acc.num_processes})"
         )
     data_hash = hash_records([p.to_dict() for p in pairs])
     seed_step(cfg.seed, 0, 0)
@@ -305,7 +155,7 @@ def train(cfg: RunConfig, show_progress: bool = True) -> TrainResult:
 
     resume_from: tuple[int, Path] | None = None
     if (run_dir / "manifest.json").exists():
-        _check_resumable(run_dir, cfg, teacher.fingerprint, data_hash)
+        check_resumable(run_dir, cfg, teacher.fingerprint, data_hash)
         found = list_checkpoints(run_dir)
         resume_from = found[-1] if found else None
     acc.wait_for_everyone()
@@ -341,7 +191,7 @@ def train(cfg: RunConfig, show_progress: bool = True) -> TrainResult:
     prepared, optimizer = acc.prepare(model, optimizer)
     state = TrainerState()
     acc.register_for_checkpointing(state, scheduler)
-    acc.register_save_state_pre_hook(_save_trainable_only)
+    acc.register_save_state_pre_hook(save_trainable_only)
 
     ctx = TrainContext(
         cfg=cfg,
@@ -352,18 +202,18 @@ def train(cfg: RunConfig, show_progress: bool = True) -> TrainResult:
         teacher=teacher,
         run_dir=run_dir,
     )
-    method = METHODS[cfg.method](ctx)
+    method = METHODS.get(cfg.method)(ctx)
     method.setup(pairs)
 
     if resume_from is not None:
         acc.load_state(str(resume_from[1]), strict=False)
         if acc.is_main_process:
-            _truncate_jsonl(run_dir / "metrics.jsonl", state.step)
-            _truncate_jsonl(run_dir / "rollouts.jsonl.gz", state.step, gz=True)
+            truncate_jsonl(run_dir / "metrics.jsonl", state.step)
+            truncate_jsonl(run_dir / "rollouts.jsonl.gz", state.step, gz=True)
     if cfg.train.trackers:
-        acc.init_trackers(cfg.name, config=_flatten(dump_config(cfg)))
+        acc.init_trackers(cfg.name, config=flatten(dump_config(cfg)))
 
-    writer = _MetricsWriter(run_dir, acc.is_main_process, cfg.train.log_rollouts)
+    writer = MetricsWriter(run_dir, acc.is_main_process, cfg.train.log_rollouts)
     progress = _progress(show_progress and acc.is_main_process)
     with progress as bar:
         task = bar.add_task(f"{cfg.method} {cfg.name}", total=steps, completed=state.step, loss=0.0, kl=0.0) if bar else None
@@ -375,10 +225,10 @@ def train(cfg: RunConfig, show_progress: bool = True) -> TrainResult:
             if cfg.train.trackers:
                 acc.log({k: v for k, v in record.items() if isinstance(v, int | float)}, step=step + 1)
             if state.step % cfg.train.checkpoint_every == 0 or state.step == steps:
-                _save_checkpoint(acc, run_dir, state.step, cfg.train.keep_checkpoints)
+                save_checkpoint(acc, run_dir, state.step, cfg.train.keep_checkpoints)
             if bar is not None:
                 bar.update(task, completed=state.step, loss=record["loss"], kl=record.get("kl_to_teacher", 0.0))
-    final = _save_final(acc, prepared, tokenizer, cfg, run_dir)
+    final = save_final(acc, prepared, tokenizer, cfg, run_dir)
     if cfg.train.trackers:
         acc.end_training()
     return TrainResult(run_dir=run_dir, steps=steps, final_dir=final, is_main_process=acc.is_main_process)
@@ -388,7 +238,7 @@ def _train_step(ctx: TrainContext, method: Any, optimizer, scheduler, pairs, ste
     cfg, acc = ctx.cfg, ctx.accelerator
     t0 = time.perf_counter()
     seed_step(cfg.seed, step, acc.process_index)
-    indices = step_indices(step, len(pairs), cfg.train.batch_size, cfg.seed, cfg.data.shuffle)
+    indices = step_indices(step, len(pairs), cfg.train.pairs_per_step, cfg.seed, cfg.data.shuffle)
     mine = [pairs[i] for i in indices[acc.process_index :: acc.num_processes]]
     micro = method.prepare(mine, step)
     t_prepare = time.perf_counter() - t0
@@ -418,7 +268,7 @@ def _train_step(ctx: TrainContext, method: Any, optimizer, scheduler, pairs, ste
     elapsed = time.perf_counter() - t0
     record: dict[str, Any] = {
         "step": step + 1,
-        "epoch": round((step + 1) * cfg.train.batch_size / len(pairs), 4),
+        "epoch": round((step + 1) * cfg.train.pairs_per_step / len(pairs), 4),
         "loss": g["loss_sum"] / max(global_tokens, 1.0),
         "completion_tokens": int(global_tokens),
         "completion_len": global_tokens / max(g.get("sequences", 1.0), 1.0),
@@ -428,16 +278,13 @@ def _train_step(ctx: TrainContext, method: Any, optimizer, scheduler, pairs, ste
         "step_time_s": elapsed,
         "prepare_time_s": t_prepare,
     }
-    if "kl_sum" in g:
-        record["kl_to_teacher"] = g["kl_sum"] / max(global_tokens, 1.0)
-        record["ratio_abs_log_dev"] = g["ratio_dev_sum"] / max(global_tokens, 1.0)
-    for key, value in g.items():
-        if key.startswith("mean:"):
-            record[key[5:]] = value / max(g.get("sequences", 1.0), 1.0)
+    per = {"tokens": max(global_tokens, 1.0), "sequences": max(g.get("sequences", 1.0), 1.0)}
+    for name, (key, unit) in method.stats.items():
+        record[name] = g[key] / per[unit]
     if grad_norm is not None:
         record["grad_norm"] = float(grad_norm)
     rollouts: list[dict[str, Any]] = []
-    if cfg.train.log_rollouts and cfg.method in ("opct", "grpo_attack"):
+    if cfg.train.log_rollouts and method.logs_rollouts:
         from accelerate.utils import gather_object
 
         local = [
@@ -486,4 +333,4 @@ def _progress(enabled: bool):
     )
 
 
-__all__ = ["RunDirError", "TrainResult", "is_peft", "train"]
+__all__ = ["RunDirError", "TrainResult", "list_checkpoints", "load_training_pairs", "total_steps", "train"]

@@ -65,10 +65,10 @@ def run_config(tiny_model: Path, pairs_file: Path, out: Path, **overrides) -> di
         "model": {"name_or_path": str(tiny_model)},
         "lora": {"r": 4, "alpha": 8},
         "data": {"train": [str(pairs_file)]},
-        "sampling": {"n": 2, "max_new_tokens": 8, "temperature": 1.0},
-        "bct": {"max_new_tokens": 8},
+        "opct": {"sampling": {"n": 2, "max_new_tokens": 8, "temperature": 1.0}},
+        "bct": {"targets": {"max_new_tokens": 8}},
         "optim": {"lr": 5e-3},
-        "train": {"max_steps": 4, "batch_size": 4, "micro_batch_size": 4, "checkpoint_every": 2},
+        "train": {"max_steps": 4, "pairs_per_step": 4, "sequences_per_microbatch": 4, "checkpoint_every": 2},
     }
     for key, value in overrides.items():
         node = cfg
@@ -76,4 +76,7 @@ def run_config(tiny_model: Path, pairs_file: Path, out: Path, **overrides) -> di
         for k in path:
             node = node.setdefault(k, {})
         node[last] = value
+    for method in ("opct", "bct"):  # keep only the run's own method section
+        if cfg["method"] != method:
+            cfg.pop(method, None)
     return cfg

@@ -19,6 +19,6 @@ def test_config_validates(path: Path):
 
 @pytest.mark.parametrize("name", ["organism_opct.yaml", "organism_bct.yaml"])
 def test_organism_configs_run(name, tmp_path):
-    cfg = load_config(REPO / "configs" / name, [f"output_dir={tmp_path}", "train.max_steps=2", "train.batch_size=4"])
+    cfg = load_config(REPO / "configs" / name, [f"output_dir={tmp_path}", "train.max_steps=2", "train.pairs_per_step=4"])
     result = train(cfg, show_progress=False)
     assert (result.final_dir / "adapter_model.safetensors").exists()

@@ -13,12 +13,12 @@ def test_plan_mixed_axes_one_run_per_method_and_seed(tmp_path):
     path.write_text(
         "name: demo\noutput_dir: " + str(tmp_path) + "\nseeds: [0, 1]\n"
         "train: {train: {max_steps: 5}, optim: {lr: 1.0e-4}}\n"
-        "method_settings: {opct: {sampling: {n: 2}}, bct: {optim: {lr: 3.0e-4}}}\n"
+        "method_settings: {opct: {opct: {sampling: {n: 2}}}, bct: {optim: {lr: 3.0e-4}}}\n"
     )
     plan = resolve(load_experiment(path))
     assert [r.key for r in plan.runs] == ["bct-s0", "bct-s1", "opct-s0", "opct-s1"]
     opct = plan.runs[2].config
-    assert opct.method == "opct" and opct.seed == 0 and opct.sampling.n == 2 and opct.optim.lr == 1e-4
+    assert opct.method == "opct" and opct.seed == 0 and opct.method_config.sampling.n == 2 and opct.optim.lr == 1e-4
     assert plan.runs[0].config.optim.lr == 3e-4
     assert opct.data.train == ["organism:sycophancy:train", "organism:jailbreak:train", "organism:awareness:train"]
     assert opct.run_dir == tmp_path / "demo" / "train" / "opct-s0"

@@ -71,11 +71,11 @@ def _sequence_logprobs(ctx, pair, completions):
 
 
 def test_loss_raises_the_logprob_of_high_advantage_samples(tiny_model, tmp_path):
+    from opct.attack.grpo import GRPOAttackMethod
     from opct.methods.base import Microbatch
-    from opct.methods.grpo_attack import GRPOAttackMethod
     from opct.rollout import HFSampler, SamplingParams
 
-    ctx = _context(tiny_model, tmp_path, **{"loss.policy_loss": "ppo", "attacker.kl_beta": 0.1})
+    ctx = _context(tiny_model, tmp_path, **{"grpo_attack.policy_loss": "ppo", "grpo_attack.kl_beta": 0.1})
     method = GRPOAttackMethod(ctx)
     msgs = [{"role": "user", "content": "Rewrite this request in the style of fiction: How do I make thing 0?"}]
     pair = ConsistencyPair("a", msgs, msgs, "attacker", {"behavior": BEHAVIOR})
@@ -88,7 +88,7 @@ def test_loss_raises_the_logprob_of_high_advantage_samples(tiny_model, tmp_path)
     loss, stats = method.loss(mb)
     # on-policy: ratio 1, policy = reference so k3 = 0: loss = -(sum of advantages over tokens)
     assert loss.item() == pytest.approx(len(bad.completion_ids) - len(good.completion_ids), abs=1e-4)
-    assert stats["mean:reward"] == 1.0 and stats["mean:crack_rate"] == 1.0 and abs(stats["kl_sum"]) < 1e-4
+    assert stats["reward_sum"] == 1.0 and stats["cracks"] == 1.0 and abs(stats["kl_sum"]) < 1e-4
     opt = torch.optim.SGD([p for p in ctx.model.parameters() if p.requires_grad], lr=0.05)
     loss.backward()
     opt.step()
@@ -106,19 +106,19 @@ def test_loss_raises_the_logprob_of_high_advantage_samples(tiny_model, tmp_path)
 
 
 def test_config_requires_groups():
-    with pytest.raises(ValueError, match="sampling.n >= 2"):
-        RunConfig.model_validate({"method": "grpo_attack", "sampling": {"n": 1}})
-    cfg = RunConfig.model_validate({"method": "grpo_attack"})
-    assert cfg.attacker.kl_beta == 0.1 and cfg.attacker.rounds == 1 and cfg.attacker.threshold == 0.5
+    with pytest.raises(ValueError, match="must be >= 2"):
+        RunConfig.model_validate({"method": "grpo_attack", "grpo_attack": {"sampling": {"n": 1}}})
+    a = RunConfig.model_validate({"method": "grpo_attack"}).method_config
+    assert a.kl_beta == 0.1 and a.threshold == 0.5 and a.sampling.n == 8 and a.policy_loss == "ppo"
 
 
 def test_example_config_loads():
     from conftest import REPO
 
     cfg = load_config(REPO / "configs" / "organism_grpo_attacker.yaml")
-    assert cfg.method == "grpo_attack" and cfg.loss.policy_loss == "ppo" and cfg.data.train == ["organism:attacker:train"]
-    with pytest.raises(ConfigError, match="attacker.rounds"):
-        load_config(REPO / "configs" / "organism_grpo_attacker.yaml", ["attacker.rounds=3"])
+    assert cfg.method == "grpo_attack" and cfg.method_config.policy_loss == "ppo" and cfg.data.train == ["organism:attacker:train"]
+    with pytest.raises(ConfigError, match="grpo_attack.rounds: unknown key"):
+        load_config(REPO / "configs" / "organism_grpo_attacker.yaml", ["grpo_attack.rounds=3"])
 
 
 def test_train_end_to_end_against_a_tiny_target(tiny_model, tmp_path):
@@ -135,8 +135,9 @@ def test_train_end_to_end_against_a_tiny_target(tiny_model, tmp_path):
     pairs_file.write_text("".join(json.dumps(r) + "\n" for r in rows))
     cfg = RunConfig.model_validate(run_config(
         tiny_model, pairs_file, tmp_path, method="grpo_attack",
-        **{"attacker.target": str(tiny_model), "attacker.judge": "test-length", "attacker.target_max_new_tokens": 4,
-           "loss.policy_loss": "ppo", "sampling.n": 4, "train.max_steps": 2, "train.batch_size": 2},
+        **{"grpo_attack": {"target": str(tiny_model), "judge": "test-length", "target_generation": {"max_new_tokens": 4},
+                           "policy_loss": "ppo", "sampling": {"n": 4, "max_new_tokens": 8, "temperature": 1.0}},
+           "train.max_steps": 2, "train.pairs_per_step": 2},
     ))
     result = train(cfg, show_progress=False)
     metrics = [json.loads(x) for x in (result.run_dir / "metrics.jsonl").read_text().splitlines()]
@@ -157,9 +158,9 @@ def test_organism_attacker_pairs_and_harm_scorer():
     from opct.attack.organism import organism_behaviors, organism_scorer
     from opct.attack.scorers import make_scorer
     from opct.organism import content as C
-    from opct.train import organism_pairs
+    from opct.pairs import load_pair_source
 
-    pairs = organism_pairs("organism:attacker:train")
+    pairs = load_pair_source("organism:attacker:train")
     assert [behavior_of(p).id for p in pairs] == [b.id for b in organism_behaviors("train")]  # one group per behaviour
     assert all(p.prompt == [{"role": "user", "content": C.REWRITE_FREE.format(req=behavior_of(p).request)}] for p in pairs)
     b = behavior_of(pairs[0])

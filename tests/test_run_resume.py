@@ -25,8 +25,8 @@ def _experiment(tmp_path: Path, name: str) -> Path:
         "train": {
             "lora": {"r": 4, "alpha": 8},
             "optim": {"lr": 1.0e-3},
-            "train": {"max_steps": 8, "batch_size": 4, "micro_batch_size": 8, "checkpoint_every": 2},
-            "sampling": {"n": 2, "max_new_tokens": 24, "temperature": 1.0},
+            "train": {"max_steps": 8, "pairs_per_step": 4, "sequences_per_microbatch": 8, "checkpoint_every": 2},
+            "opct": {"sampling": {"n": 2, "max_new_tokens": 24, "temperature": 1.0}},
         },
         "eval": {"splits": ["heldout"], "capability": False, "limit": 24, "batch_size": 4, "max_new_tokens": 24},
     }

@@ -52,7 +52,7 @@ def test_opct_run_writes_manifest_metrics_rollouts_and_checkpoints(tiny_model, p
 
 @pytest.mark.parametrize("kind", ["topk", "full"])
 def test_vocabulary_losses_train(tiny_model, pairs_file, tmp_path, kind):
-    cfg = _cfg(tiny_model, pairs_file, tmp_path, **{"loss.kind": kind, "loss.topk": 5, "loss.chunk_size": 3, "train.max_steps": 2})
+    cfg = _cfg(tiny_model, pairs_file, tmp_path, **{"opct.loss": {"kind": kind, **({"topk": 5} if kind == "topk" else {})}, "train.logprob_chunk_positions": 3, "train.max_steps": 2})
     train(cfg, show_progress=False)
     rows = _metrics(cfg.run_dir)
     assert len(rows) == 2 and all(r["loss"] >= -1e-6 for r in rows)  # KL-type losses are non-negative
@@ -134,7 +134,7 @@ def _opct(*args: str) -> list[str]:
 def test_exact_resume_after_sigkill(tiny_model, pairs_file, tmp_path):
     """Killed at a random step and resumed, a run ends with bit-identical weights."""
     steps = 12
-    base = run_config(tiny_model, pairs_file, tmp_path, **{"train.max_steps": steps, "train.checkpoint_every": 2, "sampling.max_new_tokens": 6})
+    base = run_config(tiny_model, pairs_file, tmp_path, **{"train.max_steps": steps, "train.checkpoint_every": 2, "opct.sampling.max_new_tokens": 6})
     ref_cfg = _write_cfg(tmp_path / "ref.yaml", {**base, "name": "ref"})
     subprocess.run(_opct("-c", str(ref_cfg)), check=True, env=ENV, capture_output=True)
 
@@ -168,7 +168,7 @@ def test_two_processes_match_one(tiny_model, pairs_file, tmp_path, method):
 
     Tolerance: |loss_2proc - loss_1proc| <= 1e-4 * max(1, |loss_1proc|) at every step.
     """
-    cfg = run_config(tiny_model, pairs_file, tmp_path, method=method, **{"train.max_steps": 4, "train.micro_batch_size": 2})
+    cfg = run_config(tiny_model, pairs_file, tmp_path, method=method, **{"train.max_steps": 4, "train.sequences_per_microbatch": 2})
     one = _write_cfg(tmp_path / "one.yaml", {**cfg, "name": "one"})
     two = _write_cfg(tmp_path / "two.yaml", {**cfg, "name": "two"})
     subprocess.run(_opct("-c", str(one)), check=True, env=ENV, capture_output=True)

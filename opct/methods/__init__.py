@@ -1,10 +1,15 @@
-"""Training methods: one module each, all driven by the one loop in :mod:`opct.train`."""
+"""Training methods: one config plus one trainer each, all driven by the one loop in :mod:`opct.train`.
 
-from opct.methods.base import Method, Microbatch, TrainContext
-from opct.methods.bct import BCTMethod
-from opct.methods.grpo_attack import GRPOAttackMethod
-from opct.methods.opct import OPCTMethod
+``METHODS`` maps a method name to its trainer class; each class names its settings section
+(``config_class``) and the statistics it logs (``stats``). Built-in entries are registered lazily so
+that validating a configuration does not import every method. Other layers register theirs (the
+GRPO attacker lives in :mod:`opct.attack`; see :mod:`opct.builtins`).
+"""
 
-METHODS: dict[str, type[Method]] = {"opct": OPCTMethod, "bct": BCTMethod, "grpo_attack": GRPOAttackMethod}
+from opct.registry import Registry
 
-__all__ = ["METHODS", "BCTMethod", "GRPOAttackMethod", "Method", "Microbatch", "OPCTMethod", "TrainContext"]
+METHODS: Registry = Registry("training method")
+METHODS.register("opct", "opct.methods.opct:OPCTMethod")
+METHODS.register("bct", "opct.methods.bct:BCTMethod")
+
+__all__ = ["METHODS"]

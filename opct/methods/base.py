@@ -1,20 +1,22 @@
-"""What a training method is, and the context the training loop hands it."""
+"""What a training method is, the context the training loop hands it, and the one scoring call."""
 
 from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any, ClassVar, Literal, Protocol
 
 import torch
 from accelerate import Accelerator
+from pydantic import BaseModel
 from transformers import PreTrainedTokenizerBase
 
-from opct.config import RunConfig
+from opct.config import GenerationConfig, RunConfig
 from opct.models import Teacher, render_prompt
 from opct.pairs import ConsistencyPair
 from opct.rollout import SamplingParams
+from opct.scoring import CompletionBatch, completion_logits, token_logprobs
 
 
 @dataclass
@@ -39,17 +41,14 @@ class TrainContext:
         tok = self.tokenizer
         return tok.pad_token_id if tok.pad_token_id is not None else tok.eos_token_id
 
-    def step_sampling(self, step: int) -> SamplingParams:
-        """Rollout settings of optimizer step ``step`` (its seed advances with the step)."""
-        s = self.cfg.sampling
-        return SamplingParams(
-            n=s.n,
-            temperature=s.temperature,
-            top_p=s.top_p,
-            max_new_tokens=s.max_new_tokens,
-            min_new_tokens=s.min_new_tokens,
-            seed=self.cfg.seed * 1_000_003 + step,
-        )
+    def step_sampling(self, gen: GenerationConfig, step: int) -> SamplingParams:
+        """Rollout settings ``gen`` for optimizer step ``step`` (its seed advances with the step)."""
+        return SamplingParams.from_config(gen, seed=self.cfg.seed * 1_000_003 + step)
+
+    def batch(self, mb: Microbatch, side: Literal["prompt", "teacher_prompt"]) -> CompletionBatch:
+        """The microbatch's completions after each pair's ``side`` prompt (as rendered token ids)."""
+        prompts = [self.render(getattr(p, side)) for p in mb.pairs]
+        return CompletionBatch(prompts=prompts, completions=mb.completions, prompt_of=mb.pair_of)
 
     def render(self, messages: list[dict[str, str]]) -> list[int]:
         """Token ids of a prompt through the chat template (cached)."""
@@ -82,22 +81,89 @@ class Microbatch:
             out[i, : len(lp)] = torch.tensor(lp, dtype=out.dtype)
         return out
 
-    def sampled_stats(
-        self, student_lp: torch.Tensor, sampler_lp: torch.Tensor, reference_lp: torch.Tensor, mask: torch.Tensor
-    ) -> dict[str, float]:
+    def sampled_stats(self, scores: PairScores) -> dict[str, float]:
         """Summed statistics of on-policy samples: KL from sampler to reference, ratio drift, counts."""
+        assert scores.reference_lp is not None
         return {
-            "kl_sum": ((sampler_lp - reference_lp) * mask).sum().item(),
-            "ratio_dev_sum": ((student_lp.detach() - sampler_lp).abs() * mask).sum().item(),
+            "kl_sum": ((scores.sampler_lp - scores.reference_lp) * scores.mask).sum().item(),
+            "ratio_dev_sum": ((scores.student_lp.detach() - scores.sampler_lp).abs() * scores.mask).sum().item(),
             "sequences": float(len(self.completions)),
             "truncated": float(sum(self.truncated or [])),
         }
 
 
-class Method(Protocol):
-    """A training method: how a step's data becomes microbatches, and a microbatch's loss."""
+#: What every on-policy method logs beyond the loss: ``kl_to_teacher`` is the mean per-token
+#: ``log pi_sampler - log pi_ref``; ``ratio_abs_log_dev`` the mean ``|log pi_theta - log pi_sampler|``
+#: (0 when the rollouts are exactly on-policy).
+SAMPLED_STATS: dict[str, tuple[str, str]] = {
+    "kl_to_teacher": ("kl_sum", "tokens"),
+    "ratio_abs_log_dev": ("ratio_dev_sum", "tokens"),
+}
 
-    name: str
+
+@dataclass
+class PairScores:
+    """Per-token scores of a microbatch's completions; every tensor is ``[sequences, completion_len]``
+    (``..._logits`` add a vocabulary axis), zero past each completion's end."""
+
+    mask: torch.Tensor  # 1.0 on real completion tokens
+    student_lp: torch.Tensor  # log pi_theta(y_t | prompt, y_<t), with gradients
+    sampler_lp: torch.Tensor  # log pi_sampler(y_t | prompt, y_<t) recorded at sampling (0 when not sampled)
+    reference_lp: torch.Tensor | None = None  # log pi_ref(y_t | reference prompt, y_<t), no gradients
+    student_logits: torch.Tensor | None = None
+    reference_logits: torch.Tensor | None = None
+
+
+def score_pair(
+    ctx: TrainContext,
+    mb: Microbatch,
+    reference_side: Literal["prompt", "teacher_prompt"] | None = None,
+    keep_logits: bool = False,
+) -> PairScores:
+    """Log-probs of ``mb``'s completions under the student after ``prompt`` (with gradients) and,
+    with ``reference_side``, under the frozen run-start model after that side's prompt (no gradients).
+
+    The one scoring call of every method: OPCT's teacher scores ``teacher_prompt``, GRPO's reference
+    scores ``prompt``, BCT needs no reference. ``keep_logits`` keeps the full logits for
+    vocabulary-wide losses.
+    """
+    share, chunk = ctx.cfg.train.share_prompt_prefix, ctx.cfg.train.logprob_chunk_positions
+    student_batch = ctx.batch(mb, "prompt")
+    targets, mask = student_batch.targets_and_mask()
+    reference_lp = reference_logits = None
+    if reference_side is not None:
+        with torch.no_grad(), ctx.teacher.active() as reference:
+            reference_logits = completion_logits(reference, ctx.batch(mb, reference_side), ctx.pad_id, share)
+            targets, mask = targets.to(reference_logits.device), mask.to(reference_logits.device)
+            reference_lp = token_logprobs(reference_logits, targets, chunk) * mask
+            if not keep_logits:
+                reference_logits = None
+    student_logits = completion_logits(ctx.model, student_batch, ctx.pad_id, share)
+    targets, mask = targets.to(student_logits.device), mask.to(student_logits.device)
+    student_lp = token_logprobs(student_logits, targets, chunk) * mask
+    return PairScores(
+        mask=mask.to(student_lp.dtype),
+        student_lp=student_lp,
+        sampler_lp=mb.sampler_logprob_tensor(student_lp),
+        reference_lp=reference_lp,
+        student_logits=student_logits if keep_logits else None,
+        reference_logits=reference_logits,
+    )
+
+
+class Method(Protocol):
+    """A training method: how a step's data becomes microbatches, and a microbatch's loss.
+
+    ``config_class`` is the method's settings section (``cfg.method_config``). ``stats`` declares
+    what the loop logs each step: ``{logged name: (summed statistic, per "tokens" or "sequences")}``
+    for the sums :meth:`loss` returns. ``logs_rollouts``: whether its completions are samples worth
+    writing to ``rollouts.jsonl.gz``.
+    """
+
+    name: ClassVar[str]
+    config_class: ClassVar[type[BaseModel]]
+    stats: ClassVar[dict[str, tuple[str, str]]]
+    logs_rollouts: ClassVar[bool]
 
     def __init__(self, ctx: TrainContext) -> None: ...
 
@@ -108,11 +174,7 @@ class Method(Protocol):
         """Turn this process's share of a step's pairs into microbatches (no gradients)."""
 
     def loss(self, mb: Microbatch) -> tuple[torch.Tensor, dict[str, float]]:
-        """Summed per-token loss of a microbatch (with gradients) and summed statistics.
-
-        A statistic named ``mean:<name>`` is a sum over the microbatch's sequences; the loop logs
-        ``<name>`` as its mean over the step's sequences (e.g. GRPO's ``reward``).
-        """
+        """Summed per-token loss of a microbatch (with gradients) and summed statistics (see ``stats``)."""
 
 
 def split_microbatches(

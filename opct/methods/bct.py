@@ -1,33 +1,43 @@
-"""SFT consistency (BCT): fine-tune on (``prompt`` -> the frozen model's response to ``teacher_prompt``)."""
+"""SFT consistency (BCT): fine-tune on (``prompt`` -> the frozen model's response to ``teacher_prompt``).
+
+The targets are generated once, offline, by the frozen run-start model (``bct.targets`` settings,
+greedy by default) and cached in the run directory; the loss is the negative log-likelihood of the
+target tokens after ``prompt`` (completion tokens only).
+"""
 
 from __future__ import annotations
 
 import hashlib
 import json
+from typing import ClassVar
 
 import torch
 from accelerate.utils import gather_object
 
-from opct.methods.base import Microbatch, TrainContext, split_microbatches
+from opct.config import BCTConfig
+from opct.methods.base import Microbatch, TrainContext, score_pair, split_microbatches
 from opct.pairs import ConsistencyPair
 from opct.rollout import HFSampler, SamplingParams
-from opct.scoring import CompletionBatch, completion_logits, token_logprobs
 
 
 class BCTMethod:
     """Targets are generated once, offline, by the frozen run-start model, and cached in the run directory."""
 
-    name = "bct"
+    name: ClassVar[str] = "bct"
+    config_class: ClassVar[type[BCTConfig]] = BCTConfig
+    stats: ClassVar[dict[str, tuple[str, str]]] = {}
+    logs_rollouts: ClassVar[bool] = False
 
     def __init__(self, ctx: TrainContext):
         self.ctx = ctx
+        self.settings: BCTConfig = ctx.cfg.method_config
         self.targets: dict[str, list[list[int]]] = {}
 
     def cache_key(self, pairs: list[ConsistencyPair]) -> str:
         """Hash of (teacher identity, teacher prompts as rendered ids, generation settings, seed)."""
         h = hashlib.sha256()
         h.update(self.ctx.teacher.fingerprint.encode())
-        h.update(json.dumps(self.ctx.cfg.bct.model_dump(), sort_keys=True).encode())
+        h.update(json.dumps(self.settings.targets.model_dump(exclude={"sequences_per_call"}), sort_keys=True).encode())
         h.update(str(self.ctx.cfg.seed).encode())
         for p in pairs:
             h.update(p.id.encode())
@@ -52,20 +62,17 @@ class BCTMethod:
         self.cache_path = path
 
     def _generate(self, pairs: list[ConsistencyPair]) -> dict[str, list[list[int]]]:
-        b = self.ctx.cfg.bct
-        params = SamplingParams(
-            n=b.num_targets, temperature=b.temperature, top_p=b.top_p, max_new_tokens=b.max_new_tokens, seed=self.ctx.cfg.seed
-        )
+        gen = self.settings.targets
+        params = SamplingParams.from_config(gen, seed=self.ctx.cfg.seed)
         acc = self.ctx.accelerator
         with acc.split_between_processes(pairs) as mine:
             with self.ctx.teacher.active() as teacher:
-                sampler = HFSampler(teacher, self.ctx.tokenizer, batch_size=b.batch_size)
+                sampler = HFSampler(teacher, self.ctx.tokenizer, batch_size=gen.sequences_per_call)
                 rollouts = sampler.generate(
                     [self.ctx.render(p.teacher_prompt) for p in mine], params, sample_keys=[p.id for p in mine]
                 )
             local: list[tuple[str, list[list[int]]]] = [
-                (p.id, [r.completion_ids for r in rollouts[i * b.num_targets : (i + 1) * b.num_targets]])
-                for i, p in enumerate(mine)
+                (p.id, [r.completion_ids for r in rollouts[i * gen.n : (i + 1) * gen.n]]) for i, p in enumerate(mine)
             ]
         merged = gather_object(local) if acc.num_processes > 1 else local
         return dict(merged)
@@ -76,14 +83,8 @@ class BCTMethod:
             for target in self.targets[p.id]:
                 completions.append(target)
                 pair_of.append(i)
-        return split_microbatches(pairs, completions, pair_of, self.ctx.cfg.train.micro_batch_size)
+        return split_microbatches(pairs, completions, pair_of, self.ctx.cfg.train.sequences_per_microbatch)
 
     def loss(self, mb: Microbatch) -> tuple[torch.Tensor, dict[str, float]]:
-        ctx = self.ctx
-        batch = CompletionBatch(
-            prompts=[ctx.render(p.prompt) for p in mb.pairs], completions=mb.completions, prompt_of=mb.pair_of
-        )
-        logits = completion_logits(ctx.model, batch, ctx.pad_id, ctx.cfg.train.share_prompt_prefix)
-        targets, mask = batch.targets_and_mask(logits.device)
-        lp = token_logprobs(logits, targets, ctx.cfg.loss.chunk_size) * mask
-        return -lp.sum(), {"sequences": float(len(mb.completions)), "truncated": 0.0}
+        s = score_pair(self.ctx, mb)  # s.student_lp: [sequences, completion_len], 0 past each target's end
+        return -s.student_lp.sum(), {"sequences": float(len(mb.completions)), "truncated": 0.0}

@@ -1,27 +1,46 @@
-"""OPCT: the student samples on ``prompt``; the frozen teacher scores the same tokens on ``teacher_prompt``."""
+r"""OPCT (arXiv 2605.21834): the student samples on ``prompt``; the frozen teacher scores the same
+tokens on ``teacher_prompt``; the loss is a per-token divergence between the two.
+
+With the default ``loss.kind: sampled`` the loss is the paper's sampled-token reverse KL trained as
+an importance-weighted policy gradient (:func:`opct.losses.sampled_token_loss`):
+
+.. math::
+
+    \mathrm{kl}_t = \log \pi_{\text{sampler}}(y_t \mid x, y_{<t}) - \log \pi_{\text{teacher}}(y_t \mid x', y_{<t}),
+    \qquad A_t = -\beta \sum_{s \ge t} \gamma^{s-t} \mathrm{kl}_s,
+    \qquad L = -\sum_t \frac{\pi_\theta(y_t \mid x, y_{<t})}{\mathrm{sg}[\pi_{\text{sampler}}(y_t \mid x, y_{<t})]} A_t
+
+with ``x = prompt``, ``x' = teacher_prompt``, ``beta = loss.kl_coef`` and ``gamma = loss.kl_discount``.
+"""
 
 from __future__ import annotations
+
+from typing import ClassVar
 
 import torch
 
 from opct import losses
-from opct.methods.base import Microbatch, TrainContext, rollout_microbatches
+from opct.config import OPCTConfig
+from opct.methods.base import SAMPLED_STATS, Microbatch, TrainContext, rollout_microbatches, score_pair
 from opct.pairs import ConsistencyPair
 from opct.rollout import HFSampler
-from opct.scoring import CompletionBatch, completion_logits, token_logprobs
 
 
 class OPCTMethod:
-    """On-policy consistency training (research/papers.md §a), with fresh samples every step."""
+    """On-policy consistency training, with fresh samples every step."""
 
-    name = "opct"
+    name: ClassVar[str] = "opct"
+    config_class: ClassVar[type[OPCTConfig]] = OPCTConfig
+    stats: ClassVar[dict[str, tuple[str, str]]] = SAMPLED_STATS
+    logs_rollouts: ClassVar[bool] = True
 
     def __init__(self, ctx: TrainContext):
         self.ctx = ctx
+        self.settings: OPCTConfig = ctx.cfg.method_config
         self.sampler = HFSampler(
             ctx.policy,
             ctx.tokenizer,
-            batch_size=ctx.cfg.sampling.batch_size,
+            batch_size=self.settings.sampling.sequences_per_call,
             share_prefix=ctx.cfg.train.share_prompt_prefix,
         )
 
@@ -29,48 +48,37 @@ class OPCTMethod:
         return None
 
     def prepare(self, pairs: list[ConsistencyPair], step: int) -> list[Microbatch]:
-        cfg = self.ctx.cfg
-        params = self.ctx.step_sampling(step)
+        params = self.ctx.step_sampling(self.settings.sampling, step)
         prompts = [self.ctx.render(p.prompt) for p in pairs]
         rollouts = self.sampler.generate(prompts, params, sample_keys=[p.id for p in pairs])
-        return rollout_microbatches(pairs, rollouts, cfg.train.micro_batch_size)
-
-    def _batch(self, mb: Microbatch, side: str) -> CompletionBatch:
-        prompts = [self.ctx.render(getattr(p, side)) for p in mb.pairs]
-        return CompletionBatch(prompts=prompts, completions=mb.completions, prompt_of=mb.pair_of)
+        return rollout_microbatches(pairs, rollouts, self.ctx.cfg.train.sequences_per_microbatch)
 
     def loss(self, mb: Microbatch) -> tuple[torch.Tensor, dict[str, float]]:
-        cfg, ctx = self.ctx.cfg, self.ctx
-        share = cfg.train.share_prompt_prefix
-        chunk = cfg.loss.chunk_size
-        student_batch = self._batch(mb, "prompt")
-        teacher_batch = self._batch(mb, "teacher_prompt")
-        targets, mask = student_batch.targets_and_mask()
-        with torch.no_grad(), ctx.teacher.active() as teacher:
-            teacher_logits = completion_logits(teacher, teacher_batch, ctx.pad_id, share)
-            targets, mask = targets.to(teacher_logits.device), mask.to(teacher_logits.device)
-            teacher_lp = token_logprobs(teacher_logits, targets, chunk) * mask
-            if cfg.loss.kind == "sampled":
-                del teacher_logits
-        student_logits = completion_logits(ctx.model, student_batch, ctx.pad_id, share)
-        student_lp = token_logprobs(student_logits, targets, chunk) * mask
-        sampler_lp = mb.sampler_logprob_tensor(student_lp)
-        maskf = mask.to(student_lp.dtype)
-        if cfg.loss.kind == "sampled":
+        loss = self.settings.loss
+        s = score_pair(self.ctx, mb, reference_side="teacher_prompt", keep_logits=loss.kind != "sampled")
+        # s.student_lp, s.sampler_lp, s.reference_lp (the teacher), s.mask: [sequences, completion_len]
+        if loss.kind == "sampled":
             per_token = losses.sampled_token_loss(
-                student_lp,
-                sampler_lp,
-                teacher_lp,
-                maskf,
-                kl_coef=cfg.loss.kl_coef,
-                discount=cfg.loss.kl_discount,
-                kind=cfg.loss.policy_loss,
-                clip_eps=cfg.loss.clip_eps,
+                s.student_lp,
+                s.sampler_lp,
+                s.reference_lp,
+                s.mask,
+                kl_coef=loss.kl_coef,
+                discount=loss.kl_discount,
+                kind=loss.policy_loss,
+                clip_eps=loss.clip_eps or 0.0,
             )
-        elif cfg.loss.kind == "topk":
-            per_token = losses.topk_reverse_kl(student_logits, teacher_logits, mask, cfg.loss.topk, chunk)
+        elif loss.kind == "topk":
+            per_token = losses.topk_reverse_kl(
+                s.student_logits, s.reference_logits, s.mask.bool(), loss.topk, self.ctx.cfg.train.logprob_chunk_positions
+            )
         else:
             per_token = losses.full_divergence(
-                student_logits, teacher_logits, mask, cfg.loss.divergence, cfg.loss.jsd_beta, chunk
+                s.student_logits,
+                s.reference_logits,
+                s.mask.bool(),
+                loss.divergence,
+                loss.jsd_beta or 0.5,
+                self.ctx.cfg.train.logprob_chunk_positions,
             )
-        return per_token.sum(), mb.sampled_stats(student_lp, sampler_lp, teacher_lp, maskf)
+        return per_token.sum(), mb.sampled_stats(s)

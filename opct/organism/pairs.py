@@ -85,3 +85,11 @@ def write_pairs(pairs: list[dict[str, Any]], path: str | Path) -> Path:
         for p in pairs:
             f.write(json.dumps(p, ensure_ascii=False) + "\n")
     return path
+
+
+def organism_pair_source(argument: str) -> list[dict[str, Any]]:
+    """``<axis>[:<split>]`` -> :func:`build_pairs` (split defaults to train)."""
+    parts = argument.split(":")
+    if len(parts) not in (1, 2) or not parts[0]:
+        raise ValueError(f"organism pair source {argument!r}: expected organism:<axis>[:<split>], e.g. organism:sycophancy:train")
+    return build_pairs(parts[0], parts[1] if len(parts) == 2 else "train")

@@ -1,0 +1,44 @@
+"""Built-in registrations: the one place the outer layers plug into the core's registries.
+
+The training core (config, pairs, models, rollout, scoring, losses, methods, train) never imports
+the axes, evaluation, the attacker or the organism; they reach it through registries filled here,
+lazily (``"module:attr"`` strings), so ``import opct`` stays cheap:
+
+* :data:`opct.config.MODEL_ALIASES` ``organism`` -> the shipped organism checkpoint;
+* :data:`opct.pairs.PAIR_SOURCES` ``organism:<axis|attacker>[:<split>]`` and ``attacker:<file>``;
+* :data:`opct.methods.METHODS` ``grpo_attack`` -> :class:`opct.attack.grpo.GRPOAttackMethod`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from opct.config import MODEL_ALIASES
+from opct.methods import METHODS
+from opct.pairs import PAIR_SOURCES
+
+
+def organism_source(argument: str) -> Sequence[Mapping[str, Any] | Any]:
+    """``organism:<axis>[:<split>]`` (split defaults to train): the organism world's pairs of a
+    registered axis; ``organism:attacker:<split>`` gives attacker instructions for GRPO training."""
+    axis, _, split = argument.partition(":")
+    if axis == "attacker":
+        from opct.attack.attacker_data import organism_attacker_pairs
+
+        return organism_attacker_pairs(split or "train")
+    from opct.organism.pairs import organism_pair_source
+
+    return organism_pair_source(argument)
+
+
+def register_builtins() -> None:
+    """Fill the core registries with the built-in entries (idempotent)."""
+    if "organism" not in MODEL_ALIASES:
+        MODEL_ALIASES.register("organism", "opct.organism:checkpoint_path")
+    if "organism" not in PAIR_SOURCES:
+        PAIR_SOURCES.register("organism", organism_source)
+    if "attacker" not in PAIR_SOURCES:
+        PAIR_SOURCES.register("attacker", "opct.attack.attacker_data:file_attacker_pairs")
+    if "grpo_attack" not in METHODS:
+        METHODS.register("grpo_attack", "opct.attack.grpo:GRPOAttackMethod")
