@@ -16,7 +16,7 @@ table shows medians over the repeats of each run's median step time.
 
 Both frameworks get: the same model and tokenizer, the same prompts, ``n`` samples per prompt and
 ``batch`` prompts per optimizer step (one forward/backward for the whole batch: opct
-``micro_batch_size = batch * n``; TRL ``per_device_train_batch_size = batch * n``,
+``train.sequences_per_microbatch = batch * n``; TRL ``per_device_train_batch_size = batch * n``,
 ``gradient_accumulation_steps = 1``), completions of exactly ``--completion-len`` tokens
 (``min_new_tokens = max_new_tokens``), temperature 1, no top-p/top-k, the same fine-tuning (LoRA
 ``r=16, alpha=32`` on all linear layers by default, or ``--full``), AdamW with lr 1e-5, betas
@@ -292,15 +292,17 @@ def run_opct(spec: dict[str, Any]) -> dict[str, Any]:
                 "target_modules": "all-linear",
             },
             "data": {"train": [str(pairs)]},
-            "sampling": {
-                "n": n,
-                "temperature": 1.0,
-                "top_p": 1.0,
-                "max_new_tokens": c,
-                "min_new_tokens": c,
-                "batch_size": b * n,
+            "opct": {
+                "sampling": {
+                    "n": n,
+                    "temperature": 1.0,
+                    "top_p": 1.0,
+                    "max_new_tokens": c,
+                    "min_new_tokens": c,
+                    "sequences_per_call": b * n,
+                },
+                "loss": {"kind": "sampled"},
             },
-            "loss": {"kind": "sampled"},
             "optim": {
                 "lr": 1e-5,
                 "betas": [0.9, 0.95],
@@ -310,8 +312,8 @@ def run_opct(spec: dict[str, Any]) -> dict[str, Any]:
             },
             "train": {
                 "max_steps": spec["warmup"] + spec["steps"],
-                "batch_size": b,
-                "micro_batch_size": b * n,
+                "pairs_per_step": b,
+                "sequences_per_microbatch": b * n,
                 "checkpoint_every": 10**6,
                 "log_rollouts": False,
             },

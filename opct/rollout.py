@@ -7,15 +7,8 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 import torch
-from transformers import (
-    DynamicCache,
-    LogitsProcessor,
-    LogitsProcessorList,
-    PreTrainedModel,
-    PreTrainedTokenizerBase,
-)
+from transformers import DynamicCache, PreTrainedModel, PreTrainedTokenizerBase
 from transformers.cache_utils import DynamicLayer
-from transformers.generation import GenerationConfig
 
 from opct.models import eos_token_ids
 
@@ -76,30 +69,32 @@ def sample_seed(seed: int, key: str, sample_index: int) -> int:
     return int.from_bytes(digest, "little") & 0x7FFF_FFFF_FFFF_FFFF
 
 
-class _SampleAndRecord(LogitsProcessor):
-    """Chooses each row's next token itself and records its log-probability.
+class _TokenChooser:
+    """Chooses each row's next token from the model's raw logits and records its log-probability.
 
-    ``generate`` runs greedy over the returned scores (one finite entry per row), so sampling,
-    temperature, top-p and the minimum length are all decided here. Each row draws its uniforms for
-    every step up front from its own generator, and a step samples all rows at once by inverting
-    their cumulative distributions, so a sample does not depend on the rest of the batch.
+    Sampling, temperature, top-p and the minimum length are all decided here, from
+    :class:`SamplingParams` alone: no logits processor of the model's ``generation_config``
+    (repetition penalty, top-k, n-gram blocking...) ever runs, so the recorded log-probs are those
+    of the policy the tokens were drawn from (see :class:`Rollout` for which policy that is). Each
+    row draws its uniforms for every step up front from its own generator, and a step samples all
+    rows at once by inverting their cumulative distributions, so a sample does not depend on the
+    rest of the batch.
     """
 
-    def __init__(self, params: SamplingParams, generators: list[torch.Generator], eos_ids: list[int], prompt_len: int):
+    def __init__(self, params: SamplingParams, generators: list[torch.Generator], eos_ids: list[int]):
         self.params = params
         self.uniforms = torch.stack(
             [torch.rand(params.max_new_tokens, generator=g, dtype=torch.float64) for g in generators]
         )
         self.eos_ids = torch.tensor(eos_ids)
-        self.prompt_len = prompt_len
         self.tokens: list[torch.Tensor] = []
         self.logprobs: list[torch.Tensor] = []
 
-    def __call__(self, input_ids: torch.LongTensor, scores: torch.FloatTensor) -> torch.FloatTensor:
-        raw = scores.float()
+    def __call__(self, logits: torch.Tensor, step: int) -> torch.Tensor:
+        """The next token of every row (``logits``: ``[rows, vocab]`` at decoding step ``step``)."""
+        raw = logits.float()
         logp = torch.log_softmax(raw, dim=-1)
         choice_logits = raw
-        step = input_ids.shape[1] - self.prompt_len
         if step < self.params.min_new_tokens:
             choice_logits = raw.clone()
             choice_logits[:, self.eos_ids.to(raw.device)] = float("-inf")
@@ -113,9 +108,7 @@ class _SampleAndRecord(LogitsProcessor):
             chosen = _inverse_cdf(probs, self.uniforms[:, step])
         self.tokens.append(chosen)
         self.logprobs.append(logp.gather(1, chosen[:, None])[:, 0])
-        out = torch.full_like(scores, float("-inf"))
-        out.scatter_(1, chosen[:, None], 0.0)
-        return out
+        return chosen
 
 
 def _inverse_cdf(probs: torch.Tensor, uniforms: torch.Tensor) -> torch.Tensor:
@@ -198,30 +191,14 @@ class HFSampler:
             input_ids[i, width - len(p) :] = torch.tensor(p)
             attention[i, width - len(p) :] = 1
         generators = [torch.Generator().manual_seed(sample_seed(params.seed, keys[p], s)) for p, s in jobs]
-        recorder = _SampleAndRecord(params, generators, self.eos_ids, prompt_len=width)
-        gen_cfg = GenerationConfig(
-            do_sample=False,
-            num_beams=1,
-            max_new_tokens=params.max_new_tokens,
-            eos_token_id=self.eos_ids,
-            pad_token_id=self.pad_id,
-            temperature=None,
-            top_p=None,
-            top_k=None,
-        )
+        chooser = _TokenChooser(params, generators, self.eos_ids)
         input_ids, attention = input_ids.to(device), attention.to(device)
         cache = self._new_cache(width + params.max_new_tokens)
         if self.share_prefix:
             self._prefill_shared(cache, input_ids, attention, [p for p, _ in jobs])
-        self.model.generate(
-            input_ids=input_ids,
-            attention_mask=attention,
-            past_key_values=cache,
-            generation_config=gen_cfg,
-            logits_processor=LogitsProcessorList([recorder]),
-        )
-        tokens = torch.stack(recorder.tokens, dim=1).cpu()
-        logprobs = torch.stack(recorder.logprobs, dim=1).cpu()
+        self._decode(input_ids, attention, cache, chooser, params.max_new_tokens)
+        tokens = torch.stack(chooser.tokens, dim=1).cpu()
+        logprobs = torch.stack(chooser.logprobs, dim=1).cpu()
         eos = set(self.eos_ids)
         out = []
         for row, (p, s) in enumerate(jobs):
@@ -240,6 +217,45 @@ class HFSampler:
             )
         return out
 
+    def _decode(
+        self, input_ids: torch.Tensor, attention: torch.Tensor, cache: DynamicCache, chooser: _TokenChooser, steps: int
+    ) -> None:
+        """Decode up to ``steps`` tokens for every row of the left-padded batch, calling the model's
+        forward directly (never ``generate``, whose defaults come from the model's generation config).
+
+        ``cache`` may already hold the first prompt positions (:meth:`_prefill_shared`); only the rest
+        is encoded. Rows that emitted an end-of-sequence token keep decoding padding until all have.
+        """
+        rows = input_ids.shape[0]
+        positions = (attention.cumsum(-1) - 1).clamp(min=0)  # [rows, width]
+        cached = cache.get_seq_length()
+        out = self.model(
+            input_ids=input_ids[:, cached:],
+            attention_mask=attention,
+            position_ids=positions[:, cached:],
+            past_key_values=cache,
+            use_cache=True,
+            logits_to_keep=1,
+        )
+        next_position = positions[:, -1:] + 1  # [rows, 1]
+        eos = torch.tensor(self.eos_ids, device=input_ids.device)
+        done = torch.zeros(rows, dtype=torch.bool, device=input_ids.device)
+        for step in range(steps):
+            token = chooser(out.logits[:, -1, :], step)  # [rows]
+            token = torch.where(done, torch.full_like(token, self.pad_id), token)
+            done = done | torch.isin(token, eos)
+            if step == steps - 1 or bool(done.all()):
+                return
+            attention = torch.cat([attention, torch.ones_like(attention[:, :1])], dim=1)
+            out = self.model(
+                input_ids=token[:, None],
+                attention_mask=attention,
+                position_ids=next_position,
+                past_key_values=cache,
+                use_cache=True,
+            )
+            next_position = next_position + 1
+
     def _new_cache(self, capacity: int) -> DynamicCache:
         """An empty KV cache whose full-attention layers append in place (see :class:`_BufferedLayer`)."""
         cache = DynamicCache(config=self.model.config)
@@ -251,9 +267,9 @@ class HFSampler:
     ) -> None:
         """Fill ``cache`` with all but the last prompt position, computing each distinct prompt once.
 
-        Rows are the (left-padded) batch given to ``generate``; rows with the same prompt index hold
-        the same ids. Nothing is done when no prompt repeats; otherwise ``generate`` finds the prompt
-        cached and only runs its last position for each row before sampling.
+        Rows are the (left-padded) batch to decode; rows with the same prompt index hold the same
+        ids. Nothing is done when no prompt repeats; otherwise :meth:`_decode` finds the prompt cached
+        and only runs its last position for each row before sampling.
         """
         first: dict[int, int] = {}
         for row, p in enumerate(prompt_of_row):

@@ -69,3 +69,40 @@ def make_tiny_model(
     model.generation_config.pad_token_id = fast.pad_token_id
     model.save_pretrained(out)
     return out
+
+
+#: The sampling defaults a real instruct checkpoint ships (Qwen2.5-Instruct's ``generation_config.json``).
+INSTRUCT_GENERATION = {"do_sample": True, "temperature": 0.7, "top_p": 0.8, "top_k": 20, "repetition_penalty": 1.05}
+
+
+def make_family_model(
+    tokenizer_dir: str | Path,
+    out_dir: str | Path,
+    generation: dict | None = None,
+    seed: int = 0,
+    peaked: bool = False,
+) -> Path:
+    """A tiny random model of a real family from a folder holding its real tokenizer and a
+    ``tiny_config.json`` (``../shared/models/qwen3-tokenizer``, ``gpt2-tokenizer``), saved with the
+    tokenizer to ``out_dir``. ``generation`` sets fields of the model's ``generation_config`` (e.g.
+    :data:`INSTRUCT_GENERATION`), as a real instruct checkpoint has them. ``peaked`` scales the output
+    layer so that next-token distributions are sharp, as a trained model's are (random weights give
+    near-uniform ones, under which sampling-setting bugs hide)."""
+    import json
+
+    from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer
+
+    src, out = Path(tokenizer_dir), Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    tok = AutoTokenizer.from_pretrained(src)
+    tok.save_pretrained(out)
+    cfg = AutoConfig.for_model(**json.loads((src / "tiny_config.json").read_text(encoding="utf-8")))
+    torch.manual_seed(seed)
+    model = AutoModelForCausalLM.from_config(cfg)
+    if peaked:
+        with torch.no_grad():
+            model.get_output_embeddings().weight.mul_(40.0)
+    for key, value in (generation or {}).items():
+        setattr(model.generation_config, key, value)
+    model.save_pretrained(out)
+    return out
