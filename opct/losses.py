@@ -17,6 +17,13 @@ the perturbed prompt ``x`` and scored by the teacher on the contrastive prompt `
 With ``gamma = 1`` the expected gradient is that of the sequence-level reverse KL
 ``KL(pi_theta(.|x) || pi_teacher(.|x'))``; with ``gamma = 0`` (the paper's default) it is the
 gradient of the per-position reverse KL on on-policy prefixes, i.e. of :func:`full_divergence`.
+
+Temperature and top-p. ``pi_sampler`` is always the model's own distribution at temperature 1 over
+the whole vocabulary (the recorded log-prob of :class:`opct.rollout.Rollout`), as in the official
+local trainer, which recomputes the sampling log-probs as ``log_softmax`` of the raw logits. Sampling
+at ``T != 1`` or with top-p draws the tokens from another distribution, so the ratio and the KL then
+refer to the untempered policy on tokens it did not itself draw; a run with such settings says so
+once, at start (:class:`opct.methods.base.OffPolicySamplingWarning`).
 """
 
 from __future__ import annotations

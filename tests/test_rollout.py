@@ -1,5 +1,6 @@
 """The Hugging Face sampling engine."""
 
+import pytest
 import torch
 
 from opct.config import ModelConfig
@@ -75,6 +76,34 @@ def test_top_p_restricts_to_the_nucleus(tiny_model):
             break
     out = HFSampler(model, tok).generate([prompt], SamplingParams(n=40, top_p=0.05, max_new_tokens=1, seed=3))
     assert {r.completion_ids[0] for r in out} <= nucleus
+
+
+def test_recorded_logprobs_are_untempered_and_untruncated(tiny_model):
+    """As documented on Rollout and in opct.losses: tokens come from the tempered, top-p-truncated
+    distribution, but the recorded log-prob is the model's own (T = 1, whole vocabulary)."""
+    from opct.scoring import CompletionBatch, completion_logprobs
+
+    tok, model = _setup(tiny_model)
+    prompt = render_prompt(tok, "hello there")
+    out = HFSampler(model, tok).generate([prompt], SamplingParams(n=4, temperature=0.5, top_p=0.8, max_new_tokens=8, seed=1))
+    batch = CompletionBatch([prompt], [r.completion_ids for r in out], [0] * 4)
+    with torch.no_grad():
+        untempered, _ = completion_logprobs(model, batch, tok.pad_token_id)
+    for i, r in enumerate(out):
+        torch.testing.assert_close(untempered[i, : len(r.logprobs)], torch.tensor(r.logprobs), atol=1e-5, rtol=0)
+
+
+def test_training_at_other_temperatures_warns_once(tiny_model, pairs_file, tmp_path):
+    from conftest import run_config
+
+    from opct.config import RunConfig
+    from opct.methods.base import OffPolicySamplingWarning
+    from opct.train import train
+
+    tree = run_config(tiny_model, pairs_file, tmp_path, **{"train.max_steps": 2, "opct.sampling.temperature": 1.2})
+    with pytest.warns(OffPolicySamplingWarning, match="temperature 1.2") as caught:
+        train(RunConfig.model_validate(tree), show_progress=False)
+    assert len([w for w in caught if w.category is OffPolicySamplingWarning]) == 1
 
 
 def test_shared_prefix_generation_matches_unshared(tiny_model):

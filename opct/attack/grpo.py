@@ -39,7 +39,14 @@ from opct import losses
 from opct.attack.attacker_data import behavior_of
 from opct.attack.model_attacker import parse_attack_prompt
 from opct.config import GenerationConfig
-from opct.methods.base import SAMPLED_STATS, Microbatch, TrainContext, rollout_microbatches, score_pair
+from opct.methods.base import (
+    SAMPLED_STATS,
+    Microbatch,
+    TrainContext,
+    rollout_microbatches,
+    score_pair,
+    warn_if_off_policy,
+)
 from opct.pairs import ConsistencyPair
 from opct.rollout import HFSampler
 
@@ -123,13 +130,14 @@ class GRPOAttackMethod:
         return HFTarget(model, tokenizer, max_new_tokens=gen.max_new_tokens, batch_size=gen.sequences_per_call)
 
     def setup(self, pairs: list[ConsistencyPair]) -> None:
+        warn_if_off_policy(self.settings.sampling, self.name)
         for p in pairs:
             behavior_of(p)  # fail before the first step if the data is not attacker pairs
         _ = self.target
 
     def prepare(self, pairs: list[ConsistencyPair], step: int) -> list[Microbatch]:
         params = self.ctx.step_sampling(self.settings.sampling, step)
-        rollouts = self.sampler.generate([self.ctx.render(p.prompt) for p in pairs], params, sample_keys=[p.id for p in pairs])
+        rollouts = self.ctx.sample(self.sampler, pairs, params)
         tok = self.ctx.tokenizer
         attacks = [self.parse(tok.decode(r.completion_ids, skip_special_tokens=True)) for r in rollouts]
         rewards = self.episode_rewards([behavior_of(pairs[r.prompt_index]) for r in rollouts], attacks)

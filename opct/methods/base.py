@@ -41,6 +41,12 @@ class TrainContext:
         tok = self.tokenizer
         return tok.pad_token_id if tok.pad_token_id is not None else tok.eos_token_id
 
+    def sample(self, sampler: Any, pairs: list[ConsistencyPair], params: SamplingParams) -> list[Any]:
+        """Sample ``params.n`` completions of each pair's ``prompt`` with the current policy, under the
+        training autocast (so recorded log-probs are computed as the student's are)."""
+        with self.accelerator.autocast():
+            return sampler.generate([self.render(p.prompt) for p in pairs], params, sample_keys=[p.id for p in pairs])
+
     def step_sampling(self, gen: GenerationConfig, step: int) -> SamplingParams:
         """Rollout settings ``gen`` for optimizer step ``step`` (its seed advances with the step)."""
         return SamplingParams.from_config(gen, seed=self.cfg.seed * 1_000_003 + step)
@@ -92,6 +98,35 @@ class Microbatch:
         }
 
 
+class OffPolicySamplingWarning(UserWarning):
+    """Rollouts are drawn from a tempered or truncated policy while the loss uses the model's own."""
+
+
+def warn_if_off_policy(gen: GenerationConfig, method: str) -> None:
+    """Say once, at the start of a run, when sampling makes the importance ratio depart from the
+    behaviour policy.
+
+    opct follows the official local trainer: the recorded sampler log-prob is the model's own
+    (temperature 1, whole vocabulary), so at temperature != 1 or top-p < 1 the ratio and the KL
+    refer to the untempered policy while the tokens come from the tempered, truncated one.
+    """
+    parts = [f"temperature {gen.temperature:g}"] if gen.temperature not in (0.0, 1.0) else []
+    if gen.top_p < 1.0:
+        parts.append(f"top-p {gen.top_p:g}")
+    if gen.temperature == 0.0:
+        parts.append("temperature 0 (greedy, deterministic rollouts)")
+    if parts:
+        import warnings
+
+        warnings.warn(
+            f"{method}: sampling at {' and '.join(parts)}; the importance ratio and the KL use the model's "
+            "untempered, untruncated log-probs (as the official OPCT local trainer does), so rollouts are "
+            "not exactly on-policy for them",
+            OffPolicySamplingWarning,
+            stacklevel=3,
+        )
+
+
 #: What every on-policy method logs beyond the loss: ``kl_to_teacher`` is the mean per-token
 #: ``log pi_sampler - log pi_ref``; ``ratio_abs_log_dev`` the mean ``|log pi_theta - log pi_sampler|``
 #: (0 when the rollouts are exactly on-policy).
@@ -132,13 +167,16 @@ def score_pair(
     targets, mask = student_batch.targets_and_mask()
     reference_lp = reference_logits = None
     if reference_side is not None:
-        with torch.no_grad(), ctx.teacher.active() as reference:
+        # The same autocast as the student: under mixed precision a teacher copy run in full
+        # precision would differ from the run-start student by rounding alone.
+        with torch.no_grad(), ctx.teacher.active() as reference, ctx.accelerator.autocast():
             reference_logits = completion_logits(reference, ctx.batch(mb, reference_side), ctx.pad_id, share)
             targets, mask = targets.to(reference_logits.device), mask.to(reference_logits.device)
             reference_lp = token_logprobs(reference_logits, targets, chunk) * mask
             if not keep_logits:
                 reference_logits = None
-    student_logits = completion_logits(ctx.model, student_batch, ctx.pad_id, share)
+    with ctx.accelerator.autocast():
+        student_logits = completion_logits(ctx.model, student_batch, ctx.pad_id, share)
     targets, mask = targets.to(student_logits.device), mask.to(student_logits.device)
     student_lp = token_logprobs(student_logits, targets, chunk) * mask
     return PairScores(

@@ -21,7 +21,14 @@ import torch
 
 from opct import losses
 from opct.config import OPCTConfig
-from opct.methods.base import SAMPLED_STATS, Microbatch, TrainContext, rollout_microbatches, score_pair
+from opct.methods.base import (
+    SAMPLED_STATS,
+    Microbatch,
+    TrainContext,
+    rollout_microbatches,
+    score_pair,
+    warn_if_off_policy,
+)
 from opct.pairs import ConsistencyPair
 from opct.rollout import HFSampler
 
@@ -45,12 +52,11 @@ class OPCTMethod:
         )
 
     def setup(self, pairs: list[ConsistencyPair]) -> None:
-        return None
+        warn_if_off_policy(self.settings.sampling, self.name)
 
     def prepare(self, pairs: list[ConsistencyPair], step: int) -> list[Microbatch]:
         params = self.ctx.step_sampling(self.settings.sampling, step)
-        prompts = [self.ctx.render(p.prompt) for p in pairs]
-        rollouts = self.sampler.generate(prompts, params, sample_keys=[p.id for p in pairs])
+        rollouts = self.ctx.sample(self.sampler, pairs, params)
         return rollout_microbatches(pairs, rollouts, self.ctx.cfg.train.sequences_per_microbatch)
 
     def loss(self, mb: Microbatch) -> tuple[torch.Tensor, dict[str, float]]:
