@@ -186,6 +186,9 @@ class TrainConfig(_Strict):
     keep_checkpoints: int = Field(2, gt=0)
     log_rollouts: bool = True
     share_prompt_prefix: bool = Field(True, description="encode each prompt once for all its samples (KV cache)")
+    disable_dropout: bool = Field(
+        True, description="zero the base model's dropout (on-policy ratios need it; lora.dropout is kept)"
+    )
     trackers: list[Literal["tensorboard", "wandb", "trackio"]] = Field(default_factory=list)
 
 

@@ -102,6 +102,25 @@ def load_model(cfg: ModelConfig, device: str | torch.device | None = None) -> Pr
     return model
 
 
+def disable_dropout(model: torch.nn.Module) -> int:
+    """Set every dropout of ``model`` to 0 (``nn.Dropout`` modules and float ``*dropout`` attributes
+    of attention layers); returns how many were non-zero.
+
+    On-policy training needs the student's forward to compute the policy that sampled: with dropout
+    active the importance ratio departs from 1 at the first step (GPT-2 ships dropout 0.1).
+    """
+    changed = 0
+    for module in model.modules():
+        if isinstance(module, torch.nn.Dropout) and module.p > 0:
+            module.p, changed = 0.0, changed + 1
+        for attr in ("attention_dropout", "dropout"):
+            value = getattr(module, attr, None)
+            if isinstance(value, float) and value > 0:
+                setattr(module, attr, 0.0)
+                changed += 1
+    return changed
+
+
 def add_lora(model: PreTrainedModel, lora: LoraConfig) -> PreTrainedModel:
     """Wrap ``model`` with a fresh LoRA adapter (PEFT); only the adapter is trainable."""
     from peft import LoraConfig as PeftLoraConfig

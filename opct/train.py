@@ -26,7 +26,7 @@ from opct.config import RunConfig, dump_config
 from opct.manifest import build_manifest, hash_records, write_json_atomic
 from opct.methods import METHODS
 from opct.methods.base import TrainContext
-from opct.models import add_lora, load_model, load_tokenizer, make_teacher
+from opct.models import add_lora, disable_dropout, load_model, load_tokenizer, make_teacher
 from opct.pairs import ConsistencyPair, load_pair_source
 from opct.run_dir import (
     MetricsWriter,
@@ -147,6 +147,8 @@ def train(cfg: RunConfig, show_progress: bool = True) -> TrainResult:
         cfg.model.name_or_path, cfg.model.chat_template, cfg.model.revision, cfg.model.trust_remote_code
     )
     model = load_model(cfg.model)
+    if cfg.train.disable_dropout:
+        disable_dropout(model)
     if cfg.finetune == "lora":
         model = add_lora(model, cfg.lora)
     teacher = make_teacher(model)

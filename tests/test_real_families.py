@@ -20,7 +20,21 @@ pytestmark = pytest.mark.skipif(not (MODELS / "qwen3-tokenizer").exists(), reaso
 def qwen3_instruct(tmp_path_factory):
     from opct.testing import INSTRUCT_GENERATION, make_family_model
 
-    return make_family_model(MODELS / "qwen3-tokenizer", tmp_path_factory.mktemp("qwen3"), INSTRUCT_GENERATION, peaked=True)
+    return make_family_model(MODELS / "qwen3-tokenizer", tmp_path_factory.mktemp("qwen3"), INSTRUCT_GENERATION, sharpen=8.0)
+
+
+#: A plain template for a base model that ships none (GPT-2), supplied through model.chat_template.
+PLAIN_TEMPLATE = (
+    "{% for m in messages %}{{ m['role'] }}: {{ m['content'] }}\n{% endfor %}"
+    "{% if add_generation_prompt %}assistant:{% endif %}"
+)
+
+
+@pytest.fixture(scope="module")
+def gpt2_base(tmp_path_factory):
+    from opct.testing import make_family_model
+
+    return make_family_model(MODELS / "gpt2-tokenizer", tmp_path_factory.mktemp("gpt2"), sharpen=8.0)
 
 
 def test_rollouts_ignore_the_models_generation_config(qwen3_instruct):
@@ -69,7 +83,10 @@ def test_a_repetition_penalty_on_the_organism_changes_nothing():
             torch.testing.assert_close(rescored[i, : len(r.logprobs)], torch.tensor(r.logprobs), atol=1e-5, rtol=0)
 
 
-def test_step_one_is_exactly_on_policy_on_an_instruct_checkpoint(qwen3_instruct, tmp_path):
+@pytest.mark.parametrize("family", ["qwen3", "gpt2"])
+def test_step_one_is_exactly_on_policy(family, qwen3_instruct, gpt2_base, tmp_path):
+    """Qwen3 with an instruct generation config and the thinking template; GPT-2 (dropout 0.1 in its
+    config, no chat template) with a supplied template."""
     from conftest import make_pairs, run_config
 
     from opct.config import RunConfig
@@ -77,8 +94,12 @@ def test_step_one_is_exactly_on_policy_on_an_instruct_checkpoint(qwen3_instruct,
 
     pairs = tmp_path / "pairs.jsonl"
     pairs.write_text("".join(json.dumps(r) + "\n" for r in make_pairs(4)), encoding="utf-8")
-    tree = run_config(qwen3_instruct, pairs, tmp_path, **{"train.max_steps": 1, "train.pairs_per_step": 4})
-    tree["model"]["chat_template_kwargs"] = {"enable_thinking": False}
+    path = qwen3_instruct if family == "qwen3" else gpt2_base
+    tree = run_config(path, pairs, tmp_path, **{"train.max_steps": 1, "train.pairs_per_step": 4})
+    if family == "qwen3":
+        tree["model"]["chat_template_kwargs"] = {"enable_thinking": False}
+    else:
+        tree["model"]["chat_template"] = PLAIN_TEMPLATE
     tree["opct"]["sampling"]["max_new_tokens"] = 12
     result = train(RunConfig.model_validate(tree), show_progress=False)
     row = json.loads((result.run_dir / "metrics.jsonl").read_text().splitlines()[0])

@@ -80,12 +80,12 @@ def make_family_model(
     out_dir: str | Path,
     generation: dict | None = None,
     seed: int = 0,
-    peaked: bool = False,
+    sharpen: float = 1.0,
 ) -> Path:
     """A tiny random model of a real family from a folder holding its real tokenizer and a
     ``tiny_config.json`` (``../shared/models/qwen3-tokenizer``, ``gpt2-tokenizer``), saved with the
     tokenizer to ``out_dir``. ``generation`` sets fields of the model's ``generation_config`` (e.g.
-    :data:`INSTRUCT_GENERATION`), as a real instruct checkpoint has them. ``peaked`` scales the output
+    :data:`INSTRUCT_GENERATION`), as a real instruct checkpoint has them. ``sharpen`` scales the output
     layer so that next-token distributions are sharp, as a trained model's are (random weights give
     near-uniform ones, under which sampling-setting bugs hide)."""
     import json
@@ -99,9 +99,9 @@ def make_family_model(
     cfg = AutoConfig.for_model(**json.loads((src / "tiny_config.json").read_text(encoding="utf-8")))
     torch.manual_seed(seed)
     model = AutoModelForCausalLM.from_config(cfg)
-    if peaked:
+    if sharpen != 1.0:
         with torch.no_grad():
-            model.get_output_embeddings().weight.mul_(40.0)
+            model.get_output_embeddings().weight.mul_(sharpen)
     for key, value in (generation or {}).items():
         setattr(model.generation_config, key, value)
     model.save_pretrained(out)
