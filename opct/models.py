@@ -140,25 +140,26 @@ def is_peft(model: torch.nn.Module) -> bool:
     return hasattr(model, "disable_adapter") and hasattr(model, "peft_config")
 
 
-def weights_fingerprint(model: torch.nn.Module, sample: int = 4096) -> str:
-    """A fast identity for a model's weights: names, shapes, dtypes and a strided sample of each tensor.
+def weights_fingerprint(model: torch.nn.Module) -> str:
+    """sha256 over every weight of ``model`` (names, shapes, dtypes and all bytes), tensor by tensor.
 
-    Under LoRA it fingerprints the base weights only (the teacher), not the adapter.
+    Under LoRA it fingerprints the base weights only (the teacher), not the adapter. Each tensor is
+    hashed in place (one device-to-host copy at a time on an accelerator), so no second copy of the
+    model is ever held.
     """
     h = hashlib.sha256()
     for name, tensor in sorted(model.state_dict().items()):
         if "lora_" in name:
             continue
-        flat = tensor.detach().reshape(-1)
-        step = max(1, flat.numel() // sample)
         h.update(f"{name}:{tuple(tensor.shape)}:{tensor.dtype}".encode())
-        h.update(flat[::step][:sample].to(torch.float32).cpu().numpy().tobytes())
+        data = tensor.detach().contiguous()
+        h.update(data.cpu().view(torch.uint8).numpy().data if data.numel() else b"")
     return h.hexdigest()[:16]
 
 
 @dataclass
 class Teacher:
-    """The frozen run-start policy (design.md §3.3).
+    """The frozen run-start policy.
 
     Under LoRA it is the same module with the adapter disabled (no second copy of the weights);
     under full fine-tuning it is an immutable copy made before training.

@@ -49,6 +49,18 @@ def test_full_finetune_teacher_is_an_immutable_copy(tiny_model):
     assert weights_fingerprint(teacher.model) == before != weights_fingerprint(model)
 
 
+def test_fingerprint_sees_any_single_weight(tiny_model):
+    """Every element counts: a change to one weight anywhere (not on a sampling stride) is seen."""
+    from opct.models import weights_fingerprint
+
+    model = load_model(ModelConfig(name_or_path=str(tiny_model)))
+    before = weights_fingerprint(model)
+    name, param = next((n, p) for n, p in model.named_parameters() if p.numel() > 1000)
+    with torch.no_grad():
+        param.view(-1)[param.numel() // 2 + 1] += 1e-3
+    assert weights_fingerprint(model) != before, name
+
+
 def test_chat_template_missing_and_supplied(tiny_model, tmp_path):
     tok = load_tokenizer(str(tiny_model))
     tok.chat_template = None
