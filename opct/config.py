@@ -36,16 +36,20 @@ class _Strict(BaseModel):
 
 
 class ModelConfig(_Strict):
-    """Which model to load and how."""
+    """One model spec, used by training, eval, the attacker and experiments alike: which weights, and
+    how prompts are rendered for them. A trained checkpoint records it, so evaluating it later renders
+    exactly the token ids training used."""
 
     name_or_path: str = "organism"
     revision: str | None = None
     dtype: Literal["float32", "bfloat16", "float16", "auto"] = "float32"
+    device: str | None = Field(None, description="cpu, cuda, cuda:1, ...; None = an accelerator if present, else cpu")
     trust_remote_code: bool = False
     chat_template: str | None = Field(
-        default=None, description="Jinja chat template (string or path to a file) for tokenizers without one."
+        default=None, description="Jinja chat template (string or path to a .jinja file) for tokenizers without one."
     )
-    chat_template_kwargs: dict[str, Any] = Field(default_factory=dict)
+    chat_template_kwargs: dict[str, Any] = Field(default_factory=dict, description="e.g. {enable_thinking: false}")
+    system_prompt: str | None = Field(None, description="system message put before every prompt (merged into one it has)")
     attn_implementation: str | None = None
 
 

@@ -75,6 +75,33 @@ def render_prompt(
     return list(ids)
 
 
+@dataclass(frozen=True)
+class PromptRenderer:
+    """Chat messages -> prompt token ids for one model spec: its chat template, its
+    ``chat_template_kwargs`` and its system prompt. Training, eval and the attacker render through it,
+    so a checkpoint is evaluated on exactly the ids it was trained on."""
+
+    tokenizer: PreTrainedTokenizerBase
+    template_kwargs: dict[str, Any]
+    system_prompt: str | None = None
+
+    @classmethod
+    def for_model(cls, tokenizer: PreTrainedTokenizerBase, spec: ModelConfig) -> PromptRenderer:
+        return cls(tokenizer, dict(spec.chat_template_kwargs), spec.system_prompt)
+
+    def messages(self, prompt: list[dict[str, str]] | str) -> list[dict[str, str]]:
+        """The messages as rendered: the system prompt first (merged into a leading system message)."""
+        msgs = as_messages(prompt)
+        if not self.system_prompt:
+            return msgs
+        if msgs and msgs[0]["role"] == "system":
+            return [{"role": "system", "content": f"{self.system_prompt}\n\n{msgs[0]['content']}"}, *msgs[1:]]
+        return [{"role": "system", "content": self.system_prompt}, *msgs]
+
+    def __call__(self, prompt: list[dict[str, str]] | str) -> list[int]:
+        return render_prompt(self.tokenizer, self.messages(prompt), **self.template_kwargs)
+
+
 def eos_token_ids(model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase) -> list[int]:
     """All token ids that end a response: the tokenizer's EOS and the model's generation EOS ids."""
     ids: set[int] = set()
@@ -184,15 +211,40 @@ class Teacher:
             self.model.train(was_training)
 
 
-def make_teacher(model: torch.nn.Module) -> Teacher:
-    """Build the frozen teacher for a policy about to be trained."""
+def make_teacher(model: torch.nn.Module, fingerprint: str | None = None) -> Teacher:
+    """Build the frozen teacher for a policy about to be trained.
+
+    ``fingerprint`` is the base weights' :func:`weights_fingerprint` taken before any adapter was
+    added (computed here when not given).
+    """
     if is_peft(model):
-        return Teacher(model=model, shares_weights=True, fingerprint=weights_fingerprint(model))
+        return Teacher(model=model, shares_weights=True, fingerprint=fingerprint or weights_fingerprint(model))
     frozen = copy.deepcopy(model)
     frozen.eval()
     for p in frozen.parameters():
         p.requires_grad_(False)
-    return Teacher(model=frozen, shares_weights=False, fingerprint=weights_fingerprint(frozen))
+    return Teacher(model=frozen, shares_weights=False, fingerprint=fingerprint or weights_fingerprint(frozen))
+
+
+class CheckpointError(ValueError):
+    """A trained checkpoint that cannot be used as asked (its base weights changed, ...)."""
+
+
+def read_checkpoint_record(folder: str | Path) -> dict[str, Any] | None:
+    """The ``opct_checkpoint.json`` of a checkpoint folder, or None."""
+    import json
+
+    path = Path(folder) / "opct_checkpoint.json"
+    return json.loads(path.read_text(encoding="utf-8")) if path.exists() else None
+
+
+def checkpoint_spec(spec: str) -> ModelConfig | None:
+    """The model spec a trained checkpoint (run directory or its ``final/``) was trained with, or None."""
+    path = Path(spec) / "final" if (Path(spec) / "final" / "opct_checkpoint.json").exists() else Path(spec)
+    record = read_checkpoint_record(path) if path.is_dir() else None
+    if record is None or "model" not in record:
+        return None
+    return ModelConfig.model_validate(record["model"])
 
 
 def resolve_checkpoint(spec: str) -> tuple[str, str | None]:
@@ -220,12 +272,24 @@ def resolve_checkpoint(spec: str) -> tuple[str, str | None]:
 def load_for_inference(
     spec: str, dtype: str = "float32", device: str | None = None, chat_template: str | None = None, trust_remote_code: bool = False
 ) -> tuple[PreTrainedModel, PreTrainedTokenizerBase]:
-    """Load a model to generate with: a base model, or a base with its trained LoRA merged in."""
+    """Load a model to generate with: a base model, or a base with its trained LoRA merged in.
+
+    An adapter checkpoint records the sha256 of its base weights; loading it in the dtype it was
+    trained in verifies them, and a changed base is refused (:class:`CheckpointError`).
+    """
     base, adapter = resolve_checkpoint(spec)
     model = load_model(ModelConfig(name_or_path=base, dtype=dtype, trust_remote_code=trust_remote_code), device)
     tokenizer_source = adapter if adapter and (Path(adapter) / "tokenizer_config.json").exists() else base
     if adapter:
         from peft import PeftModel
+
+        record = read_checkpoint_record(adapter) or {}
+        expected, trained_dtype = record.get("base_weights_sha256"), record.get("model", {}).get("dtype")
+        if expected and trained_dtype == dtype and (actual := weights_fingerprint(model)) != expected:
+            raise CheckpointError(
+                f"{adapter} was trained on base weights {expected}, but {base} now holds {actual}; "
+                "the adapter would be applied to a different model. Restore the base model or retrain."
+            )
 
         model = PeftModel.from_pretrained(model, adapter).merge_and_unload()
     model.eval()

@@ -18,6 +18,7 @@ from accelerate import Accelerator
 
 from opct.config import RunConfig, dump_config
 from opct.manifest import write_json_atomic
+from opct.model_card import write_final_files
 
 RESUMABLE_CHANGES = {
     "output_dir",
@@ -115,7 +116,11 @@ def save_checkpoint(acc: Accelerator, run_dir: Path, step: int, keep: int) -> No
     acc.wait_for_everyone()
 
 
-def save_final(acc: Accelerator, model: torch.nn.Module, tokenizer: Any, cfg: RunConfig, run_dir: Path) -> Path:
+def save_final(
+    acc: Accelerator, model: torch.nn.Module, tokenizer: Any, cfg: RunConfig, run_dir: Path, identity: dict[str, Any]
+) -> Path:
+    """Write ``final/`` atomically: weights (the adapter under LoRA), tokenizer, ``opct_checkpoint.json``
+    and the model card (:mod:`opct.model_card`; ``identity``: ``base_weights``, ``data_hash``, ``num_pairs``)."""
     final, tmp = run_dir / "final", run_dir / "final.tmp"
     acc.wait_for_everyone()
     state = acc.get_state_dict(model)
@@ -124,10 +129,7 @@ def save_final(acc: Accelerator, model: torch.nn.Module, tokenizer: Any, cfg: Ru
         unwrapped = acc.unwrap_model(model)
         unwrapped.save_pretrained(tmp, state_dict=state)
         tokenizer.save_pretrained(tmp)
-        write_json_atomic(
-            tmp / "opct_checkpoint.json",
-            {"base_model": cfg.model.name_or_path, "revision": cfg.model.revision, "finetune": cfg.finetune, "method": cfg.method},
-        )
+        write_final_files(tmp, cfg, **identity)
         shutil.rmtree(final, ignore_errors=True)
         tmp.rename(final)
     acc.wait_for_everyone()

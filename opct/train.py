@@ -26,7 +26,14 @@ from opct.config import RunConfig, dump_config
 from opct.manifest import build_manifest, hash_records, write_json_atomic
 from opct.methods import METHODS
 from opct.methods.base import TrainContext
-from opct.models import add_lora, disable_dropout, load_model, load_tokenizer, make_teacher
+from opct.models import (
+    add_lora,
+    disable_dropout,
+    load_model,
+    load_tokenizer,
+    make_teacher,
+    weights_fingerprint,
+)
 from opct.pairs import ConsistencyPair, load_pair_source
 from opct.run_dir import (
     MetricsWriter,
@@ -147,11 +154,12 @@ def train(cfg: RunConfig, show_progress: bool = True) -> TrainResult:
         cfg.model.name_or_path, cfg.model.chat_template, cfg.model.revision, cfg.model.trust_remote_code
     )
     model = load_model(cfg.model)
+    base_weights = weights_fingerprint(model)  # the base as loaded: what final/ records and eval checks
     if cfg.train.disable_dropout:
         disable_dropout(model)
     if cfg.finetune == "lora":
         model = add_lora(model, cfg.lora)
-    teacher = make_teacher(model)
+    teacher = make_teacher(model, fingerprint=base_weights)
     if not teacher.shares_weights:
         teacher.model.to(acc.device)
 
@@ -230,7 +238,8 @@ def train(cfg: RunConfig, show_progress: bool = True) -> TrainResult:
                 save_checkpoint(acc, run_dir, state.step, cfg.train.keep_checkpoints)
             if bar is not None:
                 bar.update(task, completed=state.step, loss=record["loss"], kl=record.get("kl_to_teacher", 0.0))
-    final = save_final(acc, prepared, tokenizer, cfg, run_dir)
+    identity = {"base_weights": teacher.fingerprint, "data_hash": data_hash, "num_pairs": len(pairs)}
+    final = save_final(acc, prepared, tokenizer, cfg, run_dir, identity)
     if cfg.train.trackers:
         acc.end_training()
     return TrainResult(run_dir=run_dir, steps=steps, final_dir=final, is_main_process=acc.is_main_process)

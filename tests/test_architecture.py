@@ -25,6 +25,8 @@ CORE = [
     "manifest.py",
     "registry.py",
     "train.py",
+    "run_dir.py",
+    "model_card.py",
     *(f"methods/{p.name}" for p in sorted((PACKAGE / "methods").glob("*.py"))),
 ]
 OUTER = ("opct.axes", "opct.evals", "opct.attack", "opct.organism", "opct.judges", "opct.report",

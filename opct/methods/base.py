@@ -13,7 +13,7 @@ from pydantic import BaseModel
 from transformers import PreTrainedTokenizerBase
 
 from opct.config import GenerationConfig, RunConfig
-from opct.models import Teacher, render_prompt
+from opct.models import PromptRenderer, Teacher
 from opct.pairs import ConsistencyPair
 from opct.rollout import SamplingParams
 from opct.scoring import CompletionBatch, completion_logits, token_logprobs
@@ -60,7 +60,7 @@ class TrainContext:
         """Token ids of a prompt through the chat template (cached)."""
         key = json.dumps(messages, sort_keys=True)
         if key not in self._rendered:
-            self._rendered[key] = render_prompt(self.tokenizer, messages, **self.cfg.model.chat_template_kwargs)
+            self._rendered[key] = PromptRenderer.for_model(self.tokenizer, self.cfg.model)(messages)
         return self._rendered[key]
 
 

@@ -1,0 +1,104 @@
+"""What a trained checkpoint (``final/``) says about itself: ``opct_checkpoint.json`` and a model card.
+
+``opct_checkpoint.json`` records the model spec the run trained with (chat template, its kwargs and
+system prompt, so evaluation renders the same token ids), the base model's resolved identity (an
+alias, an absolute path, or a hub id with its revision) and a sha256 of every base weight, so a
+checkpoint whose base changed underneath it is refused rather than silently evaluated.
+``README.md`` is a Hugging Face-style model card: method, base model, data, configuration, and the
+evaluation table once ``opct eval`` has run on the checkpoint.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from opct.config import MODEL_ALIASES, ModelConfig, RunConfig, dump_config
+
+CHECKPOINT_FILE = "opct_checkpoint.json"
+CARD_FILE = "README.md"
+EVAL_MARKER = "## Evaluation"
+FORMAT = 2
+
+
+def base_identity(name_or_path: str) -> str:
+    """An alias as is, a local folder as its absolute path, anything else (a hub id) as is."""
+    if name_or_path in MODEL_ALIASES:
+        return name_or_path
+    path = Path(name_or_path).expanduser()
+    return str(path.resolve()) if path.exists() else name_or_path
+
+
+def resolved_spec(spec: ModelConfig) -> ModelConfig:
+    """``spec`` with its base identity resolved and a chat-template file read into its text."""
+    template = spec.chat_template
+    if template and "{" not in template and Path(template).is_file():
+        template = Path(template).read_text(encoding="utf-8")
+    return spec.model_copy(update={"name_or_path": base_identity(spec.name_or_path), "chat_template": template})
+
+
+def checkpoint_record(cfg: RunConfig, base_weights: str, data_hash: str, num_pairs: int) -> dict[str, Any]:
+    """The content of ``opct_checkpoint.json`` for a run."""
+    spec = resolved_spec(cfg.model)
+    return {
+        "format": FORMAT,
+        "method": cfg.method,
+        "finetune": cfg.finetune,
+        "base_model": spec.name_or_path,
+        "revision": spec.revision,
+        "base_weights_sha256": base_weights,
+        "model": spec.model_dump(mode="json"),
+        "data": {"sources": list(cfg.data.train), "hash": data_hash, "pairs": num_pairs},
+    }
+
+
+def model_card(cfg: RunConfig, record: dict[str, Any], eval_table: str | None = None) -> str:
+    """A Markdown model card for the checkpoint."""
+    tuning = "LoRA adapter" if cfg.finetune == "lora" else "full fine-tuning"
+    lines = [
+        f"# {cfg.name}",
+        "",
+        f"Trained with [opct](https://arxiv.org/abs/2605.21834) (`method: {cfg.method}`, {tuning}).",
+        "",
+        f"- base model: `{record['base_model']}`" + (f" (revision `{record['revision']}`)" if record["revision"] else ""),
+        f"- base weights sha256: `{record['base_weights_sha256']}`",
+        f"- training data: {', '.join(f'`{s}`' for s in record['data']['sources'])} "
+        f"({record['data']['pairs']} pairs, hash `{record['data']['hash']}`)",
+        f"- seed: {cfg.seed}",
+        "",
+        "Load it with `transformers` (`AutoModelForCausalLM`"
+        + (", then `peft.PeftModel.from_pretrained`" if cfg.finetune == "lora" else "")
+        + ") or evaluate it with `opct eval --model <this folder>`.",
+        "",
+        "## Configuration",
+        "",
+        "```yaml",
+        yaml.safe_dump(dump_config(cfg), sort_keys=False).rstrip(),
+        "```",
+        "",
+        EVAL_MARKER,
+        "",
+        eval_table or "Not evaluated yet: `opct eval --model <this folder>` writes the table here.",
+        "",
+    ]
+    return "\n".join(lines)
+
+
+def write_final_files(folder: Path, cfg: RunConfig, base_weights: str, data_hash: str, num_pairs: int) -> None:
+    """Write ``opct_checkpoint.json`` and ``README.md`` into a checkpoint folder."""
+    record = checkpoint_record(cfg, base_weights, data_hash, num_pairs)
+    (folder / CHECKPOINT_FILE).write_text(json.dumps(record, indent=2) + "\n", encoding="utf-8")
+    (folder / CARD_FILE).write_text(model_card(cfg, record), encoding="utf-8")
+
+
+def update_card_evaluation(folder: Path, eval_table: str) -> bool:
+    """Replace the evaluation section of a checkpoint's model card; False when it has no opct card."""
+    card = folder / CARD_FILE
+    if not card.exists() or EVAL_MARKER not in (text := card.read_text(encoding="utf-8")):
+        return False
+    head = text.split(EVAL_MARKER, 1)[0]
+    card.write_text(f"{head}{EVAL_MARKER}\n\n{eval_table.rstrip()}\n", encoding="utf-8")
+    return True

@@ -1,0 +1,92 @@
+"""A trained checkpoint knows its base model, its rendering settings and its base weights."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+
+import pytest
+import torch
+
+from conftest import run_config
+
+
+@pytest.fixture(scope="module")
+def trained(tiny_model, tmp_path_factory):
+    """One LoRA step on a base given by a *relative* path, with template kwargs and a system prompt."""
+    from conftest import make_pairs
+
+    from opct.config import RunConfig
+    from opct.train import train
+
+    root = tmp_path_factory.mktemp("identity")
+    base = root / "base"
+    shutil.copytree(tiny_model, base)
+    pairs = root / "pairs.jsonl"
+    pairs.write_text("".join(json.dumps(r) + "\n" for r in make_pairs(4)), encoding="utf-8")
+    tree = run_config(base, pairs, root / "runs", **{"train.max_steps": 1})
+    tree["model"].update(name_or_path="base", chat_template_kwargs={"flavour": "plain"}, system_prompt="Be brief.")
+    cwd = os.getcwd()
+    os.chdir(root)
+    try:
+        result = train(RunConfig.model_validate(tree), show_progress=False)
+    finally:
+        os.chdir(cwd)
+    return root, result.run_dir.resolve()
+
+
+def test_final_records_the_resolved_base_spec_and_a_card(trained):
+    root, run_dir = trained
+    record = json.loads((run_dir / "final" / "opct_checkpoint.json").read_text())
+    assert record["base_model"] == str((root / "base").resolve())  # absolute, not "base"
+    assert record["model"]["chat_template_kwargs"] == {"flavour": "plain"}
+    assert record["model"]["system_prompt"] == "Be brief."
+    assert len(record["base_weights_sha256"]) == 16 and record["data"]["pairs"] == 4
+    card = (run_dir / "final" / "README.md").read_text()
+    assert "method: opct" in card and record["base_weights_sha256"] in card and "## Evaluation" in card
+
+
+def test_a_moved_run_directory_still_loads_from_anywhere(trained, tmp_path, monkeypatch):
+    from opct.models import checkpoint_spec, load_for_inference
+
+    _, run_dir = trained
+    moved = tmp_path / "elsewhere" / "run"
+    shutil.copytree(run_dir, moved)
+    monkeypatch.chdir(tmp_path)  # "base" does not exist relative to here
+    model, tok = load_for_inference(str(moved))
+    assert model is not None and tok is not None
+    spec = checkpoint_spec(str(moved))
+    assert spec is not None and spec.system_prompt == "Be brief."
+
+
+def test_renderer_of_the_checkpoint_spec_gives_the_training_ids(trained):
+    from opct.models import PromptRenderer, checkpoint_spec, load_tokenizer
+
+    _, run_dir = trained
+    spec = checkpoint_spec(str(run_dir))
+    tok = load_tokenizer(str(run_dir / "final"))
+    ids = PromptRenderer.for_model(tok, spec)([{"role": "user", "content": "hi"}])
+    assert tok.decode(ids).startswith("<|system|>Be brief.")
+
+
+def test_a_changed_base_is_refused_naming_both_hashes(trained, tmp_path):
+    from safetensors.torch import load_file, save_file
+
+    from opct.models import CheckpointError, load_for_inference
+
+    root, run_dir = trained
+    record = json.loads((run_dir / "final" / "opct_checkpoint.json").read_text())
+    weights = root / "base" / "model.safetensors"
+    backup = tmp_path / "model.safetensors"
+    shutil.copy(weights, backup)
+    try:
+        tensors = load_file(weights)
+        name = next(iter(tensors))
+        tensors[name] = tensors[name] + torch.ones_like(tensors[name]) * 1e-3
+        save_file(tensors, weights, metadata={"format": "pt"})
+        with pytest.raises(CheckpointError) as info:
+            load_for_inference(str(run_dir))
+        assert record["base_weights_sha256"] in str(info.value) and "now holds" in str(info.value)
+    finally:
+        shutil.copy(backup, weights)
