@@ -9,6 +9,7 @@ the same weights as an uninterrupted run.
 
 from __future__ import annotations
 
+import json
 import math
 import random
 import time
@@ -89,6 +90,20 @@ def load_training_pairs(cfg: RunConfig) -> list[ConsistencyPair]:
         dup = next(i for i in ids if ids.count(i) > 1)
         raise ValueError(f"pair id {dup!r} appears in more than one training file; ids must be unique")
     return pairs
+
+
+def tracker_hparams(cfg: RunConfig) -> dict[str, int | float | str | bool]:
+    """The configuration flattened to the scalar types every tracker accepts (TensorBoard's hparams
+    take no None, list or dict): None becomes "none", lists and dicts their JSON text."""
+    out: dict[str, int | float | str | bool] = {}
+    for key, value in flatten(dump_config(cfg)).items():
+        if value is None:
+            out[key] = "none"
+        elif isinstance(value, bool | int | float | str):
+            out[key] = value
+        else:
+            out[key] = json.dumps(value)
+    return out
 
 
 def total_steps(cfg: RunConfig, n_pairs: int) -> int:
@@ -221,7 +236,7 @@ def train(cfg: RunConfig, show_progress: bool = True) -> TrainResult:
             truncate_jsonl(run_dir / "metrics.jsonl", state.step)
             truncate_jsonl(run_dir / "rollouts.jsonl.gz", state.step, gz=True)
     if cfg.train.trackers:
-        acc.init_trackers(cfg.name, config=flatten(dump_config(cfg)))
+        acc.init_trackers(cfg.name, config=tracker_hparams(cfg))
 
     writer = MetricsWriter(run_dir, acc.is_main_process, cfg.train.log_rollouts)
     progress = _progress(show_progress and acc.is_main_process)

@@ -181,3 +181,35 @@ def test_two_processes_match_one(tiny_model, pairs_file, tmp_path, method):
     for x, y in zip(a, b, strict=True):
         assert abs(x["loss"] - y["loss"]) <= 1e-4 * max(1.0, abs(x["loss"])), (x["loss"], y["loss"])
         assert x["completion_tokens"] == y["completion_tokens"]
+
+
+def test_tensorboard_tracker_writes_readable_events(tiny_model, pairs_file, tmp_path):
+    """``train.trackers: [tensorboard]`` logs every step's metrics and the config (hparams reject None,
+    lists and dicts, which the config has)."""
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    cfg = _cfg(tiny_model, pairs_file, tmp_path, **{"train.max_steps": 2, "train.trackers": ["tensorboard"]})
+    train(cfg, show_progress=False)
+    events = sorted((cfg.run_dir / "trackers").rglob("events.out.tfevents.*"))
+    assert events
+    scalars = {}
+    for path in events:
+        acc = EventAccumulator(str(path.parent))
+        acc.Reload()
+        for tag in acc.Tags()["scalars"]:
+            scalars[tag] = [e.step for e in acc.Scalars(tag)]
+    assert scalars["loss"] == [1, 2] and "kl_to_teacher" in scalars
+
+
+def test_wandb_tracker_in_offline_mode(tiny_model, pairs_file, tmp_path, monkeypatch):
+    """``train.trackers: [wandb]`` with ``WANDB_MODE=offline`` writes a local run with the step metrics."""
+    monkeypatch.setenv("WANDB_MODE", "offline")
+    monkeypatch.setenv("WANDB_DIR", str(tmp_path / "wandb"))
+    monkeypatch.setenv("WANDB_SILENT", "true")
+    (tmp_path / "wandb").mkdir()
+    cfg = _cfg(tiny_model, pairs_file, tmp_path, **{"train.max_steps": 2, "train.trackers": ["wandb"]})
+    train(cfg, show_progress=False)
+    runs = list((tmp_path / "wandb").rglob("offline-run-*"))
+    assert runs, "no offline run written"
+    history = list(runs[0].rglob("*.wandb"))
+    assert history and history[0].stat().st_size > 0
