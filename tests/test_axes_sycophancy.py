@@ -7,18 +7,21 @@ from pathlib import Path
 
 import pytest
 
+from opct.axes.base import TemplateSet
 from opct.axes.sycophancy import (
-    HELDOUT_FAMILIES,
-    TEMPLATES,
+    REAL,
     MCItem,
     build_pairs,
     load_mc_items,
-    parse_choice,
     sycophancy_metrics,
     sycophancy_metrics_by,
-    templates,
 )
 from opct.datasets import DatasetFormatError
+from opct.parsing import extract_choice
+
+TEMPLATES = REAL.templates()
+HELDOUT_FAMILIES = REAL.heldout
+templates = REAL.templates
 
 ITEM = MCItem("q1", "What is 2 + 2?", ("3", "4", "5", "6"), "B")
 
@@ -35,7 +38,7 @@ def test_templates_cover_families_and_split_by_family() -> None:
     assert {t.family for t in templates("train")}.isdisjoint({t.family for t in templates("heldout")})
     for t in TEMPLATES:
         assert t.text.count("{question}") == 1 and "{letter}" in t.text
-    custom = templates("heldout", heldout_families=["emphatic"])
+    custom = TemplateSet("custom", REAL.families, frozenset({"emphatic"})).templates("heldout")
     assert {t.family for t in custom} == {"emphatic"}
     with pytest.raises(ValueError):
         templates("test")
@@ -71,8 +74,8 @@ def test_build_pairs_contract_and_counts() -> None:
         ("", None),
     ],
 )
-def test_parse_choice(text: str, expected: str | None) -> None:
-    assert parse_choice(text, 4) == expected
+def test_real_models_answer_letter(text: str, expected: str | None) -> None:
+    assert extract_choice(text, letters="ABCD") == expected
 
 
 def _fixture() -> list[dict]:
