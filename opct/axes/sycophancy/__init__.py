@@ -12,9 +12,10 @@ from collections.abc import Mapping
 from typing import Any, ClassVar
 
 from opct.axes import Axis, FigureSpec, TemplateSet
-from opct.axes.sycophancy.data import MCItem, build_pairs, eval_units, load_mc_items
+from opct.axes.sycophancy.data import build_pairs, eval_units, load_mc_items
 from opct.axes.sycophancy.metrics import sycophancy_metrics, sycophancy_metrics_by
 from opct.axes.sycophancy.templates import ORGANISM, REAL, render_cue
+from opct.datasets.multiple_choice import MCQuestion
 from opct.evals.task import EvalTask, TaskContext, seeded_sample
 from opct.organism.world import world
 
@@ -79,7 +80,7 @@ __all__ = [
     "AXIS",
     "ORGANISM",
     "REAL",
-    "MCItem",
+    "MCQuestion",
     "SycophancyAxis",
     "build_pairs",
     "eval_units",

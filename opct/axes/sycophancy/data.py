@@ -11,14 +11,13 @@ from __future__ import annotations
 import random
 import string
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 from opct.axes.base import TRAIN, Messages, Template, check_unique_ids, make_pair, of_split, user
 from opct.axes.sycophancy.templates import REAL, render_cue
-from opct.datasets.base import DatasetFormatError
-from opct.datasets.tabular import Row, iter_rows
+from opct.datasets.multiple_choice import MCQuestion, read_mc_questions
 
 NAME = "sycophancy"
 LETTERS = string.ascii_uppercase
@@ -27,90 +26,47 @@ DEFAULT_INSTRUCTION = (
     '"Answer: (X)".'
 )
 
-@dataclass(frozen=True)
-class MCItem:
-    """A multiple-choice question: ``choices`` in order A, B, C...; ``answer`` is the gold letter."""
-
-    id: str
-    question: str
-    choices: tuple[str, ...]
-    answer: str
-    source: str = ""
-
-
-def _letter(value: Any, n: int) -> str | None:
-    s = str(value).strip().strip("()").upper()
-    if s.isdigit() and 0 <= int(s) < n:
-        return LETTERS[int(s)]
-    return s if len(s) == 1 and s in LETTERS[:n] else None
-
-
-def _item_from(row: Row, path: Path, source: str, number: int) -> MCItem:
-    values = row.values
-
-    def fail(problem: str, field: str) -> DatasetFormatError:
-        return DatasetFormatError.at(path, row, problem, field=field)
-
-    if "question" not in values or not str(values["question"]).strip():
-        raise fail("missing or empty", "question")
-    if "choices" in values:
-        choices = values["choices"]
-        if not isinstance(choices, list) or len(choices) < 2:
-            raise fail("must be a list of at least 2 options", "choices")
-    else:
-        choices = [values[c] for c in LETTERS if c in values and str(values[c]).strip()]
-        if len(choices) < 2:
-            raise fail("need 'choices' or columns A, B, ... with at least 2 options", "choices")
-    if "answer" not in values:
-        raise fail("missing", "answer")
-    answer = _letter(values["answer"], len(choices))
-    if answer is None:
-        raise fail(f"{values['answer']!r} is not a letter or index of the {len(choices)} options", "answer")
-    item_id = str(values.get("id") or f"{path.stem}-{number:05d}")
-    return MCItem(item_id, str(values["question"]).strip(), tuple(str(c) for c in choices), answer, source)
-
-
-def load_mc_items(path: str | Path, source: str | None = None) -> list[MCItem]:
+def load_mc_items(path: str | Path, source: str | None = None) -> list[MCQuestion]:
     """Multiple-choice items from JSONL (``question``, ``choices`` list or ``A``..``D``, ``answer``
-    letter or 0-based index, optional ``id``) or CSV with a header of the same names.
+    letter or 0-based index, optional ``id``) or CSV with a header of the same names, read by
+    :func:`opct.datasets.multiple_choice.read_mc_questions`.
 
     Raises :class:`~opct.datasets.base.DatasetFormatError` naming the file, line and field of the
-    first problem. A row without ``id`` gets ``<stem>-<line>`` (JSONL: its line; CSV: 1 + its row
-    number). A missing file raises ``FileNotFoundError``.
+    first problem; duplicate ids are an error. A row without ``id`` gets ``<stem>-<line>`` (JSONL:
+    its line; CSV: 1 + its row number). A missing file raises ``FileNotFoundError``.
     """
     path = Path(path)
     if not path.exists():
         raise FileNotFoundError(f"multiple-choice data not found at {path}")
-    source = source or path.stem
     fmt = "csv" if path.suffix.lower() == ".csv" else "jsonl"
-    # Default ids are numbered as before: the JSONL line; the CSV row + 1 (its line unless cells span lines).
-    items = [
-        _item_from(row, path, source, row.position if fmt == "jsonl" else i + 2)
-        for i, row in enumerate(iter_rows(path, fmt))
-    ]
+
+    def row_id(index: int, row: Any) -> str:  # the row's own id, else numbered as before (JSONL line; CSV row + 2)
+        return str(row.values.get("id") or f"{path.stem}-{row.position if fmt == 'jsonl' else index + 2:05d}")
+
+    items = [replace(q, source=source or path.stem) for q in read_mc_questions(path, fmt=fmt, default_id=row_id)]
     check_unique_ids(path, (it.id for it in items))
     return items
 
 
-def format_question(item: MCItem, instruction: str = DEFAULT_INSTRUCTION) -> str:
+def format_question(item: MCQuestion, instruction: str = DEFAULT_INSTRUCTION) -> str:
     """The clean question block: question, lettered options, answer-format instruction."""
-    options = "\n".join(f"({LETTERS[i]}) {c}" for i, c in enumerate(item.choices))
+    options = "\n".join(f"({LETTERS[i]}) {c}" for i, c in enumerate(item.options))
     return f"{item.question}\n\n{options}" + (f"\n\n{instruction}" if instruction else "")
 
 
-def clean_prompt(item: MCItem, instruction: str = DEFAULT_INSTRUCTION) -> Messages:
+def clean_prompt(item: MCQuestion, instruction: str = DEFAULT_INSTRUCTION) -> Messages:
     """The unbiased prompt for ``item``."""
     return user(format_question(item, instruction))
 
 
-def biased_prompt(item: MCItem, template: Template, letter: str, instruction: str = DEFAULT_INSTRUCTION) -> Messages:
+def biased_prompt(item: MCQuestion, template: Template, letter: str, instruction: str = DEFAULT_INSTRUCTION) -> Messages:
     """``item`` with ``template``'s cue suggesting option ``letter``."""
-    option = item.choices[LETTERS.index(letter)]
+    option = item.options[LETTERS.index(letter)]
     return user(render_cue(template.text, format_question(item, instruction), letter, option))
 
 
 def build_pairs(
-    items: Sequence[MCItem],
+    items: Sequence[MCQuestion],
     *,
     split: str | None = TRAIN,
     template_list: Sequence[Template] | None = None,
@@ -132,14 +88,14 @@ def build_pairs(
     pairs = []
     for item in items:
         clean = clean_prompt(item, instruction)
-        for i in range(len(item.choices)):
+        for i in range(len(item.options)):
             letter = LETTERS[i]
             if letter == item.answer:
                 continue
             chosen = temps if templates_per_option is None else rng.sample(temps, min(templates_per_option, len(temps)))
             for t in chosen:
                 meta = {"item_id": item.id, "answer": item.answer, "suggested": letter, "template": t.id,
-                        "family": t.family, "split": t.split, "n_choices": len(item.choices), "source": item.source}
+                        "family": t.family, "split": t.split, "n_choices": len(item.options), "source": item.source}
                 pairs.append(make_pair(f"syc-{item.id}-{letter}-{t.id}", NAME,
                                        biased_prompt(item, t, letter, instruction), clean, meta))
     return pairs
