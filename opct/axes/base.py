@@ -43,7 +43,7 @@ def user(content: str, system: str | None = None) -> Messages:
 def make_pair(
     pair_id: str, axis: str, prompt: Messages, teacher_prompt: Messages, meta: Mapping[str, Any]
 ) -> dict[str, Any]:
-    """A consistency pair in the design §3.1 shape: ``{id, axis, prompt, teacher_prompt, meta}``.
+    """A consistency pair: ``{id, axis, prompt, teacher_prompt, meta}`` (the pair contract of :mod:`opct.pairs`).
 
     ``prompt`` is what the student sees (the perturbed prompt); ``teacher_prompt`` the clean or
     contrastive prompt the frozen teacher scores the student's completion under.
@@ -66,12 +66,6 @@ def assign_splits(templates: list[Template], heldout_families: set[str] | frozen
     return [
         Template(t.id, t.family, t.text, HELDOUT if t.family in heldout_families else TRAIN) for t in templates
     ]
-
-
-def family_templates(texts: Mapping[str, Sequence[str]], heldout_families: frozenset[str]) -> list[Template]:
-    """Templates ``<family>-01``, ``<family>-02``... from ``{family: [text, ...]}``, split by family."""
-    out = [Template(f"{fam}-{i:02d}", fam, text) for fam, group in texts.items() for i, text in enumerate(group, 1)]
-    return assign_splits(out, heldout_families)
 
 
 @dataclass(frozen=True)
