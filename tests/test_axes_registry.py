@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from opct.axes import AXES, Axis, pair_axes
+from opct.axes import AXES, Axis, pair_axes, register_packages
 from opct.axes.base import TemplateSet, fill
 from opct.evals.suite import build_tasks
 from opct.judges import make_judge
@@ -100,3 +100,18 @@ def test_attack_scorers_do_not_import_the_evals() -> None:
     code = "import sys, opct.attack.scorers as s; s.make_scorer('rule'); print([m for m in sys.modules if m.startswith('opct.evals')])"
     out = subprocess.run([sys.executable, "-c", code], check=True, capture_output=True, text=True).stdout
     assert out.strip() == "[]"
+
+
+def test_a_package_of_axes_registers_itself(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    root = tmp_path / "more_axes"
+    (root / "honesty").mkdir(parents=True)
+    (root / "__init__.py").write_text("")
+    (root / "honesty" / "__init__.py").write_text(
+        "from opct.axes import Axis\n\nclass HonestyAxis(Axis):\n    name = 'honesty'\n\nAXIS = HonestyAxis()\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    try:
+        assert register_packages([str(root)], "more_axes") == ["honesty"]
+        assert AXES.names()[-1] == "honesty" and AXES.get("honesty").name == "honesty"
+        assert register_packages([str(root)], "more_axes") == []  # already registered
+    finally:
+        AXES.unregister("honesty")

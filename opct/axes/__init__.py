@@ -5,7 +5,9 @@ held-out splits (:class:`~opct.axes.base.TemplateSet`), its consistency-pair sou
 world and real data files), its evaluation tasks for both data sources, the judges those tasks ask
 :func:`opct.judges.make_judge` for, and its columns, figures and section in the experiment report.
 Everything that iterates axes (``opct eval``, experiments, the organism's pair source, the report)
-goes through :data:`AXES`, so registering an :class:`Axis` is all a new axis needs::
+goes through :data:`AXES`. A package ``opct/axes/<name>/`` whose ``AXIS`` is an :class:`Axis` is
+registered as ``<name>`` on import, so a new axis is that one package; an axis defined elsewhere
+(a plugin, a test) registers itself::
 
     AXES.register("honesty", HonestyAxis())
 
@@ -16,7 +18,8 @@ consistency training should not cost).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+import pkgutil
+from collections.abc import Callable, Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from opct.axes.base import TemplateSet
@@ -86,12 +89,24 @@ class Axis:
         return []
 
 
-#: Every axis by name, in registration order (the order of the report's columns and sections).
+#: Every axis by name, in registration order (the order of the report's columns and sections): the
+#: built-in ones, capability, then every other package under ``opct/axes/`` (its ``AXIS``), by name.
 AXES: Registry[Axis] = Registry("axis")
-AXES.register("sycophancy", "opct.axes.sycophancy:AXIS")
-AXES.register("jailbreak", "opct.axes.jailbreak:AXIS")
-AXES.register("awareness", "opct.axes.awareness:AXIS")
+for _name in ("sycophancy", "jailbreak", "awareness"):
+    AXES.register(_name, f"opct.axes.{_name}:AXIS")
 AXES.register("capability", "opct.evals.capability:AXIS")
+
+
+def register_packages(paths: Iterable[str], package: str) -> list[str]:
+    """Register (lazily) the ``AXIS`` of every subpackage of ``package`` found in ``paths`` whose name
+    is not registered yet, in name order; returns the names registered."""
+    found = sorted(m.name for m in pkgutil.iter_modules(list(paths)) if m.ispkg and m.name not in AXES)
+    for name in found:
+        AXES.register(name, f"{package}.{name}:AXIS")
+    return found
+
+
+register_packages(__path__, __name__)
 
 
 def pair_axes() -> list[str]:
@@ -99,4 +114,4 @@ def pair_axes() -> list[str]:
     return [name for name, axis in AXES.items() if axis.has_pairs]
 
 
-__all__ = ["AXES", "Axis", "FigureSpec", "TemplateSet", "pair_axes"]
+__all__ = ["AXES", "Axis", "FigureSpec", "TemplateSet", "pair_axes", "register_packages"]
