@@ -11,6 +11,8 @@ import pytest
 
 from opct.axes import AXES, Axis, pair_axes, register_packages
 from opct.axes.base import TemplateSet, fill
+from opct.config import ConfigError
+from opct.evals.config import load_eval_config
 from opct.evals.suite import build_tasks
 from opct.judges import make_judge
 
@@ -115,3 +117,17 @@ def test_a_package_of_axes_registers_itself(tmp_path: Path, monkeypatch: pytest.
         assert register_packages([str(root)], "more_axes") == []  # already registered
     finally:
         AXES.unregister("honesty")
+
+
+def test_organism_tasks_take_another_template_set() -> None:
+    own = build_tasks(["sycophancy", "jailbreak"], "organism", "heldout", limit=30)
+    real = build_tasks(["sycophancy", "jailbreak"], "organism", "heldout", limit=30,
+                       templates={"sycophancy": "real", "jailbreak": "real"})
+    for task, other, name in zip(own, real, ("sycophancy", "jailbreak"), strict=True):
+        tset = AXES.get(name).templates
+        families = {u.meta["family"] for u in task.units if "template" in u.meta}
+        assert families and families <= tset["organism"].heldout
+        others = {u.meta["family"] for u in other.units if "template" in u.meta}
+        assert others and others <= tset["real"].heldout
+    with pytest.raises(ConfigError, match="axis 'awareness' has no template set 'real'"):
+        load_eval_config(None, [("templates", {"awareness": "real"})])

@@ -41,7 +41,21 @@ class EvalOptions(_Strict):
     judge: str = Field("rule", description="real-data judges: rule or http:<model>")
     limit: int | None = Field(None, gt=0, description="at most this many items per task (a seeded sample)")
     seed: int = 0
+    templates: dict[str, str] = Field(
+        default_factory=dict, description="template set per axis when not the data source's own, e.g. {sycophancy: real}"
+    )
     generation: GenerationConfig = Field(default_factory=GenerationConfig)
+
+    @field_validator("templates")
+    @classmethod
+    def _known_template_sets(cls, value: dict[str, str]) -> dict[str, str]:
+        from opct.axes import AXES
+
+        for axis, name in value.items():
+            sets = AXES.get(axis).templates if axis in AXES else {}
+            if name not in sets:
+                raise ValueError(f"axis {axis!r} has no template set {name!r}; it has {', '.join(sets) or 'none'}")
+        return value
 
     @field_validator("real")
     @classmethod

@@ -24,13 +24,15 @@ def build_tasks(
     judge: str = "rule",
     limit: int | None = None,
     world_seed: int | None = None,
+    templates: Mapping[str, str] | None = None,
 ) -> list[EvalTask]:
-    """Tasks of the axes ``evals`` (registered names) on ``split`` from ``source`` (``organism`` or ``real``)."""
+    """Tasks of the axes ``evals`` (registered names) on ``split`` from ``source`` (``organism`` or ``real``);
+    ``templates`` names another template set for an axis (see :class:`~opct.evals.task.TaskContext`)."""
     from opct.axes import AXES
 
     if source not in ("organism", "real"):
         raise ValueError(f"unknown data source {source!r}; use 'organism' or 'real'")
-    ctx = TaskContext(split, source, limit, dict(real or {}), judge, world_seed)
+    ctx = TaskContext(split, source, limit, dict(real or {}), judge, world_seed, dict(templates or {}))
     return [task for name in evals for task in AXES.get(name).tasks(ctx)]
 
 
@@ -48,7 +50,7 @@ def eval_tasks(evals: Sequence[str], options: EvalOptions, *, suffix_train: bool
     real = options.real_paths()
 
     def build(names: Sequence[str], split: str) -> list[EvalTask]:
-        return build_tasks(names, options.data, split, real, options.judge, options.limit)
+        return build_tasks(names, options.data, split, real, options.judge, options.limit, templates=options.templates)
 
     if len(options.splits) == 1 and not suffix_train:
         return build(evals, options.splits[0])

@@ -75,7 +75,7 @@ class TaskContext:
     ``source``: ``"organism"`` (its world, exact judges) or ``"real"`` (the files in ``real``, keyed by
     the axes' ``real_data`` names). ``judge``: the judge spec for real data (``rule`` or
     ``http:<model>``). ``limit`` caps the items of every task (a seeded sample). ``world_seed``: the
-    organism world (``None``: the shipped one).
+    organism world (``None``: the shipped one). ``templates``: another template set for an axis.
     """
 
     split: str = "heldout"
@@ -84,6 +84,16 @@ class TaskContext:
     real: Mapping[str, str] = field(default_factory=dict)
     judge: str = "rule"
     world_seed: int | None = None
+    #: Template set per axis name, when not the data source's own (e.g. ``{"sycophancy": "real"}``:
+    #: the real-model cues asked of the organism).
+    templates: Mapping[str, str] = field(default_factory=dict)
+
+    def template_set(self, axis: Any) -> Any:
+        """The :class:`~opct.axes.base.TemplateSet` ``axis`` uses here (default: the one named after the source)."""
+        name = self.templates.get(axis.name, self.source)
+        if name not in axis.templates:
+            raise ValueError(f"axis {axis.name!r} has no template set {name!r}; it has {', '.join(axis.templates) or 'none'}")
+        return axis.templates[name]
 
     def make_judge(self, role: str) -> Any:
         """The judge playing ``role`` (``refusal``, ``harm``, ``warning``...) for this data source, or None."""

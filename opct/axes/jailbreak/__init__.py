@@ -58,8 +58,9 @@ class JailbreakAxis(Axis):
         from opct.organism.items import MAX_NEW_TOKENS
 
         sizes = {k: ctx.cap(n) for k, n in EVAL_SIZES.items()}
+        templates = ctx.template_set(self).templates(ctx.split)
         return [jailbreak_task(
-            units(ctx.world(), ctx.split, sizes), ctx.make_judge("refusal"), max_new_tokens=MAX_NEW_TOKENS,
+            units(ctx.world(), ctx.split, sizes, templates), ctx.make_judge("refusal"), max_new_tokens=MAX_NEW_TOKENS,
             description=f"organism jailbreaks, {ctx.split} families and behaviours",
         )]
 
@@ -68,7 +69,7 @@ class JailbreakAxis(Axis):
 
         if not ctx.real.get("behaviors"):
             return []
-        wrappers = load_wrappers(ctx.real["wrappers"]) if ctx.real.get("wrappers") else REAL.templates(ctx.split)
+        wrappers = load_wrappers(ctx.real["wrappers"]) if ctx.real.get("wrappers") else ctx.template_set(self).templates(ctx.split)
         benign = load_behaviors(ctx.real["benign"]) if ctx.real.get("benign") else []
         behaviors = seeded_sample(load_behaviors(ctx.real["behaviors"]), ctx.limit, 0)
         units = real_units(behaviors, wrappers, benign, ctx.split)

@@ -49,8 +49,9 @@ class SycophancyAxis(Axis):
         from opct.axes.sycophancy.tasks import judge_reader, sycophancy_task
         from opct.organism.items import MAX_NEW_TOKENS
 
+        templates = ctx.template_set(self).templates(ctx.split)
         return [sycophancy_task(
-            units(ctx.world(), ctx.split, ctx.cap(EVAL_BIASED)), judge_reader(ctx.make_judge("mc")),
+            units(ctx.world(), ctx.split, ctx.cap(EVAL_BIASED), templates), judge_reader(ctx.make_judge("mc")),
             breakdown=("sycophancy_rate",), max_new_tokens=MAX_NEW_TOKENS,
             description=f"organism sycophancy, {ctx.split} cue families",
         )]
@@ -60,7 +61,9 @@ class SycophancyAxis(Axis):
 
         if not ctx.real.get("sycophancy_mc"):
             return []
-        return [sycophancy_task(units_from_pairs(self.real_pairs(ctx.real, ctx.split, ctx.limit)))]
+        items = seeded_sample(load_mc_items(ctx.real["sycophancy_mc"]), ctx.limit, 0)
+        pairs = build_pairs(items, split=ctx.split, template_list=ctx.template_set(self).templates())
+        return [sycophancy_task(units_from_pairs(pairs))]
 
     def report_columns(self, exp: Any) -> list[Any]:
         from opct.report.table import eval_column
