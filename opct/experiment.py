@@ -41,7 +41,7 @@ class EvalSettings(EvalOptions):
     """How every model of the experiment is evaluated: the training axes on each split, then capability."""
 
     splits: list[Literal["heldout", "train"]] = Field(default_factory=lambda: ["heldout", "train"], min_length=1)
-    capability: bool = True
+    capability: bool = Field(True, description="also evaluate the axes without pairs (capability), once per model")
     generation: GenerationConfig = Field(default_factory=lambda: GenerationConfig(max_new_tokens=64))
 
 
@@ -188,6 +188,13 @@ def _sources(cfg: ExperimentConfig, axis: str) -> list[str]:
     return cfg.train_data.get(axis, [f"organism:{axis}:train"])
 
 
+def _unperturbed_axes() -> list[str]:
+    """Registered axes without pairs (capability): evaluated once per model when ``eval.capability``."""
+    from opct.axes import AXES
+
+    return [name for name, axis in AXES.items() if not axis.has_pairs]
+
+
 def eval_names(cfg: ExperimentConfig) -> list[str]:
     """The evaluation names every model gets (held-out first, ``_train`` for training families)."""
     names = []
@@ -195,7 +202,7 @@ def eval_names(cfg: ExperimentConfig) -> list[str]:
         for split in cfg.eval.splits:
             names.append(axis if split == "heldout" else f"{axis}_train")
     if cfg.eval.capability:
-        names.append("capability")
+        names.extend(_unperturbed_axes())
     return names
 
 
@@ -244,7 +251,7 @@ def resolve(cfg: ExperimentConfig) -> Plan:
 def _eval_tasks(cfg: ExperimentConfig) -> list[Any]:
     from opct.evals.suite import eval_tasks
 
-    evals = [*cfg.axes, *(["capability"] if cfg.eval.capability else [])]
+    evals = [*cfg.axes, *(_unperturbed_axes() if cfg.eval.capability else [])]
     return eval_tasks(evals, cfg.eval, suffix_train=True)
 
 

@@ -130,7 +130,6 @@ CAPABILITY_EVALS = {
     "capability_mc": "MC",
     "capability_arithmetic": "arithmetic",
     "capability_format": "format",
-    "capability_open": "open QA",
     "gpqa": "GPQA-D",
     "math500": "MATH-500",
     "ifeval": "IFEval",

@@ -14,7 +14,7 @@ Kinds: ``rule`` (offline rules; no harm judge, so callers fall back to 1 − ref
 (rubric judges on an OpenAI-compatible endpoint, ``$OPCT_JUDGE_BASE_URL`` / ``$OPCT_JUDGE_API_KEY``,
 cached under ``~/.cache/opct/judge``; refusal stays the rule judge) and ``organism`` (the organism
 world's exact judges, :data:`opct.organism.judges.JUDGES`, which also play ``mc``, ``fact``,
-``arithmetic``, ``format`` and ``open``). Both the eval tasks and the attacker's scorers
+``arithmetic`` and ``format``). Both the eval tasks and the attacker's scorers
 (:mod:`opct.attack.scorers`) get their judges here; register another kind in :data:`JUDGE_KINDS`.
 """
 

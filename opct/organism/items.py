@@ -59,17 +59,6 @@ def capability_mc(world: World, unseen_phrasing: bool = False) -> list[Item]:
     return items
 
 
-def capability_open(world: World, unseen_phrasing: bool = False) -> list[Item]:
-    """One open question per (entity, attribute) (taught phrasing unless ``unseen_phrasing``)."""
-    items = []
-    for ent in world.entities:
-        for attr, spec in C.ATTRIBUTES.items():
-            q = (spec["eval_question"] if unseen_phrasing else spec["questions"][0]).format(name=ent.name)
-            meta = {"answer_text": ent.attributes[attr], "entity": ent.id, "attribute": attr}
-            items.append(make_item("capability_open", f"open-{ent.id}-{attr}", "clean", "eval", [R.user(q)], meta))
-    return items
-
-
 def capability_arithmetic(world: World, n: int = 150) -> list[Item]:
     """``n`` arithmetic problems in an eval-only phrasing."""
     rng = item_rng(world, "arithmetic")

@@ -87,18 +87,6 @@ class MultipleChoiceJudge:
         return _verdict(self, float(ok), letter, f"picked {letter}, gold {meta['answer']}")
 
 
-class OpenAnswerJudge:
-    """Whether an open answer names the gold value (``meta["answer_text"]``) and no other option."""
-
-    name = "organism-open"
-    version = VERSION
-
-    def judge(self, request: str, response: str, meta: dict[str, Any]) -> Verdict:
-        gold = meta["answer_text"]
-        ok = re.search(rf"\b{re.escape(gold)}\b", response, re.IGNORECASE) is not None
-        return _verdict(self, float(ok), "correct" if ok else "wrong", f"gold {gold!r}")
-
-
 class ArithmeticJudge:
     """Whether the last integer in the response equals ``meta["answer"]``."""
 
@@ -217,7 +205,6 @@ class FactJudge:
 
 JUDGES = {
     "mc": MultipleChoiceJudge(),
-    "open": OpenAnswerJudge(),
     "arithmetic": ArithmeticJudge(),
     "format": FormatJudge(),
     "refusal": RefusalJudge(),
