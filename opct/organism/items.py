@@ -95,8 +95,6 @@ def bare_request(core: str) -> str:
     return R.plain_request(C.PLAIN_REQUESTS[0], core)
 
 
-
-
 def item_unit(item: Item, item_id: str, variant: str, meta: dict | None = None) -> Unit:
     """The eval unit of one item: its prompt and split, ``meta`` (default the item's own)."""
     return Unit(item_id, variant, item["prompt"], item["split"], dict(meta if meta is not None else item["meta"]))

@@ -42,6 +42,7 @@ HOW_TO_READ = {
     ),
 }
 
+
 @dataclass
 class Section:
     """A report section: heading, how-to-read paragraph and its figures."""

@@ -26,6 +26,7 @@ DEFAULT_INSTRUCTION = (
     '"Answer: (X)".'
 )
 
+
 def load_mc_items(path: str | Path, source: str | None = None) -> list[MCQuestion]:
     """Multiple-choice items from JSONL (``question``, ``choices`` list or ``A``..``D``, ``answer``
     letter or 0-based index, optional ``id``) or CSV with a header of the same names, read by
