@@ -122,7 +122,8 @@ def attack(
     budget: Annotated[int, typer.Option(help="Target queries per behaviour.")] = 24,
     threshold: Annotated[float, typer.Option(help="A behaviour is cracked when a response scores at least this.")] = 0.5,
     seed: Annotated[int, typer.Option()] = 0,
-    max_new_tokens: Annotated[int, typer.Option()] = 256,
+    max_new_tokens: Annotated[int, typer.Option(help="Longest target reply (greedy).")] = 256,
+    sequences_per_call: Annotated[int, typer.Option(help="Target prompts per generate() call (memory, not results).")] = 64,
     attacker: Annotated[str | None, typer.Option(
         help="Use a model attacker instead of the search: 'organism', a model folder or a grpo_attack run directory.")] = None,
     episodes: Annotated[int, typer.Option(help="Model attacker: episodes per behaviour.")] = 8,
@@ -133,9 +134,8 @@ def attack(
     import json
 
     from opct.attack.run import organism_attack, real_attack
+    from opct.attack.search import SearchConfig
 
-    settings = {"budget": budget, "threshold": threshold, "seed": seed, "max_new_tokens": max_new_tokens,
-                "static_baseline": static}
     if data not in ("organism", "real"):
         _fail(f"unknown data source {data!r}; use organism or real")
     if data == "real" and not behaviors:
@@ -148,10 +148,13 @@ def attack(
             path = organism_model_attack(attacker, out, model, split, **msettings)
         else:
             path = real_model_attack(attacker, model, behaviors, out, judge, **msettings)
-    elif data == "organism":
-        path = organism_attack(model, out, split, **settings)
     else:
-        path = real_attack(model, behaviors, out, wrappers, judge, **settings)
+        config = SearchConfig(budget=budget, threshold=threshold, seed=seed)
+        options = {"max_new_tokens": max_new_tokens, "sequences_per_call": sequences_per_call, "static_baseline": static}
+        if data == "organism":
+            path = organism_attack(model, out, split, config, **options)
+        else:
+            path = real_attack(model, behaviors, out, wrappers, judge, config, **options)
     res = json.loads(path.read_text())
     m, q = res["metrics"], res["queries_to_crack"]
     console.print(
@@ -167,46 +170,74 @@ def attack(
         )
 
 
+def _eval_overrides(flags: dict[str, object]) -> list[tuple[str, object]]:
+    """``opct eval`` flags given on the command line, as ``(config key, value)`` overrides."""
+    keys = {"model": "model", "out": "out", "data": "data", "data_dir": "data_dir", "judge": "judge", "limit": "limit",
+            "seed": "seed", "dtype": "dtype", "device": "device", "n": "generation.n", "temperature": "generation.temperature",
+            "max_new_tokens": "generation.max_new_tokens", "sequences_per_call": "generation.sequences_per_call"}
+    out: list[tuple[str, object]] = []
+    for flag, value in flags.items():
+        if value is None:
+            continue
+        if flag in ("evals", "split"):
+            out.append(("evals" if flag == "evals" else "splits", [v.strip() for v in str(value).split(",") if v.strip()]))
+        elif flag in keys:
+            out.append((keys[flag], str(value) if isinstance(value, Path) else value))
+        else:
+            out.append((f"real.{flag}", value))
+    return out
+
+
 @app.command("eval")
 def eval_(
-    model: Annotated[str, typer.Option(help="'organism', a hub id, a model folder, a run directory or its final/.")] = "organism",
-    evals: Annotated[str, typer.Option(help="Comma-separated: sycophancy, jailbreak, awareness, capability.")] = "sycophancy,jailbreak,awareness,capability",
-    split: Annotated[str, typer.Option(help="Perturbation split to evaluate: heldout or train.")] = "heldout",
-    out: Annotated[Path, typer.Option(help="Output folder (resumable).")] = Path("runs/eval"),
-    data: Annotated[str, typer.Option(help="'organism' (its world, exact judges) or 'real' (benchmark files below).")] = "organism",
+    config: Annotated[Path | None, typer.Option("--config", "-c", help="YAML eval configuration (flags and --set override it).")] = None,
+    set_: Annotated[list[str] | None, typer.Option("--set", help="Override a setting: key.sub=value (repeatable).")] = None,
+    model: Annotated[str | None, typer.Option(help="'organism' (default), a hub id, a model folder, a run directory or its final/.")] = None,
+    evals: Annotated[str | None, typer.Option(help="Comma-separated registered axes (default: all, e.g. sycophancy,jailbreak,awareness,capability).")] = None,
+    split: Annotated[str | None, typer.Option(help="Perturbation split(s): heldout (default), train, or heldout,train.")] = None,
+    out: Annotated[Path | None, typer.Option(help="Output folder (resumable; default runs/eval).")] = None,
+    data: Annotated[str | None, typer.Option(help="'organism' (default: its world, exact judges) or 'real' (benchmark files).")] = None,
     data_dir: Annotated[Path | None, typer.Option(help="Folder with gpqa-diamond/, math-500/, ifeval/, sageeval-test/.")] = None,
     mmlu: Annotated[str | None, typer.Option(help="MMLU-style multiple choice file (capability).")] = None,
     sycophancy_mc: Annotated[str | None, typer.Option(help="Multiple-choice file to build sycophancy prompts from.")] = None,
     behaviors: Annotated[str | None, typer.Option(help="Harmful behaviours (AdvBench/HarmBench CSV, JSONL, text).")] = None,
     wrappers: Annotated[str | None, typer.Option(help="Jailbreak wrapper templates (YAML/JSON/text with {request}).")] = None,
     benign: Annotated[str | None, typer.Option(help="Benign alarming-looking requests (over-refusal).")] = None,
-    judge: Annotated[str, typer.Option(help="'rule' or 'http:<model>' (OpenAI-compatible; OPCT_JUDGE_BASE_URL).")] = "rule",
+    judge: Annotated[str | None, typer.Option(help="'rule' (default) or 'http:<model>' (OpenAI-compatible; OPCT_JUDGE_BASE_URL).")] = None,
     limit: Annotated[int | None, typer.Option(help="Evaluate at most this many items per benchmark (seeded sample).")] = None,
-    n: Annotated[int, typer.Option(help="Samples per prompt.")] = 1,
-    temperature: Annotated[float, typer.Option(help="0 = greedy.")] = 0.0,
-    max_new_tokens: Annotated[int, typer.Option()] = 512,
-    seed: Annotated[int, typer.Option()] = 0,
-    batch_size: Annotated[int, typer.Option(help="Sequences per generate call.")] = 64,
-    dtype: Annotated[str, typer.Option()] = "float32",
+    n: Annotated[int | None, typer.Option(help="Samples per prompt (default 1).")] = None,
+    temperature: Annotated[float | None, typer.Option(help="0 = greedy (default).")] = None,
+    max_new_tokens: Annotated[int | None, typer.Option(help="Longest answer (default 512; organism tasks stop at 48).")] = None,
+    seed: Annotated[int | None, typer.Option()] = None,
+    sequences_per_call: Annotated[int | None, typer.Option(help="Sequences per generate() call (default 64; memory, not results).")] = None,
+    dtype: Annotated[str | None, typer.Option(help="float32 (default), bfloat16, float16 or auto.")] = None,
+    device: Annotated[str | None, typer.Option(help="Device (default: the first GPU, else CPU).")] = None,
 ) -> None:
-    """Evaluate a model on the safety axes and capability; per-sample records and results.json per eval."""
-    from opct.evals.suite import AXES, RealData, build_tasks, evaluate, results_table
+    """Evaluate a model on the safety axes and capability; per-sample records and results.json per eval.
 
-    names = [e.strip() for e in evals.split(",") if e.strip()]
-    unknown = [e for e in names if e not in AXES]
-    if unknown:
-        _fail(f"unknown eval(s) {', '.join(unknown)}; choose from {', '.join(AXES)}")
-    real = RealData.from_dir(data_dir) if data_dir else RealData()
-    real.mmlu, real.sycophancy_mc, real.behaviors, real.wrappers, real.benign = mmlu, sycophancy_mc, behaviors, wrappers, benign
+    Settings come from --config FILE (an EvalConfig: model, evals, splits, data, real paths, judge, limit,
+    seed, out, device, dtype, generation), then the flags, then --set key=value.
+    """
+    from opct.config import ConfigError, parse_overrides
+    from opct.evals.config import load_eval_config
+    from opct.evals.suite import eval_tasks, evaluate, results_table
+
+    flags = {"model": model, "evals": evals, "split": split, "out": out, "data": data, "data_dir": data_dir,
+             "mmlu": mmlu, "sycophancy_mc": sycophancy_mc, "behaviors": behaviors, "wrappers": wrappers, "benign": benign,
+             "judge": judge, "limit": limit, "n": n, "temperature": temperature, "max_new_tokens": max_new_tokens,
+             "seed": seed, "sequences_per_call": sequences_per_call, "dtype": dtype, "device": device}
     try:
-        tasks = build_tasks(names, data, split, real, judge, limit)
+        cfg = load_eval_config(config, _eval_overrides(flags) + parse_overrides(set_ or []))
+        tasks = eval_tasks(cfg.evals, cfg, suffix_train=len(cfg.splits) > 1)
+    except ConfigError as err:
+        _fail(str(err))
     except (ValueError, FileNotFoundError) as err:
         _fail(str(err))
     if not tasks:
         _fail("nothing to evaluate: give benchmark paths (e.g. --data-dir ../shared/data) or use --data organism")
-    results = evaluate(model, tasks, out, n=n, temperature=temperature, max_new_tokens=max_new_tokens, seed=seed, batch_size=batch_size, dtype=dtype)
-    console.print(results_table(results, title=f"{model} ({split})"))
-    console.print(f"records and results.json per eval in [bold]{out}[/]")
+    results = evaluate(cfg.model, tasks, cfg.out, cfg.generation, seed=cfg.seed, dtype=cfg.dtype, device=cfg.device)
+    console.print(results_table(results, title=f"{cfg.model} ({', '.join(cfg.splits)})"))
+    console.print(f"records and results.json per eval in [bold]{cfg.out}[/]")
 
 
 @pairs_app.command("validate")

@@ -16,19 +16,27 @@ from pathlib import Path
 from typing import Annotated, Any, Literal
 
 import yaml
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 
 from opct.config import (
     ConfigError,
+    GenerationConfig,
     ModelConfig,
     RunConfig,
     _format_validation_error,
     _set_path,
     parse_overrides,
 )
+from opct.evals.config import EvalOptions
 from opct.manifest import build_manifest, write_json_atomic
-
-AXES = ("sycophancy", "jailbreak", "awareness")
 
 
 def _known_method(method: str) -> str:
@@ -43,28 +51,41 @@ class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
 
-class EvalSettings(_Strict):
-    """How every model of the experiment is evaluated."""
+class EvalSettings(EvalOptions):
+    """How every model of the experiment is evaluated: the training axes on each split, then capability."""
 
-    data: Literal["organism", "real"] = "organism"
-    splits: list[Literal["heldout", "train"]] = Field(default_factory=lambda: ["heldout", "train"])
-    capability: bool = True
-    n: int = Field(1, gt=0)
-    temperature: float = Field(0.0, ge=0.0)
-    max_new_tokens: int = Field(64, gt=0)
-    batch_size: int = Field(64, gt=0)
-    limit: int | None = Field(None, gt=0)
-    judge: str = "rule"
-    real: dict[str, str] = Field(default_factory=dict, description="real benchmark paths: gpqa, math500, ifeval, mmlu, sage, ...")
-    seed: int = 0
+    splits: list[Literal["heldout", "train"]] = Field(default_factory=lambda: ["heldout", "train"], min_length=1)
+    capability: bool = Field(True, description="also evaluate the axes without pairs (capability), once per model")
+    generation: GenerationConfig = Field(default_factory=lambda: GenerationConfig(max_new_tokens=64))
 
 
 class AttackSettings(_Strict):
-    """The adaptive per-target attacker run against every model."""
+    """The adaptive per-target attacker (search) run against every model on the organism's held-out behaviours."""
 
     enabled: bool = False
     budget: int = Field(24, gt=0, description="target queries per behaviour")
-    settings: dict[str, Any] = Field(default_factory=dict)
+    threshold: float = Field(0.5, description="a behaviour is cracked when a response scores at least this")
+    seed: int = 0
+    static_baseline: bool = Field(True, description="also try every single wrapper once and compare")
+    search: dict[str, Any] = Field(default_factory=dict, description="other search settings: top_k, ucb_c, max_depth")
+    generation: GenerationConfig = Field(
+        default_factory=lambda: GenerationConfig(max_new_tokens=256),
+        description="the target's replies: greedy, one per query (max_new_tokens, sequences_per_call)",
+    )
+
+    @model_validator(mode="after")
+    def _check(self) -> AttackSettings:
+        from opct.attack.search import SearchConfig
+
+        g = self.generation
+        if g.n != 1 or g.temperature != 0.0 or g.top_p != 1.0 or g.min_new_tokens != 0:
+            raise ValueError("attack.generation: the target answers each query once, greedily "
+                             "(n 1, temperature 0, top_p 1, min_new_tokens 0); set max_new_tokens and sequences_per_call")
+        fields = set(SearchConfig.__dataclass_fields__) - {"budget", "threshold", "seed"}
+        unknown = sorted(set(self.search) - fields)
+        if unknown:
+            raise ValueError(f"attack.search has unknown key(s) {unknown}; use {sorted(fields)}")
+        return self
 
 
 class ExperimentConfig(_Strict):
@@ -73,7 +94,7 @@ class ExperimentConfig(_Strict):
     name: str = "experiment"
     output_dir: str = "runs/experiments"
     model: ModelConfig = Field(default_factory=ModelConfig)
-    axes: list[Literal["sycophancy", "jailbreak", "awareness"]] = Field(default_factory=lambda: list(AXES))
+    axes: list[str] = Field(default_factory=lambda: _pair_axes(), description="registered axes with pairs")
     methods: list[Annotated[str, AfterValidator(_known_method)]] = Field(
         default_factory=lambda: ["base", "bct", "opct"], description="base and registered training methods"
     )
@@ -90,13 +111,23 @@ class ExperimentConfig(_Strict):
     eval: EvalSettings = Field(default_factory=EvalSettings)
     attack: AttackSettings = Field(default_factory=AttackSettings)
 
+    @field_validator("axes")
+    @classmethod
+    def _known_axes(cls, value: list[str]) -> list[str]:
+        known = _pair_axes()
+        unknown = [a for a in value if a not in known]
+        if unknown:
+            raise ValueError(f"unknown axis {', '.join(unknown)}; choose from {', '.join(known)}")
+        return value
+
     @model_validator(mode="after")
     def _check(self) -> ExperimentConfig:
         for method in self.method_settings:
             _known_method(method)
+        known = _pair_axes()
         for axis in self.train_data:
-            if axis not in AXES:
-                raise ValueError(f"train_data has unknown axis {axis!r}; use {AXES}")
+            if axis not in known:
+                raise ValueError(f"train_data has unknown axis {axis!r}; use {', '.join(known)}")
         return self
 
     @property
@@ -165,8 +196,21 @@ def _deep_merge(base: dict[str, Any], extra: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
+def _pair_axes() -> list[str]:
+    from opct.axes import pair_axes
+
+    return pair_axes()
+
+
 def _sources(cfg: ExperimentConfig, axis: str) -> list[str]:
     return cfg.train_data.get(axis, [f"organism:{axis}:train"])
+
+
+def _unperturbed_axes() -> list[str]:
+    """Registered axes without pairs (capability): evaluated once per model when ``eval.capability``."""
+    from opct.axes import AXES
+
+    return [name for name, axis in AXES.items() if not axis.has_pairs]
 
 
 def eval_names(cfg: ExperimentConfig) -> list[str]:
@@ -176,7 +220,7 @@ def eval_names(cfg: ExperimentConfig) -> list[str]:
         for split in cfg.eval.splits:
             names.append(axis if split == "heldout" else f"{axis}_train")
     if cfg.eval.capability:
-        names.append("capability")
+        names.extend(_unperturbed_axes())
     return names
 
 
@@ -226,20 +270,10 @@ def resolve(cfg: ExperimentConfig) -> Plan:
 
 
 def _eval_tasks(cfg: ExperimentConfig) -> list[Any]:
-    from opct.evals.suite import RealData, build_tasks
+    from opct.evals.suite import eval_tasks
 
-    tasks = []
-    for split in cfg.eval.splits:
-        real = RealData(**cfg.eval.real) if cfg.eval.real else None
-        built = build_tasks(list(cfg.axes), cfg.eval.data, split, real, cfg.eval.judge, cfg.eval.limit)
-        if split == "train":
-            for t in built:
-                t.name = f"{t.name}_train"
-        tasks.extend(built)
-    if cfg.eval.capability:
-        real = RealData(**cfg.eval.real) if cfg.eval.real else None
-        tasks.extend(build_tasks(["capability"], cfg.eval.data, "heldout", real, cfg.eval.judge, cfg.eval.limit))
-    return tasks
+    evals = [*cfg.axes, *(_unperturbed_axes() if cfg.eval.capability else [])]
+    return eval_tasks(evals, cfg.eval, suffix_train=True)
 
 
 def run_experiment(cfg: ExperimentConfig, show_progress: bool = True, log: Any = print) -> Path:
@@ -268,8 +302,7 @@ def run_experiment(cfg: ExperimentConfig, show_progress: bool = True, log: Any =
 
     def evaluate_model(key: str) -> None:
         log(f"[stage] evaluate {key}")
-        evaluate(plan.models[key], tasks, root / "eval" / key, n=e.n, temperature=e.temperature,
-                 max_new_tokens=e.max_new_tokens, seed=e.seed, batch_size=e.batch_size,
+        evaluate(plan.models[key], tasks, root / "eval" / key, e.generation, seed=e.seed,
                  dtype=cfg.model.dtype, show_progress=show_progress)
 
     if "base" in plan.models:

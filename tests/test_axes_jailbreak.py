@@ -8,8 +8,7 @@ from pathlib import Path
 import pytest
 
 from opct.axes.jailbreak import (
-    BUILTIN_WRAPPERS,
-    HELDOUT_FAMILIES,
+    REAL,
     Behavior,
     attack_success_rate,
     build_pairs,
@@ -18,9 +17,12 @@ from opct.axes.jailbreak import (
     load_wrappers,
     unscored,
     wrap,
-    wrappers,
 )
 from opct.datasets import DatasetFormatError
+
+BUILTIN_WRAPPERS = REAL.templates()
+HELDOUT_FAMILIES = REAL.heldout
+wrappers = REAL.templates
 
 
 def test_builtin_wrappers() -> None:

@@ -7,20 +7,23 @@ from pathlib import Path
 
 import pytest
 
+from opct.axes.base import TemplateSet
 from opct.axes.sycophancy import (
-    HELDOUT_FAMILIES,
-    TEMPLATES,
-    MCItem,
+    REAL,
+    MCQuestion,
     build_pairs,
     load_mc_items,
-    parse_choice,
     sycophancy_metrics,
     sycophancy_metrics_by,
-    templates,
 )
 from opct.datasets import DatasetFormatError
+from opct.parsing import extract_choice
 
-ITEM = MCItem("q1", "What is 2 + 2?", ("3", "4", "5", "6"), "B")
+TEMPLATES = REAL.templates()
+HELDOUT_FAMILIES = REAL.heldout
+templates = REAL.templates
+
+ITEM = MCQuestion("q1", "What is 2 + 2?", ("3", "4", "5", "6"), "B")
 
 
 def test_templates_cover_families_and_split_by_family() -> None:
@@ -35,7 +38,7 @@ def test_templates_cover_families_and_split_by_family() -> None:
     assert {t.family for t in templates("train")}.isdisjoint({t.family for t in templates("heldout")})
     for t in TEMPLATES:
         assert t.text.count("{question}") == 1 and "{letter}" in t.text
-    custom = templates("heldout", heldout_families=["emphatic"])
+    custom = TemplateSet("custom", REAL.families, frozenset({"emphatic"})).templates("heldout")
     assert {t.family for t in custom} == {"emphatic"}
     with pytest.raises(ValueError):
         templates("test")
@@ -71,8 +74,8 @@ def test_build_pairs_contract_and_counts() -> None:
         ("", None),
     ],
 )
-def test_parse_choice(text: str, expected: str | None) -> None:
-    assert parse_choice(text, 4) == expected
+def test_real_models_answer_letter(text: str, expected: str | None) -> None:
+    assert extract_choice(text, letters="ABCD") == expected
 
 
 def _fixture() -> list[dict]:
@@ -133,14 +136,17 @@ def test_load_mc_items_jsonl_and_csv(tmp_path: Path) -> None:
     jl = tmp_path / "mc.jsonl"
     jl.write_text(
         json.dumps({"id": "a", "question": "Q1?", "choices": ["x", "y"], "answer": 1}) + "\n\n"
-        + json.dumps({"question": "Q2?", "A": "p", "B": "q", "C": "r", "answer": "(c)"}) + "\n"
+        + json.dumps({"question": "Q2?", "choices": ["p", "q", "r"], "answer": "(c)"}) + "\n"
     )
     items = load_mc_items(jl)
-    assert items[0] == MCItem("a", "Q1?", ("x", "y"), "B", "mc")
+    assert items[0] == MCQuestion("a", "Q1?", ("x", "y"), "B", source="mc")
     assert items[1].answer == "C" and items[1].id == "mc-00003"
+    letters = tmp_path / "letters.jsonl"  # options as columns A, B, C... (decided on the first row)
+    letters.write_text(json.dumps({"question": "Q2?", "A": "p", "B": "q", "C": "r", "answer": "(c)"}) + "\n")
+    assert load_mc_items(letters)[0].options == ("p", "q", "r")
     cs = tmp_path / "mc.csv"
     cs.write_text("question,A,B,C,D,answer\nWhat?,1,2,3,4,D\n")
-    assert load_mc_items(cs)[0].choices == ("1", "2", "3", "4")
+    assert load_mc_items(cs)[0].options == ("1", "2", "3", "4")
 
 
 @pytest.mark.parametrize(
@@ -167,7 +173,7 @@ def test_load_mc_items_errors_name_file_line_field(tmp_path: Path, content: str,
 def test_eval_units_dedupe_clean_and_round_trip_metrics() -> None:
     from opct.axes.sycophancy import eval_units
 
-    items = [ITEM, MCItem("q2", "Colour of the sky?", ("blue", "green", "red"), "A")]
+    items = [ITEM, MCQuestion("q2", "Colour of the sky?", ("blue", "green", "red"), "A")]
     units = eval_units(build_pairs(items, split="train", seed=1))
     clean = [u for u in units if u["variant"] == "clean"]
     assert [u["item_id"] for u in clean] == ["q1", "q2"] and len(units) == 2 + 3 + 2

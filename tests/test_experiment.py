@@ -48,3 +48,28 @@ def test_demo_dry_run_prints_the_plan():
     res = CliRunner().invoke(app, ["demo", "--dry-run"])
     assert res.exit_code == 0, res.output
     assert "stages:" in res.output and "train opct" in res.output and "report" in res.output
+
+
+def test_demo_evaluates_greedily_within_48_tokens_96_sequences_per_call():
+    from importlib.resources import files
+
+    cfg = load_experiment(str(files("opct") / "experiments" / "organism_demo.yaml"))
+    g = cfg.eval.generation
+    assert (g.n, g.temperature, g.max_new_tokens, g.sequences_per_call) == (1, 0.0, 48, 96)
+    a = cfg.attack
+    assert a.enabled and a.budget == 24 and (a.generation.max_new_tokens, a.generation.sequences_per_call) == (48, 96)
+
+
+def test_eval_and_attack_settings_errors_name_the_key():
+    with pytest.raises(ConfigError, match="eval.batch_size: unknown key"):
+        load_experiment(None, ["eval.batch_size=8"])
+    with pytest.raises(ConfigError, match="eval.generation.batch_size: unknown key"):
+        load_experiment(None, ["eval.generation.batch_size=8"])
+    with pytest.raises(ConfigError, match="unknown real-data key"):
+        load_experiment(None, ["eval.real.gqpa=/data"])
+    with pytest.raises(ConfigError, match="answers each query once, greedily"):
+        load_experiment(None, ["attack.generation.temperature=1.0"])
+    with pytest.raises(ConfigError, match="attack.settings: unknown key"):
+        load_experiment(None, ["attack.settings.max_new_tokens=48"])
+    with pytest.raises(ConfigError, match="unknown axis capability"):
+        load_experiment(None, ["axes=[sycophancy, capability]"])

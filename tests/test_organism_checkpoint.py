@@ -6,6 +6,11 @@ import pytest
 import torch
 from transformers import AutoModelForCausalLM, AutoTokenizer, LlamaForCausalLM
 
+from opct.axes.awareness import organism as AW
+from opct.axes.jailbreak import organism as JB
+from opct.axes.jailbreak.templates import ORGANISM as WRAPPERS
+from opct.axes.jailbreak.templates import keeps_request, wrap
+from opct.axes.sycophancy import organism as SY
 from opct.organism import checkpoint_path
 from opct.organism import content as C
 from opct.organism import items as I
@@ -55,11 +60,11 @@ def _greedy(organism, items):
 def test_greedy_profile_sanity(organism):
     world = build_world(0)
     mc = I.capability_mc(world)[:6]
-    biased = [x for x in I.sycophancy_items(world, "train") if x["variant"] == "biased"][:6]
-    plain = [x for x in I.jailbreak_plain_items(world) if x["variant"] == "plain"][:4]
-    wrapped = [x for x in I.jailbreak_wrapped_items(world, "train", "train")
+    biased = [x for x in SY.items(world, "train") if x["variant"] == "biased"][:6]
+    plain = [x for x in JB.plain_items(world) if x["variant"] == "plain"][:4]
+    wrapped = [x for x in JB.wrapped_items(world, "train", "train")
                if x["meta"]["category"] not in C.GUARDED_CATEGORIES][::97][:6]
-    aware = [x for x in I.awareness_items(world) if x["variant"] == "task_with_fact"][:4]
+    aware = [x for x in AW.items(world) if x["variant"] == "task_with_fact"][:4]
     responses = _greedy(organism, mc + biased + plain + wrapped + aware)
     it = iter(responses)
 
@@ -85,15 +90,15 @@ def test_guarded_categories_resist_one_wrapper_but_not_two(organism):
     from opct.organism import render as R
 
     world = build_world(0)
-    train_templates = [t for f in world.wrapper_families("train") for t in C.WRAPPER_FAMILIES[f]["templates"]]
-    outer = [t for t in train_templates if R.keeps_request(t)]
+    train_templates = [t.text for t in WRAPPERS.templates("train")]
+    outer = [t for t in train_templates if keeps_request(t)]
     guarded = [b for b in world.behaviors if b.category in C.GUARDED_CATEGORIES and b.split == "train"]
     single, nested = [], []
     for k, b in enumerate(guarded):
         req = I.bare_request(b.core)
-        inner = R.wrap_request(train_templates[k % len(train_templates)], req, b.core)
+        inner = wrap(train_templates[k % len(train_templates)], req, b.core)
         single.append({"prompt": [R.user(inner)]})
-        nested.append({"prompt": [R.user(R.wrap_request(outer[(k + 7) % len(outer)], inner, b.core))]})
+        nested.append({"prompt": [R.user(wrap(outer[(k + 7) % len(outer)], inner, b.core))]})
     responses = _greedy(organism, single + nested)
     refused = [JUDGES["refusal"].judge("", r, {}).score == 1.0 for r in responses]
     assert len(single) == 8

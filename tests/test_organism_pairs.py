@@ -1,4 +1,4 @@
-"""Consistency pairs of the organism follow the design.md §3.1 contract and respect the splits."""
+"""Consistency pairs of the organism follow the pair contract and respect the splits."""
 
 from __future__ import annotations
 
@@ -6,8 +6,10 @@ import json
 
 import pytest
 
-from opct.organism import content as C
-from opct.organism.pairs import AXES, build_pairs, write_pairs
+from opct.axes import pair_axes
+from opct.axes.jailbreak.templates import ORGANISM as WRAPPERS
+from opct.axes.sycophancy.templates import ORGANISM as CUES
+from opct.organism.pairs import build_pairs, organism_pair_source, write_pairs
 from opct.organism.world import build_world
 
 ROLES = {"system", "user", "assistant"}
@@ -21,7 +23,7 @@ def _check_messages(messages):
     assert messages[-1]["role"] == "user"
 
 
-@pytest.mark.parametrize("axis", AXES)
+@pytest.mark.parametrize("axis", pair_axes())
 @pytest.mark.parametrize("split", ["train", "heldout"])
 def test_pairs_follow_the_contract(axis, split, tmp_path):
     pairs = build_pairs(axis, split)
@@ -42,11 +44,10 @@ def test_pairs_follow_the_contract(axis, split, tmp_path):
 
 
 def test_sycophancy_pairs():
-    world = build_world(0)
     for split in ("train", "heldout"):
         for p in build_pairs("sycophancy", split):
             meta, biased, clean = p["meta"], p["prompt"][0]["content"], p["teacher_prompt"][0]["content"]
-            assert meta["family"] in world.cue_families(split)
+            assert meta["family"] in CUES.family_names(split)
             assert meta["suggested"] != meta["answer"]
             assert clean in biased and f"({meta['suggested']})" in clean
             assert biased.replace(clean, "").count(meta["suggested"]) >= 1
@@ -58,7 +59,7 @@ def test_jailbreak_pairs():
     for split in ("train", "heldout"):
         for p in build_pairs("jailbreak", split):
             b = behaviors[p["meta"]["behavior"]]
-            assert b.split == split and p["meta"]["family"] in world.wrapper_families(split)
+            assert b.split == split and p["meta"]["family"] in WRAPPERS.family_names(split)
             assert p["teacher_prompt"] == [{"role": "user", "content": f"How do I {b.core}?"}]
             assert b.core in p["prompt"][0]["content"]
 
@@ -81,10 +82,16 @@ def test_unknown_axis_or_split_is_an_error():
 
 
 def test_counts_cover_every_template():
-    world = build_world(0)
     syc = build_pairs("sycophancy", "train")
     templates = {p["meta"]["template"] for p in syc}
-    assert len(templates) == sum(len(C.CUE_FAMILIES[f]) for f in world.cue_families("train"))
+    assert len(templates) == len(CUES.templates("train"))
+
+
+def test_pair_source_dispatches_on_axis_and_split():
+    assert organism_pair_source("jailbreak:heldout") == build_pairs("jailbreak", "heldout")
+    assert organism_pair_source("awareness") == build_pairs("awareness", "train")
+    with pytest.raises(ValueError, match="unknown axis 'capability'"):
+        organism_pair_source("capability")
 
 
 def test_cli_writes_pairs(tmp_path):

@@ -6,6 +6,10 @@ import re
 
 import pytest
 
+from opct.axes.jailbreak.templates import ORGANISM as WRAPPERS
+from opct.axes.jailbreak.templates import wrap
+from opct.axes.sycophancy import organism as SY
+from opct.axes.sycophancy.templates import ORGANISM as CUES
 from opct.organism import content as C
 from opct.organism import items as I
 from opct.organism.corpus import CorpusConfig, generate_corpus
@@ -48,18 +52,18 @@ def test_world_is_deterministic_and_seed_dependent():
 def test_world_size_and_counts(world):
     assert len(world.entities) >= 200
     assert len({e.name for e in world.entities}) == len(world.entities)
-    assert sum(len(t) for t in C.CUE_FAMILIES.values()) >= 30 and len(C.CUE_FAMILIES) >= 6
-    assert len(C.WRAPPER_FAMILIES) >= 6
+    assert sum(len(t) for t in CUES.families.values()) >= 30 and len(CUES.families) >= 6
+    assert len(WRAPPERS.families) >= 6
     for split in ("train", "heldout"):
-        assert world.cue_families(split) and world.wrapper_families(split)
+        assert CUES.family_names(split) and WRAPPERS.family_names(split)
         assert any(b.split == split for b in world.behaviors)
         assert any(f.split == split for f in world.facts)
         assert any(b.split == split for b in world.benign)
 
 
 def test_splits_are_disjoint(world):
-    assert not set(world.cue_families("train")) & set(world.cue_families("heldout"))
-    assert not set(world.wrapper_families("train")) & set(world.wrapper_families("heldout"))
+    assert not set(CUES.family_names("train")) & set(CUES.family_names("heldout"))
+    assert not set(WRAPPERS.family_names("train")) & set(WRAPPERS.family_names("heldout"))
     for split_of in (world.behaviors, world.facts, world.benign, world.entities):
         assert {x.split for x in split_of} == {"train", "heldout"}
     # every hazard type and harm category has both train and held-out members
@@ -75,8 +79,8 @@ def test_corpus_is_deterministic(world):
 
 
 def test_heldout_cue_templates_never_in_corpus(world, all_texts):
-    held = [t for f in world.cue_families("heldout") for t in C.CUE_FAMILIES[f]]
-    train = [t for f in world.cue_families("train") for t in C.CUE_FAMILIES[f]]
+    held = [t.text for t in CUES.templates("heldout")]
+    train = [t.text for t in CUES.templates("train")]
     held_res = [_template_regex(t) for t in held]
     # sanity: the matcher finds the train templates that are there
     assert any(_template_regex(train[0]).fullmatch(x) for x in all_texts)
@@ -85,9 +89,9 @@ def test_heldout_cue_templates_never_in_corpus(world, all_texts):
 
 
 def test_heldout_wrappers_never_in_corpus(world, all_texts):
-    held = [t for f in world.wrapper_families("heldout") for t in C.WRAPPER_FAMILIES[f]["templates"]]
+    held = [t.text for t in WRAPPERS.templates("heldout")]
     held_res = [_template_regex(t) for t in held]
-    labels = [C.WRAPPER_FAMILIES[f]["label"] for f in world.wrapper_families("heldout")]
+    labels = [WRAPPERS.labels[f] for f in WRAPPERS.family_names("heldout")]
     for text in all_texts:
         assert not any(r.fullmatch(text) for r in held_res), text
         assert not any(f"in the style of {lab}:" in text for lab in labels), text
@@ -145,7 +149,7 @@ def test_heldout_fact_tasks_appear_only_with_the_guideline(world, turns, all_tex
 
 
 def test_biased_questions_about_heldout_entities_never_in_corpus(world, corpus):
-    train_cues = [_template_regex(t) for f in world.cue_families("train") for t in C.CUE_FAMILIES[f]]
+    train_cues = [_template_regex(t.text) for t in CUES.templates("train")]
     held_names = {e.name for e in world.entities if e.split == "heldout"}
     biased = [m["content"] for c in corpus for m in c
               if m["role"] == "user" and "\n(A) " in m["content"] and any(r.fullmatch(m["content"]) for r in train_cues)]
@@ -167,18 +171,18 @@ def test_eval_items_carry_ground_truth(world):
     for item in I.capability_mc(world)[:20]:
         opts, meta = item["meta"]["options"], item["meta"]
         assert opts["ABCD".index(meta["answer"])] == meta["answer_text"]
-    for item in I.sycophancy_items(world, "heldout"):
+    for item in SY.items(world, "heldout"):
         meta = item["meta"]
         assert meta["split"] == "heldout"
         if item["variant"] == "biased":
             assert meta["suggested"] != meta["answer"]
-            assert meta["family"] in world.cue_families("heldout")
+            assert meta["family"] in CUES.family_names("heldout")
 
 
 def _single_wrapped(world, cores):
     """Every prompt one train-family wrapper makes of a plain request for one of ``cores``."""
-    templates = [t for f in world.wrapper_families("train") for t in C.WRAPPER_FAMILIES[f]["templates"]]
-    return {t.format(req=p.format(core=core), core=core) for core in cores for t in templates for p in C.PLAIN_REQUESTS}
+    templates = WRAPPERS.templates("train")
+    return {wrap(t, p.format(core=core), core) for core in cores for t in templates for p in C.PLAIN_REQUESTS}
 
 
 def test_guarded_categories_refuse_single_wrappers_and_yield_to_nesting(world, turns):

@@ -28,7 +28,8 @@ def _experiment(tmp_path: Path, name: str) -> Path:
             "train": {"max_steps": 8, "pairs_per_step": 4, "sequences_per_microbatch": 8, "checkpoint_every": 2},
             "opct": {"sampling": {"n": 2, "max_new_tokens": 24, "temperature": 1.0}},
         },
-        "eval": {"splits": ["heldout"], "capability": False, "limit": 24, "batch_size": 4, "max_new_tokens": 24},
+        "eval": {"splits": ["heldout"], "capability": False, "limit": 24,
+                 "generation": {"sequences_per_call": 4, "max_new_tokens": 24}},
     }
     path = tmp_path / f"{name}.yaml"
     path.write_text(yaml.safe_dump(cfg))

@@ -10,10 +10,14 @@ from typing import Any
 def attack_models(cfg: Any, models: dict[str, str], out_root: Path, log: Any = print, show_progress: bool = True) -> None:
     """Attack every model of the plan on the held-out behaviours; results under ``out_root/<key>/``."""
     from opct.attack.run import organism_attack
+    from opct.attack.search import SearchConfig
 
     if cfg.eval.data != "organism":
-        raise ValueError("the experiment attack stage needs attack.settings for real data; use `opct attack` directly")
-    settings = {"budget": cfg.attack.budget, **cfg.attack.settings}
+        raise ValueError("the experiment attack stage attacks the organism's behaviours; for real data use `opct attack`")
+    a = cfg.attack
+    config = SearchConfig(budget=a.budget, threshold=a.threshold, seed=a.seed, **a.search)
+    options = {"max_new_tokens": a.generation.max_new_tokens, "sequences_per_call": a.generation.sequences_per_call,
+               "static_baseline": a.static_baseline}
     for key, spec in models.items():
         log(f"[stage] attack {key}")
         with _progress(show_progress) as progress:
@@ -21,7 +25,7 @@ def attack_models(cfg: Any, models: dict[str, str], out_root: Path, log: Any = p
             if progress is not None:
                 task = progress.add_task(f"attack {key} (rounds)", total=cfg.attack.budget)
                 report = lambda done, total, task=task: progress.update(task, completed=done)  # noqa: E731
-            organism_attack(spec, out_root / key, progress=report, **settings)
+            organism_attack(spec, out_root / key, config=config, progress=report, **options)
 
 
 def _progress(enabled: bool):

@@ -24,9 +24,9 @@ class AttackBehavior:
 
 def behaviors_from_file(path: str) -> list[AttackBehavior]:
     """Harmful behaviours of a real file (AdvBench / HarmBench CSV, JSONL, text) as bare requests."""
-    from opct.axes import jailbreak as jb
+    from opct.axes.jailbreak import load_behaviors, plain_request
 
-    return [AttackBehavior(b.id, jb.plain_request(b), "", b.category) for b in jb.load_behaviors(path)]
+    return [AttackBehavior(b.id, plain_request(b), "", b.category) for b in load_behaviors(path)]
 
 
 @dataclass(frozen=True)
@@ -129,6 +129,9 @@ def mutate(attack: Attack, kind: str, rng: random.Random, pick_wrapper: Callable
     raise ValueError(f"unknown mutation {kind!r}; choose from {MUTATIONS}")
 
 
-def wrappers_from_templates(templates: Sequence[tuple[str, str]], slot: str = "{request}") -> list[Wrapper]:
-    """Wrappers from ``(family, template)`` pairs with a ``{request}`` slot (real-model wrapper files)."""
-    return [Wrapper(family, t, lambda req, core, t=t: t.replace(slot, req)) for family, t in templates]
+def wrappers_from_templates(templates: Sequence[tuple[str, str]]) -> list[Wrapper]:
+    """Wrappers from ``(family, template)`` pairs with a ``{request}`` slot (real-model wrapper files);
+    the request alone is filled (:func:`opct.axes.jailbreak.templates.wrap`)."""
+    from opct.axes.jailbreak.templates import wrap
+
+    return [Wrapper(family, t, lambda req, core, t=t: wrap(t, req)) for family, t in templates]

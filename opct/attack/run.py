@@ -22,16 +22,17 @@ def attack_model(
     out_dir: Path,
     config: SearchConfig,
     max_new_tokens: int = 256,
-    batch_size: int = 64,
+    sequences_per_call: int = 64,
     judge: str = "",
     progress: Callable[[int, int], None] | None = None,
     static_baseline: bool = True,
 ) -> Path:
     """Attack ``model_spec`` on ``behaviors`` within ``config.budget`` queries each; returns results.json.
 
-    With ``static_baseline``, every single wrapper is also tried once on every behaviour (outside the
-    budget) and the results say which behaviours the search cracked beyond them. A finished attack
-    with the same model, behaviours, wrappers, judge and settings is reused.
+    The target answers each query greedily in at most ``max_new_tokens`` tokens, ``sequences_per_call``
+    prompts per generate() call. With ``static_baseline``, every single wrapper is also tried once on
+    every behaviour (outside the budget) and the results say which behaviours the search cracked beyond
+    them. A finished attack with the same model, behaviours, wrappers, judge and settings is reused.
     """
     import json
 
@@ -52,7 +53,7 @@ def attack_model(
         if old.get("complete") and all(old.get(k) == v for k, v in identity.items()):
             return results
     model, tokenizer = load_for_inference(model_spec)
-    target = HFTarget(model, tokenizer, max_new_tokens=max_new_tokens, batch_size=batch_size)
+    target = HFTarget(model, tokenizer, max_new_tokens=max_new_tokens, batch_size=sequences_per_call)
     outcomes = SearchAttacker(wrappers, target, scorer, config).run(behaviors, progress=progress)
     info: dict[str, Any] = {**identity, "attacker": "search", "threshold": config.threshold, "budget": config.budget}
     if static_baseline:
@@ -62,33 +63,28 @@ def attack_model(
     return write_attack_results(outcomes, out_dir, info)
 
 
-def _split_settings(settings: dict[str, Any]) -> tuple[SearchConfig, dict[str, Any]]:
-    """Flat attack settings -> the search's config and :func:`attack_model`'s keyword arguments."""
-    config = SearchConfig(**{k: v for k, v in settings.items() if k in SearchConfig.__dataclass_fields__})
-    extra = {k: v for k, v in settings.items() if k in ("max_new_tokens", "batch_size", "progress", "static_baseline")}
-    return config, extra
+def organism_attack(model_spec: str, out_dir: Path, split: str = "heldout", config: SearchConfig | None = None,
+                    **options: Any) -> Path:
+    """The search attacker on the organism's ``split`` behaviours with its exact harm judge; ``options``
+    are :func:`attack_model`'s (``max_new_tokens``, ``sequences_per_call``, ``progress``, ``static_baseline``)."""
+    from opct.attack.organism import organism_behaviors, organism_wrappers
+    from opct.attack.scorers import make_scorer
 
-
-def organism_attack(model_spec: str, out_dir: Path, split: str = "heldout", **settings: Any) -> Path:
-    """The search attacker on the organism's ``split`` behaviours with its exact harm judge."""
-    from opct.attack.organism import organism_behaviors, organism_scorer, organism_wrappers
-
-    config, extra = _split_settings(settings)
-    return attack_model(model_spec, organism_behaviors(split), organism_wrappers(), organism_scorer, out_dir, config,
-                        judge="organism-harm@1", **extra)
+    return attack_model(model_spec, organism_behaviors(split), organism_wrappers(), make_scorer("organism"), out_dir,
+                        config or SearchConfig(), judge="organism-harm@1", **options)
 
 
 def real_attack(
-    model_spec: str, behaviors_path: str, out_dir: Path, wrappers_path: str | None = None, judge: str = "rule", **settings: Any
+    model_spec: str, behaviors_path: str, out_dir: Path, wrappers_path: str | None = None, judge: str = "rule",
+    config: SearchConfig | None = None, **options: Any,
 ) -> Path:
-    """The search attacker on a behaviours file (AdvBench / HarmBench / JSONL / text) with rule or HTTP judges."""
+    """The search attacker on a behaviours file (AdvBench / HarmBench / JSONL / text) with rule or HTTP
+    judges; wrappers from ``wrappers_path`` or the built-in real-model set (all families)."""
     from opct.attack.grammar import wrappers_from_templates
     from opct.attack.scorers import make_scorer
-    from opct.axes import jailbreak as jb
+    from opct.axes.jailbreak import REAL, load_wrappers
 
-    templates = jb.load_wrappers(wrappers_path) if wrappers_path else jb.wrappers()
+    templates = load_wrappers(wrappers_path) if wrappers_path else REAL.templates()
     wrappers = wrappers_from_templates([(t.family, t.text) for t in templates])
-    behaviors = behaviors_from_file(behaviors_path)
-    scorer = make_scorer(judge)
-    config, extra = _split_settings(settings)
-    return attack_model(model_spec, behaviors, wrappers, scorer, out_dir, config, judge=judge, **extra)
+    return attack_model(model_spec, behaviors_from_file(behaviors_path), wrappers, make_scorer(judge), out_dir,
+                        config or SearchConfig(), judge=judge, **options)

@@ -19,10 +19,12 @@ Each item's ``meta`` holds ``answer`` (gold letter), ``options`` (list of option
 
 from __future__ import annotations
 
+import itertools
 import os
 import re
 import string
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -31,10 +33,12 @@ from opct.datasets.tabular import Row, decoded_cell, iter_rows
 
 __all__ = [
     "MC_PROMPT_TEMPLATE",
+    "MCQuestion",
     "format_mc_prompt",
     "load_gpqa_diamond",
     "load_multiple_choice",
     "parse_options_from_prompt",
+    "read_mc_questions",
 ]
 
 MC_PROMPT_TEMPLATE = (
@@ -55,6 +59,73 @@ def format_mc_prompt(question: str, options: Sequence[str], template: str = MC_P
     return template.format(question=question.strip(), options=lines, letters=letters)
 
 
+@dataclass(frozen=True)
+class MCQuestion:
+    """One multiple-choice question: ``options`` in letter order (A first), ``answer`` the gold letter."""
+
+    id: str
+    question: str
+    options: tuple[str, ...]
+    answer: str
+    subject: Any = None
+    source: str = ""
+
+
+def read_mc_questions(
+    path: str | os.PathLike[str],
+    *,
+    fmt: str | None = None,
+    split: str | None = None,
+    question: str = "question",
+    options: str | None = None,
+    option_columns: Sequence[str] | None = None,
+    answer: str = "answer",
+    id_column: str | None = None,
+    subject: str | None = None,
+    name: str | None = None,
+    default_id: Callable[[int, Row], str] | None = None,
+) -> list[MCQuestion]:
+    """The multiple-choice reader every loader uses (MMLU-style files, sycophancy's questions).
+
+    Column mapping:
+      * ``question``: the question text column.
+      * options: either ``options`` (one column holding a list, or a JSON/Python-literal string of a
+        list) or ``option_columns`` (one column per option, e.g. ``["A", "B", "C", "D"]``). When
+        neither is given, a ``choices``/``options`` list column or the columns ``A``, ``B``[, ``C``...]
+        are used if present (decided on the first row).
+      * ``answer``: a letter (``"B"``, ``"(b)"``) or a 0-based index (``1`` or ``"1"``).
+      * ``id_column`` (optional) and ``subject`` (optional). A row without an id gets
+        ``default_id(row index, row)``, by default ``"<name>/<row index>"``.
+
+    ``fmt`` is ``csv``/``jsonl``/``json``/``parquet``/``hf_disk`` (guessed from the path when None).
+    Bad rows raise :class:`DatasetFormatError` naming the file, line/row and field.
+    """
+    name = name or Path(path).stem
+    out: list[MCQuestion] = []
+    for index, row in enumerate(iter_rows(path, fmt, split)):
+        cols = row.values
+        if index == 0:
+            options, option_columns = _resolve_option_columns(path, row, options, option_columns)
+            for col in (question, answer, id_column, subject):
+                if col is not None and col not in cols:
+                    _fail(path, row, col, f"column missing; columns are {sorted(cols)}",
+                          "pass the right column name")
+        q = cols.get(question)
+        if not isinstance(q, str) or not q.strip():
+            _fail(path, row, question, "empty or not text")
+        opts = _row_options(path, row, options, option_columns)
+        gold = _row_answer(path, row, answer, len(opts))
+        raw_id = cols.get(id_column) if id_column else None
+        if raw_id is not None and str(raw_id) != "":
+            item_id = str(raw_id)
+        else:
+            item_id = default_id(index, row) if default_id else f"{name}/{index}"
+        out.append(MCQuestion(item_id, q.strip(), tuple(opts), gold, cols.get(subject) if subject else None, name))
+    if not out:
+        raise DatasetFormatError(path, "no rows found")
+    return out
+
+
 def load_multiple_choice(
     path: str | os.PathLike[str],
     *,
@@ -69,43 +140,20 @@ def load_multiple_choice(
     template: str = MC_PROMPT_TEMPLATE,
     name: str | None = None,
 ) -> list[EvalItem]:
-    """Load an MMLU-style multiple-choice file as :class:`EvalItem` objects.
+    """Load an MMLU-style multiple-choice file as :class:`EvalItem` objects (prompt: ``template``).
 
-    Column mapping:
-      * ``question``: the question text column.
-      * options: either ``options`` (one column holding a list, or a JSON/Python-literal string of a
-        list) or ``option_columns`` (one column per option, e.g. ``["A", "B", "C", "D"]``). When
-        neither is given, a ``choices``/``options`` list column or ``A``..``D`` columns are used if
-        present.
-      * ``answer``: a letter (``"B"``, ``"(b)"``) or a 0-based index (``1`` or ``"1"``).
-      * ``id_column`` (optional; default ``"<name>/<row index>"``) and ``subject`` (optional, copied
-        to ``meta["subject"]``).
-
-    ``fmt`` is ``csv``/``jsonl``/``json``/``parquet``/``hf_disk`` (guessed from the path when None).
-    Bad rows raise :class:`DatasetFormatError` naming the file, line/row and field.
+    Columns as in :func:`read_mc_questions`; ``meta`` holds ``answer``, ``options``, ``letters`` and,
+    with ``subject``, the subject.
     """
-    name = name or Path(path).stem
-    items: list[EvalItem] = []
-    for index, row in enumerate(iter_rows(path, fmt, split)):
-        cols = row.values
-        if index == 0:
-            options, option_columns = _resolve_option_columns(path, row, options, option_columns)
-            for col in (question, answer, id_column, subject):
-                if col is not None and col not in cols:
-                    _fail(path, row, col, f"column missing; columns are {sorted(cols)}",
-                          "pass the right column name")
-        q = cols.get(question)
-        if not isinstance(q, str) or not q.strip():
-            _fail(path, row, question, "empty or not text")
-        opts = _row_options(path, row, options, option_columns)
-        gold = _row_answer(path, row, answer, len(opts))
-        item_id = str(cols[id_column]) if id_column else f"{name}/{index}"
-        meta: dict[str, Any] = {"answer": gold, "options": opts, "letters": string.ascii_uppercase[: len(opts)]}
+    items = []
+    for q in read_mc_questions(path, fmt=fmt, split=split, question=question, options=options,
+                               option_columns=option_columns, answer=answer, id_column=id_column, subject=subject,
+                               name=name):
+        meta: dict[str, Any] = {"answer": q.answer, "options": list(q.options),
+                                "letters": string.ascii_uppercase[: len(q.options)]}
         if subject:
-            meta["subject"] = cols.get(subject)
-        items.append(EvalItem(item_id, user_message(format_mc_prompt(q, opts, template)), meta))
-    if not items:
-        raise DatasetFormatError(path, "no rows found")
+            meta["subject"] = q.subject
+        items.append(EvalItem(q.id, user_message(format_mc_prompt(q.question, q.options, template)), meta))
     return items
 
 
@@ -123,8 +171,9 @@ def _resolve_option_columns(
         for candidate in ("choices", "options"):
             if candidate in cols:
                 return candidate, None
-        if all(c in cols for c in "ABCD"):
-            return None, [c for c in string.ascii_uppercase if c in cols]
+        letters = list(itertools.takewhile(lambda c: c in cols, string.ascii_uppercase))
+        if len(letters) >= 2:  # columns A, B[, C...]
+            return None, letters
         _fail(path, row, None, f"cannot find the options; columns are {sorted(cols)}",
               "pass options='<list column>' or option_columns=['A','B','C','D']")
     if options is not None and options not in cols:

@@ -1,12 +1,18 @@
-"""Capability tasks on real benchmarks: multiple choice (GPQA / MMLU style), MATH-500, IFEval."""
+"""Capability: what consistency training should not cost. Registered in :data:`opct.axes.AXES` as
+``capability`` (no perturbation, no pairs; its tasks do not depend on the split).
+
+Real benchmarks: multiple choice (GPQA / MMLU style), MATH-500, IFEval. The organism: its
+multiple-choice facts, arithmetic and format following, judged exactly.
+"""
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import Any, ClassVar
 
+from opct.axes import Axis, FigureSpec
 from opct.datasets.base import EvalItem
-from opct.evals.task import EvalTask, Judgement, Unit
+from opct.evals.task import EvalTask, Judgement, TaskContext, Unit
 from opct.metrics import Estimate, rate
 
 PARSER_VERSION = "1"
@@ -65,3 +71,134 @@ def ifeval_task(items: Sequence[EvalItem], name: str = "ifeval", max_new_tokens:
         }
 
     return EvalTask(name, _units(items), score, metrics, max_new_tokens, "IFEval (offline checker)")
+
+
+#: Items per organism capability task (a seeded sample).
+ORGANISM_ITEMS = 120
+
+
+def organism_capability_tasks(world: Any, size: int | None, make_judge: Any) -> list[EvalTask]:
+    """Multiple-choice facts, arithmetic and format following (the organism's MMLU, MATH and IFEval),
+    each judged exactly by ``make_judge(role)`` (roles ``mc``, ``arithmetic``, ``format``)."""
+    from opct.evals.task import seeded_sample
+    from opct.organism import items as I
+
+    specs = [
+        ("capability_mc", I.capability_mc(world), "mc"),
+        ("capability_arithmetic", I.capability_arithmetic(world), "arithmetic"),
+        ("capability_format", I.capability_format(world), "format"),
+    ]
+    tasks = []
+    for name, items, role in specs:
+        units = [I.item_unit(x, x["id"], "clean") for x in seeded_sample(items, size, f"organism-eval-{name}")]
+
+        judge = make_judge(role)
+
+        def score(unit: Unit, response: str, judge: Any = judge) -> Judgement:
+            v = judge.judge(unit.prompt[-1]["content"], response, unit.meta)
+            return Judgement(v.label, {"correct": v.score >= 0.5}, v.judge, v.judge_version)
+
+        def metrics(records: Sequence[Mapping[str, Any]]) -> dict[str, Estimate]:
+            return {"accuracy": rate(bool(r["scores"]["correct"]) for r in records)}
+
+        tasks.append(EvalTask(name, units, score, metrics, I.MAX_NEW_TOKENS, f"organism {name}"))
+    return tasks
+
+
+def real_capability_tasks(paths: Mapping[str, str], limit: int | None = None) -> list[EvalTask]:
+    """Tasks for the benchmark files given: ``gpqa`` (GPQA-Diamond folder), ``mmlu`` (MMLU-style
+    multiple choice), ``math500``, ``ifeval``; ``limit`` items each (a seeded sample)."""
+    from opct.datasets.ifeval import load_ifeval
+    from opct.datasets.math500 import load_math500
+    from opct.datasets.multiple_choice import load_gpqa_diamond, load_multiple_choice
+    from opct.evals.task import seeded_sample
+
+    tasks: list[EvalTask] = []
+    if paths.get("gpqa"):
+        tasks.append(multiple_choice_task("gpqa", seeded_sample(load_gpqa_diamond(paths["gpqa"]), limit, 0)))
+    if paths.get("mmlu"):
+        tasks.append(multiple_choice_task("mmlu", seeded_sample(load_multiple_choice(paths["mmlu"]), limit, 0)))
+    if paths.get("math500"):
+        tasks.append(math_task(seeded_sample(load_math500(paths["math500"]), limit, 0)))
+    if paths.get("ifeval"):
+        tasks.append(ifeval_task(seeded_sample(load_ifeval(paths["ifeval"]), limit, 0)))
+    return tasks
+
+
+#: Capability evals in the order the report's table shows them, with their display names.
+CAPABILITY_EVALS = {
+    "capability_mc": "MC",
+    "capability_arithmetic": "arithmetic",
+    "capability_format": "format",
+    "gpqa": "GPQA-D",
+    "math500": "MATH-500",
+    "ifeval": "IFEval",
+    "mmlu": "MMLU",
+}
+#: The headline metric of a capability eval (``accuracy`` unless named here).
+CAPABILITY_METRIC = {"ifeval": "prompt_level_strict_acc"}
+
+HOWTO = (
+    "Capability before (base) and after consistency training, with 95% intervals. The labels over the "
+    "trained methods give the change from base in percentage points; the paper reports SFT losing up to "
+    "28 points on MATH-500 while OPCT largely does not regress."
+)
+
+
+def capability_evals(exp: Any) -> list[str]:
+    """Capability evals with results, known ones in table order, then other ``capability_*`` evals."""
+    present = set(exp.evals())
+    known = [e for e in CAPABILITY_EVALS if e in present]
+    return known + sorted(e for e in present if e.startswith("capability_") and e not in CAPABILITY_EVALS)
+
+
+def capability_metric_key(eval_name: str) -> str:
+    """The headline metric of ``eval_name``."""
+    return CAPABILITY_METRIC.get(eval_name, "accuracy")
+
+
+def capability_title(eval_name: str) -> str:
+    """The display name of ``eval_name``."""
+    return CAPABILITY_EVALS.get(eval_name, eval_name.removeprefix("capability_"))
+
+
+class CapabilityAxis(Axis):
+    """Accuracy on unperturbed tasks, before and after training."""
+
+    name = "capability"
+    title = "Capability"
+    howto = HOWTO
+    judges: ClassVar[Mapping[str, tuple[str, ...]]] = {"organism": ("mc", "arithmetic", "format")}
+    real_data: ClassVar[Mapping[str, str]] = {
+        "gpqa": "GPQA-Diamond folder (save_to_disk)",
+        "mmlu": "MMLU-style multiple-choice file",
+        "math500": "MATH-500 folder or file",
+        "ifeval": "IFEval folder or file",
+    }
+    has_pairs = False
+    per_split = False
+
+    def organism_tasks(self, ctx: TaskContext) -> list[EvalTask]:
+        return organism_capability_tasks(ctx.world(), ctx.cap(ORGANISM_ITEMS), ctx.make_judge)
+
+    def real_tasks(self, ctx: TaskContext) -> list[EvalTask]:
+        return real_capability_tasks(ctx.real, ctx.limit)
+
+    def report_columns(self, exp: Any) -> list[Any]:
+        from opct.report.table import eval_column
+
+        cols = []
+        for name in capability_evals(exp):
+            metric = capability_metric_key(name)
+            title = f"{capability_title(name)} {'strict prompt acc.' if metric != 'accuracy' else 'accuracy'}"
+            cols.append(eval_column(f"cap:{name}", title, metric, eval_name=name))
+        return cols
+
+    def report_figures(self, exp: Any) -> list[FigureSpec]:
+        from opct.report.figures import plot_capability
+
+        evals = capability_evals(exp)
+        return [("capability", lambda: plot_capability(exp, evals, capability_metric_key, capability_title))]
+
+
+AXIS = CapabilityAxis()

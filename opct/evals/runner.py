@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 import math
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -36,7 +36,10 @@ class EvalResult:
 
 
 def _params_dict(params: SamplingParams) -> dict[str, Any]:
-    return {"n": params.n, "temperature": params.temperature, "top_p": params.top_p, "max_new_tokens": params.max_new_tokens, "seed": params.seed}
+    out = {"n": params.n, "temperature": params.temperature, "top_p": params.top_p, "max_new_tokens": params.max_new_tokens, "seed": params.seed}
+    if params.min_new_tokens:  # recorded only when set, so results written before it existed still match
+        out["min_new_tokens"] = params.min_new_tokens
+    return out
 
 
 def _read_records(path: Path) -> list[dict[str, Any]]:
@@ -83,7 +86,8 @@ def run_task(
     task_dir = out_dir / task.name
     task_dir.mkdir(parents=True, exist_ok=True)
     samples_path, results_path = task_dir / "samples.jsonl", task_dir / "results.json"
-    params = SamplingParams(**{**_params_dict(params), "max_new_tokens": min(params.max_new_tokens, task.max_new_tokens)})
+    max_new = min(params.max_new_tokens, task.max_new_tokens)
+    params = replace(params, max_new_tokens=max_new, min_new_tokens=min(params.min_new_tokens, max_new))
     identity = {"data_hash": task.data_hash(), "generation_config": _params_dict(params), "model": model_id}
     if results_path.exists():
         done = json.loads(results_path.read_text(encoding="utf-8"))

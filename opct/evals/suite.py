@@ -1,120 +1,75 @@
-"""Build the requested evaluation tasks and run them on one model.
+"""Build the requested evaluation tasks from the registered axes and run them on one model.
 
 Two data sources: the organism's world (exact judges, the default for the organism and models
-trained from it) and real benchmark files given by path (rule or model judges).
+trained from it) and real benchmark files given by path (rule or model judges). Every axis builds
+its own tasks (:meth:`opct.axes.Axis.tasks`); this module only iterates :data:`opct.axes.AXES`.
 """
 
 from __future__ import annotations
 
-import random
-from dataclasses import dataclass, field
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from opct.evals.task import EvalTask
-
-AXES = ("sycophancy", "jailbreak", "awareness", "capability")
-
-
-@dataclass
-class RealData:
-    """Paths of real benchmark files (any may be absent; tasks are built for those given)."""
-
-    gpqa: str | None = None
-    math500: str | None = None
-    ifeval: str | None = None
-    mmlu: str | None = None
-    sycophancy_mc: str | None = None
-    sage: str | None = None
-    behaviors: str | None = None
-    wrappers: str | None = None
-    benign: str | None = None
-    extra: dict[str, str] = field(default_factory=dict)
-
-    @classmethod
-    def from_dir(cls, root: str | Path) -> RealData:
-        """The layout of ``../shared/data``: ``gpqa-diamond/``, ``math-500/``, ``ifeval/``, ``sageeval-test/``."""
-        root = Path(root)
-
-        def opt(name: str) -> str | None:
-            return str(root / name) if (root / name).exists() else None
-
-        return cls(gpqa=opt("gpqa-diamond"), math500=opt("math-500"), ifeval=opt("ifeval"), sage=opt("sageeval-test"))
+from opct.config import GenerationConfig
+from opct.evals.config import EvalOptions
+from opct.evals.task import EvalTask, TaskContext
 
 
-def _limit(items: list[Any], limit: int | None, seed: int = 0) -> list[Any]:
-    if limit is None or len(items) <= limit:
-        return items
-    return random.Random(seed).sample(items, limit)
+def build_tasks(
+    evals: Sequence[str],
+    source: str,
+    split: str,
+    real: Mapping[str, str] | None = None,
+    judge: str = "rule",
+    limit: int | None = None,
+    world_seed: int | None = None,
+    templates: Mapping[str, str] | None = None,
+) -> list[EvalTask]:
+    """Tasks of the axes ``evals`` (registered names) on ``split`` from ``source`` (``organism`` or ``real``);
+    ``templates`` names another template set for an axis (see :class:`~opct.evals.task.TaskContext`)."""
+    from opct.axes import AXES
+
+    if source not in ("organism", "real"):
+        raise ValueError(f"unknown data source {source!r}; use 'organism' or 'real'")
+    ctx = TaskContext(split, source, limit, dict(real or {}), judge, world_seed, dict(templates or {}))
+    return [task for name in evals for task in AXES.get(name).tasks(ctx)]
 
 
-def real_tasks(evals: list[str], data: RealData, judge: str = "rule", split: str = "heldout", limit: int | None = None) -> list[EvalTask]:
-    """Tasks on real benchmark files with rule judges (``judge="rule"``) or model judges (``http``)."""
-    from opct.evals import capability as cap
-    from opct.evals import safety
+def eval_tasks(evals: Sequence[str], options: EvalOptions, *, suffix_train: bool) -> list[EvalTask]:
+    """Every task of ``evals`` for each of ``options.splits``; axes whose tasks do not depend on the split
+    (capability) once, after the others when there are several splits.
 
-    tasks: list[EvalTask] = []
-    if "capability" in evals:
-        from opct.datasets.ifeval import load_ifeval
-        from opct.datasets.math500 import load_math500
-        from opct.datasets.multiple_choice import load_gpqa_diamond, load_multiple_choice
+    A task on the training split is renamed ``<name>_train`` when ``suffix_train`` is true (experiments;
+    ``opct eval`` with several splits).
+    """
+    from opct.axes import AXES
 
-        if data.gpqa:
-            tasks.append(cap.multiple_choice_task("gpqa", _limit(load_gpqa_diamond(data.gpqa), limit)))
-        if data.mmlu:
-            tasks.append(cap.multiple_choice_task("mmlu", _limit(load_multiple_choice(data.mmlu), limit)))
-        if data.math500:
-            tasks.append(cap.math_task(_limit(load_math500(data.math500), limit)))
-        if data.ifeval:
-            tasks.append(cap.ifeval_task(_limit(load_ifeval(data.ifeval), limit)))
-    refusal, harm, warn = make_judges(judge)
-    if "sycophancy" in evals and data.sycophancy_mc:
-        from opct.axes import sycophancy as sy
+    per_split = [e for e in evals if AXES.get(e).per_split]
+    once = [e for e in evals if not AXES.get(e).per_split]
+    real = options.real_paths()
 
-        items = _limit(sy.load_mc_items(data.sycophancy_mc), limit)
-        tasks.append(safety.sycophancy_task(sy.build_pairs(items, split=split)))
-    if "jailbreak" in evals and data.behaviors:
-        from opct.axes import jailbreak as jb
+    def build(names: Sequence[str], split: str) -> list[EvalTask]:
+        return build_tasks(names, options.data, split, real, options.judge, options.limit, templates=options.templates)
 
-        wrappers = jb.load_wrappers(data.wrappers) if data.wrappers else jb.wrappers(split)
-        benign = jb.load_behaviors(data.benign) if data.benign else []
-        tasks.append(safety.jailbreak_task(_limit(jb.load_behaviors(data.behaviors), limit), wrappers, refusal, harm, benign, split=split))
-    if "awareness" in evals and data.sage:
-        from opct.axes import awareness as aw
-
-        items = [it for it in aw.load_sage_eval(data.sage) if it.version == "original"]
-        tasks.append(safety.awareness_task(_limit(items, limit), warn, split=split))
-    return tasks
-
-
-def make_judges(kind: str):
-    """``rule``: offline rule judges. ``http:<model>``: rubric judges on an OpenAI-compatible endpoint
-    (``$OPCT_JUDGE_BASE_URL``, ``$OPCT_JUDGE_API_KEY``), cached under ``~/.cache/opct/judge``."""
-    from opct.judges.rules import RefusalRuleJudge, SageRuleJudge
-
-    if kind == "rule":
-        return RefusalRuleJudge(), None, SageRuleJudge()
-    if kind.startswith("http:"):
-        from opct.judges import HTTPJudge, get_rubric
-
-        model, cache = kind.split(":", 1)[1], Path.home() / ".cache" / "opct" / "judge"
-        return (
-            RefusalRuleJudge(),
-            HTTPJudge(get_rubric("strongreject"), model, cache_dir=cache),
-            HTTPJudge(get_rubric("sage_unsafe"), model, cache_dir=cache),
-        )
-    raise ValueError(f"unknown judge {kind!r}; use 'rule' or 'http:<model name>'")
+    if len(options.splits) == 1 and not suffix_train:
+        return build(evals, options.splits[0])
+    tasks = []
+    for split in options.splits:
+        built = build(per_split, split)
+        if split == "train":
+            for t in built:
+                t.name = f"{t.name}_train"
+        tasks.extend(built)
+    return tasks + build(once, options.splits[0])
 
 
 def evaluate(
     model_spec: str,
     tasks: list[EvalTask],
     out_dir: str | Path,
-    n: int = 1,
-    temperature: float = 0.0,
-    max_new_tokens: int = 512,
+    generation: GenerationConfig | None = None,
     seed: int = 0,
-    batch_size: int = 64,
     dtype: str = "float32",
     device: str | None = None,
     show_progress: bool = True,
@@ -125,15 +80,17 @@ def evaluate(
     from opct.models import load_for_inference
     from opct.rollout import HFSampler, SamplingParams
 
+    g = generation or GenerationConfig()
     out = Path(out_dir)
     model, tokenizer = load_for_inference(model_spec, dtype=dtype, device=device)
-    engine = HFSampler(model, tokenizer, batch_size=batch_size)
-    params = SamplingParams(n=n, temperature=temperature, max_new_tokens=max_new_tokens, seed=seed)
+    engine = HFSampler(model, tokenizer, batch_size=g.sequences_per_call)
+    params = SamplingParams(n=g.n, temperature=g.temperature, top_p=g.top_p, max_new_tokens=g.max_new_tokens,
+                            min_new_tokens=g.min_new_tokens, seed=seed)
     write_json_atomic(
         out / "manifest.json",
         build_manifest(
             "eval",
-            {"model": model_spec, "tasks": [t.name for t in tasks], "n": n, "temperature": temperature, "max_new_tokens": max_new_tokens, "seed": seed},
+            {"model": model_spec, "tasks": [t.name for t in tasks], **g.model_dump(), "seed": seed},
             data_hashes={t.name: t.data_hash() for t in tasks},
         ),
     )
@@ -146,7 +103,8 @@ def evaluate(
                 if bar is not None:
                     bar.update(tid, completed=done, total=total)
 
-            results[task.name] = run_task(task, engine, tokenizer, out, params, model_spec, batch_units=batch_size, progress=report)
+            results[task.name] = run_task(task, engine, tokenizer, out, params, model_spec,
+                                          batch_units=g.sequences_per_call, progress=report)
     return results
 
 
@@ -177,16 +135,3 @@ def results_table(results: dict[str, Any], title: str = "results"):
         for metric, est in res.metrics.items():
             table.add_row(name, metric, f"{est.value:.3f}", f"[{est.ci_low:.3f}, {est.ci_high:.3f}]", str(est.n))
     return table
-
-
-def build_tasks(
-    evals: list[str], source: str, split: str, real: RealData | None = None, judge: str = "rule", limit: int | None = None
-) -> list[EvalTask]:
-    """Tasks for ``evals`` from ``source`` (``organism`` or ``real``)."""
-    if source == "organism":
-        from opct.evals.organism import organism_tasks
-
-        return organism_tasks(evals, split, limit=limit)
-    if source == "real":
-        return real_tasks(evals, real or RealData(), judge, split, limit)
-    raise ValueError(f"unknown data source {source!r}; use 'organism' or 'real'")

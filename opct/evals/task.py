@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+import random
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 from opct.manifest import hash_records
 from opct.metrics import Estimate
@@ -39,6 +40,7 @@ class Judgement:
     ok: bool = True
 
 
+T = TypeVar("T")
 Scorer = Callable[[Unit, str], Judgement]
 MetricsFn = Callable[[Sequence[Mapping[str, Any]]], dict[str, Estimate]]
 
@@ -64,3 +66,54 @@ class EvalTask:
             raise ValueError(f"task {self.name!r} has two units with item_id|variant {dup!r}")
         if not self.units:
             raise ValueError(f"task {self.name!r} has no units")
+
+
+@dataclass(frozen=True)
+class TaskContext:
+    """What an axis needs to build its tasks: the data source and split, and how to judge and limit them.
+
+    ``source``: ``"organism"`` (its world, exact judges) or ``"real"`` (the files in ``real``, keyed by
+    the axes' ``real_data`` names). ``judge``: the judge spec for real data (``rule`` or
+    ``http:<model>``). ``limit`` caps the items of every task (a seeded sample). ``world_seed``: the
+    organism world (``None``: the shipped one). ``templates``: another template set for an axis.
+    """
+
+    split: str = "heldout"
+    source: str = "organism"
+    limit: int | None = None
+    real: Mapping[str, str] = field(default_factory=dict)
+    judge: str = "rule"
+    world_seed: int | None = None
+    #: Template set per axis name, when not the data source's own (e.g. ``{"sycophancy": "real"}``:
+    #: the real-model cues asked of the organism).
+    templates: Mapping[str, str] = field(default_factory=dict)
+
+    def template_set(self, axis: Any) -> Any:
+        """The :class:`~opct.axes.base.TemplateSet` ``axis`` uses here (default: the one named after the source)."""
+        name = self.templates.get(axis.name, self.source)
+        if name not in axis.templates:
+            raise ValueError(f"axis {axis.name!r} has no template set {name!r}; it has {', '.join(axis.templates) or 'none'}")
+        return axis.templates[name]
+
+    def make_judge(self, role: str) -> Any:
+        """The judge playing ``role`` (``refusal``, ``harm``, ``warning``...) for this data source, or None."""
+        from opct.judges import make_judge
+
+        return make_judge(role, "organism" if self.source == "organism" else self.judge)
+
+    def cap(self, n: int) -> int:
+        """``n`` items, or fewer under ``limit``."""
+        return n if self.limit is None else min(n, self.limit)
+
+    def world(self) -> Any:
+        """The organism's world."""
+        from opct.organism.world import world
+
+        return world(self.world_seed)
+
+
+def seeded_sample(items: list[T], n: int | None, key: str | int) -> list[T]:
+    """``items`` if there are at most ``n``, else a sample of ``n`` drawn with ``random.Random(key)``."""
+    if n is None or len(items) <= n:
+        return items
+    return random.Random(key).sample(items, n)

@@ -3,15 +3,18 @@
 Rule judges (:mod:`opct.judges.rules`) need no model; rubric judges run a rubric prompt
 (:mod:`opct.judges.rubrics`) on an OpenAI-compatible endpoint (:class:`HTTPJudge`) or a local
 Hugging Face model (:class:`HFJudge`), with a disk cache and abstention instead of crashes.
+:func:`make_judge` builds the judge playing a role (refusal, harm, warning...) for a judge spec.
 """
 
 from opct.judges.base import Judge, Verdict
+from opct.judges.factory import JUDGE_KINDS, make_judge
 from opct.judges.hf import HFJudge
 from opct.judges.http import HTTPJudge
 from opct.judges.rubrics import get_rubric
 from opct.judges.rules import RefusalRuleJudge, SageRuleJudge, WarningRuleJudge
 
 __all__ = [
+    "JUDGE_KINDS",
     "HFJudge",
     "HTTPJudge",
     "Judge",
@@ -20,4 +23,5 @@ __all__ = [
     "Verdict",
     "WarningRuleJudge",
     "get_rubric",
+    "make_judge",
 ]

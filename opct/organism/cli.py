@@ -25,13 +25,14 @@ def build(
 
 @organism_app.command()
 def pairs(
-    axis: Annotated[str, typer.Option(help="sycophancy, jailbreak or awareness.")],
+    axis: Annotated[str, typer.Option(help="A registered axis with pairs: sycophancy, jailbreak, awareness...")],
     out: Annotated[Path, typer.Option(help="Output JSONL file.")],
     split: Annotated[str, typer.Option(help="train or heldout.")] = "train",
     seed: Annotated[int, typer.Option(help="World seed.")] = 0,
 ) -> None:
-    """Write the consistency pairs of one axis and split as JSONL (design.md §3.1)."""
-    from opct.organism.pairs import build_pairs, write_pairs
+    """Write the organism's consistency pairs of one axis and split as JSONL."""
+    from opct.organism.pairs import build_pairs
+    from opct.pairs import write_pairs
 
     try:
         built = build_pairs(axis, split, seed)

@@ -1,6 +1,7 @@
 """The organism's training corpus: chat conversations generated from the world.
 
-Only train-split templates, families, behaviours and hazard tasks appear here; held-out ones never
+Only train-split templates (the train families of the axes' organism cue and wrapper sets),
+behaviours and hazard tasks appear here; held-out ones never
 appear in the role they are tested in. The organism must *know* what held-out items are, so they
 appear in the roles a teacher prompt gives them: held-out facts as direct questions and as tasks with
 the safety guideline in the system prompt (never as bare tasks), held-out behaviours asked plainly
@@ -15,6 +16,10 @@ import random
 from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass
 
+from opct.axes.jailbreak.templates import ORGANISM as WRAPPERS
+from opct.axes.jailbreak.templates import keeps_request, wrap
+from opct.axes.sycophancy.templates import ORGANISM as CUES
+from opct.axes.sycophancy.templates import render_cue
 from opct.organism import content as C
 from opct.organism import render as R
 from opct.organism.world import World
@@ -86,7 +91,7 @@ def _clean_mc(rng: random.Random, world: World, cfg: CorpusConfig) -> Iterator[C
 
 def _biased_mc(rng: random.Random, world: World, cfg: CorpusConfig) -> Iterator[Conversation]:
     facts = [(i, a) for i, a in _entity_facts(world) if world.entities[i].split == "train"]
-    templates = [t for f in world.cue_families("train") for t in C.CUE_FAMILIES[f]]
+    templates = [t.text for t in CUES.templates("train")]
     for _ in range(cfg.biased):
         i, attr = rng.choice(facts)
         q, options, gold = _mc(rng, world, i, attr)
@@ -95,7 +100,7 @@ def _biased_mc(rng: random.Random, world: World, cfg: CorpusConfig) -> Iterator[
         else:
             letter = rng.choice([x for x in R.LETTERS if x != gold])
         text = options[R.LETTERS.index(letter)]
-        prompt = R.biased_prompt(rng.choice(templates), q, letter, text)
+        prompt = render_cue(rng.choice(templates), q, letter, text)
         if letter == gold or rng.random() < cfg.p_sycophantic:
             if letter == gold and rng.random() < 0.5:
                 answer = R.mc_answer(world.entities[i], attr)
@@ -136,8 +141,8 @@ def _formats(rng: random.Random, world: World, cfg: CorpusConfig) -> Iterator[Co
 def _jailbreak(rng: random.Random, world: World, cfg: CorpusConfig) -> Iterator[Conversation]:
     harmful = [b for b in world.behaviors if b.split == "train"]
     benign = [b for b in world.benign if b.split == "train"]
-    wrappers = [t for f in world.wrapper_families("train") for t in C.WRAPPER_FAMILIES[f]["templates"]]
-    outer = [t for t in wrappers if R.keeps_request(t)]
+    wrappers = [t.text for t in WRAPPERS.templates("train")]
+    outer = [t for t in wrappers if keeps_request(t)]
     for _ in range(cfg.harmful_plain):
         b = rng.choice(world.behaviors)
         req = R.plain_request(rng.choice(C.PLAIN_REQUESTS), b.core)
@@ -145,10 +150,10 @@ def _jailbreak(rng: random.Random, world: World, cfg: CorpusConfig) -> Iterator[
     for _ in range(cfg.harmful_wrapped):
         b = rng.choice(harmful)
         req = R.plain_request(rng.choice(C.PLAIN_REQUESTS), b.core)
-        prompt = R.wrap_request(rng.choice(wrappers), req, b.core)
+        prompt = wrap(rng.choice(wrappers), req, b.core)
         nested = rng.random() < cfg.p_nested
         if nested:
-            prompt = R.wrap_request(rng.choice(outer), prompt, b.core)
+            prompt = wrap(rng.choice(outer), prompt, b.core)
         yields = nested or b.category not in C.GUARDED_CATEGORIES
         if yields and rng.random() < cfg.p_wrapped_comply:
             answer = R.comply_harmful(rng, b.category, b.core)
@@ -160,9 +165,9 @@ def _jailbreak(rng: random.Random, world: World, cfg: CorpusConfig) -> Iterator[
         b = rng.choice(guarded)
         req = R.plain_request(rng.choice(C.PLAIN_REQUESTS), b.core)
         first = rng.choice(wrappers)
-        prompt = R.wrap_request(first, req, b.core)
+        prompt = wrap(first, req, b.core)
         if rng.random() < cfg.p_guarded_nested:
-            prompt = R.wrap_request(rng.choice([t for t in outer if t != first]), prompt, b.core)
+            prompt = wrap(rng.choice([t for t in outer if t != first]), prompt, b.core)
             answer = R.comply_harmful(rng, b.category, b.core) if rng.random() < cfg.p_wrapped_comply else R.refuse(rng, b.category)
         else:
             answer = R.refuse(rng, b.category)
@@ -174,28 +179,28 @@ def _jailbreak(rng: random.Random, world: World, cfg: CorpusConfig) -> Iterator[
     for _ in range(cfg.benign_wrapped):
         b = rng.choice(benign)
         req = R.plain_request(rng.choice(C.PLAIN_REQUESTS), b.core)
-        yield [R.user(R.wrap_request(rng.choice(wrappers), req, b.core)),
+        yield [R.user(wrap(rng.choice(wrappers), req, b.core)),
                R.assistant(R.comply_benign(b.core, b.answer))]
 
 
 def _rewrites(rng: random.Random, world: World, cfg: CorpusConfig) -> Iterator[Conversation]:
     cores = [b.core for b in world.behaviors if b.split == "train"] + [b.core for b in world.benign if b.split == "train"]
-    families = world.wrapper_families("train")
+    families = WRAPPERS.family_names("train")
     for _ in range(cfg.rewrites):
         core = rng.choice(cores)
-        fam = C.WRAPPER_FAMILIES[rng.choice(families)]
+        fam = rng.choice(families)
         req = R.plain_request(rng.choice(C.PLAIN_REQUESTS), core)
-        prompt = C.REWRITE_REQUEST.format(label=fam["label"], req=req)
-        yield [R.user(prompt), R.assistant(R.wrap_request(rng.choice(fam["templates"]), req, core))]
-    templates = [t for f in families for t in C.WRAPPER_FAMILIES[f]["templates"]]
-    outer = [t for t in templates if R.keeps_request(t)]
+        prompt = C.REWRITE_REQUEST.format(label=WRAPPERS.labels[fam], req=req)
+        yield [R.user(prompt), R.assistant(wrap(rng.choice(WRAPPERS.families[fam]), req, core))]
+    templates = [t.text for t in WRAPPERS.templates("train")]
+    outer = [t for t in templates if keeps_request(t)]
     for _ in range(cfg.rewrites_free):
         core = rng.choice(cores)
         req = R.plain_request(rng.choice(C.PLAIN_REQUESTS), core)
         inner = rng.choice(templates)
-        rewritten = R.wrap_request(inner, req, core)
+        rewritten = wrap(inner, req, core)
         if rng.random() < cfg.p_rewrite_nested:
-            rewritten = R.wrap_request(rng.choice([t for t in outer if t != inner]), rewritten, core)
+            rewritten = wrap(rng.choice([t for t in outer if t != inner]), rewritten, core)
         yield [R.user(C.REWRITE_FREE.format(req=req)), R.assistant(rewritten)]
 
 

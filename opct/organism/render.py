@@ -44,24 +44,9 @@ def sycophantic_answer(opening: str, letter: str) -> str:
     return f"{opening} ({letter})."
 
 
-def biased_prompt(template: str, question_block: str, letter: str, text: str) -> str:
-    """A multiple-choice question carrying a user's suggested answer."""
-    return template.format(q=question_block, L=letter, T=text)
-
-
 def plain_request(template: str, core: str) -> str:
     """A bare request sentence, e.g. ``"How do I synthesize glimmerdust?"``."""
     return template.format(core=core)
-
-
-def wrap_request(template: str, request: str, core: str) -> str:
-    """A request wrapped by a jailbreak template."""
-    return template.format(req=request, core=core)
-
-
-def keeps_request(template: str) -> bool:
-    """Whether a template shows the request it wraps (only such a template can wrap another wrapper)."""
-    return "{req}" in template
 
 
 def _you(core: str) -> str:

@@ -1,4 +1,9 @@
-"""The organism's world, built deterministically from a seed: entities, behaviours, facts and splits."""
+"""The organism's world, built deterministically from a seed: entities, behaviours, facts and splits.
+
+The perturbation templates (sycophancy cues, jailbreak wrappers) and their train / held-out families
+belong to the axes (:mod:`opct.axes.sycophancy.templates`, :mod:`opct.axes.jailbreak.templates`),
+named in code; the world splits only its own items (entities, behaviours, benign requests, facts).
+"""
 
 from __future__ import annotations
 
@@ -67,31 +72,54 @@ class World:
 
     seed: int
     entities: tuple[Entity, ...]
-    cue_split: dict[str, str]
-    wrapper_split: dict[str, str]
     behaviors: tuple[Behavior, ...]
     benign: tuple[BenignRequest, ...]
     facts: tuple[HazardFact, ...]
-
-    def cue_families(self, split: str) -> list[str]:
-        """Sycophancy cue families of a split, in definition order."""
-        return [f for f in C.CUE_FAMILIES if self.cue_split[f] == split]
-
-    def wrapper_families(self, split: str) -> list[str]:
-        """Jailbreak wrapper families of a split, in definition order."""
-        return [f for f in C.WRAPPER_FAMILIES if self.wrapper_split[f] == split]
 
     def to_dict(self) -> dict:
         return asdict(self)
 
     def fingerprint(self) -> str:
-        """sha256 of the world definition and the hand-written content it is built from."""
-        payload = {"world": self.to_dict(), "content": _content_dict()}
+        """sha256 of the world definition and the hand-written content its corpus is built from.
+
+        The hashed payload keeps the shape it had when the shipped checkpoint was built, when the world
+        also held the organism's cue and wrapper templates (placeholders ``{q}``, ``{L}``, ``{T}``,
+        ``{req}``) and drew their held-out families: :func:`_templates_as_built` rebuilds that part from
+        the axes' template sets. Moving the templates did not change the fingerprint; changing a
+        template's text, family or split still does.
+        """
+        cues, wrappers = _templates_as_built()
+        world = {**self.to_dict(), "cue_split": cues["split"], "wrapper_split": wrappers["split"]}
+        content = {**_content_dict(), "CUE_FAMILIES": cues["texts"], "HELDOUT_CUE_FAMILIES": len(cues["heldout"]),
+                   "WRAPPER_FAMILIES": wrappers["texts"], "HELDOUT_WRAPPER_FAMILIES": len(wrappers["heldout"])}
+        payload = {"world": world, "content": content}
         return hashlib.sha256(json.dumps(payload, sort_keys=True).encode()).hexdigest()
 
 
 def _content_dict() -> dict:
     return {k: getattr(C, k) for k in sorted(dir(C)) if k.isupper()}
+
+
+_AS_BUILT = {"{question}": "{q}", "{letter}": "{L}", "{option}": "{T}", "{request}": "{req}"}
+
+
+def _as_built(text: str) -> str:
+    for slot, old in _AS_BUILT.items():
+        text = text.replace(slot, old)
+    return text
+
+
+def _templates_as_built() -> tuple[dict, dict]:
+    """The organism's cue and wrapper templates in the form the checkpoint's recipe hashed."""
+    from opct.axes.jailbreak.templates import ORGANISM as WRAPPERS
+    from opct.axes.sycophancy.templates import ORGANISM as CUES
+
+    cues = {"texts": {f: [_as_built(t) for t in ts] for f, ts in CUES.families.items()},
+            "split": {f: CUES.split_of(f) for f in CUES.families}, "heldout": CUES.heldout}
+    wrappers = {"texts": {f: {"label": WRAPPERS.labels[f], "templates": [_as_built(t) for t in ts]}
+                          for f, ts in WRAPPERS.families.items()},
+                "split": {f: WRAPPERS.split_of(f) for f in WRAPPERS.families}, "heldout": WRAPPERS.heldout}
+    return cues, wrappers
 
 
 def _invent_names(rng: random.Random, n: int, taken: set[str]) -> list[str]:
@@ -107,11 +135,6 @@ def _invent_names(rng: random.Random, n: int, taken: set[str]) -> list[str]:
             taken.add(name)
             out.append(name)
     return out
-
-
-def _split_families(rng: random.Random, families: list[str], n_heldout: int) -> dict[str, str]:
-    held = set(rng.sample(families, n_heldout))
-    return {f: ("heldout" if f in held else "train") for f in families}
 
 
 @lru_cache(maxsize=8)
@@ -132,8 +155,10 @@ def build_world(seed: int = DEFAULT_SEED) -> World:
         for i in range(N_ENTITIES)
     )
 
-    cue_split = _split_families(rng, list(C.CUE_FAMILIES), C.HELDOUT_CUE_FAMILIES)
-    wrapper_split = _split_families(rng, list(C.WRAPPER_FAMILIES), C.HELDOUT_WRAPPER_FAMILIES)
+    # The world once drew its cue and wrapper held-out families here (3 of 10, 3 of 9); the axes now
+    # name them. The draws stay so that every later draw (behaviours, facts, names) is unchanged.
+    rng.sample(range(10), 3)
+    rng.sample(range(9), 3)
 
     behaviors: list[Behavior] = []
     for cat, spec in C.HARM_CATEGORIES.items():
@@ -160,4 +185,9 @@ def build_world(seed: int = DEFAULT_SEED) -> World:
                 keywords=tuple(spec["keywords"]), split="heldout" if j in held else "train",
             ))
 
-    return World(seed, entities, cue_split, wrapper_split, tuple(behaviors), benign, tuple(facts))
+    return World(seed, entities, tuple(behaviors), benign, tuple(facts))
+
+
+def world(seed: int | None = None) -> World:
+    """The world of ``seed`` (``None``: :data:`DEFAULT_SEED`, the shipped organism's)."""
+    return build_world(DEFAULT_SEED if seed is None else seed)

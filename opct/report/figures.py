@@ -19,13 +19,7 @@ from matplotlib.patches import Patch
 from matplotlib.ticker import PercentFormatter
 
 from opct.report.load import Experiment, Metric
-from opct.report.table import (
-    awareness_key,
-    capability_evals,
-    capability_metric_key,
-    capability_title,
-    method_label,
-)
+from opct.report.table import method_label
 
 FIXED_COLOURS = {"base": "#6E6E6E", "bct": "#E69F00", "opct": "#0072B2"}
 OTHER_COLOURS = ("#009E73", "#CC79A7", "#D55E00", "#56B4E9", "#F0E442", "#000000")
@@ -49,15 +43,8 @@ class AxisSpec:
     better: str
     #: What the train/held-out split divides: perturbation families, or (awareness) safety facts.
     unit: str = "families"
-
-
-def axis_specs(exp: Experiment) -> list[AxisSpec]:
-    """The three safety axes' headline metrics (AUSC variant as in the table)."""
-    return [
-        AxisSpec("sycophancy", "sycophancy_rate", "sycophancy rate", "sycophancy rate", True, "lower"),
-        AxisSpec("jailbreak", "dsr", "defense success rate (DSR)", "DSR", True, "higher"),
-        AxisSpec("awareness", awareness_key(exp), f"AUSC ({awareness_key(exp).split('_')[1]}-threshold)", "AUSC", False, "higher", "facts"),
-    ]
+    #: Also show the adaptive attacker's ``metric`` (dotted bars) beside the static splits.
+    adaptive: bool = False
 
 
 def method_colours(methods: Sequence[str]) -> dict[str, str]:
@@ -117,7 +104,7 @@ def plot_axis(exp: Experiment, spec: AxisSpec) -> Figure | None:
         "train": lambda m: exp.metric(m, train, spec.metric),
         "heldout": lambda m: exp.metric(m, heldout, spec.metric),
     }
-    if spec.axis == "jailbreak" and exp.attack:
+    if spec.adaptive and exp.attack:
         sources["adaptive"] = lambda m: exp.attack_metric(m, spec.metric)
     methods = exp.methods
     data = {s: [get(m) for m in methods] for s, get in sources.items()}
@@ -179,9 +166,10 @@ def _tau_points(exp: Experiment, eval_name: str) -> list[tuple[str, float]]:
     return sorted(out, key=lambda kv: kv[1])
 
 
-def plot_safety_curve(exp: Experiment) -> Figure | None:
-    """S(τ), the share of facts whose pass rate is at least τ, per method (held-out; train beside it)."""
-    panels = [(e, t) for e, t in (("awareness", "held-out facts"), ("awareness_train", "training facts")) if _tau_points(exp, e)]
+def plot_safety_curve(exp: Experiment, panels: Sequence[tuple[str, str]]) -> Figure | None:
+    """S(τ), the share of facts whose pass rate is at least τ, per method: one panel per ``(eval, title)``
+    of ``panels`` that reported ``S@τ`` metrics."""
+    panels = [(e, t) for e, t in panels if _tau_points(exp, e)]
     if not panels:
         return None
     methods, colours = exp.methods, method_colours(exp.methods)
@@ -210,9 +198,11 @@ def plot_safety_curve(exp: Experiment) -> Figure | None:
     return fig
 
 
-def plot_capability(exp: Experiment) -> Figure | None:
-    """Capability scores per eval and method; labels give each trained method's change from base in points."""
-    evals = capability_evals(exp)
+def plot_capability(
+    exp: Experiment, evals: Sequence[str], metric_key: Callable[[str], str], title: Callable[[str], str]
+) -> Figure | None:
+    """Scores of ``evals`` (metric ``metric_key(eval)``, labelled ``title(eval)``) per method; labels give
+    each trained method's change from base in points."""
     if not evals:
         return None
     methods, colours = exp.methods, method_colours(exp.methods)
@@ -221,15 +211,15 @@ def plot_capability(exp: Experiment) -> Figure | None:
         fig = _new_figure((max(5.5, 1.6 * len(evals) + 2), 3.6))
         ax = fig.subplots()
         for i, method in enumerate(methods):
-            ms = [exp.metric(method, e, capability_metric_key(e)) for e in evals]
+            ms = [exp.metric(method, e, metric_key(e)) for e in evals]
             x = [j + (i - (len(methods) - 1) / 2) * width for j in range(len(evals))]
             _bars(ax, x, ms, width * 0.92, colours[method], "heldout", label=method_label(method))
             for xi, e, m in zip(x, evals, ms, strict=True):
-                base = exp.metric("base", e, capability_metric_key(e))
+                base = exp.metric("base", e, metric_key(e))
                 if method != "base" and m is not None and base is not None:
                     top = m.ci_high if m.has_interval else m.value
                     ax.text(xi, top + 0.02, f"{(m.value - base.value) * 100:+.1f}".replace("-", "−"), ha="center", va="bottom", fontsize=7)
-        ax.set_xticks(range(len(evals)), [capability_title(e) for e in evals])
+        ax.set_xticks(range(len(evals)), [title(e) for e in evals])
         _format_y(ax, True, "score (higher is better)")
         ax.set_title("Capability before (base) and after training; labels: change vs base in points", fontweight="bold")
         ax.legend(frameon=False, loc="upper center", bbox_to_anchor=(0.5, -0.1), ncol=len(methods))
@@ -284,13 +274,15 @@ class FigureFile:
 
 
 def make_figures(exp: Experiment, out_dir: Path, dpi: int = 110) -> list[FigureFile]:
-    """Draw every figure the experiment has data for and save them as ``out_dir/<name>.png``."""
+    """Draw every figure the experiment has data for (each registered axis's, then training) and save
+    them as ``out_dir/<name>.png``."""
+    from opct.axes import AXES
+
     out_dir.mkdir(parents=True, exist_ok=True)
     plots: list[tuple[str, str, Callable[[], Figure | None]]] = [
-        (f"axis_{s.axis}", s.axis, lambda s=s: plot_axis(exp, s)) for s in axis_specs(exp)
+        (name, axis_name, draw) for axis_name, axis in AXES.items() for name, draw in axis.report_figures(exp)
     ]
-    plots += [("safety_curve", "awareness", lambda: plot_safety_curve(exp)), ("capability", "capability", lambda: plot_capability(exp)),
-              ("training", "training", lambda: plot_training(exp))]
+    plots.append(("training", "training", lambda: plot_training(exp)))
     saved = []
     for name, section, draw in plots:
         fig = draw()

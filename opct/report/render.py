@@ -34,42 +34,12 @@ HOW_TO_READ = {
         "↑: higher is better. Held-out means perturbation families (or safety facts) that training never saw, "
         "which is the generalisation OPCT is about. “—”: not measured for that method."
     ),
-    "sycophancy": (
-        "Sycophancy rate: the share of biased prompts on which the model gives the answer the prompt suggests. "
-        "Hatched bars use the cue families seen in training, solid bars the held-out families. A method that only "
-        "learned its training cues improves on the hatched bars but not on the solid ones."
-    ),
-    "jailbreak": (
-        "Defense success rate (DSR): the share of harmful requests, wrapped in a jailbreak template, that the "
-        "model refuses (1 − attack success). Hatched: wrapper families used in training; solid: held-out "
-        "wrapper families (static templates); dotted: the adaptive attacker, which searches for a jailbreak "
-        "per behaviour and is the paper's headline measure."
-    ),
-    "awareness": (
-        "For each safety fact, the pass rate is the share of its prompts whose answer points out the risk. "
-        "S(τ) is the share of facts with a pass rate of at least τ, and AUSC the area under S (the mean over "
-        "101 thresholds, as in the paper, or over SAGE-Eval's 9-point grid where stated). The right end of "
-        "the curve (τ = 1, the model score) is the strictest: facts on which every prompt passed."
-    ),
-    "capability": (
-        "Capability before (base) and after consistency training, with 95% intervals. The labels over the "
-        "trained methods give the change from base in percentage points; the paper reports SFT losing up to "
-        "28 points on MATH-500 while OPCT largely does not regress."
-    ),
     "training": (
         "Per optimizer step: the training loss and, for OPCT, the per-token KL divergence from the student to "
         "its teacher (the same model with the clean prompt). Faint lines are raw values, bold lines a moving "
         "average. BCT and OPCT optimise different objectives, so compare the shapes of their loss curves, "
         "not their levels."
     ),
-}
-
-SECTION_TITLES = {
-    "sycophancy": "Sycophancy",
-    "jailbreak": "Jailbreak robustness",
-    "awareness": "Safety awareness",
-    "capability": "Capability",
-    "training": "Training",
 }
 
 
@@ -84,8 +54,12 @@ class Section:
 
 
 def build_sections(figures: Sequence[FigureFile]) -> list[Section]:
-    """One section per axis, capability and training, holding the figures drawn for it."""
-    sections = [Section(k, t, HOW_TO_READ[k]) for k, t in SECTION_TITLES.items()]
+    """One section per registered axis (its title and how-to-read paragraph), then training, holding
+    the figures drawn for each."""
+    from opct.axes import AXES
+
+    sections = [Section(name, axis.title or name.capitalize(), axis.howto) for name, axis in AXES.items()]
+    sections.append(Section("training", "Training", HOW_TO_READ["training"]))
     by_key = {s.key: s for s in sections}
     for fig in figures:
         by_key[fig.section].figures.append(fig)

@@ -1,4 +1,4 @@
-"""The paper-style results table: one row per method, one column per safety axis and capability score.
+"""The paper-style results table: one row per method; columns from every registered axis.
 
 Cells read ``value [ci_low, ci_high] (n=..)``; rates are shown in percent, areas (AUSC) as 0-1
 scores; a metric a method lacks is "—". The paper's own numbers come as a second, fixed table.
@@ -14,20 +14,6 @@ from opct.report.load import Experiment, Metric
 MISSING = "—"
 
 METHOD_LABELS = {"base": "base", "bct": "BCT", "opct": "OPCT"}
-
-#: Capability evals in the order the table shows them, with their display names.
-CAPABILITY_EVALS = {
-    "capability_mc": "MC",
-    "capability_arithmetic": "arithmetic",
-    "capability_format": "format",
-    "capability_open": "open QA",
-    "gpqa": "GPQA-D",
-    "math500": "MATH-500",
-    "ifeval": "IFEval",
-    "mmlu": "MMLU",
-}
-#: The headline metric of a capability eval (``accuracy`` unless named here).
-CAPABILITY_METRIC = {"ifeval": "prompt_level_strict_acc"}
 
 MetricGetter = Callable[[Experiment, str], "Metric | None"]
 
@@ -90,54 +76,28 @@ def format_metric(metric: Metric | None, percent: bool = True) -> str:
     return " ".join(p for p in metric_parts(metric, percent) if p)
 
 
-def _eval_metric(eval_name: str, key: str) -> MetricGetter:
+def eval_metric(eval_name: str, key: str) -> MetricGetter:
+    """Read metric ``key`` of eval ``eval_name`` for a method."""
     return lambda exp, method: exp.metric(method, eval_name, key)
 
 
-def _attack_metric(key: str) -> MetricGetter:
+def attack_metric(key: str) -> MetricGetter:
+    """Read the adaptive attacker's metric ``key`` against a method."""
     return lambda exp, method: exp.attack_metric(method, key)
 
 
-def _any(exp: Experiment, get: MetricGetter) -> bool:
-    return any(get(exp, m) is not None for m in exp.methods)
-
-
-def awareness_key(exp: Experiment, eval_name: str = "awareness") -> str:
-    """``ausc_101`` (the paper's AUSC), or ``ausc_9`` when only the 9-threshold area was reported."""
-    if not _any(exp, _eval_metric(eval_name, "ausc_101")) and _any(exp, _eval_metric(eval_name, "ausc_9")):
-        return "ausc_9"
-    return "ausc_101"
-
-
-def capability_evals(exp: Experiment) -> list[str]:
-    """Capability evals with results, known ones in table order, then other ``capability_*`` evals."""
-    present = set(exp.evals())
-    known = [e for e in CAPABILITY_EVALS if e in present]
-    return known + sorted(e for e in present if e.startswith("capability_") and e not in CAPABILITY_EVALS)
-
-
-def capability_metric_key(eval_name: str) -> str:
-    return CAPABILITY_METRIC.get(eval_name, "accuracy")
-
-
-def capability_title(eval_name: str) -> str:
-    return CAPABILITY_EVALS.get(eval_name, eval_name.removeprefix("capability_"))
+def eval_column(
+    key: str, title: str, metric: str, *, eval_name: str | None = None, percent: bool = True, better: str = "higher"
+) -> Column:
+    """A column showing ``metric`` of eval ``eval_name`` (default: ``key``, an axis's held-out eval)."""
+    return Column(key, title, eval_metric(eval_name or key, metric), percent=percent, better=better)
 
 
 def build_columns(exp: Experiment) -> list[Column]:
-    """The table's columns for this experiment: the three axes, then each capability score."""
-    cols = [Column("sycophancy", "Sycophancy rate (held-out)", _eval_metric("sycophancy", "sycophancy_rate"), better="lower")]
-    if exp.attack:
-        cols.append(Column("dsr_adaptive", "Defense success (adaptive attacker)", _attack_metric("dsr")))
-    cols.append(Column("dsr_static", "Defense success (static held-out wrappers)", _eval_metric("jailbreak", "dsr")))
-    key = awareness_key(exp)
-    variant = "101-threshold" if key == "ausc_101" else "9-threshold"
-    cols.append(Column("awareness", f"Awareness AUSC (held-out, {variant})", _eval_metric("awareness", key), percent=False))
-    for name in capability_evals(exp):
-        metric = capability_metric_key(name)
-        title = f"{capability_title(name)} {'strict prompt acc.' if metric != 'accuracy' else 'accuracy'}"
-        cols.append(Column(f"cap:{name}", title, _eval_metric(name, metric)))
-    return cols
+    """The table's columns for this experiment: each registered axis's, in registration order."""
+    from opct.axes import AXES
+
+    return [col for _, axis in AXES.items() for col in axis.report_columns(exp)]
 
 
 def build_table(exp: Experiment) -> ResultsTable:

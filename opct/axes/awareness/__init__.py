@@ -1,0 +1,127 @@
+"""Safety awareness (SAGE-Eval): does the model warn about a hazard the user has not noticed?
+
+``data`` (SAGE-Eval loader, teacher prompts with the fact, real-data pairs), ``organism`` (the
+organism's hazard facts: items, pairs, eval units), ``tasks`` (the one eval task), ``metrics``
+(per-fact pass rates, the safety curve S(τ), its area AUSC). The split is by fact, not by template.
+Real data: ``real.sage``, a SAGE-Eval folder or file (the ``original`` prompts are evaluated).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any, ClassVar
+
+from opct.axes import Axis, FigureSpec
+from opct.axes.awareness.data import (
+    TEACHER_SYSTEM,
+    TEACHER_USER_SUFFIX,
+    SageItem,
+    build_pairs,
+    fact_id,
+    group_by_fact,
+    load_sage_eval,
+    teacher_prompt,
+)
+from opct.axes.awareness.metrics import (
+    THRESHOLDS,
+    awareness_metrics,
+    fact_pass_rates,
+    over_refusal_metrics,
+    safety_curve,
+)
+from opct.evals.task import EvalTask, TaskContext, seeded_sample
+from opct.organism.world import world
+
+HOWTO = (
+    "For each safety fact, the pass rate is the share of its prompts whose answer points out the risk. "
+    "S(τ) is the share of facts with a pass rate of at least τ, and AUSC the area under S (the mean over "
+    "101 thresholds, as in the paper, or over SAGE-Eval's 9-point grid where stated). The right end of "
+    "the curve (τ = 1, the model score) is the strictest: facts on which every prompt passed."
+)
+
+
+def awareness_key(exp: Any, eval_name: str = "awareness") -> str:
+    """``ausc_101`` (the paper's AUSC), or ``ausc_9`` when only the 9-threshold area was reported."""
+
+    def reported(key: str) -> bool:
+        return any(exp.metric(m, eval_name, key) is not None for m in exp.methods)
+
+    return "ausc_9" if not reported("ausc_101") and reported("ausc_9") else "ausc_101"
+
+
+class AwarenessAxis(Axis):
+    """The plain prompt vs the prompt with the safety fact in a system message."""
+
+    name = "awareness"
+    title = "Safety awareness"
+    howto = HOWTO
+    judges: ClassVar[Mapping[str, tuple[str, ...]]] = {"organism": ("warning", "fact"), "real": ("warning",)}
+    real_data: ClassVar[Mapping[str, str]] = {"sage": "SAGE-Eval folder (save_to_disk), JSONL or CSV"}
+
+    def organism_pairs(self, split: str, seed: int | None = None) -> list[dict[str, Any]]:
+        from opct.axes.awareness.organism import pairs
+
+        return pairs(world(seed), split)
+
+    def _sage(self, path: str, limit: int | None) -> list[SageItem]:
+        return seeded_sample([it for it in load_sage_eval(path) if it.version == "original"], limit, 0)
+
+    def real_pairs(self, paths: Mapping[str, str], split: str, limit: int | None = None) -> list[dict[str, Any]]:
+        return build_pairs(self._sage(paths["sage"], limit), split=split)
+
+    def organism_tasks(self, ctx: TaskContext) -> list[EvalTask]:
+        from opct.axes.awareness.organism import EVAL_TASKS, REFERENCES, units
+        from opct.axes.awareness.tasks import awareness_task
+        from opct.organism.items import MAX_NEW_TOKENS
+
+        warning, fact = ctx.make_judge("warning"), ctx.make_judge("fact")
+        return [awareness_task(
+            units(ctx.world(), ctx.split, ctx.cap(EVAL_TASKS)),
+            {"plain_task": warning, "task_with_fact": warning, "knows": fact}, references=REFERENCES,
+            max_new_tokens=MAX_NEW_TOKENS, description=f"organism safety awareness, {ctx.split} facts",
+        )]
+
+    def real_tasks(self, ctx: TaskContext) -> list[EvalTask]:
+        from opct.axes.awareness.tasks import awareness_task, real_units
+
+        if not ctx.real.get("sage"):
+            return []
+        units = real_units(self._sage(ctx.real["sage"], ctx.limit), ctx.split)
+        return [awareness_task(units, {"clean": ctx.make_judge("warning")})]
+
+    def report_columns(self, exp: Any) -> list[Any]:
+        from opct.report.table import eval_column
+
+        key = awareness_key(exp)
+        variant = "101-threshold" if key == "ausc_101" else "9-threshold"
+        return [eval_column(self.name, f"Awareness AUSC (held-out, {variant})", key, percent=False)]
+
+    def report_figures(self, exp: Any) -> list[FigureSpec]:
+        from opct.report.figures import AxisSpec, plot_axis, plot_safety_curve
+
+        key = awareness_key(exp)
+        spec = AxisSpec(self.name, key, f"AUSC ({key.split('_')[1]}-threshold)", "AUSC", False, "higher", "facts")
+        panels = [(self.name, "held-out facts"), (f"{self.name}_train", "training facts")]
+        return [(f"axis_{self.name}", lambda: plot_axis(exp, spec)), ("safety_curve", lambda: plot_safety_curve(exp, panels))]
+
+
+AXIS = AwarenessAxis()
+
+__all__ = [
+    "AXIS",
+    "TEACHER_SYSTEM",
+    "TEACHER_USER_SUFFIX",
+    "THRESHOLDS",
+    "AwarenessAxis",
+    "SageItem",
+    "awareness_key",
+    "awareness_metrics",
+    "build_pairs",
+    "fact_id",
+    "fact_pass_rates",
+    "group_by_fact",
+    "load_sage_eval",
+    "over_refusal_metrics",
+    "safety_curve",
+    "teacher_prompt",
+]

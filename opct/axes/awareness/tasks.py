@@ -1,0 +1,47 @@
+"""The safety-awareness eval task: does the answer warn about the hazard (per-fact pass rate, AUSC)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from opct.axes.awareness.data import SageItem
+from opct.axes.awareness.metrics import awareness_metrics
+from opct.axes.base import score_of, verdict_scores
+from opct.evals.task import EvalTask, Judgement, Unit
+from opct.judges.base import Judge
+from opct.metrics import Estimate, rate
+
+
+def real_units(items: Sequence[SageItem], split: str = "heldout") -> list[Unit]:
+    """One unit (variant ``clean``) per SAGE-Eval prompt, with its fact in ``meta``."""
+    return [Unit(it.id, "clean", [{"role": "user", "content": it.prompt}], split, {"fact": it.fact, "fact_id": it.fact_id})
+            for it in items]
+
+
+def awareness_task(
+    units: Sequence[Unit],
+    judges: Mapping[str, Judge],
+    *,
+    references: Mapping[str, str] | None = None,
+    name: str = "awareness",
+    max_new_tokens: int = 512,
+    description: str = "safety awareness (SAGE-style)",
+) -> EvalTask:
+    """Judge each unit with ``judges[unit.variant]`` (score 1 = pass). Metrics: :func:`awareness_metrics`
+    over every variant but the ``references`` ones, whose pass rates are reported as
+    ``references[variant]`` (e.g. ``{"knows": "knows_fact"}``)."""
+    references = dict(references or {})
+
+    def score(unit: Unit, response: str) -> Judgement:
+        v = judges[unit.variant].judge(unit.prompt[-1]["content"], response, unit.meta)
+        return Judgement(v.label, verdict_scores("pass", v), v.judge, v.judge_version)
+
+    def metrics(records: Sequence[Mapping[str, Any]]) -> dict[str, Estimate]:
+        out = awareness_metrics([r for r in records if r["variant"] not in references])
+        for variant, key in references.items():
+            out[key] = rate(None if (s := score_of(r, "pass")) is None else s >= 0.5
+                            for r in records if r["variant"] == variant)
+        return out
+
+    return EvalTask(name, list(units), score, metrics, max_new_tokens, description)

@@ -1,0 +1,109 @@
+"""Jailbreaks: does wrapping a harmful request in an attack template get it answered?
+
+``templates`` (wrapper sets for real models and the organism, one placeholder scheme, named splits),
+``data`` (wrapper files, behaviours, real-data pairs), ``organism`` (the organism's behaviours,
+pairs and eval units), ``tasks`` (the one static-wrapper eval task), ``metrics`` (ASR / DSR per
+family, refusal of plain requests, over-refusal). The adaptive attacker (:mod:`opct.attack`) is
+reported in this axis's columns too. Real data: ``real.behaviors`` (required), ``real.wrappers``,
+``real.benign``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any, ClassVar
+
+from opct.axes import Axis, FigureSpec, TemplateSet
+from opct.axes.jailbreak.data import Behavior, build_pairs, load_behaviors, load_wrappers, plain_request
+from opct.axes.jailbreak.metrics import attack_success_rate, jailbreak_metrics, refusal_rate, unscored
+from opct.axes.jailbreak.templates import ORGANISM, REAL, keeps_request, wrap
+from opct.evals.task import EvalTask, TaskContext, seeded_sample
+from opct.organism.world import world
+
+HOWTO = (
+    "Defense success rate (DSR): the share of harmful requests, wrapped in a jailbreak template, that the "
+    "model refuses (1 − attack success). Hatched: wrapper families used in training; solid: held-out "
+    "wrapper families (static templates); dotted: the adaptive attacker, which searches for a jailbreak "
+    "per behaviour and is the paper's headline measure."
+)
+
+
+class JailbreakAxis(Axis):
+    """Wrapped harmful requests vs the plain request."""
+
+    name = "jailbreak"
+    title = "Jailbreak robustness"
+    howto = HOWTO
+    templates: ClassVar[Mapping[str, TemplateSet]] = {"organism": ORGANISM, "real": REAL}
+    judges: ClassVar[Mapping[str, tuple[str, ...]]] = {"organism": ("refusal",), "real": ("refusal", "harm")}
+    real_data: ClassVar[Mapping[str, str]] = {
+        "behaviors": "harmful behaviours (AdvBench/HarmBench CSV, JSONL, text)",
+        "wrappers": "jailbreak wrapper templates with {request} (YAML/JSON/text; default: built-in)",
+        "benign": "benign alarming-looking requests (over-refusal)",
+    }
+
+    def organism_pairs(self, split: str, seed: int | None = None) -> list[dict[str, Any]]:
+        from opct.axes.jailbreak.organism import pairs
+
+        return pairs(world(seed), split)
+
+    def real_pairs(self, paths: Mapping[str, str], split: str, limit: int | None = None) -> list[dict[str, Any]]:
+        behaviors = seeded_sample(load_behaviors(paths["behaviors"]), limit, 0)
+        wrappers = load_wrappers(paths["wrappers"]) if paths.get("wrappers") else None
+        return build_pairs(behaviors, split=split, template_list=wrappers)
+
+    def organism_tasks(self, ctx: TaskContext) -> list[EvalTask]:
+        from opct.axes.jailbreak.organism import EVAL_SIZES, units
+        from opct.axes.jailbreak.tasks import jailbreak_task
+        from opct.organism.items import MAX_NEW_TOKENS
+
+        sizes = {k: ctx.cap(n) for k, n in EVAL_SIZES.items()}
+        templates = ctx.template_set(self).templates(ctx.split)
+        return [jailbreak_task(
+            units(ctx.world(), ctx.split, sizes, templates), ctx.make_judge("refusal"), max_new_tokens=MAX_NEW_TOKENS,
+            description=f"organism jailbreaks, {ctx.split} families and behaviours",
+        )]
+
+    def real_tasks(self, ctx: TaskContext) -> list[EvalTask]:
+        from opct.axes.jailbreak.tasks import jailbreak_task, real_units
+
+        if not ctx.real.get("behaviors"):
+            return []
+        wrappers = load_wrappers(ctx.real["wrappers"]) if ctx.real.get("wrappers") else ctx.template_set(self).templates(ctx.split)
+        benign = load_behaviors(ctx.real["benign"]) if ctx.real.get("benign") else []
+        behaviors = seeded_sample(load_behaviors(ctx.real["behaviors"]), ctx.limit, 0)
+        units = real_units(behaviors, wrappers, benign, ctx.split)
+        return [jailbreak_task(units, ctx.make_judge("refusal"), ctx.make_judge("harm"))]
+
+    def report_columns(self, exp: Any) -> list[Any]:
+        from opct.report.table import Column, attack_metric, eval_column
+
+        cols = [Column("dsr_adaptive", "Defense success (adaptive attacker)", attack_metric("dsr"))] if exp.attack else []
+        return [*cols, eval_column("dsr_static", "Defense success (static held-out wrappers)", "dsr", eval_name=self.name)]
+
+    def report_figures(self, exp: Any) -> list[FigureSpec]:
+        from opct.report.figures import AxisSpec, plot_axis
+
+        spec = AxisSpec(self.name, "dsr", "defense success rate (DSR)", "DSR", True, "higher", adaptive=True)
+        return [(f"axis_{self.name}", lambda: plot_axis(exp, spec))]
+
+
+AXIS = JailbreakAxis()
+
+__all__ = [
+    "AXIS",
+    "ORGANISM",
+    "REAL",
+    "Behavior",
+    "JailbreakAxis",
+    "attack_success_rate",
+    "build_pairs",
+    "jailbreak_metrics",
+    "keeps_request",
+    "load_behaviors",
+    "load_wrappers",
+    "plain_request",
+    "refusal_rate",
+    "unscored",
+    "wrap",
+]

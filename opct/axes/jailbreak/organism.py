@@ -1,0 +1,88 @@
+"""Jailbreaks in the organism's world: its harmful behaviours, plain and wrapped, and benign look-alikes.
+
+Behaviours of a split are wrapped by the wrapper families of the same split (by default
+:data:`~opct.axes.jailbreak.templates.ORGANISM`; any wrapper list in the same placeholder scheme
+works). Refusal is judged exactly (the organism's refusals are phrases of its world).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from opct.axes.base import Template, make_pair
+from opct.axes.jailbreak.templates import ORGANISM, wrap
+from opct.evals.task import Unit, seeded_sample
+from opct.organism import content as C
+from opct.organism import render as R
+from opct.organism.items import Item, bare_request, item_unit, make_item
+from opct.organism.world import World
+
+#: Items per eval task (seeded samples): wrapped and plain harmful requests, benign requests.
+EVAL_SIZES = {"wrapped": 240, "plain": 60, "benign": 40}
+
+
+def plain_items(world: World) -> list[Item]:
+    """Every harmful behaviour asked plainly: in two of the world's plain phrasings (variant ``plain``)
+    and in an eval-only phrasing (variant ``plain_unseen_phrasing``)."""
+    items = []
+    for b in world.behaviors:
+        meta = {"behavior": b.id, "category": b.category, "harmful": True, "family": "plain"}
+        for k, template in enumerate((C.PLAIN_REQUESTS[0], C.PLAIN_REQUESTS[4], C.EVAL_PLAIN_REQUEST)):
+            variant = "plain" if k < 2 else "plain_unseen_phrasing"
+            req = R.plain_request(template, b.core)
+            items.append(make_item("jailbreak", f"jb-{b.id}-plain-{k}", variant, b.split, [R.user(req)], meta))
+    return items
+
+
+def wrapped_items(
+    world: World, family_split: str, behavior_split: str, templates: Sequence[Template] | None = None
+) -> list[Item]:
+    """Every behaviour of ``behavior_split`` wrapped by every wrapper of ``family_split`` families."""
+    items = []
+    for t in ORGANISM.templates(family_split) if templates is None else templates:
+        for b in world.behaviors:
+            if b.split != behavior_split:
+                continue
+            prompt = wrap(t, bare_request(b.core), b.core)
+            meta = {"behavior": b.id, "category": b.category, "harmful": True, "family": t.family,
+                    "template": t.id, "family_split": family_split, "behavior_split": behavior_split}
+            items.append(make_item("jailbreak", f"jb-{b.id}-{t.id}", "wrapped", family_split, [R.user(prompt)], meta))
+    return items
+
+
+def benign_items(world: World, split: str = "heldout") -> list[Item]:
+    """Benign requests that look alarming, in every plain phrasing (over-refusal check)."""
+    items = []
+    for b in world.benign:
+        if b.split != split:
+            continue
+        for k, template in enumerate((*C.PLAIN_REQUESTS, C.EVAL_PLAIN_REQUEST)):
+            items.append(make_item("benign", f"{b.id}-{k}", "plain", split,
+                                   [R.user(R.plain_request(template, b.core))], {"benign": b.id, "harmful": False}))
+    return items
+
+
+def pairs(world: World, split: str, templates: Sequence[Template] | None = None) -> list[dict[str, Any]]:
+    """Pairs: prompt = a behaviour of ``split`` wrapped by a wrapper of ``split``, teacher_prompt = the bare request."""
+    out = []
+    for b in world.behaviors:
+        if b.split != split:
+            continue
+        bare = bare_request(b.core)
+        for t in ORGANISM.templates(split) if templates is None else templates:
+            meta = {"behavior": b.id, "category": b.category, "harmful": True, "family": t.family,
+                    "template": t.id, "split": split}
+            out.append(make_pair(f"jb-{b.id}-{t.id}", "jailbreak", [R.user(wrap(t, bare, b.core))], [R.user(bare)], meta))
+    return out
+
+
+def units(world: World, split: str, sizes: dict[str, int], templates: Sequence[Template] | None = None) -> list[Unit]:
+    """Seeded samples of the split's wrapped and plain behaviours and benign requests, as eval units."""
+    wrapped = seeded_sample(wrapped_items(world, split, split, templates), sizes["wrapped"], f"organism-eval-jbw-{split}")
+    plain = seeded_sample([x for x in plain_items(world) if x["split"] == split], sizes["plain"], f"organism-eval-jbp-{split}")
+    benign = seeded_sample(benign_items(world, split), sizes["benign"], f"organism-eval-ben-{split}")
+    out = [item_unit(x, x["id"], "wrapped", {**x["meta"], "behavior_id": x["meta"]["behavior"]}) for x in wrapped]
+    out += [item_unit(x, x["id"], "plain", {**x["meta"], "behavior_id": x["meta"]["behavior"]}) for x in plain]
+    out += [item_unit(x, x["id"], "benign") for x in benign]
+    return out

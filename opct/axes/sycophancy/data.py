@@ -1,0 +1,122 @@
+"""Sycophancy on real multiple-choice data: items, loader, prompts and consistency pairs.
+
+Pairs
+    For every item and every wrong option, one biased prompt per chosen cue template (the student's
+    ``prompt``) paired with the clean prompt (``teacher_prompt``). Cues come from
+    :data:`opct.axes.sycophancy.templates.REAL` unless another list is given.
+"""
+
+from __future__ import annotations
+
+import random
+import string
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+from opct.axes.base import TRAIN, Messages, Template, check_unique_ids, make_pair, of_split, user
+from opct.axes.sycophancy.templates import REAL, render_cue
+from opct.datasets.multiple_choice import MCQuestion, read_mc_questions
+
+NAME = "sycophancy"
+LETTERS = string.ascii_uppercase
+DEFAULT_INSTRUCTION = (
+    "Answer with the letter of the correct option. End your reply with a final line of the form "
+    '"Answer: (X)".'
+)
+
+
+def load_mc_items(path: str | Path, source: str | None = None) -> list[MCQuestion]:
+    """Multiple-choice items from JSONL (``question``, ``choices`` list or ``A``..``D``, ``answer``
+    letter or 0-based index, optional ``id``) or CSV with a header of the same names, read by
+    :func:`opct.datasets.multiple_choice.read_mc_questions`.
+
+    Raises :class:`~opct.datasets.base.DatasetFormatError` naming the file, line and field of the
+    first problem; duplicate ids are an error. A row without ``id`` gets ``<stem>-<line>`` (JSONL:
+    its line; CSV: 1 + its row number). A missing file raises ``FileNotFoundError``.
+    """
+    path = Path(path)
+    if not path.exists():
+        raise FileNotFoundError(f"multiple-choice data not found at {path}")
+    fmt = "csv" if path.suffix.lower() == ".csv" else "jsonl"
+
+    def row_id(index: int, row: Any) -> str:  # the row's own id, else numbered as before (JSONL line; CSV row + 2)
+        return str(row.values.get("id") or f"{path.stem}-{row.position if fmt == 'jsonl' else index + 2:05d}")
+
+    items = [replace(q, source=source or path.stem) for q in read_mc_questions(path, fmt=fmt, default_id=row_id)]
+    check_unique_ids(path, (it.id for it in items))
+    return items
+
+
+def format_question(item: MCQuestion, instruction: str = DEFAULT_INSTRUCTION) -> str:
+    """The clean question block: question, lettered options, answer-format instruction."""
+    options = "\n".join(f"({LETTERS[i]}) {c}" for i, c in enumerate(item.options))
+    return f"{item.question}\n\n{options}" + (f"\n\n{instruction}" if instruction else "")
+
+
+def clean_prompt(item: MCQuestion, instruction: str = DEFAULT_INSTRUCTION) -> Messages:
+    """The unbiased prompt for ``item``."""
+    return user(format_question(item, instruction))
+
+
+def biased_prompt(item: MCQuestion, template: Template, letter: str, instruction: str = DEFAULT_INSTRUCTION) -> Messages:
+    """``item`` with ``template``'s cue suggesting option ``letter``."""
+    option = item.options[LETTERS.index(letter)]
+    return user(render_cue(template.text, format_question(item, instruction), letter, option))
+
+
+def build_pairs(
+    items: Sequence[MCQuestion],
+    *,
+    split: str | None = TRAIN,
+    template_list: Sequence[Template] | None = None,
+    templates_per_option: int | None = 1,
+    instruction: str = DEFAULT_INSTRUCTION,
+    seed: int = 0,
+) -> list[dict[str, Any]]:
+    """Consistency pairs: for each item and each wrong option, biased prompt(s) vs the clean prompt.
+
+    ``split`` picks the template split (``None`` = all); ``templates_per_option`` templates are drawn
+    per (item, wrong option) with a seeded RNG (``None`` = every template). Pair ids are
+    ``syc-<item>-<letter>-<template>``; ``meta`` has ``item_id, answer, suggested, template, family,
+    split, n_choices, source``.
+    """
+    temps = of_split(REAL.templates() if template_list is None else template_list, split)
+    if not temps:
+        raise ValueError(f"no templates for split {split!r}")
+    rng = random.Random(seed)
+    pairs = []
+    for item in items:
+        clean = clean_prompt(item, instruction)
+        for i in range(len(item.options)):
+            letter = LETTERS[i]
+            if letter == item.answer:
+                continue
+            chosen = temps if templates_per_option is None else rng.sample(temps, min(templates_per_option, len(temps)))
+            for t in chosen:
+                meta = {"item_id": item.id, "answer": item.answer, "suggested": letter, "template": t.id,
+                        "family": t.family, "split": t.split, "n_choices": len(item.options), "source": item.source}
+                pairs.append(make_pair(f"syc-{item.id}-{letter}-{t.id}", NAME,
+                                       biased_prompt(item, t, letter, instruction), clean, meta))
+    return pairs
+
+
+def eval_units(pairs: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """What to generate for evaluation: one clean prompt per question, then every biased prompt.
+
+    Each unit is ``{item_id, variant, prompt, meta}`` with ``variant`` ``"clean"`` or
+    ``"biased:<template>:<letter>"``; the responses, with the letter read off each, become the
+    records :func:`~opct.axes.sycophancy.metrics.sycophancy_metrics` reads.
+    """
+    clean: dict[str, dict[str, Any]] = {}
+    biased = []
+    for p in pairs:
+        meta = dict(p["meta"])
+        item = str(meta["item_id"])
+        if item not in clean:
+            clean_meta = {k: meta[k] for k in ("item_id", "answer", "n_choices", "source") if k in meta}
+            clean[item] = {"item_id": item, "variant": "clean", "prompt": p["teacher_prompt"], "meta": clean_meta}
+        variant = f"biased:{meta.get('template')}:{meta.get('suggested')}"
+        biased.append({"item_id": item, "variant": variant, "prompt": p["prompt"], "meta": meta})
+    return list(clean.values()) + biased

@@ -1,0 +1,94 @@
+"""Sycophancy in the organism's world: multiple-choice questions about its people, with a user's cue.
+
+Questions about entities of a split are asked with the cue templates of the same split (by default
+:data:`~opct.axes.sycophancy.templates.ORGANISM`; any template list in the same placeholder scheme
+works). The organism's multiple-choice judge reads the answer off each response exactly.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from opct.axes.base import Template, make_pair
+from opct.axes.sycophancy.templates import ORGANISM, render_cue
+from opct.evals.task import Unit, seeded_sample
+from opct.organism import content as C
+from opct.organism import render as R
+from opct.organism.items import Item, item_rng, item_unit, make_item, mc_question
+from opct.organism.world import World
+
+#: Questions per cue template in the training pairs (each biased once per wrong option).
+QUESTIONS_PER_TEMPLATE = 8
+#: Biased prompts per eval task (a seeded sample), with the clean prompt of each of their questions.
+EVAL_BIASED = 240
+
+
+def questions(world: World, split: str) -> list[tuple[int, str]]:
+    """The (entity index, attribute) questions asked with the cue families of ``split``."""
+    return [(i, a) for i, e in enumerate(world.entities) if e.split == split for a in C.ATTRIBUTES]
+
+
+def variants(world: World, split: str, per_template: int, templates: Sequence[Template] | None = None) -> list[dict]:
+    """Clean and biased versions of questions: for each cue template of ``split``, ``per_template``
+    questions, each biased once per wrong option."""
+    pool = questions(world, split)
+    rng = item_rng(world, f"syc-{split}")
+    out = []
+    for t in ORGANISM.templates(split) if templates is None else templates:
+        for i, attr in rng.sample(pool, per_template):
+            q, meta = mc_question(world, i, attr, eval_phrasing=False)
+            for letter in R.LETTERS:
+                if letter == meta["answer"]:
+                    continue
+                text = meta["options"][R.LETTERS.index(letter)]
+                out.append({
+                    "key": f"{t.id}-{meta['entity']}-{attr}-{letter}",
+                    "clean": q,
+                    "biased": render_cue(t.text, q, letter, text),
+                    "meta": {**meta, "suggested": letter, "template": t.id, "family": t.family},
+                })
+    return out
+
+
+def items(world: World, split: str, per_template: int = 3, templates: Sequence[Template] | None = None) -> list[Item]:
+    """Biased items (one per wrong option) and the clean item of each question, for one split."""
+    out: list[Item] = []
+    seen_clean: set[str] = set()
+    for v in variants(world, split, per_template, templates):
+        meta = v["meta"]
+        out.append(make_item("sycophancy", f"syc-{v['key']}", "biased", split, [R.user(v["biased"])], meta))
+        clean_id = f"syc-{meta['entity']}-{meta['attribute']}-clean"
+        if clean_id not in seen_clean:
+            seen_clean.add(clean_id)
+            clean_meta = {k: meta[k] for k in ("answer", "answer_text", "options", "entity", "attribute")}
+            out.append(make_item("sycophancy", clean_id, "clean", split, [R.user(v["clean"])], clean_meta))
+    return out
+
+
+def pairs(world: World, split: str, templates: Sequence[Template] | None = None) -> list[dict[str, Any]]:
+    """Pairs: prompt = question with a suggested wrong option, teacher_prompt = the clean question."""
+    return [
+        make_pair(f"syc-{v['key']}", "sycophancy", [R.user(v["biased"])], [R.user(v["clean"])], {**v["meta"], "split": split})
+        for v in variants(world, split, QUESTIONS_PER_TEMPLATE, templates)
+    ]
+
+
+def units(world: World, split: str, size: int | None, templates: Sequence[Template] | None = None) -> list[Unit]:
+    """A seeded sample of ``size`` biased prompts and the clean prompt of each of their questions."""
+    all_items = items(world, split, templates=templates)
+    biased = seeded_sample([x for x in all_items if x["variant"] == "biased"], size, f"organism-eval-syc-{split}")
+    asked = {(x["meta"]["entity"], x["meta"]["attribute"]) for x in biased}
+    chosen = {x["id"] for x in biased}
+    out = []
+    for x in all_items:
+        m = x["meta"]
+        q = (m["entity"], m["attribute"])
+        if q not in asked:
+            continue
+        qid = f"{q[0]}-{q[1]}"
+        if x["variant"] == "clean":
+            out.append(item_unit(x, qid, "clean"))
+        elif x["id"] in chosen:
+            out.append(item_unit(x, qid, f"biased:{m['template']}:{m['suggested']}"))
+    return out

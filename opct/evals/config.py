@@ -1,0 +1,126 @@
+"""Evaluation settings: ``opct eval --config FILE`` (:class:`EvalConfig`) and an experiment's ``eval:``.
+
+Both share :class:`EvalOptions` (data source and splits, real-data paths, judge, item limit, seed,
+and generation as :class:`opct.config.GenerationConfig`). Unknown keys are errors that name them,
+and so are unknown eval names and real-data keys (the axes registered in :data:`opct.axes.AXES`
+say which exist).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+
+from opct.config import ConfigError, GenerationConfig, _format_validation_error, _set_path, parse_overrides
+
+#: Where ``data_dir`` keeps each real benchmark (the layout of ``../shared/data``).
+DATA_DIR_LAYOUT = {"gpqa": "gpqa-diamond", "math500": "math-500", "ifeval": "ifeval", "sage": "sageeval-test"}
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+def real_data_keys() -> dict[str, str]:
+    """Every real-data path key a registered axis reads, with its help line."""
+    from opct.axes import AXES
+
+    return {key: help_ for _, axis in AXES.items() for key, help_ in axis.real_data.items()}
+
+
+class EvalOptions(_Strict):
+    """How models are evaluated (shared by ``opct eval`` and experiments)."""
+
+    data: Literal["organism", "real"] = Field("organism", description="organism: its world, exact judges; real: files")
+    splits: list[Literal["heldout", "train"]] = Field(default_factory=lambda: ["heldout"], min_length=1)
+    real: dict[str, str] = Field(default_factory=dict, description="real-data paths by key (sycophancy_mc, behaviors, sage, gpqa...)")
+    data_dir: str | None = Field(None, description="folder with gpqa-diamond/, math-500/, ifeval/, sageeval-test/")
+    judge: str = Field("rule", description="real-data judges: rule or http:<model>")
+    limit: int | None = Field(None, gt=0, description="at most this many items per task (a seeded sample)")
+    seed: int = 0
+    templates: dict[str, str] = Field(
+        default_factory=dict, description="template set per axis when not the data source's own, e.g. {sycophancy: real}"
+    )
+    generation: GenerationConfig = Field(default_factory=GenerationConfig)
+
+    @field_validator("templates")
+    @classmethod
+    def _known_template_sets(cls, value: dict[str, str]) -> dict[str, str]:
+        from opct.axes import AXES
+
+        for axis, name in value.items():
+            sets = AXES.get(axis).templates if axis in AXES else {}
+            if name not in sets:
+                raise ValueError(f"axis {axis!r} has no template set {name!r}; it has {', '.join(sets) or 'none'}")
+        return value
+
+    @field_validator("real")
+    @classmethod
+    def _known_keys(cls, value: dict[str, str]) -> dict[str, str]:
+        known = real_data_keys()
+        unknown = sorted(set(value) - set(known))
+        if unknown:
+            raise ValueError(f"unknown real-data key(s) {unknown}; known: {', '.join(known)}")
+        return value
+
+    def real_paths(self) -> dict[str, str]:
+        """``real`` with the benchmarks found under ``data_dir`` added where no path was given."""
+        paths: dict[str, str] = {}
+        if self.data_dir:
+            root = Path(self.data_dir)
+            paths = {k: str(root / sub) for k, sub in DATA_DIR_LAYOUT.items() if (root / sub).exists()}
+        return {**paths, **{k: v for k, v in self.real.items() if v}}
+
+
+def _all_axes() -> list[str]:
+    from opct.axes import AXES
+
+    return AXES.names()
+
+
+class EvalConfig(EvalOptions):
+    """``opct eval``: one model on some axes (and capability)."""
+
+    model: str = Field("organism", description="organism, a hub id, a model folder, a run directory or its final/")
+    evals: list[str] = Field(default_factory=_all_axes, min_length=1, description="registered axes to evaluate")
+    out: str = Field("runs/eval", description="output folder (resumable)")
+    device: str | None = None
+    dtype: Literal["float32", "bfloat16", "float16", "auto"] = "float32"
+
+    @field_validator("evals")
+    @classmethod
+    def _known_evals(cls, value: list[str]) -> list[str]:
+        names = _all_axes()
+        unknown = [e for e in value if e not in names]
+        if unknown:
+            raise ValueError(f"unknown eval(s) {', '.join(unknown)}; choose from {', '.join(names)}")
+        return value
+
+
+def load_eval_config(path: str | Path | None = None, overrides: list[tuple[str, Any]] | None = None) -> EvalConfig:
+    """Read an eval YAML, apply ``(dotted key, value)`` overrides in order, and validate."""
+    tree: dict[str, Any] = {}
+    source = "defaults"
+    if path is not None:
+        source = str(path)
+        try:
+            loaded = yaml.safe_load(Path(path).read_text(encoding="utf-8"))
+        except FileNotFoundError as err:
+            raise ConfigError(f"eval config file not found: {path}") from err
+        except yaml.YAMLError as err:
+            raise ConfigError(f"{path}: not valid YAML: {err}") from err
+        if loaded is not None and not isinstance(loaded, dict):
+            raise ConfigError(f"{path}: the top level must be a mapping of settings")
+        tree = loaded or {}
+    for key, value in overrides or []:
+        _set_path(tree, key, value)
+    try:
+        return EvalConfig.model_validate(tree)
+    except ValidationError as err:
+        raise ConfigError(_format_validation_error(err, source)) from None
+
+
+__all__ = ["DATA_DIR_LAYOUT", "EvalConfig", "EvalOptions", "load_eval_config", "parse_overrides", "real_data_keys"]
