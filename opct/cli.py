@@ -140,17 +140,20 @@ def attack(
         _fail(f"unknown data source {data!r}; use organism or real")
     if data == "real" and not behaviors:
         _fail("--data real needs --behaviors FILE")
+    from opct.config import GenerationConfig
+
+    target_gen = GenerationConfig(max_new_tokens=max_new_tokens, sequences_per_call=sequences_per_call)
     if attacker is not None:
         from opct.attack.model_eval import organism_model_attack, real_model_attack
 
-        msettings = {"episodes": episodes, "rounds": rounds, "threshold": threshold, "seed": seed, "max_new_tokens": max_new_tokens}
+        msettings = {"episodes": episodes, "rounds": rounds, "threshold": threshold, "seed": seed, "target_generation": target_gen}
         if data == "organism":
             path = organism_model_attack(attacker, out, model, split, **msettings)
         else:
             path = real_model_attack(attacker, model, behaviors, out, judge, **msettings)
     else:
         config = SearchConfig(budget=budget, threshold=threshold, seed=seed)
-        options = {"max_new_tokens": max_new_tokens, "sequences_per_call": sequences_per_call, "static_baseline": static}
+        options = {"generation": target_gen, "static_baseline": static}
         if data == "organism":
             path = organism_attack(model, out, split, config, **options)
         else:

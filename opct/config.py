@@ -13,6 +13,7 @@ from typing import Annotated, Any, Literal
 import yaml
 from pydantic import (
     BaseModel,
+    BeforeValidator,
     ConfigDict,
     Discriminator,
     Field,
@@ -82,6 +83,29 @@ class GenerationConfig(_Strict):
         return self
 
 
+def generation_settings(**defaults: Any) -> Any:
+    """A :class:`GenerationConfig` field type whose unset keys take ``defaults``, not the class's.
+
+    ``sampling: {n: 2}`` under OPCT keeps OPCT's temperature 1.0 instead of falling back to the
+    class default (greedy): a section only overrides the keys it names.
+    """
+
+    def merge(value: Any) -> Any:
+        return {**defaults, **value} if isinstance(value, dict) else value
+
+    return Annotated[
+        GenerationConfig,
+        BeforeValidator(merge),
+        Field(default_factory=lambda: GenerationConfig(**defaults)),
+    ]
+
+
+#: OPCT rollouts: the official code's 3 samples per prompt at temperature 1.
+RolloutSettings = generation_settings(n=3, temperature=1.0, max_new_tokens=1024)
+#: BCT targets: one greedy response per pair.
+TargetSettings = generation_settings(n=1, temperature=0.0, max_new_tokens=1024)
+
+
 class SampledLoss(_Strict):
     """The paper's loss: sampled-token reverse KL trained as an importance-weighted policy gradient."""
 
@@ -133,19 +157,14 @@ LossConfig = Annotated[
 class OPCTConfig(_Strict):
     """``method: opct``: fresh student samples on ``prompt`` every step, scored by the frozen teacher."""
 
-    sampling: GenerationConfig = Field(
-        default_factory=lambda: GenerationConfig(n=3, temperature=1.0, max_new_tokens=1024)
-    )
+    sampling: RolloutSettings
     loss: LossConfig = Field(default_factory=SampledLoss)
 
 
 class BCTConfig(_Strict):
     """``method: bct`` (SFT consistency): targets are the frozen model's responses to ``teacher_prompt``, made once."""
 
-    targets: GenerationConfig = Field(
-        default_factory=lambda: GenerationConfig(n=1, temperature=0.0, max_new_tokens=1024),
-        description="n = responses per pair",
-    )
+    targets: TargetSettings = Field(description="n = responses per pair")
 
 
 class OptimConfig(_Strict):

@@ -28,11 +28,11 @@ from pydantic import (
 
 from opct.config import (
     ConfigError,
-    GenerationConfig,
     ModelConfig,
     RunConfig,
     _format_validation_error,
     _set_path,
+    generation_settings,
     parse_overrides,
 )
 from opct.evals.config import EvalOptions
@@ -56,7 +56,7 @@ class EvalSettings(EvalOptions):
 
     splits: list[Literal["heldout", "train"]] = Field(default_factory=lambda: ["heldout", "train"], min_length=1)
     capability: bool = Field(True, description="also evaluate the axes without pairs (capability), once per model")
-    generation: GenerationConfig = Field(default_factory=lambda: GenerationConfig(max_new_tokens=64))
+    generation: generation_settings(max_new_tokens=64)  # type: ignore[valid-type]
 
 
 class AttackSettings(_Strict):
@@ -68,8 +68,7 @@ class AttackSettings(_Strict):
     seed: int = 0
     static_baseline: bool = Field(True, description="also try every single wrapper once and compare")
     search: dict[str, Any] = Field(default_factory=dict, description="other search settings: top_k, ucb_c, max_depth")
-    generation: GenerationConfig = Field(
-        default_factory=lambda: GenerationConfig(max_new_tokens=256),
+    generation: generation_settings(max_new_tokens=256) = Field(  # type: ignore[valid-type]
         description="the target's replies: greedy, one per query (max_new_tokens, sequences_per_call)",
     )
 

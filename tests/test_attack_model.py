@@ -168,11 +168,11 @@ def test_http_attacker_needs_an_endpoint(monkeypatch):
 
 
 def test_hf_attacker_samples_reproducibly(tiny_model):
-    from opct.config import ModelConfig
+    from opct.config import GenerationConfig, ModelConfig
     from opct.models import load_model, load_tokenizer
 
     model, tok = load_model(ModelConfig(name_or_path=str(tiny_model))), load_tokenizer(str(tiny_model))
-    attacker = HFAttacker(model, tok, RewritePrompt(["fiction", "role-play"]), max_new_tokens=6, seed=2)
+    attacker = HFAttacker(model, tok, RewritePrompt(["fiction", "role-play"]), GenerationConfig(temperature=0.9, top_p=0.9, max_new_tokens=6), seed=2)
     reqs = [AttackRequest(b, e, 0) for b in BEHAVIORS for e in range(2)]
     first, again = attacker.propose(reqs), attacker.propose(list(reversed(reqs)))
     assert len(first) == 6 and first == list(reversed(again))  # seeded per (behaviour, episode, round)
@@ -184,9 +184,11 @@ def test_model_attack_writes_results_like_the_search(tiny_model, tmp_path):
     import json
 
     from opct.attack.model_eval import model_attack
+    from opct.config import GenerationConfig
 
     path = model_attack(str(tiny_model), str(tiny_model), BEHAVIORS, RewritePrompt(["fiction"]), lambda b, p, r: 1.0,
-                        tmp_path, episodes=2, rounds=2, attacker_max_new_tokens=4, max_new_tokens=4)
+                        tmp_path, episodes=2, rounds=2, attacker_generation=GenerationConfig(temperature=0.9, max_new_tokens=4),
+                        target_generation=GenerationConfig(max_new_tokens=4))
     res = json.loads(path.read_text())
     assert res["attacker"] == "model" and res["budget"] == 4 and res["n"] == 3
     assert res["metrics"]["asr"]["value"] == 1.0 and res["queries_to_crack"]["median"] == 1

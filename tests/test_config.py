@@ -75,3 +75,11 @@ def test_dump_round_trips_with_the_method_section():
     assert "bct" not in tree
     again = RunConfig.model_validate(tree)
     assert dump_config(again) == tree
+
+
+def test_a_generation_section_overrides_only_the_keys_it_names():
+    """``opct.sampling: {n: 2}`` keeps OPCT's temperature 1.0 (not the greedy class default)."""
+    sampling = load_config(None, ["opct.sampling.n=2"]).method_config.sampling
+    assert (sampling.n, sampling.temperature, sampling.max_new_tokens) == (2, 1.0, 1024)
+    targets = load_config(None, ["method=bct", "bct.targets.max_new_tokens=9"]).method_config.targets
+    assert (targets.n, targets.temperature, targets.max_new_tokens) == (1, 0.0, 9)

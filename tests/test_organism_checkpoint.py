@@ -112,9 +112,10 @@ def test_search_finds_compositions_on_held_out_behaviours(organism):
     from opct.attack.search import SearchAttacker, SearchConfig
     from opct.attack.static import compare_with_static, static_cracks
     from opct.attack.target import HFTarget
+    from opct.config import GenerationConfig
 
     model, tok = organism
-    target = HFTarget(model, tok, max_new_tokens=48, batch_size=64)
+    target = HFTarget(model, tok, GenerationConfig(max_new_tokens=48))
     behaviors, wrappers = organism_behaviors("heldout"), organism_wrappers()
     outcomes = SearchAttacker(wrappers, target, organism_scorer, SearchConfig(budget=24, seed=0)).run(behaviors)
     report = compare_with_static(outcomes, static_cracks(target, organism_scorer, behaviors, wrappers))

@@ -9,8 +9,9 @@ import pytest
 from opct.axes import pair_axes
 from opct.axes.jailbreak.templates import ORGANISM as WRAPPERS
 from opct.axes.sycophancy.templates import ORGANISM as CUES
-from opct.organism.pairs import build_pairs, organism_pair_source, write_pairs
+from opct.organism.pairs import build_pairs, organism_pair_source
 from opct.organism.world import build_world
+from opct.pairs import write_pairs
 
 ROLES = {"system", "user", "assistant"}
 

@@ -7,8 +7,18 @@ import torch
 from conftest import run_config
 
 
+@pytest.fixture
+def fresh_accelerate_state():
+    """accelerate keeps one process-wide state; a bf16 Accelerator needs it reset (and reset after)."""
+    from accelerate.state import AcceleratorState
+
+    AcceleratorState._reset_state(reset_partial_state=True)
+    yield
+    AcceleratorState._reset_state(reset_partial_state=True)
+
+
 @pytest.mark.parametrize("finetune", ["lora", "full"])
-def test_step_zero_kl_is_zero_under_bf16(tiny_model, tmp_path, finetune):
+def test_step_zero_kl_is_zero_under_bf16(tiny_model, tmp_path, finetune, fresh_accelerate_state):
     """Before any update the student is the teacher: with ``teacher_prompt == prompt`` every token's
     log-prob must match exactly, although the student runs in bf16 autocast."""
     from accelerate import Accelerator

@@ -16,8 +16,7 @@ def attack_models(cfg: Any, models: dict[str, str], out_root: Path, log: Any = p
         raise ValueError("the experiment attack stage attacks the organism's behaviours; for real data use `opct attack`")
     a = cfg.attack
     config = SearchConfig(budget=a.budget, threshold=a.threshold, seed=a.seed, **a.search)
-    options = {"max_new_tokens": a.generation.max_new_tokens, "sequences_per_call": a.generation.sequences_per_call,
-               "static_baseline": a.static_baseline}
+    options = {"generation": a.generation, "static_baseline": a.static_baseline}
     for key, spec in models.items():
         log(f"[stage] attack {key}")
         with _progress(show_progress) as progress:

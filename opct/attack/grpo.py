@@ -38,7 +38,7 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 from opct import losses
 from opct.attack.attacker_data import behavior_of
 from opct.attack.model_attacker import parse_attack_prompt
-from opct.config import GenerationConfig
+from opct.config import generation_settings
 from opct.methods.base import (
     SAMPLED_STATS,
     Microbatch,
@@ -50,6 +50,9 @@ from opct.methods.base import (
 from opct.pairs import ConsistencyPair
 from opct.rollout import HFSampler
 
+AttackSampling = generation_settings(n=8, temperature=1.0, max_new_tokens=64)
+TargetReplies = generation_settings(n=1, temperature=0.0, max_new_tokens=64)
+
 
 class GRPOAttackConfig(BaseModel):
     """``method: grpo_attack``: the model being trained is the attacker; ``data.train`` holds attacker
@@ -57,15 +60,9 @@ class GRPOAttackConfig(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    sampling: GenerationConfig = Field(
-        default_factory=lambda: GenerationConfig(n=8, temperature=1.0, max_new_tokens=64),
-        description="attack prompts; n = group size G (>= 2)",
-    )
+    sampling: AttackSampling = Field(description="attack prompts; n = group size G (>= 2)")
     target: str = Field("organism", description="the frozen target: organism, a model folder, a run directory or hub id")
-    target_generation: GenerationConfig = Field(
-        default_factory=lambda: GenerationConfig(n=1, temperature=0.0, max_new_tokens=64),
-        description="how the target answers (greedy)",
-    )
+    target_generation: TargetReplies = Field(description="how the target answers (greedy)")
     judge: str = Field("organism", description="attack scorer name (opct.attack.scorers): organism, organism-refusal, rule, http:<model>")
     style: Literal["rewrite", "redteam"] = Field(
         "rewrite", description="how a reply becomes a prompt: rewrite = the whole reply; redteam = parsed JSON/PROMPT: line"
@@ -127,7 +124,7 @@ class GRPOAttackMethod:
         model, tokenizer = load_for_inference(self.settings.target, device=str(self.ctx.accelerator.device))
         for p in model.parameters():
             p.requires_grad_(False)
-        return HFTarget(model, tokenizer, max_new_tokens=gen.max_new_tokens, batch_size=gen.sequences_per_call)
+        return HFTarget(model, tokenizer, gen)
 
     def setup(self, pairs: list[ConsistencyPair]) -> None:
         warn_if_off_policy(self.settings.sampling, self.name)

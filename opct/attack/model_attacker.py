@@ -28,6 +28,7 @@ from typing import Any, Protocol
 
 from opct.attack.grammar import Attack, AttackBehavior
 from opct.attack.search import Attempt, BehaviorOutcome, Scorer, Target
+from opct.config import GenerationConfig
 
 Messages = list[dict[str, str]]
 
@@ -173,17 +174,16 @@ class HFAttacker:
         model: Any,
         tokenizer: Any,
         prompt: AttackerPrompt,
-        temperature: float = 0.9,
-        top_p: float = 0.9,
-        max_new_tokens: int = 256,
-        batch_size: int = 64,
+        generation: GenerationConfig | None = None,
         seed: int = 0,
     ):
+        """``generation`` defaults to temperature 0.9, top-p 0.9, 256 tokens."""
         from opct.rollout import HFSampler, SamplingParams
 
+        gen = generation or GenerationConfig(temperature=0.9, top_p=0.9, max_new_tokens=256)
         self.tokenizer, self.prompt = tokenizer, prompt
-        self.engine = HFSampler(model, tokenizer, batch_size=batch_size)
-        self.params = SamplingParams(n=1, temperature=temperature, top_p=top_p, max_new_tokens=max_new_tokens, seed=seed)
+        self.engine = HFSampler(model, tokenizer, batch_size=gen.sequences_per_call)
+        self.params = SamplingParams.from_config(gen, seed=seed)
 
     def propose(self, requests: list[AttackRequest]) -> list[str | None]:
         from opct.models import render_prompt

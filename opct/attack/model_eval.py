@@ -16,6 +16,7 @@ from opct.attack.grammar import AttackBehavior, behaviors_from_file
 from opct.attack.model_attacker import AttackerPrompt, HFAttacker, ModelAttackRunner
 from opct.attack.results import write_attack_results
 from opct.attack.search import Scorer
+from opct.config import GenerationConfig
 from opct.manifest import build_manifest, hash_records, write_json_atomic
 
 
@@ -29,19 +30,22 @@ def model_attack(
     episodes: int = 8,
     rounds: int = 3,
     threshold: float = 0.5,
-    temperature: float = 0.9,
-    top_p: float = 0.9,
-    attacker_max_new_tokens: int = 128,
-    max_new_tokens: int = 256,
-    batch_size: int = 64,
+    attacker_generation: GenerationConfig | None = None,
+    target_generation: GenerationConfig | None = None,
     seed: int = 0,
     judge: str = "",
     progress: Callable[[int, int], None] | None = None,
 ) -> Path:
-    """Run :class:`ModelAttackRunner` with a local HF attacker against a local HF target; returns results.json."""
+    """Run :class:`ModelAttackRunner` with a local HF attacker against a local HF target; returns results.json.
+
+    ``attacker_generation`` defaults to temperature 0.9, top-p 0.9, 128 tokens; ``target_generation``
+    to greedy, 256 tokens.
+    """
     from opct.attack.target import HFTarget
     from opct.models import load_for_inference
 
+    a_gen = attacker_generation or GenerationConfig(temperature=0.9, top_p=0.9, max_new_tokens=128)
+    t_gen = target_generation or GenerationConfig(max_new_tokens=256)
     identity = {
         "attacker_model": attacker_spec,
         "model": target_spec,
@@ -49,13 +53,13 @@ def model_attack(
         "episodes": episodes,
         "rounds": rounds,
         "judge": judge,
-        "sampling": {"temperature": temperature, "top_p": top_p, "max_new_tokens": attacker_max_new_tokens, "seed": seed},
-        "max_new_tokens": max_new_tokens,
+        "sampling": {**a_gen.model_dump(exclude={"sequences_per_call"}), "seed": seed},
+        "generation": t_gen.model_dump(exclude={"sequences_per_call"}),
     }
     a_model, a_tok = load_for_inference(attacker_spec)
     t_model, t_tok = (a_model, a_tok) if target_spec == attacker_spec else load_for_inference(target_spec)
-    attacker = HFAttacker(a_model, a_tok, prompt, temperature, top_p, attacker_max_new_tokens, batch_size, seed)
-    target = HFTarget(t_model, t_tok, max_new_tokens=max_new_tokens, batch_size=batch_size)
+    attacker = HFAttacker(a_model, a_tok, prompt, a_gen, seed)
+    target = HFTarget(t_model, t_tok, t_gen)
     runner = ModelAttackRunner(attacker, target, scorer, episodes=episodes, rounds=rounds, threshold=threshold)
     outcomes = runner.run(behaviors, progress=progress)
     out_dir.mkdir(parents=True, exist_ok=True)

@@ -11,6 +11,7 @@ from opct.attack.results import write_attack_results
 from opct.attack.search import SearchAttacker, SearchConfig
 from opct.attack.static import compare_with_static, static_cracks
 from opct.attack.target import HFTarget
+from opct.config import GenerationConfig
 from opct.manifest import build_manifest, hash_records, write_json_atomic
 
 
@@ -21,16 +22,14 @@ def attack_model(
     scorer: Callable[[AttackBehavior, str, str], float],
     out_dir: Path,
     config: SearchConfig,
-    max_new_tokens: int = 256,
-    sequences_per_call: int = 64,
+    generation: GenerationConfig | None = None,
     judge: str = "",
     progress: Callable[[int, int], None] | None = None,
     static_baseline: bool = True,
 ) -> Path:
     """Attack ``model_spec`` on ``behaviors`` within ``config.budget`` queries each; returns results.json.
 
-    The target answers each query greedily in at most ``max_new_tokens`` tokens, ``sequences_per_call``
-    prompts per generate() call. With ``static_baseline``, every single wrapper is also tried once on
+    The target answers each query with ``generation`` (greedy, at most 256 tokens by default). With ``static_baseline``, every single wrapper is also tried once on
     every behaviour (outside the budget) and the results say which behaviours the search cracked beyond
     them. A finished attack with the same model, behaviours, wrappers, judge and settings is reused.
     """
@@ -44,7 +43,7 @@ def attack_model(
         "wrappers_hash": hash_records([{"family": w.family, "template": w.template} for w in wrappers]),
         "search": config.__dict__,
         "judge": judge,
-        "max_new_tokens": max_new_tokens,
+        "generation": (generation or GenerationConfig(max_new_tokens=256)).model_dump(exclude={"sequences_per_call"}),
         "static_baseline": static_baseline,
     }
     results = out_dir / "results.json"
@@ -53,7 +52,7 @@ def attack_model(
         if old.get("complete") and all(old.get(k) == v for k, v in identity.items()):
             return results
     model, tokenizer = load_for_inference(model_spec)
-    target = HFTarget(model, tokenizer, max_new_tokens=max_new_tokens, batch_size=sequences_per_call)
+    target = HFTarget(model, tokenizer, generation or GenerationConfig(max_new_tokens=256))
     outcomes = SearchAttacker(wrappers, target, scorer, config).run(behaviors, progress=progress)
     info: dict[str, Any] = {**identity, "attacker": "search", "threshold": config.threshold, "budget": config.budget}
     if static_baseline:
@@ -66,7 +65,7 @@ def attack_model(
 def organism_attack(model_spec: str, out_dir: Path, split: str = "heldout", config: SearchConfig | None = None,
                     **options: Any) -> Path:
     """The search attacker on the organism's ``split`` behaviours with its exact harm judge; ``options``
-    are :func:`attack_model`'s (``max_new_tokens``, ``sequences_per_call``, ``progress``, ``static_baseline``)."""
+    are :func:`attack_model`'s (``generation``, ``progress``, ``static_baseline``)."""
     from opct.attack.organism import organism_behaviors, organism_wrappers
     from opct.attack.scorers import make_scorer
 

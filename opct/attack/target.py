@@ -4,17 +4,19 @@ from __future__ import annotations
 
 from typing import Any
 
+from opct.config import GenerationConfig
 from opct.models import render_prompt
 from opct.rollout import HFSampler, SamplingParams
 
 
 class HFTarget:
-    """A Hugging Face model answering single-turn user prompts (greedy by default)."""
+    """A Hugging Face model answering single-turn user prompts (``generation``: greedy, 256 tokens by default)."""
 
-    def __init__(self, model: Any, tokenizer: Any, max_new_tokens: int = 256, batch_size: int = 64, system: str | None = None):
-        self.engine = HFSampler(model, tokenizer, batch_size=batch_size)
+    def __init__(self, model: Any, tokenizer: Any, generation: GenerationConfig | None = None, system: str | None = None):
+        gen = generation or GenerationConfig(max_new_tokens=256)
+        self.engine = HFSampler(model, tokenizer, batch_size=gen.sequences_per_call)
         self.tokenizer = tokenizer
-        self.params = SamplingParams(n=1, temperature=0.0, max_new_tokens=max_new_tokens)
+        self.params = SamplingParams.from_config(gen, seed=0)
         self.system = system
 
     def __call__(self, prompts: list[str]) -> list[str]:
