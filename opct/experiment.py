@@ -301,8 +301,9 @@ def run_experiment(cfg: ExperimentConfig, show_progress: bool = True, log: Any =
 
     def evaluate_model(key: str) -> None:
         log(f"[stage] evaluate {key}")
-        evaluate(plan.models[key], tasks, root / "eval" / key, e.generation, seed=e.seed,
-                 dtype=cfg.model.dtype, show_progress=show_progress)
+        # the base with the experiment's full model spec; a trained run with the spec its checkpoint records
+        spec = cfg.model if key == "base" else ModelConfig(name_or_path=plan.models[key], device=cfg.model.device)
+        evaluate(spec, tasks, root / "eval" / key, e.generation, seed=e.seed, show_progress=show_progress)
 
     if "base" in plan.models:
         evaluate_model("base")

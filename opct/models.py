@@ -269,6 +269,40 @@ def resolve_checkpoint(spec: str) -> tuple[str, str | None]:
     return spec, None
 
 
+def default_device() -> str:
+    """The first GPU when there is one, else the CPU."""
+    return "cuda" if torch.cuda.is_available() else "cpu"
+
+
+def inference_spec(spec: ModelConfig | str) -> ModelConfig:
+    """The spec to evaluate or attack ``spec`` with.
+
+    A trained checkpoint (a run directory or its ``final/``) fills every rendering setting the caller
+    did not set (chat template, its kwargs, system prompt, dtype, trust_remote_code) from the spec it
+    was trained with, so prompts become exactly the token ids training used.
+    """
+    if isinstance(spec, str):
+        spec = ModelConfig(name_or_path=spec)
+    recorded = checkpoint_spec(spec.name_or_path)
+    if recorded is None:
+        return spec
+    inherited = ("chat_template", "chat_template_kwargs", "system_prompt", "dtype", "trust_remote_code", "attn_implementation")
+    return spec.model_copy(update={k: getattr(recorded, k) for k in inherited if k not in spec.model_fields_set})
+
+
+def load_spec_for_inference(spec: ModelConfig | str) -> tuple[PreTrainedModel, PreTrainedTokenizerBase, PromptRenderer]:
+    """Load a model spec for generation (on its device, in its dtype) with the renderer of its prompts."""
+    spec = inference_spec(spec)
+    model, tokenizer = load_for_inference(
+        spec.name_or_path,
+        dtype=spec.dtype,
+        device=spec.device or default_device(),
+        chat_template=spec.chat_template,
+        trust_remote_code=spec.trust_remote_code,
+    )
+    return model, tokenizer, PromptRenderer.for_model(tokenizer, spec)
+
+
 def load_for_inference(
     spec: str, dtype: str = "float32", device: str | None = None, chat_template: str | None = None, trust_remote_code: bool = False
 ) -> tuple[PreTrainedModel, PreTrainedTokenizerBase]:

@@ -89,3 +89,37 @@ def test_a_changed_base_is_refused_naming_both_hashes(trained, tmp_path):
         assert record["base_weights_sha256"] in str(info.value) and "now holds" in str(info.value)
     finally:
         shutil.copy(backup, weights)
+
+
+def test_eval_of_a_run_renders_exactly_the_training_ids(trained, tmp_path, monkeypatch):
+    """``evaluate(<run dir>)`` renders each prompt with the run's template kwargs and system prompt,
+    to the very ids the training loop rendered."""
+    from opct.evals.suite import evaluate
+    from opct.evals.task import EvalTask, Judgement, Unit
+    from opct.metrics import rate
+    from opct.models import PromptRenderer, load_tokenizer
+    from opct.rollout import HFSampler
+
+    root, run_dir = trained
+    seen: list[list[int]] = []
+    original = HFSampler.generate
+
+    def spy(self, prompts, params, sample_keys=None):
+        seen.extend(prompts)
+        return original(self, prompts, params, sample_keys)
+
+    monkeypatch.setattr(HFSampler, "generate", spy)
+    messages = [[{"role": "user", "content": f"What is {i} + {i}?"}] for i in range(3)]
+    task = EvalTask(
+        "ids", [Unit(str(i), "clean", m) for i, m in enumerate(messages)],
+        lambda unit, response: Judgement(None, {"ok": True}, "t", "1"),
+        lambda records: {"ok": rate(True for _ in records)}, max_new_tokens=2,
+    )
+    evaluate(str(run_dir), [task], tmp_path / "eval", show_progress=False)
+    record = json.loads((run_dir / "final" / "opct_checkpoint.json").read_text())
+    from opct.config import ModelConfig
+
+    training = PromptRenderer.for_model(load_tokenizer(str(root / "base")), ModelConfig.model_validate(record["model"]))
+    assert sorted(seen) == sorted(training(m) for m in messages)
+    plain = load_tokenizer(str(root / "base")).apply_chat_template(messages[0], add_generation_prompt=True, tokenize=True)
+    assert training(messages[0]) != list(plain)  # the system prompt is really there

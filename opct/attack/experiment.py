@@ -11,6 +11,7 @@ def attack_models(cfg: Any, models: dict[str, str], out_root: Path, log: Any = p
     """Attack every model of the plan on the held-out behaviours; results under ``out_root/<key>/``."""
     from opct.attack.run import organism_attack
     from opct.attack.search import SearchConfig
+    from opct.config import ModelConfig
 
     if cfg.eval.data != "organism":
         raise ValueError("the experiment attack stage attacks the organism's behaviours; for real data use `opct attack`")
@@ -24,7 +25,8 @@ def attack_models(cfg: Any, models: dict[str, str], out_root: Path, log: Any = p
             if progress is not None:
                 task = progress.add_task(f"attack {key} (rounds)", total=cfg.attack.budget)
                 report = lambda done, total, task=task: progress.update(task, completed=done)  # noqa: E731
-            organism_attack(spec, out_root / key, config=config, progress=report, **options)
+            target = cfg.model if key == "base" else ModelConfig(name_or_path=spec, device=cfg.model.device)
+            organism_attack(target, out_root / key, config=config, progress=report, **options)
 
 
 def _progress(enabled: bool):

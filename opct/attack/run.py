@@ -11,12 +11,12 @@ from opct.attack.results import write_attack_results
 from opct.attack.search import SearchAttacker, SearchConfig
 from opct.attack.static import compare_with_static, static_cracks
 from opct.attack.target import HFTarget
-from opct.config import GenerationConfig
+from opct.config import GenerationConfig, ModelConfig
 from opct.manifest import build_manifest, hash_records, write_json_atomic
 
 
 def attack_model(
-    model_spec: str,
+    model: ModelConfig | str,
     behaviors: list[AttackBehavior],
     wrappers: list[Wrapper],
     scorer: Callable[[AttackBehavior, str, str], float],
@@ -27,7 +27,8 @@ def attack_model(
     progress: Callable[[int, int], None] | None = None,
     static_baseline: bool = True,
 ) -> Path:
-    """Attack ``model_spec`` on ``behaviors`` within ``config.budget`` queries each; returns results.json.
+    """Attack ``model`` (a model spec or its name; a trained run renders as it was trained) on
+    ``behaviors`` within ``config.budget`` queries each; returns results.json.
 
     The target answers each query with ``generation`` (greedy, at most 256 tokens by default). With ``static_baseline``, every single wrapper is also tried once on
     every behaviour (outside the budget) and the results say which behaviours the search cracked beyond
@@ -35,10 +36,11 @@ def attack_model(
     """
     import json
 
-    from opct.models import load_for_inference
+    from opct.models import inference_spec, load_spec_for_inference
 
+    spec = inference_spec(model)
     identity = {
-        "model": model_spec,
+        "model": spec.name_or_path,
         "behaviors_hash": hash_records([b.__dict__ for b in behaviors]),
         "wrappers_hash": hash_records([{"family": w.family, "template": w.template} for w in wrappers]),
         "search": config.__dict__,
@@ -51,8 +53,8 @@ def attack_model(
         old = json.loads(results.read_text(encoding="utf-8"))
         if old.get("complete") and all(old.get(k) == v for k, v in identity.items()):
             return results
-    model, tokenizer = load_for_inference(model_spec)
-    target = HFTarget(model, tokenizer, generation or GenerationConfig(max_new_tokens=256))
+    loaded, tokenizer, renderer = load_spec_for_inference(spec)
+    target = HFTarget(loaded, tokenizer, generation or GenerationConfig(max_new_tokens=256), renderer)
     outcomes = SearchAttacker(wrappers, target, scorer, config).run(behaviors, progress=progress)
     info: dict[str, Any] = {**identity, "attacker": "search", "threshold": config.threshold, "budget": config.budget}
     if static_baseline:
@@ -62,7 +64,7 @@ def attack_model(
     return write_attack_results(outcomes, out_dir, info)
 
 
-def organism_attack(model_spec: str, out_dir: Path, split: str = "heldout", config: SearchConfig | None = None,
+def organism_attack(model_spec: ModelConfig | str, out_dir: Path, split: str = "heldout", config: SearchConfig | None = None,
                     **options: Any) -> Path:
     """The search attacker on the organism's ``split`` behaviours with its exact harm judge; ``options``
     are :func:`attack_model`'s (``generation``, ``progress``, ``static_baseline``)."""
@@ -74,7 +76,7 @@ def organism_attack(model_spec: str, out_dir: Path, split: str = "heldout", conf
 
 
 def real_attack(
-    model_spec: str, behaviors_path: str, out_dir: Path, wrappers_path: str | None = None, judge: str = "rule",
+    model_spec: ModelConfig | str, behaviors_path: str, out_dir: Path, wrappers_path: str | None = None, judge: str = "rule",
     config: SearchConfig | None = None, **options: Any,
 ) -> Path:
     """The search attacker on a behaviours file (AdvBench / HarmBench / JSONL / text) with rule or HTTP

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from opct.config import GenerationConfig
@@ -12,15 +13,22 @@ from opct.rollout import HFSampler, SamplingParams
 class HFTarget:
     """A Hugging Face model answering single-turn user prompts (``generation``: greedy, 256 tokens by default)."""
 
-    def __init__(self, model: Any, tokenizer: Any, generation: GenerationConfig | None = None, system: str | None = None):
+    def __init__(
+        self,
+        model: Any,
+        tokenizer: Any,
+        generation: GenerationConfig | None = None,
+        renderer: Callable[[list[dict[str, str]]], list[int]] | None = None,
+    ):
+        """``renderer``: the model spec's :class:`opct.models.PromptRenderer` (its template kwargs and
+        system prompt); by default the tokenizer's plain chat template."""
         gen = generation or GenerationConfig(max_new_tokens=256)
         self.engine = HFSampler(model, tokenizer, batch_size=gen.sequences_per_call)
         self.tokenizer = tokenizer
         self.params = SamplingParams.from_config(gen, seed=0)
-        self.system = system
+        self.render = renderer or (lambda messages: render_prompt(tokenizer, messages))
 
     def __call__(self, prompts: list[str]) -> list[str]:
-        msgs = [[{"role": "system", "content": self.system}] if self.system else [] for _ in prompts]
-        ids = [render_prompt(self.tokenizer, [*m, {"role": "user", "content": p}]) for m, p in zip(msgs, prompts, strict=True)]
+        ids = [self.render([{"role": "user", "content": p}]) for p in prompts]
         rollouts = self.engine.generate(ids, self.params)
         return [self.tokenizer.decode(r.completion_ids, skip_special_tokens=True) for r in rollouts]

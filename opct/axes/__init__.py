@@ -45,6 +45,8 @@ class Axis:
         "harm")}``). ``real_data``: the real-data path keys it reads (``opct eval`` ``real.<key>``), with
         a line of help each. ``has_pairs``: it has consistency pairs (it can be trained on).
         ``per_split``: its tasks depend on the perturbation split (else they are built once).
+        ``unit_key``: the ``meta`` key of a pair's unit of variation (the question, behaviour or fact),
+        by which ``opct pairs build`` splits items between train and held-out.
     """
 
     name: str = ""
@@ -55,6 +57,7 @@ class Axis:
     real_data: Mapping[str, str] = {}
     has_pairs: bool = True
     per_split: bool = True
+    unit_key: str = ""
 
     def organism_pairs(self, split: str, seed: int | None = None) -> list[dict[str, Any]]:
         """Consistency pairs of the organism's world for ``split`` (world ``seed``, default the shipped one)."""

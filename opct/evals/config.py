@@ -14,7 +14,14 @@ from typing import Any, Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
-from opct.config import ConfigError, GenerationConfig, _format_validation_error, _set_path, parse_overrides
+from opct.config import (
+    ConfigError,
+    GenerationConfig,
+    ModelConfig,
+    _format_validation_error,
+    _set_path,
+    parse_overrides,
+)
 
 #: Where ``data_dir`` keeps each real benchmark (the layout of ``../shared/data``).
 DATA_DIR_LAYOUT = {"gpqa": "gpqa-diamond", "math500": "math-500", "ifeval": "ifeval", "sage": "sageeval-test"}
@@ -84,11 +91,17 @@ def _all_axes() -> list[str]:
 class EvalConfig(EvalOptions):
     """``opct eval``: one model on some axes (and capability)."""
 
-    model: str = Field("organism", description="organism, a hub id, a model folder, a run directory or its final/")
+    model: ModelConfig = Field(
+        default_factory=ModelConfig,
+        description="the model spec (a plain name is name_or_path): organism, a hub id, a folder, a run directory or its final/",
+    )
     evals: list[str] = Field(default_factory=_all_axes, min_length=1, description="registered axes to evaluate")
     out: str = Field("runs/eval", description="output folder (resumable)")
-    device: str | None = None
-    dtype: Literal["float32", "bfloat16", "float16", "auto"] = "float32"
+
+    @field_validator("model", mode="before")
+    @classmethod
+    def _name_is_a_spec(cls, value: Any) -> Any:
+        return {"name_or_path": value} if isinstance(value, str) else value
 
     @field_validator("evals")
     @classmethod
@@ -115,6 +128,8 @@ def load_eval_config(path: str | Path | None = None, overrides: list[tuple[str, 
         if loaded is not None and not isinstance(loaded, dict):
             raise ConfigError(f"{path}: the top level must be a mapping of settings")
         tree = loaded or {}
+    if isinstance(tree.get("model"), str):
+        tree["model"] = {"name_or_path": tree["model"]}
     for key, value in overrides or []:
         _set_path(tree, key, value)
     try:

@@ -78,7 +78,7 @@ def run_task(
     out_dir: Path,
     params: SamplingParams,
     model_id: str,
-    chat_template_kwargs: dict[str, Any] | None = None,
+    renderer: Callable[[list[dict[str, str]]], list[int]] | None = None,
     batch_units: int = 64,
     progress: Progress | None = None,
 ) -> EvalResult:
@@ -111,10 +111,10 @@ def run_task(
     total = len(task.units)
     if progress:
         progress(total - len(todo), total)
-    kwargs = chat_template_kwargs or {}
+    render = renderer or (lambda messages: render_prompt(tokenizer, messages))
     for start in range(0, len(todo), batch_units):
         chunk = todo[start : start + batch_units]
-        prompts = [render_prompt(tokenizer, u.prompt, **kwargs) for u in chunk]
+        prompts = [render(u.prompt) for u in chunk]
         rollouts = engine.generate(prompts, params, sample_keys=[u.key for u in chunk])
         new = []
         for r in rollouts:

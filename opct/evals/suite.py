@@ -11,7 +11,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from opct.config import GenerationConfig
+from opct.config import GenerationConfig, ModelConfig
 from opct.evals.config import EvalOptions
 from opct.evals.task import EvalTask, TaskContext
 
@@ -65,32 +65,37 @@ def eval_tasks(evals: Sequence[str], options: EvalOptions, *, suffix_train: bool
 
 
 def evaluate(
-    model_spec: str,
+    model: ModelConfig | str,
     tasks: list[EvalTask],
     out_dir: str | Path,
     generation: GenerationConfig | None = None,
     seed: int = 0,
-    dtype: str = "float32",
-    device: str | None = None,
     show_progress: bool = True,
 ) -> dict[str, Any]:
-    """Run ``tasks`` on one model; returns ``{task: EvalResult}`` and writes a manifest beside them."""
+    """Run ``tasks`` on one model; returns ``{task: EvalResult}`` and writes a manifest beside them.
+
+    ``model`` is a model spec (or its name): a trained checkpoint is rendered with the settings it
+    was trained with (:func:`opct.models.inference_spec`), on ``model.device`` (default: a GPU if any).
+    """
     from opct.evals.runner import run_task
     from opct.manifest import build_manifest, write_json_atomic
-    from opct.models import load_for_inference
+    from opct.models import inference_spec, load_spec_for_inference
     from opct.rollout import HFSampler, SamplingParams
 
     g = generation or GenerationConfig()
     out = Path(out_dir)
-    model, tokenizer = load_for_inference(model_spec, dtype=dtype, device=device)
-    engine = HFSampler(model, tokenizer, batch_size=g.sequences_per_call)
+    spec = inference_spec(model)
+    model_spec = spec.name_or_path
+    loaded, tokenizer, renderer = load_spec_for_inference(spec)
+    engine = HFSampler(loaded, tokenizer, batch_size=g.sequences_per_call)
     params = SamplingParams(n=g.n, temperature=g.temperature, top_p=g.top_p, max_new_tokens=g.max_new_tokens,
                             min_new_tokens=g.min_new_tokens, seed=seed)
     write_json_atomic(
         out / "manifest.json",
         build_manifest(
             "eval",
-            {"model": model_spec, "tasks": [t.name for t in tasks], **g.model_dump(), "seed": seed},
+            {"model": model_spec, "model_spec": spec.model_dump(mode="json"), "tasks": [t.name for t in tasks],
+             **g.model_dump(), "seed": seed},
             data_hashes={t.name: t.data_hash() for t in tasks},
         ),
     )
@@ -103,7 +108,7 @@ def evaluate(
                 if bar is not None:
                     bar.update(tid, completed=done, total=total)
 
-            results[task.name] = run_task(task, engine, tokenizer, out, params, model_spec,
+            results[task.name] = run_task(task, engine, tokenizer, out, params, model_spec, renderer=renderer,
                                           batch_units=g.sequences_per_call, progress=report)
     return results
 

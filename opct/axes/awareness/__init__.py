@@ -55,6 +55,7 @@ class AwarenessAxis(Axis):
     name = "awareness"
     title = "Safety awareness"
     howto = HOWTO
+    unit_key = "fact_id"
     judges: ClassVar[Mapping[str, tuple[str, ...]]] = {"organism": ("warning", "fact"), "real": ("warning",)}
     real_data: ClassVar[Mapping[str, str]] = {"sage": "SAGE-Eval folder (save_to_disk), JSONL or CSV"}
 

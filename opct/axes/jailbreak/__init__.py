@@ -34,6 +34,7 @@ class JailbreakAxis(Axis):
     name = "jailbreak"
     title = "Jailbreak robustness"
     howto = HOWTO
+    unit_key = "behavior_id"
     templates: ClassVar[Mapping[str, TemplateSet]] = {"organism": ORGANISM, "real": REAL}
     judges: ClassVar[Mapping[str, tuple[str, ...]]] = {"organism": ("refusal",), "real": ("refusal", "harm")}
     real_data: ClassVar[Mapping[str, str]] = {

