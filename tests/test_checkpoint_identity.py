@@ -123,3 +123,5 @@ def test_eval_of_a_run_renders_exactly_the_training_ids(trained, tmp_path, monke
     assert sorted(seen) == sorted(training(m) for m in messages)
     plain = load_tokenizer(str(root / "base")).apply_chat_template(messages[0], add_generation_prompt=True, tokenize=True)
     assert training(messages[0]) != list(plain)  # the system prompt is really there
+    card = (run_dir / "final" / "README.md").read_text()
+    assert "| ids | ok | 1.000 |" in card  # the eval table reached the model card

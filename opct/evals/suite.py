@@ -110,7 +110,22 @@ def evaluate(
 
             results[task.name] = run_task(task, engine, tokenizer, out, params, model_spec, renderer=renderer,
                                           batch_units=g.sequences_per_call, progress=report)
+    _update_model_card(model_spec, results)
     return results
+
+
+def _update_model_card(model_spec: str, results: dict[str, Any]) -> None:
+    """Write the eval table into a trained checkpoint's model card (``final/README.md``), if it has one."""
+    from opct.model_card import update_card_evaluation
+
+    folder = Path(model_spec) / "final" if (Path(model_spec) / "final").is_dir() else Path(model_spec)
+    if not (folder / "opct_checkpoint.json").exists():
+        return
+    rows = ["| eval | metric | value | 95% interval | n |", "|---|---|---|---|---|"]
+    for name, res in results.items():
+        for metric, est in res.metrics.items():
+            rows.append(f"| {name} | {metric} | {est.value:.3f} | [{est.ci_low:.3f}, {est.ci_high:.3f}] | {est.n} |")
+    update_card_evaluation(folder, "\n".join(rows))
 
 
 class _Quiet:
