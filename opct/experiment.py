@@ -304,6 +304,7 @@ def run_experiment(cfg: ExperimentConfig, show_progress: bool = True, log: Any =
     )
     write_json_atomic(root / "manifest.json", build_manifest("experiment", cfg.model_dump(mode="json")))
     tasks = _eval_tasks(cfg)
+    check_plan(cfg, plan)
     e = cfg.eval
 
     def evaluate_model(key: str) -> None:
@@ -332,6 +333,19 @@ def run_experiment(cfg: ExperimentConfig, show_progress: bool = True, log: Any =
 
     write_report(root)
     return root
+
+
+def check_plan(cfg: ExperimentConfig, plan: Plan) -> None:
+    """Read every input the plan needs (training pairs, the attack's behaviours) before any stage runs,
+    so a bad path fails in seconds rather than after the base evaluation or the training."""
+    from opct.train import load_training_pairs
+
+    for stage in plan.runs:
+        load_training_pairs(stage.config)
+    if cfg.attack.enabled and cfg.eval.data == "real":
+        from opct.attack.grammar import behaviors_from_file
+
+        behaviors_from_file(cfg.eval.real_paths()["behaviors"])
 
 
 def _run_complete(run: RunConfig) -> bool:

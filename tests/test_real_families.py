@@ -189,3 +189,14 @@ def test_run_checks_the_attack_stage_before_training(tmp_path):
 
     with pytest.raises(ConfigError, match="eval.real.behaviors"):
         load_experiment(None, ["eval.data=real", "attack.enabled=true", "eval.real.sycophancy_mc=x.jsonl"])
+
+
+def test_run_reads_every_input_before_any_stage(tmp_path):
+    """A missing training file or behaviours file fails before the base model is evaluated."""
+    from opct.experiment import load_experiment, run_experiment
+
+    cfg = load_experiment(None, [f"output_dir={tmp_path}", "methods=[base,opct]", "axes=[sycophancy]",
+                                 "train_data.sycophancy=[missing/sycophancy_train.jsonl]"])
+    with pytest.raises(FileNotFoundError, match="missing/sycophancy_train.jsonl"):
+        run_experiment(cfg, show_progress=False, log=lambda m: None)
+    assert not (tmp_path / cfg.name / "eval").exists()
