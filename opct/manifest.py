@@ -46,7 +46,17 @@ def hash_records(records: list[dict[str, Any]]) -> str:
     return h.hexdigest()
 
 
+def sha256_file(path: Path, chunk: int = 1 << 20) -> str:
+    """The sha256 of a file's bytes, read in chunks (checkpoints can be many gigabytes)."""
+    h = hashlib.sha256()
+    with path.open("rb") as fh:
+        while block := fh.read(chunk):
+            h.update(block)
+    return h.hexdigest()
+
+
 def write_json_atomic(path: Path, data: Any) -> None:
+    """Write ``data`` as JSON to ``path`` through a temporary file and a rename (never half-written)."""
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(path.name + ".tmp")
     tmp.write_text(json.dumps(data, indent=2, ensure_ascii=False, default=str) + "\n", encoding="utf-8")

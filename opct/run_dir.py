@@ -1,23 +1,43 @@
-"""A training run's directory: its checkpoints, logs, manifest check and final model.
+"""A training run's directory: its manifest check, lock, logs and final model.
 
 Layout: ``manifest.json``, ``metrics.jsonl``, ``rollouts.jsonl.gz``, ``checkpoints/step-N/``
-(written to a temporary name, then renamed), ``final/`` (the model, loadable with
-``from_pretrained``). A run restarted in the same directory resumes from its last checkpoint.
+(:mod:`opct.checkpoint`), ``final/`` (the model, loadable with ``from_pretrained``) and ``.lock``.
+
+Rerunning a run in its directory:
+
+* with no checkpoint yet (it failed or was stopped before its first one), it starts over, with
+  whatever configuration it is given now;
+* otherwise it resumes from the newest valid checkpoint, and its configuration may differ from the
+  run's only in :data:`RESUMABLE_CHANGES`. The number of steps (``train.max_steps``/``train.epochs``) may
+  grow, on an unfinished or a finished run, when the learning-rate schedule does not depend on it
+  (``optim.schedule: constant``): the run then ends exactly as an uninterrupted run of the new length.
+  It may never drop below the steps already done, and with a ``linear`` or ``cosine`` schedule it may
+  not change at all (steps 1..N would have had other learning rates);
+* a finished run asked for no more steps is left as it is: the same settings rebuild ``final/`` and
+  record nothing new; any other setting is refused, naming the keys. A refused rerun writes nothing.
+
+Only one process trains in a run directory at a time: it holds an ``flock`` on ``.lock`` (which holds
+its pid), and the kernel drops that lock when the process ends, however it ends.
 """
 
 from __future__ import annotations
 
+import fcntl
 import gzip
 import json
+import math
+import os
 import shutil
+import socket
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import torch
 from accelerate import Accelerator
 
 from opct.config import RunConfig, dump_config
-from opct.manifest import write_json_atomic
 from opct.model_card import write_final_files
 
 RESUMABLE_CHANGES = {
@@ -29,13 +49,29 @@ RESUMABLE_CHANGES = {
     "train.trackers",
     "train.log_rollouts",
 }
+STEP_KEYS = "train.max_steps/train.epochs"
+LOCK = ".lock"
+T = TypeVar("T")
 
 
 class RunDirError(RuntimeError):
     """The run directory cannot be used as asked (different config, different teacher...)."""
 
 
+class CheckpointError(RunDirError):
+    """A checkpoint cannot be resumed from: damaged, or not written for this model and optimizer."""
+
+
+class RunLockedError(RunDirError):
+    """Another process is training in the run directory."""
+
+
+class RunDirWarning(UserWarning):
+    """Part of a run directory was damaged and skipped or cut back (a checkpoint, a log's tail)."""
+
+
 def flatten(d: dict[str, Any], prefix: str = "") -> dict[str, Any]:
+    """Nested dicts as one dict with dotted keys."""
     out: dict[str, Any] = {}
     for k, v in d.items():
         key = f"{prefix}{k}"
@@ -46,37 +82,107 @@ def flatten(d: dict[str, Any], prefix: str = "") -> dict[str, Any]:
     return out
 
 
-def list_checkpoints(run_dir: Path) -> list[tuple[int, Path]]:
-    root = run_dir / "checkpoints"
-    if not root.exists():
-        return []
-    found = []
-    for d in root.iterdir():
-        if d.is_dir() and d.name.startswith("step-") and d.name[5:].isdigit():
-            found.append((int(d.name[5:]), d))
-    return sorted(found)
+def on_main(acc: Accelerator, fn: Callable[[], T]) -> T:
+    """Run ``fn`` on the main process only and hand its result to every process; its
+    :class:`RunDirError` (or ``OSError``/``ValueError``) is raised on every process."""
+    result: Any = None
+    error: BaseException | None = None
+    if acc.is_main_process:
+        try:
+            result = fn()
+        except (RunDirError, OSError, ValueError) as err:
+            if acc.num_processes == 1:
+                raise
+            error = err
+    if acc.num_processes > 1:
+        from accelerate.utils import broadcast_object_list
+
+        box = [(result, error)]
+        broadcast_object_list(box, from_process=0)
+        result, error = box[0]
+    if error is not None:
+        raise error
+    return result
 
 
-def truncate_jsonl(path: Path, last_step: int, gz: bool = False) -> None:
-    """Drop log lines written after the checkpoint a run resumes from."""
-    if not path.exists():
-        return
-    opener = gzip.open if gz else open
-    with opener(path, "rt", encoding="utf-8") as fh:
-        keep = [line for line in fh if line.strip() and json.loads(line).get("step", 0) <= last_step]
-    tmp = path.with_name(path.name + ".tmp")
-    with opener(tmp, "wt", encoding="utf-8") as fh:
-        fh.writelines(keep)
-    tmp.replace(path)
+def _try_lock(path: Path) -> tuple[int | None, str | None]:
+    """``(fd, None)`` holding the lock, or ``(None, "pid N ...")`` naming its holder."""
+    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        holder = os.pread(fd, 256, 0).decode("utf-8", "replace").split()
+        os.close(fd)
+        pid = holder[0] if holder else "unknown"
+        host = f" on {holder[1]}" if len(holder) > 1 and holder[1] != socket.gethostname() else ""
+        return None, f"pid {pid}{host}"
+    except BaseException:
+        os.close(fd)
+        raise
+    os.ftruncate(fd, 0)
+    os.pwrite(fd, f"{os.getpid()} {socket.gethostname()}\n".encode(), 0)
+    return fd, None
 
 
-def check_resumable(run_dir: Path, cfg: RunConfig, teacher_fingerprint: str, data_hash: str) -> None:
-    old = json.loads((run_dir / "manifest.json").read_text(encoding="utf-8"))
-    before, now = flatten(old["config"]), flatten(dump_config(cfg))
-    changed = sorted(k for k in set(before) | set(now) if before.get(k) != now.get(k) and k not in RESUMABLE_CHANGES)
-    if changed:
+@contextmanager
+def run_lock(run_dir: Path, acc: Accelerator) -> Iterator[None]:
+    """Hold ``run_dir/.lock`` while training; if another process holds it, raise :class:`RunLockedError`
+    naming its pid. The lock is an ``flock``: a ``.lock`` left by a process that died holds nothing."""
+    fd: int | None = None
+
+    def take() -> str | None:
+        nonlocal fd
+        run_dir.mkdir(parents=True, exist_ok=True)
+        fd, holder = _try_lock(run_dir / LOCK)
+        return holder
+
+    holder = on_main(acc, take)
+    if holder is not None:
+        raise RunLockedError(
+            f"{run_dir} is in use by another training ({holder} holds {run_dir / LOCK}); "
+            "wait for it to end, or stop it, then rerun."
+        )
+    try:
+        yield
+    finally:
+        if fd is not None:
+            os.close(fd)
+
+
+def planned_steps(manifest: dict[str, Any]) -> int:
+    """The number of steps a run was started (or last resumed) for, from its manifest."""
+    if manifest.get("total_steps"):
+        return int(manifest["total_steps"])
+    train = manifest["config"]["train"]  # a manifest written before total_steps was recorded
+    if train.get("max_steps") is not None:
+        return int(train["max_steps"])
+    return max(1, math.ceil(train["epochs"] * int(manifest["num_pairs"]) / train["pairs_per_step"]))
+
+
+def check_resumable(
+    run_dir: Path, cfg: RunConfig, teacher_fingerprint: str, data_hash: str, done: int, steps: int
+) -> bool:
+    """Check that the run in ``run_dir``, ``done`` steps in, may continue to ``steps`` steps with ``cfg``
+    (the rules are in this module's docstring); raises :class:`RunDirError` naming what differs.
+    Returns True when the run is finished and these are its own settings: there is nothing to record."""
+    try:
+        old = json.loads((run_dir / "manifest.json").read_text(encoding="utf-8"))
+        before, now = flatten(old["config"]), flatten(dump_config(cfg))
+        planned = planned_steps(old)
+    except (OSError, ValueError, KeyError, TypeError) as err:
+        raise RunDirError(f"{run_dir / 'manifest.json'} is unreadable ({err}); delete {run_dir} to start over.") from err
+    changed = sorted(k for k in set(before) | set(now) if before.get(k) != now.get(k))
+    differ = [k for k in changed if k != "output_dir"]  # a moved directory is the same run
+    if done >= planned and steps == done and differ:
         raise RunDirError(
-            f"{run_dir} holds a run with a different configuration ({', '.join(changed)}). "
+            f"{run_dir} holds a finished run ({done} steps) and these settings differ from its own: "
+            f"{', '.join(differ)}. A finished run is never changed: use another train name/output_dir, "
+            "or delete the directory to train again."
+        )
+    fixed = [k for k in changed if k not in RESUMABLE_CHANGES]
+    if fixed:
+        raise RunDirError(
+            f"{run_dir} holds a run with a different configuration ({', '.join(fixed)}). "
             "Use another train name/output_dir, or delete the directory to start over."
         )
     if old.get("teacher_fingerprint") != teacher_fingerprint:
@@ -87,33 +193,18 @@ def check_resumable(run_dir: Path, cfg: RunConfig, teacher_fingerprint: str, dat
         )
     if old.get("data_hash") != data_hash:
         raise RunDirError(f"refusing to resume {run_dir}: the training pairs changed since the run started.")
-
-
-def save_trainable_only(models: list[torch.nn.Module], weights: list[dict[str, Any]], output_dir: str) -> None:
-    """accelerate save hook: keep only trainable tensors (the adapter under LoRA)."""
-    for model, state in zip(models, weights, strict=False):
-        trainable = {name for name, p in model.named_parameters() if p.requires_grad}
-        for key in list(state):
-            if key not in trainable:
-                del state[key]
-
-
-def save_checkpoint(acc: Accelerator, run_dir: Path, step: int, keep: int) -> None:
-    root = run_dir / "checkpoints"
-    final, tmp = root / f"step-{step}", root / f"step-{step}.tmp"
-    if acc.is_main_process:
-        shutil.rmtree(tmp, ignore_errors=True)
-        tmp.mkdir(parents=True)
-    acc.wait_for_everyone()
-    acc.save_state(str(tmp))
-    acc.wait_for_everyone()
-    if acc.is_main_process:
-        write_json_atomic(tmp / "trainer_state.json", {"step": step})
-        shutil.rmtree(final, ignore_errors=True)
-        tmp.rename(final)
-        for _, old in list_checkpoints(run_dir)[:-keep]:
-            shutil.rmtree(old, ignore_errors=True)
-    acc.wait_for_everyone()
+    if steps < done:
+        raise RunDirError(
+            f"{run_dir} has already trained {done} steps and these settings ask for {steps} ({STEP_KEYS}). "
+            f"Steps cannot be undone: ask for {done} or more, or use another train name/output_dir."
+        )
+    if steps != planned and cfg.optim.schedule != "constant":
+        raise RunDirError(
+            f"{run_dir} was planned for {planned} steps and these settings ask for {steps} ({STEP_KEYS}), but its "
+            f"{cfg.optim.schedule!r} learning-rate schedule (optim.schedule) depends on the number of steps, so the "
+            f"run would match no uninterrupted run. Keep {planned} steps, or train a new run."
+        )
+    return done >= steps and not differ
 
 
 def save_final(
@@ -137,6 +228,9 @@ def save_final(
 
 
 class MetricsWriter:
+    """Appends each step's record to ``metrics.jsonl`` and its rollouts (one gzip member per step) to
+    ``rollouts.jsonl.gz``; :func:`opct.run_logs.recover_log` repairs a tail cut by a kill."""
+
     def __init__(self, run_dir: Path, enabled: bool, log_rollouts: bool):
         self.enabled = enabled
         self.metrics = run_dir / "metrics.jsonl"

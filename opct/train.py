@@ -3,8 +3,9 @@
 Each optimizer step takes ``train.pairs_per_step`` pairs (over all processes), lets the method turn
 this process's share into microbatches, accumulates gradients over them with the loss normalised
 by the number of completion tokens in the *global* batch, then clips and steps. Checkpoints are
-written atomically; a run restarted in the same directory resumes from the last one and ends with
-the same weights as an uninterrupted run.
+written atomically and read without pickle (:mod:`opct.checkpoint`); a run restarted in the same
+directory resumes from the newest valid one and ends with the same weights as an uninterrupted run
+(what a rerun may change is in :mod:`opct.run_dir`). One process trains in a directory at a time.
 """
 
 from __future__ import annotations
@@ -23,6 +24,13 @@ import torch
 from accelerate import Accelerator
 from transformers import get_scheduler
 
+from opct.checkpoint import (
+    list_checkpoints,
+    load_checkpoint,
+    require_replicated_state,
+    resume_point,
+    save_checkpoint,
+)
 from opct.config import RunConfig, dump_config
 from opct.manifest import build_manifest, hash_records, write_json_atomic
 from opct.methods import METHODS
@@ -36,17 +44,8 @@ from opct.models import (
     weights_fingerprint,
 )
 from opct.pairs import ConsistencyPair, load_pair_source
-from opct.run_dir import (
-    MetricsWriter,
-    RunDirError,
-    check_resumable,
-    flatten,
-    list_checkpoints,
-    save_checkpoint,
-    save_final,
-    save_trainable_only,
-    truncate_jsonl,
-)
+from opct.run_dir import MetricsWriter, RunDirError, flatten, on_main, run_lock, save_final
+from opct.run_logs import recover_log
 
 
 @dataclass
@@ -58,16 +57,10 @@ class TrainResult:
 
 
 class TrainerState:
-    """Progress saved with every checkpoint."""
+    """Progress: the number of optimizer steps done (saved in every checkpoint's ``state.json``)."""
 
     def __init__(self) -> None:
         self.step = 0
-
-    def state_dict(self) -> dict[str, int]:
-        return {"step": self.step}
-
-    def load_state_dict(self, state: dict[str, int]) -> None:
-        self.step = int(state["step"])
 
 
 def load_training_pairs(cfg: RunConfig) -> list[ConsistencyPair]:
@@ -154,10 +147,19 @@ def _make_accelerator(cfg: RunConfig, run_dir: Path) -> Accelerator:
 
 
 def train(cfg: RunConfig, show_progress: bool = True) -> TrainResult:
-    """Run (or resume) the training run described by ``cfg``; returns where its outputs are."""
+    """Run (or resume) the training run described by ``cfg``; returns where its outputs are.
+
+    The run directory is locked while it trains: a second training there stops naming this one's pid.
+    """
     pairs = load_training_pairs(cfg)
+    acc = _make_accelerator(cfg, cfg.run_dir)
+    with run_lock(cfg.run_dir, acc):
+        return _train(cfg, acc, pairs, show_progress)
+
+
+def _train(cfg: RunConfig, acc: Accelerator, pairs: list[ConsistencyPair], show_progress: bool) -> TrainResult:
     run_dir = cfg.run_dir
-    acc = _make_accelerator(cfg, run_dir)
+    require_replicated_state(acc)
     if cfg.train.pairs_per_step % acc.num_processes:
         raise ValueError(
             f"train.pairs_per_step={cfg.train.pairs_per_step} must be divisible by the number of processes ({acc.num_processes})"
@@ -178,17 +180,12 @@ def train(cfg: RunConfig, show_progress: bool = True) -> TrainResult:
     if not teacher.shares_weights:
         teacher.model.to(acc.device)
 
-    resume_from: tuple[int, Path] | None = None
-    if (run_dir / "manifest.json").exists():
-        check_resumable(run_dir, cfg, teacher.fingerprint, data_hash)
-        found = list_checkpoints(run_dir)
-        resume_from = found[-1] if found else None
-    acc.wait_for_everyone()
-    if acc.is_main_process:
-        run_dir.mkdir(parents=True, exist_ok=True)
-        if resume_from is None:
-            for stale in ("metrics.jsonl", "rollouts.jsonl.gz"):
-                (run_dir / stale).unlink(missing_ok=True)
+    steps = total_steps(cfg, len(pairs))
+    start = on_main(acc, lambda: resume_point(run_dir, cfg, teacher.fingerprint, data_hash, steps))
+    if acc.is_main_process and start.checkpoint is None:  # starting over: nothing of an earlier attempt is kept
+        for stale in ("metrics.jsonl", "rollouts.jsonl.gz"):
+            (run_dir / stale).unlink(missing_ok=True)
+    if acc.is_main_process and not start.finished:  # a finished run rerun as it was records nothing new
         write_json_atomic(
             run_dir / "manifest.json",
             build_manifest(
@@ -203,20 +200,19 @@ def train(cfg: RunConfig, show_progress: bool = True) -> TrainResult:
                 model_class=type(model).__name__,
                 num_processes=acc.num_processes,
                 mixed_precision=cfg.train.mixed_precision,
+                total_steps=steps,
             ),
         )
+    acc.wait_for_everyone()
 
     params = [p for p in model.parameters() if p.requires_grad]
     optimizer = torch.optim.AdamW(
         params, lr=cfg.optim.lr, betas=cfg.optim.betas, eps=cfg.optim.eps, weight_decay=cfg.optim.weight_decay
     )
-    steps = total_steps(cfg, len(pairs))
     schedule = {"constant": "constant_with_warmup", "linear": "linear", "cosine": "cosine"}[cfg.optim.schedule]
     scheduler = get_scheduler(schedule, optimizer, num_warmup_steps=cfg.optim.warmup_steps, num_training_steps=steps)
     prepared, optimizer = acc.prepare(model, optimizer)
     state = TrainerState()
-    acc.register_for_checkpointing(state, scheduler)
-    acc.register_save_state_pre_hook(save_trainable_only)
 
     ctx = TrainContext(
         cfg=cfg,
@@ -230,11 +226,11 @@ def train(cfg: RunConfig, show_progress: bool = True) -> TrainResult:
     method = METHODS.get(cfg.method)(ctx)
     method.setup(pairs)
 
-    if resume_from is not None:
-        acc.load_state(str(resume_from[1]), strict=False)
+    if start.checkpoint is not None:
+        state.step = load_checkpoint(start.checkpoint, acc.unwrap_model(prepared), optimizer, scheduler, acc.scaler)
         if acc.is_main_process:
-            truncate_jsonl(run_dir / "metrics.jsonl", state.step)
-            truncate_jsonl(run_dir / "rollouts.jsonl.gz", state.step, gz=True)
+            recover_log(run_dir / "metrics.jsonl", state.step)
+            recover_log(run_dir / "rollouts.jsonl.gz", state.step)
     if cfg.train.trackers:
         acc.init_trackers(cfg.name, config=tracker_hparams(cfg))
 
@@ -250,7 +246,7 @@ def train(cfg: RunConfig, show_progress: bool = True) -> TrainResult:
             if cfg.train.trackers:
                 acc.log({k: v for k, v in record.items() if isinstance(v, int | float)}, step=step + 1)
             if state.step % cfg.train.checkpoint_every == 0 or state.step == steps:
-                save_checkpoint(acc, run_dir, state.step, cfg.train.keep_checkpoints)
+                save_checkpoint(acc, run_dir, state.step, cfg.train.keep_checkpoints, prepared, optimizer, scheduler)
             if bar is not None:
                 bar.update(task, completed=state.step, loss=record["loss"], kl=record.get("kl_to_teacher", 0.0))
     identity = {"base_weights": teacher.fingerprint, "data_hash": data_hash, "num_pairs": len(pairs)}

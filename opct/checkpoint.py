@@ -1,0 +1,284 @@
+"""Training checkpoints that opct writes and reads itself: nothing pickled, every file hashed.
+
+``checkpoints/step-N/`` holds
+
+* ``model.safetensors``: exactly the trainable parameters, by name (the adapter under LoRA);
+* ``optimizer.safetensors``: the optimizer's per-parameter tensors, keyed ``<parameter name>/<state key>``;
+* ``state.json``: the step, the optimizer's parameter order, param groups and non-tensor values, the
+  learning-rate scheduler's state and the gradient scaler's;
+* ``checkpoint.json``, written last: the step, and the size and sha256 of each file above.
+
+A checkpoint is written under ``step-N.tmp`` (files synced to disk) and renamed, so a ``step-N`` folder
+is complete unless the disk lost or changed data. A resume uses the newest checkpoint whose files match
+their hashes, warning when it skips a newer one. No RNG state is saved: the loop reseeds every global
+generator from (seed, step, rank) before each step (``opct.train.seed_step``), so nothing else is
+needed for an exact resume. Loading is strict: a model file with a missing or extra tensor, or an
+optimizer saved for other parameters, stops with a :class:`CheckpointError` naming the key.
+
+The state is replicated (one process, or DDP): the main process writes it and every process reads it.
+FSDP and DeepSpeed shard it and are refused at the start of a run.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import warnings
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import torch
+from accelerate import Accelerator
+from accelerate.utils import DistributedType
+from safetensors.torch import load_file, save_file
+
+from opct.config import RunConfig
+from opct.manifest import sha256_file
+from opct.run_dir import CheckpointError, RunDirError, RunDirWarning, check_resumable
+
+FORMAT = "opct-checkpoint-1"
+MODEL, OPTIMIZER, STATE, META = "model.safetensors", "optimizer.safetensors", "state.json", "checkpoint.json"
+REQUIRED = (MODEL, OPTIMIZER, STATE)
+
+
+def list_checkpoints(run_dir: Path) -> list[tuple[int, Path]]:
+    """Every ``checkpoints/step-N`` folder of a run, oldest first (valid or not)."""
+    root = run_dir / "checkpoints"
+    if not root.exists():
+        return []
+    found = []
+    for d in root.iterdir():
+        if d.is_dir() and d.name.startswith("step-") and d.name[5:].isdigit():
+            found.append((int(d.name[5:]), d))
+    return sorted(found)
+
+
+def require_replicated_state(acc: Accelerator) -> None:
+    """Refuse a distributed setup whose model or optimizer state is sharded across processes."""
+    if acc.distributed_type in (DistributedType.FSDP, DistributedType.DEEPSPEED, DistributedType.MEGATRON_LM):
+        raise CheckpointError(
+            f"opct's checkpoints hold replicated state (one process or DDP); {acc.distributed_type.value} shards it. "
+            "Launch with DDP (accelerate launch --multi_gpu) instead."
+        )
+
+
+def _trainable(model: torch.nn.Module) -> dict[str, torch.nn.Parameter]:
+    return {name: p for name, p in model.named_parameters() if p.requires_grad}
+
+
+def _parameter_order(model: torch.nn.Module, optimizer: torch.optim.Optimizer) -> list[str]:
+    """The names of the optimizer's parameters, in the order of its state dict's indices."""
+    names = {id(p): n for n, p in _trainable(model).items()}
+    order = [p for group in optimizer.param_groups for p in group["params"]]
+    if any(id(p) not in names for p in order):
+        raise RuntimeError("the optimizer holds a parameter that is not a trainable parameter of the model")
+    return [names[id(p)] for p in order]
+
+
+def _sync(path: Path) -> None:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def write_checkpoint(folder: Path, step: int, model: torch.nn.Module, optimizer: Any, scheduler: Any, scaler: Any) -> None:
+    """Write the checkpoint files into ``folder`` (an empty, temporary folder), ``checkpoint.json`` last."""
+    save_file({n: p.detach().contiguous().cpu() for n, p in _trainable(model).items()}, str(folder / MODEL))
+    order = _parameter_order(model, optimizer)
+    state = optimizer.state_dict()
+    tensors: dict[str, torch.Tensor] = {}
+    values: dict[str, dict[str, Any]] = {}
+    for index, per_param in state["state"].items():
+        for key, value in per_param.items():
+            if torch.is_tensor(value):
+                tensors[f"{order[index]}/{key}"] = value.detach().contiguous().cpu()
+            else:
+                values.setdefault(order[index], {})[key] = value
+    save_file(tensors, str(folder / OPTIMIZER))
+    data = {
+        "format": FORMAT,
+        "step": step,
+        "optimizer": {"parameters": order, "param_groups": state["param_groups"], "values": values},
+        "scheduler": scheduler.state_dict(),
+        "scaler": scaler.state_dict() if scaler is not None else None,
+    }
+    try:
+        text = json.dumps(data, indent=1)
+    except TypeError as err:  # a state holding tensors or objects: refuse rather than pickle
+        raise CheckpointError(f"cannot store the optimizer/scheduler state of step {step} as JSON: {err}") from err
+    (folder / STATE).write_text(text + "\n", encoding="utf-8")
+    files = {}
+    for name in REQUIRED:
+        _sync(folder / name)
+        files[name] = {"bytes": (folder / name).stat().st_size, "sha256": sha256_file(folder / name)}
+    (folder / META).write_text(json.dumps({"format": FORMAT, "step": step, "files": files}, indent=1) + "\n")
+    _sync(folder / META)
+
+
+def save_checkpoint(
+    acc: Accelerator, run_dir: Path, step: int, keep: int, model: torch.nn.Module, optimizer: Any, scheduler: Any
+) -> None:
+    """Write ``checkpoints/step-<step>`` atomically (main process) and keep only the newest ``keep``."""
+    root = run_dir / "checkpoints"
+    final, tmp = root / f"step-{step}", root / f"step-{step}.tmp"
+    acc.wait_for_everyone()
+    if acc.is_main_process:
+        shutil.rmtree(tmp, ignore_errors=True)
+        tmp.mkdir(parents=True)
+        write_checkpoint(tmp, step, acc.unwrap_model(model), optimizer, scheduler, acc.scaler)
+        shutil.rmtree(final, ignore_errors=True)
+        tmp.rename(final)
+        _sync(root)
+        for _, old in list_checkpoints(run_dir)[:-keep]:
+            shutil.rmtree(old, ignore_errors=True)
+    acc.wait_for_everyone()
+
+
+def verify_checkpoint(path: Path) -> str | None:
+    """What is wrong with a checkpoint folder (missing file, size or sha256 mismatch...), or None."""
+    try:
+        meta = json.loads((path / META).read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        return f"it has no {META} (not finished, or written by an older opct)"
+    except (OSError, ValueError) as err:
+        return f"its {META} is unreadable ({err})"
+    if not isinstance(meta, dict) or meta.get("format") != FORMAT:
+        return f"its {META} is not an {FORMAT} manifest"
+    if meta.get("step") != int(path.name[5:]):
+        return f"its {META} is for step {meta.get('step')}"
+    files = meta.get("files")
+    if not isinstance(files, dict) or any(name not in files for name in REQUIRED):
+        return f"its {META} does not list {', '.join(REQUIRED)}"
+    for name, entry in files.items():
+        file = path / name
+        if Path(name).name != name or not isinstance(entry, dict):
+            return f"its {META} has a bad entry {name!r}"
+        if not file.is_file():
+            return f"{name} is missing"
+        size = file.stat().st_size
+        if size != entry.get("bytes"):
+            return f"{name} has {size} bytes where {entry.get('bytes')} were written"
+        if sha256_file(file) != entry.get("sha256"):
+            return f"{name} does not match its sha256"
+    return None
+
+
+def newest_valid_checkpoint(run_dir: Path) -> tuple[int, Path] | None:
+    """The newest checkpoint whose files match their hashes; warns naming any newer one it skips.
+
+    None when the run has no checkpoint; :class:`CheckpointError` when it has some and none is valid.
+    """
+    found = list_checkpoints(run_dir)
+    skipped: list[str] = []
+    for step, path in reversed(found):
+        problem = verify_checkpoint(path)
+        if problem is None:
+            if skipped:
+                warnings.warn(
+                    f"skipping damaged checkpoint(s): {'; '.join(skipped)}; resuming from the previous valid one, {path}",
+                    RunDirWarning,
+                    stacklevel=2,
+                )
+            return step, path
+        skipped.append(f"{path} ({problem})")
+    if found:
+        raise CheckpointError(
+            f"no valid checkpoint in {run_dir / 'checkpoints'}: {'; '.join(skipped)}. "
+            f"Delete {run_dir / 'checkpoints'} to start the run over."
+        )
+    return None
+
+
+def _named(keys: list[str]) -> str:
+    return ", ".join(keys[:3]) + (f" and {len(keys) - 3} more" if len(keys) > 3 else "")
+
+
+def _load_model(path: Path, model: torch.nn.Module) -> None:
+    params = _trainable(model)
+    tensors = load_file(str(path / MODEL))
+    missing, unexpected = sorted(set(params) - set(tensors)), sorted(set(tensors) - set(params))
+    if missing or unexpected:
+        what = "; ".join(
+            part for part in (f"missing {_named(missing)}" if missing else "", f"unexpected {_named(unexpected)}" if unexpected else "") if part
+        )
+        raise CheckpointError(
+            f"{path / MODEL} does not hold exactly the model's trainable parameters: {what}. "
+            f"It was written for another model or adapter; move {path} away to resume from an older checkpoint."
+        )
+    for name, p in params.items():
+        t = tensors[name]
+        if t.shape != p.shape or t.dtype != p.dtype:
+            raise CheckpointError(
+                f"{path / MODEL}: {name} is {t.dtype} {tuple(t.shape)} but the model's is {p.dtype} {tuple(p.shape)}"
+            )
+        with torch.no_grad():
+            p.copy_(t)
+
+
+def _load_optimizer(path: Path, saved: dict[str, Any], model: torch.nn.Module, optimizer: Any) -> None:
+    order = _parameter_order(model, optimizer)
+    if saved["parameters"] != order:
+        diff = next((f"{a} vs {b}" for a, b in zip(saved["parameters"], order, strict=False) if a != b), "their number")
+        raise CheckpointError(f"{path / STATE}: the optimizer was saved for other parameters ({diff})")
+    index = {name: i for i, name in enumerate(order)}
+    state: dict[int, dict[str, Any]] = {}
+    for key, tensor in load_file(str(path / OPTIMIZER)).items():
+        name, _, field = key.rpartition("/")
+        if name not in index:
+            raise CheckpointError(f"{path / OPTIMIZER}: unexpected key {key}")
+        state.setdefault(index[name], {})[field] = tensor
+    for name, values in saved["values"].items():
+        state.setdefault(index[name], {}).update(values)
+    groups = saved["param_groups"]
+    for group, now in zip(groups, optimizer.param_groups, strict=False):  # JSON turned tuples (betas) into lists
+        for key, value in group.items():
+            if isinstance(now.get(key), tuple) and isinstance(value, list):
+                group[key] = tuple(value)
+    try:
+        optimizer.load_state_dict({"state": state, "param_groups": groups})
+    except (ValueError, KeyError) as err:
+        raise CheckpointError(f"{path}: the optimizer state does not fit this optimizer ({err})") from err
+
+
+def load_checkpoint(path: Path, model: torch.nn.Module, optimizer: Any, scheduler: Any, scaler: Any = None) -> int:
+    """Load a verified checkpoint into the (unwrapped) model, optimizer, scheduler and scaler; returns its step."""
+    saved = json.loads((path / STATE).read_text(encoding="utf-8"))
+    if saved.get("format") != FORMAT or saved.get("step") != int(path.name[5:]):
+        raise CheckpointError(f"{path / STATE} is not the state of step {path.name[5:]}")
+    _load_model(path, model)
+    _load_optimizer(path, saved["optimizer"], model, optimizer)
+    scheduler.load_state_dict(saved["scheduler"])
+    if scaler is not None:
+        if saved.get("scaler") is None:
+            raise CheckpointError(f"{path} was written without a gradient scaler (mixed precision changed?)")
+        scaler.load_state_dict(saved["scaler"])
+    return int(saved["step"])
+
+
+@dataclass
+class ResumePoint:
+    """Where a (re)started run begins: ``checkpoint`` None starts from scratch; ``finished`` means the
+    checkpoint already holds every step these (unchanged) settings ask for, so nothing new is recorded."""
+
+    checkpoint: Path | None
+    step: int
+    finished: bool
+
+
+def resume_point(run_dir: Path, cfg: RunConfig, teacher_fingerprint: str, data_hash: str, steps: int) -> ResumePoint:
+    """Decide how a run starts in ``run_dir`` for ``steps`` total steps (see :func:`opct.run_dir.check_resumable`).
+
+    A directory without a checkpoint starts over, whatever its manifest says (nothing of it is kept).
+    """
+    found = newest_valid_checkpoint(run_dir)
+    if found is None:
+        return ResumePoint(None, 0, False)
+    if not (run_dir / "manifest.json").exists():
+        raise RunDirError(f"{run_dir} has checkpoints but no manifest.json; delete {run_dir / 'checkpoints'} to start over")
+    step, path = found
+    finished = check_resumable(run_dir, cfg, teacher_fingerprint, data_hash, done=step, steps=steps)
+    return ResumePoint(path, step, finished)
