@@ -26,6 +26,8 @@ CORE = [
     "registry.py",
     "train.py",
     "run_dir.py",
+    "run_logs.py",
+    "checkpoint.py",
     "model_card.py",
     *(f"methods/{p.name}" for p in sorted((PACKAGE / "methods").glob("*.py"))),
 ]

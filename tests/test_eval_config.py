@@ -15,7 +15,7 @@ from opct.evals.config import EvalConfig, load_eval_config
 
 def test_defaults_match_the_eval_command() -> None:
     cfg = EvalConfig()
-    assert cfg.model == "organism" and cfg.data == "organism" and cfg.splits == ["heldout"] and cfg.judge == "rule"
+    assert cfg.model.name_or_path == "organism" and cfg.model.dtype == "float32" and cfg.data == "organism" and cfg.splits == ["heldout"] and cfg.judge == "rule"
     assert cfg.evals == ["sycophancy", "jailbreak", "awareness", "capability"]
     g = cfg.generation
     assert (g.n, g.temperature, g.max_new_tokens, g.sequences_per_call) == (1, 0.0, 512, 64)
