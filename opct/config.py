@@ -8,7 +8,7 @@ discount, importance-sampling policy loss, Adam betas (0.9, 0.95), constant lear
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, TypeVar
 
 import yaml
 from pydantic import (
@@ -26,6 +26,8 @@ from pydantic import (
 )
 
 from opct.registry import Registry
+
+ModelT = TypeVar("ModelT", bound=BaseModel)
 
 #: Short model names mapped to a function returning a local folder; the organism layer registers
 #: ``organism`` (the shipped checkpoint). Any other name is a folder, a run directory or a hub id.
@@ -326,30 +328,38 @@ def _format_validation_error(err: ValidationError, source: str) -> str:
     return "\n".join(lines)
 
 
+def read_config_file(path: str | Path | None, what: str = "config") -> tuple[dict[str, Any], str]:
+    """The mapping a YAML configuration file holds (``{}`` for no file) and its name for error messages."""
+    if path is None:
+        return {}, "defaults"
+    try:
+        loaded = yaml.safe_load(Path(path).read_text(encoding="utf-8"))
+    except FileNotFoundError as err:
+        raise ConfigError(f"{what} file not found: {path}") from err
+    except yaml.YAMLError as err:
+        raise ConfigError(f"{path}: not valid YAML: {err}") from err
+    if loaded is not None and not isinstance(loaded, dict):
+        raise ConfigError(f"{path}: the top level must be a mapping of settings")
+    return loaded or {}, str(path)
+
+
+def validate_config(model: type[ModelT], tree: dict[str, Any], source: str) -> ModelT:
+    """``model.model_validate(tree)``, with every problem worded for the person who wrote ``source``."""
+    try:
+        return model.model_validate(tree)
+    except ValidationError as err:
+        raise ConfigError(_format_validation_error(err, source)) from None
+
+
 def load_config(path: str | Path | None = None, overrides: list[str] | None = None) -> RunConfig:
     """Read a YAML run configuration, apply ``--set`` overrides, and validate it.
 
     Unknown or mistyped keys are errors that name the key.
     """
-    tree: dict[str, Any] = {}
-    source = "defaults"
-    if path is not None:
-        source = str(path)
-        try:
-            loaded = yaml.safe_load(Path(path).read_text(encoding="utf-8"))
-        except FileNotFoundError as err:
-            raise ConfigError(f"config file not found: {path}") from err
-        except yaml.YAMLError as err:
-            raise ConfigError(f"{path}: not valid YAML: {err}") from err
-        if loaded is not None and not isinstance(loaded, dict):
-            raise ConfigError(f"{path}: the top level must be a mapping of settings")
-        tree = loaded or {}
+    tree, source = read_config_file(path)
     for key, value in parse_overrides(overrides or []):
         _set_path(tree, key, value)
-    try:
-        return RunConfig.model_validate(tree)
-    except ValidationError as err:
-        raise ConfigError(_format_validation_error(err, source)) from None
+    return validate_config(RunConfig, tree, source)
 
 
 def dump_config(cfg: RunConfig) -> dict[str, Any]:

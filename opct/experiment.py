@@ -15,7 +15,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
-import yaml
 from pydantic import (
     AfterValidator,
     BaseModel,
@@ -34,6 +33,8 @@ from opct.config import (
     _set_path,
     generation_settings,
     parse_overrides,
+    read_config_file,
+    validate_config,
 )
 from opct.evals.config import EvalOptions
 from opct.manifest import build_manifest, write_json_atomic
@@ -177,22 +178,10 @@ class Plan:
 
 def load_experiment(path: str | Path | None, overrides: list[str] | None = None) -> ExperimentConfig:
     """Read an experiment YAML (``--set key=value`` overrides); unknown keys are errors naming them."""
-    tree: dict[str, Any] = {}
-    source = "defaults"
-    if path is not None:
-        source = str(path)
-        try:
-            tree = yaml.safe_load(Path(path).read_text(encoding="utf-8")) or {}
-        except FileNotFoundError as err:
-            raise ConfigError(f"experiment file not found: {path}") from err
-        except yaml.YAMLError as err:
-            raise ConfigError(f"{path}: not valid YAML: {err}") from err
+    tree, source = read_config_file(path, "experiment")
     for key, value in parse_overrides(overrides or []):
         _set_path(tree, key, value)
-    try:
-        return ExperimentConfig.model_validate(tree)
-    except ValidationError as err:
-        raise ConfigError(_format_validation_error(err, source)) from None
+    return validate_config(ExperimentConfig, tree, source)
 
 
 def _deep_merge(base: dict[str, Any], extra: dict[str, Any]) -> dict[str, Any]:

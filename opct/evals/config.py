@@ -11,16 +11,15 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Literal
 
-import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from opct.config import (
-    ConfigError,
     GenerationConfig,
     ModelConfig,
-    _format_validation_error,
     _set_path,
     parse_overrides,
+    read_config_file,
+    validate_config,
 )
 
 #: Where ``data_dir`` keeps each real benchmark (the layout of ``../shared/data``).
@@ -115,27 +114,12 @@ class EvalConfig(EvalOptions):
 
 def load_eval_config(path: str | Path | None = None, overrides: list[tuple[str, Any]] | None = None) -> EvalConfig:
     """Read an eval YAML, apply ``(dotted key, value)`` overrides in order, and validate."""
-    tree: dict[str, Any] = {}
-    source = "defaults"
-    if path is not None:
-        source = str(path)
-        try:
-            loaded = yaml.safe_load(Path(path).read_text(encoding="utf-8"))
-        except FileNotFoundError as err:
-            raise ConfigError(f"eval config file not found: {path}") from err
-        except yaml.YAMLError as err:
-            raise ConfigError(f"{path}: not valid YAML: {err}") from err
-        if loaded is not None and not isinstance(loaded, dict):
-            raise ConfigError(f"{path}: the top level must be a mapping of settings")
-        tree = loaded or {}
+    tree, source = read_config_file(path, "eval config")
     if isinstance(tree.get("model"), str):
         tree["model"] = {"name_or_path": tree["model"]}
     for key, value in overrides or []:
         _set_path(tree, key, value)
-    try:
-        return EvalConfig.model_validate(tree)
-    except ValidationError as err:
-        raise ConfigError(_format_validation_error(err, source)) from None
+    return validate_config(EvalConfig, tree, source)
 
 
 __all__ = ["DATA_DIR_LAYOUT", "EvalConfig", "EvalOptions", "load_eval_config", "parse_overrides", "real_data_keys"]
