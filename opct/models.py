@@ -30,10 +30,20 @@ def resolve_model_path(name_or_path: str) -> str:
 
 
 def _read_template(template: str) -> str:
-    candidate = Path(template)
-    if len(template) < 4096 and "{" not in template and candidate.exists():
+    """A chat template given as Jinja text, or the path of a file holding it.
+
+    Text without any Jinja tag (``{{``, ``{%``) is taken as a path; a path that does not exist is an
+    error, never a template whose every prompt renders as the path itself.
+    """
+    if "{{" in template or "{%" in template:
+        return template
+    candidate = Path(template).expanduser()
+    if candidate.is_file():
         return candidate.read_text(encoding="utf-8")
-    return template
+    raise ChatTemplateError(
+        f"model.chat_template {template!r} is neither a Jinja template (no {{{{ or {{% in it) nor an existing file; "
+        "check the path"
+    )
 
 
 def load_tokenizer(

@@ -128,3 +128,12 @@ def test_completion_logits_are_only_computed_at_completion_positions(tiny_model)
     for share in (True, False):
         with torch.no_grad():
             assert completion_logits(model, batch, tok.pad_token_id, share).shape == (2, 3, model.config.vocab_size)
+
+
+def test_a_misspelt_chat_template_path_is_an_error(tiny_model, tmp_path):
+    """A path that does not exist never becomes the template text itself."""
+    with pytest.raises(ChatTemplateError, match="neither a Jinja template"):
+        load_tokenizer(str(tiny_model), chat_template=str(tmp_path / "chat_tempalte.jinja"))
+    good = tmp_path / "t.jinja"
+    good.write_text("{% for m in messages %}{{ m['content'] }}{% endfor %}")
+    assert load_tokenizer(str(tiny_model), chat_template=str(good)).chat_template == good.read_text()
