@@ -256,11 +256,12 @@ def eval_(
         _fail(str(err))
     if not tasks:
         _fail("nothing to evaluate: give benchmark paths (e.g. --data-dir ../shared/data) or use --data organism")
+    from opct.evals.suite import EvalOutputError
     from opct.models import ChatTemplateError, CheckpointError
 
     try:
         results = evaluate(cfg.model, tasks, cfg.out, cfg.generation, seed=cfg.seed)
-    except (ChatTemplateError, CheckpointError) as err:
+    except (ChatTemplateError, CheckpointError, EvalOutputError) as err:
         _fail(str(err))
     console.print(results_table(results, title=f"{cfg.model.name_or_path} ({', '.join(cfg.splits)})"))
     console.print(f"records and results.json per eval in [bold]{cfg.out}[/]")

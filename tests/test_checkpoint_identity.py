@@ -125,3 +125,33 @@ def test_eval_of_a_run_renders_exactly_the_training_ids(trained, tmp_path, monke
     assert training(messages[0]) != list(plain)  # the system prompt is really there
     card = (run_dir / "final" / "README.md").read_text()
     assert "| ids | ok | 1.000 |" in card  # the eval table reached the model card
+
+
+def test_eval_results_are_tied_to_the_weights(tiny_model, tmp_path):
+    """Results are reused only for the same weights; an --out holding another model's results is refused."""
+    from safetensors.torch import load_file, save_file
+
+    from opct.evals.suite import EvalOutputError, evaluate
+    from opct.evals.task import EvalTask, Judgement, Unit
+    from opct.metrics import rate
+
+    def task():
+        return EvalTask("t", [Unit("0", "clean", [{"role": "user", "content": "hello"}])],
+                        lambda unit, response: Judgement(None, {"ok": True}, "t", "1"),
+                        lambda records: {"ok": rate(True for _ in records)}, max_new_tokens=2)
+
+    model = tmp_path / "model"
+    shutil.copytree(tiny_model, model)
+    first = evaluate(str(model), [task()], tmp_path / "out", show_progress=False)["t"]
+    again = evaluate(str(model), [task()], tmp_path / "out", show_progress=False)["t"]
+    assert not first.reused and again.reused
+    tensors = load_file(model / "model.safetensors")  # the same path, other weights
+    name = next(iter(tensors))
+    tensors[name] = tensors[name] + 1e-2
+    save_file(tensors, model / "model.safetensors", metadata={"format": "pt"})
+    before = (tmp_path / "out" / "t" / "results.json").read_text()
+    with pytest.raises(EvalOutputError, match="holds the results of"):
+        evaluate(str(model), [task()], tmp_path / "out", show_progress=False)
+    assert (tmp_path / "out" / "t" / "results.json").read_text() == before  # nothing overwritten
+    fresh = evaluate(str(model), [task()], tmp_path / "out2", show_progress=False)["t"]
+    assert not fresh.reused

@@ -78,6 +78,7 @@ def run_task(
     out_dir: Path,
     params: SamplingParams,
     model_id: str,
+    model_identity: dict[str, Any] | None = None,
     renderer: Callable[[list[dict[str, str]]], list[int]] | None = None,
     batch_units: int = 64,
     progress: Progress | None = None,
@@ -88,7 +89,8 @@ def run_task(
     samples_path, results_path = task_dir / "samples.jsonl", task_dir / "results.json"
     max_new = min(params.max_new_tokens, task.max_new_tokens)
     params = replace(params, max_new_tokens=max_new, min_new_tokens=min(params.min_new_tokens, max_new))
-    identity = {"data_hash": task.data_hash(), "generation_config": _params_dict(params), "model": model_id}
+    identity = {"data_hash": task.data_hash(), "generation_config": _params_dict(params), "model": model_id,
+                **(model_identity or {})}
     if results_path.exists():
         done = json.loads(results_path.read_text(encoding="utf-8"))
         if done.get("complete") and all(done.get(k) == v for k, v in identity.items()):

@@ -7,6 +7,7 @@ its own tasks (:meth:`opct.axes.Axis.tasks`); this module only iterates :data:`o
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -79,7 +80,7 @@ def evaluate(
     """
     from opct.evals.runner import run_task
     from opct.manifest import build_manifest, write_json_atomic
-    from opct.models import inference_spec, load_spec_for_inference
+    from opct.models import inference_spec, load_spec_for_inference, weights_fingerprint
     from opct.rollout import HFSampler, SamplingParams
 
     g = generation or GenerationConfig()
@@ -87,6 +88,8 @@ def evaluate(
     spec = inference_spec(model)
     model_spec = spec.name_or_path
     loaded, tokenizer, renderer = load_spec_for_inference(spec)
+    weights = weights_fingerprint(loaded)
+    _claim_output(out, model_spec, weights)
     engine = HFSampler(loaded, tokenizer, batch_size=g.sequences_per_call)
     params = SamplingParams(n=g.n, temperature=g.temperature, top_p=g.top_p, max_new_tokens=g.max_new_tokens,
                             min_new_tokens=g.min_new_tokens, seed=seed)
@@ -97,6 +100,7 @@ def evaluate(
             {"model": model_spec, "model_spec": spec.model_dump(mode="json"), "tasks": [t.name for t in tasks],
              **g.model_dump(), "seed": seed},
             data_hashes={t.name: t.data_hash() for t in tasks},
+            weights_sha256=weights,
         ),
     )
     results = {}
@@ -108,10 +112,30 @@ def evaluate(
                 if bar is not None:
                     bar.update(tid, completed=done, total=total)
 
-            results[task.name] = run_task(task, engine, tokenizer, out, params, model_spec, renderer=renderer,
+            identity = {"weights_sha256": weights,
+                        "rendering": {"template_kwargs": renderer.template_kwargs, "system_prompt": renderer.system_prompt}}
+            results[task.name] = run_task(task, engine, tokenizer, out, params, model_spec, identity, renderer=renderer,
                                           batch_units=g.sequences_per_call, progress=report)
     _update_model_card(model_spec, results)
     return results
+
+
+class EvalOutputError(ValueError):
+    """An eval output folder that holds another model's results."""
+
+
+def _claim_output(out: Path, model_spec: str, weights: str) -> None:
+    """Refuse an output folder whose results belong to other weights (they would be overwritten)."""
+    manifest = out / "manifest.json"
+    if not manifest.exists():
+        return
+    old = json.loads(manifest.read_text(encoding="utf-8"))
+    old_weights = old.get("weights_sha256")
+    if old_weights and old_weights != weights:
+        raise EvalOutputError(
+            f"{out} holds the results of {old.get('config', {}).get('model', '?')} (weights {old_weights}); "
+            f"{model_spec} has weights {weights}. Use another --out, or delete {out} to start over."
+        )
 
 
 def _update_model_card(model_spec: str, results: dict[str, Any]) -> None:
