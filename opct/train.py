@@ -164,6 +164,11 @@ def _train(cfg: RunConfig, acc: Accelerator, pairs: list[ConsistencyPair], show_
         raise ValueError(
             f"train.pairs_per_step={cfg.train.pairs_per_step} must be divisible by the number of processes ({acc.num_processes})"
         )
+    if cfg.train.pairs_per_step > len(pairs):
+        raise ValueError(
+            f"train.pairs_per_step={cfg.train.pairs_per_step} is more than the {len(pairs)} training pairs: a step would "
+            f"repeat pairs within itself; set train.pairs_per_step to at most {len(pairs)}"
+        )
     data_hash = hash_records([p.to_dict() for p in pairs])
     seed_step(cfg.seed, 0, 0)
 

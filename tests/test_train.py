@@ -213,3 +213,11 @@ def test_wandb_tracker_in_offline_mode(tiny_model, pairs_file, tmp_path, monkeyp
     assert runs, "no offline run written"
     history = list(runs[0].rglob("*.wandb"))
     assert history and history[0].stat().st_size > 0
+
+
+def test_a_step_larger_than_the_data_is_an_error(tiny_model, pairs_file, tmp_path):
+    """16 pairs cannot fill a 32-pair step without repeating pairs inside it."""
+    cfg = _cfg(tiny_model, pairs_file, tmp_path, **{"train.pairs_per_step": 32})
+    with pytest.raises(ValueError, match="train.pairs_per_step=32 is more than the 16 training pairs"):
+        train(cfg, show_progress=False)
+    assert not (cfg.run_dir / "checkpoints").exists()
