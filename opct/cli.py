@@ -336,12 +336,19 @@ def pairs_validate(
             failed = True
             err_console.print(f"[bold red]{err}[/]")
             continue
-        from opct.models import ChatTemplateError
+        from opct.models import ChatTemplateError, model_context
 
+        context = model_context(tokenizer) if tokenizer else None
         try:
-            summary = summarize_pairs(pairs, tok)
+            summary = summarize_pairs(pairs, tok, context)
         except ChatTemplateError as err:
             _fail(f"{err} (here: --chat-template)")
+        if summary.too_long:
+            failed = True
+            err_console.print(f"[bold red]{f}: {len(summary.too_long)} prompt(s) fill the model's {context}-token context[/]",
+                              soft_wrap=True)
+            for pid, side, n in summary.too_long[:50]:
+                err_console.print(f"  pair {pid}: {side} is {n} tokens, no room left to answer", highlight=False, soft_wrap=True)
         table = Table(title=f"{f}: {summary.n} valid pairs")
         table.add_column("axis")
         table.add_column("split")

@@ -63,6 +63,21 @@ def load_tokenizer(
     return tok
 
 
+def model_context(name_or_path: str) -> int | None:
+    """The context length of a model folder or hub id (its config's position limit), or None if unknown."""
+    from transformers import AutoConfig
+
+    try:
+        cfg = AutoConfig.from_pretrained(resolve_model_path(name_or_path))
+    except (OSError, ValueError):
+        return None
+    for key in ("max_position_embeddings", "n_positions", "max_sequence_length", "seq_length"):
+        value = getattr(cfg, key, None)
+        if isinstance(value, int) and value > 0:
+            return value
+    return None
+
+
 def as_messages(prompt: list[dict[str, str]] | str) -> list[dict[str, str]]:
     """A plain string means one user message."""
     return [{"role": "user", "content": prompt}] if isinstance(prompt, str) else prompt

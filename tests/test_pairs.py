@@ -90,3 +90,21 @@ def test_cli_validate_reports_problems_and_summary(tmp_path, pairs_file):
     res = runner.invoke(app, ["pairs", "validate", str(bad)])
     assert res.exit_code == 1
     assert "bad.jsonl:1: prompt: missing required field" in res.output
+
+
+def test_cli_validate_flags_prompts_that_fill_the_context(tmp_path, tiny_model):
+    """With --tokenizer, a prompt as long as the model's context (512 positions here) is a problem."""
+    import json
+
+    from typer.testing import CliRunner
+
+    from opct.cli import app
+
+    path = tmp_path / "long.jsonl"
+    rows = [{"id": "short", "prompt": "What is 2 + 2?", "teacher_prompt": "What is 2 + 2?"},
+            {"id": "long", "prompt": "bread " * 2000, "teacher_prompt": "What is 2 + 2?"}]
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
+    res = CliRunner().invoke(app, ["pairs", "validate", str(path), "--tokenizer", str(tiny_model)])
+    assert res.exit_code == 1
+    assert "1 prompt(s) fill the model's 512-token context" in res.output and "pair long: prompt is" in res.output
+    assert "pair short" not in res.output
