@@ -294,13 +294,14 @@ def run_experiment(cfg: ExperimentConfig, show_progress: bool = True, log: Any =
     write_json_atomic(root / "manifest.json", build_manifest("experiment", cfg.model_dump(mode="json")))
     tasks = _eval_tasks(cfg)
     check_plan(cfg, plan)
+    # the base with the experiment's full model spec; a trained run with the spec its checkpoint records
+    specs = {key: cfg.model if key == "base" else ModelConfig(name_or_path=path, device=cfg.model.device)
+             for key, path in plan.models.items()}
     e = cfg.eval
 
     def evaluate_model(key: str) -> None:
         log(f"[stage] evaluate {key}")
-        # the base with the experiment's full model spec; a trained run with the spec its checkpoint records
-        spec = cfg.model if key == "base" else ModelConfig(name_or_path=plan.models[key], device=cfg.model.device)
-        evaluate(spec, tasks, root / "eval" / key, e.generation, seed=e.seed, show_progress=show_progress)
+        evaluate(specs[key], tasks, root / "eval" / key, e.generation, seed=e.seed, show_progress=show_progress)
 
     if "base" in plan.models:
         evaluate_model("base")
@@ -317,7 +318,7 @@ def run_experiment(cfg: ExperimentConfig, show_progress: bool = True, log: Any =
     if cfg.attack.enabled:
         from opct.attack.experiment import attack_models
 
-        attack_models(cfg, plan.models, root / "attack", log=log, show_progress=show_progress)
+        attack_models(cfg, specs, root / "attack", log=log, show_progress=show_progress)
     from opct.report import write_report
 
     write_report(root)

@@ -263,10 +263,19 @@ def read_checkpoint_record(folder: str | Path) -> dict[str, Any] | None:
     return json.loads(path.read_text(encoding="utf-8")) if path.exists() else None
 
 
+def checkpoint_folder(spec: str) -> Path | None:
+    """The trained checkpoint ``spec`` names (a run directory's ``final/``, or a folder with an
+    ``opct_checkpoint.json``), or None when ``spec`` is no opct checkpoint."""
+    path = Path(spec)
+    if (path / "final" / "opct_checkpoint.json").is_file():
+        return path / "final"
+    return path if (path / "opct_checkpoint.json").is_file() else None
+
+
 def checkpoint_spec(spec: str) -> ModelConfig | None:
     """The model spec a trained checkpoint (run directory or its ``final/``) was trained with, or None."""
-    path = Path(spec) / "final" if (Path(spec) / "final" / "opct_checkpoint.json").exists() else Path(spec)
-    record = read_checkpoint_record(path) if path.is_dir() else None
+    folder = checkpoint_folder(spec)
+    record = read_checkpoint_record(folder) if folder is not None else None
     if record is None or "model" not in record:
         return None
     return ModelConfig.model_validate(record["model"])
@@ -278,17 +287,12 @@ def resolve_checkpoint(spec: str) -> tuple[str, str | None]:
     ``spec`` is ``organism``, a hub id or local model folder, a run's ``final/`` (or any folder with
     an ``opct_checkpoint.json``), or a run directory (its ``final/`` is used).
     """
-    import json
-
+    folder = checkpoint_folder(spec)
+    if folder is not None:
+        if (folder / "adapter_config.json").exists():
+            return read_checkpoint_record(folder)["base_model"], str(folder)
+        return str(folder), None
     path = Path(spec)
-    if path.is_dir() and (path / "final" / "opct_checkpoint.json").exists():
-        path = path / "final"
-    info = path / "opct_checkpoint.json"
-    if path.is_dir() and info.exists():
-        meta = json.loads(info.read_text(encoding="utf-8"))
-        if (path / "adapter_config.json").exists():
-            return meta["base_model"], str(path)
-        return str(path), None
     if path.is_dir() and (path / "manifest.json").exists():
         raise FileNotFoundError(f"{spec} is a run directory without a finished checkpoint (no final/); finish or resume the run first")
     return spec, None
@@ -315,9 +319,12 @@ def inference_spec(spec: ModelConfig | str) -> ModelConfig:
     return spec.model_copy(update={k: getattr(recorded, k) for k in inherited if k not in spec.model_fields_set})
 
 
-def load_spec_for_inference(spec: ModelConfig | str) -> tuple[PreTrainedModel, PreTrainedTokenizerBase, PromptRenderer]:
-    """Load a model spec for generation (on its device, in its dtype) with the renderer of its prompts."""
-    spec = inference_spec(spec)
+def load_spec_for_inference(spec: ModelConfig) -> tuple[PreTrainedModel, PreTrainedTokenizerBase, PromptRenderer]:
+    """Load a model spec for generation (on its device, in its dtype) with the renderer of its prompts.
+
+    ``spec`` is used as given: resolve a trained checkpoint's recorded settings first with
+    :func:`inference_spec`.
+    """
     model, tokenizer = load_for_inference(
         spec.name_or_path,
         dtype=spec.dtype,

@@ -7,15 +7,14 @@ from pathlib import Path
 from typing import Any
 
 
-def attack_models(cfg: Any, models: dict[str, str], out_root: Path, log: Any = print, show_progress: bool = True) -> None:
-    """Attack every model of the plan; results under ``out_root/<key>/``.
+def attack_models(cfg: Any, models: dict[str, Any], out_root: Path, log: Any = print, show_progress: bool = True) -> None:
+    """Attack every model of the plan (``models``: key -> model spec); results under ``out_root/<key>/``.
 
     On the organism: its held-out behaviours with its exact harm judge. On real data: the behaviours
     file of ``eval.real.behaviors`` (and ``wrappers`` if given) with the eval's judge.
     """
     from opct.attack.run import organism_attack, real_attack
     from opct.attack.search import SearchConfig
-    from opct.config import ModelConfig
 
     paths = cfg.eval.real_paths()
     a = cfg.attack
@@ -28,11 +27,10 @@ def attack_models(cfg: Any, models: dict[str, str], out_root: Path, log: Any = p
             if progress is not None:
                 task = progress.add_task(f"attack {key} (rounds)", total=cfg.attack.budget)
                 report = lambda done, total, task=task: progress.update(task, completed=done)  # noqa: E731
-            target = cfg.model if key == "base" else ModelConfig(name_or_path=spec, device=cfg.model.device)
             if cfg.eval.data == "organism":
-                organism_attack(target, out_root / key, config=config, progress=report, **options)
+                organism_attack(spec, out_root / key, config=config, progress=report, **options)
             else:
-                real_attack(target, paths["behaviors"], out_root / key, paths.get("wrappers"), cfg.eval.judge, config,
+                real_attack(spec, paths["behaviors"], out_root / key, paths.get("wrappers"), cfg.eval.judge, config,
                             limit=a.limit, progress=report, **options)
 
 

