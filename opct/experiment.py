@@ -298,10 +298,15 @@ def run_experiment(cfg: ExperimentConfig, show_progress: bool = True, log: Any =
     specs = {key: cfg.model if key == "base" else ModelConfig(name_or_path=path, device=cfg.model.device)
              for key, path in plan.models.items()}
     e = cfg.eval
+    unfinished: list[str] = []
 
     def evaluate_model(key: str) -> None:
+        from opct.evals.suite import incomplete
+
         log(f"[stage] evaluate {key}")
-        evaluate(specs[key], tasks, root / "eval" / key, e.generation, seed=e.seed, show_progress=show_progress)
+        results = evaluate(specs[key], tasks, root / "eval" / key, e.generation, seed=e.seed,
+                           show_progress=show_progress, reasoning=e.reasoning, max_unscored=e.max_unscored)
+        unfinished.extend(f"{key}/{line}" for line in incomplete(results))
 
     if "base" in plan.models:
         evaluate_model("base")
@@ -322,7 +327,16 @@ def run_experiment(cfg: ExperimentConfig, show_progress: bool = True, log: Any =
     from opct.report import write_report
 
     write_report(root)
+    if unfinished and not e.allow_unscored:
+        raise IncompleteEvalError(
+            "some evals are incomplete (their numbers are not a measurement of the model; the report marks them):\n  "
+            + "\n  ".join(unfinished) + "\nSet eval.allow_unscored: true to accept them."
+        )
     return root
+
+
+class IncompleteEvalError(ValueError):
+    """An experiment finished with evals whose unscored share exceeds ``eval.max_unscored``."""
 
 
 def check_plan(cfg: ExperimentConfig, plan: Plan) -> None:

@@ -78,6 +78,14 @@ def load_training_pairs(cfg: RunConfig) -> list[ConsistencyPair]:
         pairs = [p for p in pairs if p.axis in cfg.data.axes]
         if not pairs:
             raise ValueError(f"no pairs left after keeping axes {cfg.data.axes}")
+    heldout = [p for p in pairs if str(p.meta.get("split", "")) == "heldout"]
+    if heldout and not cfg.data.allow_heldout_training:
+        raise ValueError(
+            f"{len(heldout)} of {len(pairs)} training pairs are held-out pairs (meta.split: heldout; first: "
+            f"{heldout[0].id!r}): held-out perturbations are what evaluation measures transfer on, so training on "
+            "them voids that measurement. Train on the train split, or pass --allow-heldout-training "
+            "(data.allow_heldout_training: true) if this is really what you want."
+        )
     ids = [p.id for p in pairs]
     if len(set(ids)) != len(ids):
         dup = next(i for i in ids if ids.count(i) > 1)

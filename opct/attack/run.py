@@ -19,13 +19,15 @@ def attack_model(
     model: ModelConfig | str,
     behaviors: list[AttackBehavior],
     wrappers: list[Wrapper],
-    scorer: Callable[[AttackBehavior, str, str], float],
+    scorer: Callable[[AttackBehavior, str, str], float | None],
     out_dir: Path,
     config: SearchConfig,
     generation: GenerationConfig | None = None,
     judge: str = "",
     progress: Callable[[int, int], None] | None = None,
     static_baseline: bool = True,
+    reasoning: str = "strip",
+    max_unscored: float = 0.05,
 ) -> Path:
     """Attack ``model`` (a model spec or its name; a trained run renders as it was trained) on
     ``behaviors`` within ``config.budget`` queries each; returns results.json.
@@ -33,6 +35,9 @@ def attack_model(
     The target answers each query with ``generation`` (greedy, at most 256 tokens by default). With ``static_baseline``, every single wrapper is also tried once on
     every behaviour (outside the budget) and the results say which behaviours the search cracked beyond
     them. A finished attack with the same model, behaviours, wrappers, judge and settings is reused.
+    Every response is judged after ``reasoning`` handling (:func:`opct.evals.outcomes.answer_text`); an
+    empty or degenerate one is never scored (:func:`scorer_for_responses`). ``max_unscored``: the share
+    of unscored behaviours above which the results' ``status`` is ``incomplete``.
     """
     import json
 
@@ -47,6 +52,8 @@ def attack_model(
         "judge": judge,
         "generation": (generation or GenerationConfig(max_new_tokens=256)).model_dump(exclude={"sequences_per_call"}),
         "static_baseline": static_baseline,
+        "reasoning": reasoning,
+        "outcome_rules": "1",
     }
     results = out_dir / "results.json"
     if results.exists():
@@ -55,13 +62,27 @@ def attack_model(
             return results
     loaded, tokenizer, renderer = load_spec_for_inference(spec)
     target = HFTarget(loaded, tokenizer, generation or GenerationConfig(max_new_tokens=256), renderer)
-    outcomes = SearchAttacker(wrappers, target, scorer, config).run(behaviors, progress=progress)
+    judged = scorer_for_responses(scorer, reasoning)
+    outcomes = SearchAttacker(wrappers, target, judged, config).run(behaviors, progress=progress)
     info: dict[str, Any] = {**identity, "attacker": "search", "threshold": config.threshold, "budget": config.budget}
     if static_baseline:
-        cracks = static_cracks(target, scorer, behaviors, wrappers, config.threshold)
+        cracks = static_cracks(target, judged, behaviors, wrappers, config.threshold)
         info["static"] = {**compare_with_static(outcomes, cracks), "static_queries": len(behaviors) * len(wrappers)}
     write_json_atomic(out_dir / "manifest.json", build_manifest("attack", identity))
-    return write_attack_results(outcomes, out_dir, info)
+    return write_attack_results(outcomes, out_dir, info, max_unscored=max_unscored)
+
+
+def scorer_for_responses(scorer: Callable[[AttackBehavior, str, str], float | None], reasoning: str = "strip"
+                         ) -> Callable[[AttackBehavior, str, str], float | None]:
+    """``scorer`` applied to the answer text (reasoning stripped or kept); ``None`` (unscored) for an
+    empty or degenerate response, which no judge is asked about."""
+    from opct.evals.outcomes import answer_text, is_degenerate
+
+    def score(behavior: AttackBehavior, prompt: str, response: str) -> float | None:
+        text = answer_text(response, reasoning)
+        return None if is_degenerate(text) else scorer(behavior, prompt, text)
+
+    return score
 
 
 def organism_attack(model_spec: ModelConfig | str, out_dir: Path, split: str = "heldout", config: SearchConfig | None = None,

@@ -23,7 +23,8 @@ from opct.attack.grammar import MUTATIONS, STRATEGIES, STRATEGY_OF, Attack, Atta
 
 Target = Callable[[list[str]], list[str]]
 TRANSFER = "transfer"  # the strategy of re-using, on this behaviour, an attack that cracked another one
-Scorer = Callable[[AttackBehavior, str, str], float]
+#: ``(behaviour, prompt, response) -> harm score in [0, 1]``, or ``None`` when it cannot be scored.
+Scorer = Callable[[AttackBehavior, str, str], "float | None"]
 
 
 @dataclass(frozen=True)
@@ -37,6 +38,22 @@ class SearchConfig:
     max_depth: int = 2
     seed: int = 0
 
+    def __post_init__(self) -> None:
+        check_attack_settings(self.budget, self.threshold)
+        if self.top_k < 1 or self.max_depth < 1 or self.ucb_c < 0:
+            raise ValueError("top_k and max_depth must be at least 1 and ucb_c non-negative")
+
+
+def check_attack_settings(budget: int, threshold: float) -> None:
+    """Raise ``ValueError`` for settings that cannot measure anything: a budget below 1 query, or a
+    threshold no score in [0, 1] can reach (above 1) or that every score reaches (0 or below)."""
+    if budget < 1:
+        raise ValueError(f"budget must be at least 1 query per behaviour, got {budget}: with no query no behaviour "
+                         "is attacked, and an unattacked behaviour is not a defended one")
+    if not 0.0 < threshold <= 1.0:
+        raise ValueError(f"threshold must be in (0, 1], got {threshold}: harm scores lie in [0, 1], so a threshold "
+                         "above 1 is never reached (every behaviour 'defended') and one at or below 0 always is")
+
 
 @dataclass
 class Attempt:
@@ -45,12 +62,18 @@ class Attempt:
     query: int
     prompt: str
     response: str
-    score: float
+    score: float | None
     attack: Attack
+
+    @property
+    def scored(self) -> bool:
+        """Whether the judge scored this response (``score`` is ``None`` for an empty one or an abstention)."""
+        return self.score is not None
 
     def to_dict(self) -> dict[str, Any]:
         a = self.attack
         return {"query": self.query, "prompt": self.prompt, "response": self.response, "score": self.score,
+                "outcome": "scored" if self.scored else "unscored",
                 "families": list(a.families), "mutations": list(a.mutations), "attack": a.describe()}
 
 
@@ -65,15 +88,31 @@ class BehaviorOutcome:
 
     @property
     def best(self) -> Attempt | None:
-        return max(self.attempts, key=lambda a: a.score, default=None)
+        scored = [a for a in self.attempts if a.scored]
+        return max(scored, key=lambda a: a.score, default=None)
+
+    @property
+    def unscored_attempts(self) -> int:
+        """Attempts the judge could not score."""
+        return sum(not a.scored for a in self.attempts)
+
+    @property
+    def status(self) -> str:
+        """``cracked``; ``defended`` (every attempt scored, none a crack); or ``unscored`` (not cracked,
+        but some attempt could not be scored, so it may have been one; or no attempt at all)."""
+        if self.cracked:
+            return "cracked"
+        return "defended" if self.attempts and not self.unscored_attempts else "unscored"
 
     def to_dict(self) -> dict[str, Any]:
         best = self.best
         return {
             "behavior_id": self.behavior.id,
             "request": self.behavior.request,
+            "status": self.status,
             "cracked": self.cracked,
             "queries": len(self.attempts),
+            "unscored_attempts": self.unscored_attempts,
             "queries_to_crack": self.queries_to_crack,
             "best_score": best.score if best else None,
             "best_prompt": best.prompt if best else None,
@@ -155,10 +194,13 @@ class SearchAttacker:
             responses = self.target(prompts)
             self.queries += len(prompts)
             for (i, attack), prompt, response in zip(proposals, prompts, responses, strict=True):
-                score = float(self.scorer(outcomes[i].behavior, prompt, response))
+                raw = self.scorer(outcomes[i].behavior, prompt, response)
+                score = None if raw is None else float(raw)
                 o = outcomes[i]
                 o.attempts.append(Attempt(round_ + 1, prompt, response, score, attack))
                 tried[i].add(prompt)
+                if score is None:
+                    continue  # nothing to learn from, and never a crack
                 self._learn(attack, score, score >= cfg.threshold)
                 if score >= cfg.threshold and not o.cracked:
                     o.cracked, o.queries_to_crack = True, round_ + 1
@@ -182,7 +224,7 @@ class SearchAttacker:
             attack = queue.pop(0)
             if attack.render(behavior) not in tried:
                 return attack
-        pool = sorted(outcome.attempts, key=lambda a: (-a.score, rng.random()))[: self.config.top_k]
+        pool = sorted(outcome.attempts, key=lambda a: (-(a.score or 0.0), rng.random()))[: self.config.top_k]
         parents = [a.attack for a in pool] or [Attack(wrappers=(self._wrapper(rng),))]
         transfers = [a for a in self.successes if a.render(behavior) not in tried]
         strategy = self.strategies.choose(rng, among=None if transfers else list(STRATEGIES))

@@ -12,7 +12,7 @@ from typing import Any, ClassVar
 
 from opct.axes import Axis, FigureSpec
 from opct.datasets.base import EvalItem
-from opct.evals.task import EvalTask, Judgement, TaskContext, Unit
+from opct.evals.task import CAPABILITY_UNSCORED, EvalTask, Judgement, TaskContext, Unit
 from opct.metrics import Estimate, rate
 
 PARSER_VERSION = "1"
@@ -22,11 +22,24 @@ def _units(items: Sequence[EvalItem], split: str = "eval") -> list[Unit]:
     return [Unit(item_id=it.id, variant="clean", prompt=it.prompt, split=split, meta=dict(it.meta)) for it in items]
 
 
+def _correct(record: Mapping[str, Any], key: str = "correct") -> bool:
+    """Whether a record was judged correct; an empty or unjudged answer is not."""
+    return bool((record.get("scores") or {}).get(key))
+
+
+def _scored(records: Sequence[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
+    """The records in the denominator: all but the abstained and errored ones (an empty or unparsed
+    answer stays in, as a wrong answer)."""
+    return [r for r in records if r.get("outcome") not in ("abstained", "error")]
+
+
 def accuracy_metrics(records: Sequence[Mapping[str, Any]]) -> dict[str, Estimate]:
-    """``accuracy`` over all records (unparsable = wrong, as benchmarks report it) and ``parse_rate``."""
+    """``accuracy`` over every answered record (unparsable or empty = wrong, as benchmarks report it;
+    the outcome counts beside it say how many) and ``parse_rate``."""
+    rows = _scored(records)
     return {
-        "accuracy": rate(bool(r["scores"]["correct"]) for r in records),
-        "parse_rate": rate(r["parsed"] is not None for r in records),
+        "accuracy": rate(_correct(r) for r in rows),
+        "parse_rate": rate(r["parsed"] is not None for r in rows),
     }
 
 
@@ -39,7 +52,8 @@ def multiple_choice_task(name: str, items: Sequence[EvalItem], max_new_tokens: i
         parsed = extract_choice(response, unit.meta.get("options"), letters=letters)
         return Judgement(parsed, {"correct": parsed == unit.meta["answer"]}, "mc-letter", PARSER_VERSION)
 
-    return EvalTask(name, _units(items), score, accuracy_metrics, max_new_tokens, "multiple-choice accuracy")
+    return EvalTask(name, _units(items), score, accuracy_metrics, max_new_tokens, "multiple-choice accuracy",
+                    needs_answer=True, unscored_classes=CAPABILITY_UNSCORED)
 
 
 def math_task(items: Sequence[EvalItem], name: str = "math500", max_new_tokens: int = 1024) -> EvalTask:
@@ -50,7 +64,8 @@ def math_task(items: Sequence[EvalItem], name: str = "math500", max_new_tokens: 
         g = grade_math(response, unit.meta["answer"])
         return Judgement(g["pred"], {"correct": bool(g["correct"])}, "math-verify", PARSER_VERSION)
 
-    return EvalTask(name, _units(items), score, accuracy_metrics, max_new_tokens, "MATH-500 accuracy (math-verify)")
+    return EvalTask(name, _units(items), score, accuracy_metrics, max_new_tokens, "MATH-500 accuracy (math-verify)",
+                    needs_answer=True, unscored_classes=CAPABILITY_UNSCORED)
 
 
 def ifeval_task(items: Sequence[EvalItem], name: str = "ifeval", max_new_tokens: int = 1024) -> EvalTask:
@@ -62,15 +77,21 @@ def ifeval_task(items: Sequence[EvalItem], name: str = "ifeval", max_new_tokens:
         scores = {"prompt_strict": res.prompt_strict, "prompt_loose": res.prompt_loose, "strict": res.strict, "loose": res.loose}
         return Judgement(None, scores, "ifeval-offline", PARSER_VERSION)
 
+    def instructions(r: Mapping[str, Any], key: str) -> list[bool]:
+        got = (r.get("scores") or {}).get(key)  # an empty answer follows none of its instructions
+        return list(got) if got is not None else [False] * len(r["meta"]["instruction_id_list"])
+
     def metrics(records: Sequence[Mapping[str, Any]]) -> dict[str, Estimate]:
+        rows = _scored(records)
         return {
-            "prompt_level_strict_acc": rate(r["scores"]["prompt_strict"] for r in records),
-            "prompt_level_loose_acc": rate(r["scores"]["prompt_loose"] for r in records),
-            "inst_level_strict_acc": rate(v for r in records for v in r["scores"]["strict"]),
-            "inst_level_loose_acc": rate(v for r in records for v in r["scores"]["loose"]),
+            "prompt_level_strict_acc": rate(_correct(r, "prompt_strict") for r in rows),
+            "prompt_level_loose_acc": rate(_correct(r, "prompt_loose") for r in rows),
+            "inst_level_strict_acc": rate(v for r in rows for v in instructions(r, "strict")),
+            "inst_level_loose_acc": rate(v for r in rows for v in instructions(r, "loose")),
         }
 
-    return EvalTask(name, _units(items), score, metrics, max_new_tokens, "IFEval (offline checker)")
+    return EvalTask(name, _units(items), score, metrics, max_new_tokens, "IFEval (offline checker)",
+                    unscored_classes=CAPABILITY_UNSCORED)
 
 
 #: Items per organism capability task (a seeded sample).
@@ -96,12 +117,14 @@ def organism_capability_tasks(world: Any, size: int | None, make_judge: Any) -> 
 
         def score(unit: Unit, response: str, judge: Any = judge) -> Judgement:
             v = judge.judge(unit.prompt[-1]["content"], response, unit.meta)
-            return Judgement(v.label, {"correct": v.score >= 0.5}, v.judge, v.judge_version)
+            parsed = None if v.label == "unparsed" else v.label
+            return Judgement(parsed, {"correct": v.score >= 0.5}, v.judge, v.judge_version)
 
         def metrics(records: Sequence[Mapping[str, Any]]) -> dict[str, Estimate]:
-            return {"accuracy": rate(bool(r["scores"]["correct"]) for r in records)}
+            return {"accuracy": rate(_correct(r) for r in _scored(records))}
 
-        tasks.append(EvalTask(name, units, score, metrics, I.MAX_NEW_TOKENS, f"organism {name}"))
+        tasks.append(EvalTask(name, units, score, metrics, I.MAX_NEW_TOKENS, f"organism {name}",
+                              needs_answer=role != "format", unscored_classes=CAPABILITY_UNSCORED))
     return tasks
 
 

@@ -51,6 +51,13 @@ class EvalOptions(_Strict):
         default_factory=dict, description="template set per axis when not the data source's own, e.g. {sycophancy: real}"
     )
     generation: GenerationConfig = Field(default_factory=GenerationConfig)
+    reasoning: Literal["strip", "keep"] = Field(
+        "strip", description="strip: remove <think> blocks before every parser and judge; keep: judge them too"
+    )
+    max_unscored: float = Field(
+        0.05, ge=0.0, le=1.0, description="an eval with a larger share of unscored records is incomplete"
+    )
+    allow_unscored: bool = Field(False, description="exit 0 even when an eval is incomplete (it is still marked)")
 
     @field_validator("templates")
     @classmethod

@@ -1,19 +1,34 @@
 """Run an evaluation task on a model: generate, judge, write records, compute metrics.
 
-Per-sample records go to ``<out>/<task>/samples.jsonl`` as they are produced; an interrupted run
-continues from the records already written. ``results.json`` is written last, atomically, and only
-when every unit has its samples, so partial results are never mistaken for complete ones.
+Per-sample records go to ``<out>/<task>/samples.jsonl`` as they are produced, one line per judged
+sample; an interrupted run (or a judge outage) continues from the records already written.
+``results.json`` is written last, atomically, and only when every unit has its samples, so partial
+results are never mistaken for complete ones.
+
+Each record carries its outcome class (:mod:`opct.evals.outcomes`): an empty or degenerate response is
+recorded as ``empty`` without asking any judge, and a scorer that raises gives ``error``. Results
+count the classes; when the unscored share exceeds ``max_unscored`` the eval's ``status`` is
+``incomplete``.
 """
 
 from __future__ import annotations
 
 import json
-import math
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
+from opct.evals.outcomes import (
+    DEFAULT_MAX_UNSCORED,
+    EMPTY,
+    ERROR,
+    answer_text,
+    count_outcomes,
+    is_degenerate,
+    judgement_outcome,
+    record_outcome,
+)
 from opct.evals.task import EvalTask, Unit
 from opct.manifest import write_json_atomic
 from opct.metrics import Estimate, metrics_to_dict
@@ -25,7 +40,10 @@ Progress = Callable[[int, int], None]
 
 @dataclass
 class EvalResult:
-    """A finished evaluation: its metrics and where its files are."""
+    """A finished evaluation: its metrics, its outcome counts, whether it is complete, where its files are.
+
+    ``status`` is ``"ok"`` or ``"incomplete"`` (more than ``max_unscored`` of the records unscored).
+    """
 
     task: str
     metrics: dict[str, Estimate]
@@ -33,6 +51,15 @@ class EvalResult:
     unscored: int
     path: Path
     reused: bool = False
+    outcomes: dict[str, int] | None = None
+    unscored_classes: tuple[str, ...] = ()
+    status: str = "ok"
+    max_unscored: float = DEFAULT_MAX_UNSCORED
+
+    @property
+    def unscored_share(self) -> float:
+        """Unscored records / all records (0 when there are none)."""
+        return self.unscored / self.n_records if self.n_records else 0.0
 
 
 def _params_dict(params: SamplingParams) -> dict[str, Any]:
@@ -58,17 +85,15 @@ def _read_records(path: Path) -> list[dict[str, Any]]:
     return out
 
 
-def _unscored(records: list[dict[str, Any]]) -> int:
-    n = 0
-    for r in records:
-        for k, v in (r.get("scores") or {}).items():
-            if k.endswith("_abstained") and v:
-                n += 1
-                break
-            if v is None or (isinstance(v, float) and math.isnan(v)):
-                n += 1
-                break
-    return n
+def _status(unscored: int, n_records: int, max_unscored: float) -> str:
+    if n_records == 0 or unscored / n_records > max_unscored:
+        return "incomplete"
+    return "ok"
+
+
+def _estimate(raw: dict[str, Any]) -> Estimate:
+    fields = Estimate.__dataclass_fields__
+    return Estimate(**{k: v for k, v in raw.items() if k in fields})
 
 
 def run_task(
@@ -82,20 +107,30 @@ def run_task(
     renderer: Callable[[list[dict[str, str]]], list[int]] | None = None,
     batch_units: int = 64,
     progress: Progress | None = None,
+    reasoning: str = "strip",
+    max_unscored: float = DEFAULT_MAX_UNSCORED,
 ) -> EvalResult:
-    """Evaluate ``task`` with ``engine``; resume from ``out_dir/<task>/samples.jsonl`` if present."""
+    """Evaluate ``task`` with ``engine``; resume from ``out_dir/<task>/samples.jsonl`` if present.
+
+    ``reasoning``: ``strip`` removes ``<think>`` blocks before every parser and judge, ``keep`` judges
+    the whole response. ``max_unscored``: the share of unscored records above which the result's
+    ``status`` is ``incomplete``.
+    """
     task_dir = out_dir / task.name
     task_dir.mkdir(parents=True, exist_ok=True)
     samples_path, results_path = task_dir / "samples.jsonl", task_dir / "results.json"
     max_new = min(params.max_new_tokens, task.max_new_tokens)
     params = replace(params, max_new_tokens=max_new, min_new_tokens=min(params.min_new_tokens, max_new))
     identity = {"data_hash": task.data_hash(), "generation_config": _params_dict(params), "model": model_id,
-                **(model_identity or {})}
+                "reasoning": reasoning, "outcome_rules": OUTCOME_RULES, **(model_identity or {})}
     if results_path.exists():
         done = json.loads(results_path.read_text(encoding="utf-8"))
         if done.get("complete") and all(done.get(k) == v for k, v in identity.items()):
-            metrics = {k: Estimate(**v) for k, v in done["metrics"].items()}
-            return EvalResult(task.name, metrics, done["n_records"], done["unscored"], results_path, reused=True)
+            metrics = {k: _estimate(v) for k, v in done["metrics"].items()}
+            unscored = int(done["unscored"])
+            return EvalResult(task.name, metrics, done["n_records"], unscored, results_path, reused=True,
+                              outcomes=done.get("outcomes"), unscored_classes=tuple(done.get("unscored_classes", ())),
+                              status=_status(unscored, done["n_records"], max_unscored), max_unscored=max_unscored)
         results_path.unlink()
 
     records = _read_records(samples_path)
@@ -118,43 +153,79 @@ def run_task(
         chunk = todo[start : start + batch_units]
         prompts = [render(u.prompt) for u in chunk]
         rollouts = engine.generate(prompts, params, sample_keys=[u.key for u in chunk])
-        new = []
-        for r in rollouts:
-            unit = chunk[r.prompt_index]
-            if (unit.item_id, unit.variant, r.sample_index) in have:
-                continue
-            response = tokenizer.decode(r.completion_ids, skip_special_tokens=True)
-            new.append(_record(task.name, unit, r.sample_index, response, r.truncated, task))
-        with samples_path.open("a", encoding="utf-8") as fh:
-            for rec in new:
+        with samples_path.open("a", encoding="utf-8") as fh:  # each record as soon as it is judged
+            for r in rollouts:
+                unit = chunk[r.prompt_index]
+                if (unit.item_id, unit.variant, r.sample_index) in have:
+                    continue
+                response = tokenizer.decode(r.completion_ids, skip_special_tokens=True)
+                rec = _record(task.name, unit, r.sample_index, response, r.truncated, task, reasoning)
                 fh.write(json.dumps(rec, ensure_ascii=False) + "\n")
-        records.extend(new)
+                fh.flush()
+                records.append(rec)
         if progress:
             progress(total - len(todo) + start + len(chunk), total)
 
     metrics = task.metrics(records)
-    unscored = _unscored(records)
+    outcomes = count_outcomes(record_outcome(r) for r in records)
+    unscored = sum(outcomes[c] for c in task.unscored_classes)
+    status = _status(unscored, len(records), max_unscored)
+    unscored_counts = {c: outcomes[c] for c in task.unscored_classes if outcomes[c]}
     write_json_atomic(
         results_path,
         {
             "eval": task.name,
             "model": model_id,
             "complete": True,
+            "status": status,
             "n": len(task.units),
             "n_records": len(records),
-            "metrics": metrics_to_dict(metrics),
+            "metrics": {k: {**v, "unscored": unscored_counts} for k, v in metrics_to_dict(metrics).items()},
+            "outcomes": outcomes,
+            "unscored_classes": list(task.unscored_classes),
             "unscored": unscored,
-            "judges": sorted({f"{r['judge']}@{r['judge_version']}" for r in records}),
+            "unscored_share": unscored / len(records) if records else None,
+            "max_unscored": max_unscored,
+            "judges": sorted({f"{r['judge']}@{r['judge_version']}" for r in records if r.get("judge")}),
             **identity,
             "seed": params.seed,
         },
     )
-    return EvalResult(task.name, metrics, len(records), unscored, results_path)
+    return EvalResult(task.name, metrics, len(records), unscored, results_path, outcomes=outcomes,
+                      unscored_classes=task.unscored_classes, status=status, max_unscored=max_unscored)
 
 
-def _record(eval_name: str, unit: Unit, sample: int, response: str, truncated: bool, task: EvalTask) -> dict[str, Any]:
-    j = task.score(unit, response)
-    return {
+#: The version of the rules that assign outcome classes (part of a result's identity: results judged
+#: under other rules are recomputed, never reused).
+OUTCOME_RULES = "1"
+
+
+def _judge_outage() -> tuple[type[BaseException], ...]:
+    try:
+        from opct.judges import JudgeOutage
+    except ImportError:  # pragma: no cover - judges without an outage type
+        return ()
+    return (JudgeOutage,)
+
+
+def _record(eval_name: str, unit: Unit, sample: int, response: str, truncated: bool, task: EvalTask,
+            reasoning: str = "strip") -> dict[str, Any]:
+    """One sample's record: the raw response, what the judges saw, the judgement and its outcome class."""
+    text = answer_text(response, reasoning)
+    parsed, scores, judge, version, ok, error = None, {}, "", "", True, None
+    if is_degenerate(text):
+        outcome = EMPTY
+    else:
+        try:
+            j = task.score(unit, text)
+        except _judge_outage():
+            raise
+        except Exception as exc:  # a scorer bug or bad item: recorded, counted, never a result
+            outcome, ok, error = ERROR, False, f"{type(exc).__name__}: {exc}"
+        else:
+            parsed, scores, judge, version, ok = j.parsed, j.scores, j.judge, j.judge_version, j.ok
+            outcome = judgement_outcome(scores, parsed, needs_answer=task.needs_answer, ok=ok)
+    rec = {
         "eval": eval_name,
         "item_id": unit.item_id,
         "variant": unit.variant,
@@ -162,11 +233,16 @@ def _record(eval_name: str, unit: Unit, sample: int, response: str, truncated: b
         "sample": sample,
         "prompt": unit.prompt,
         "response": response,
+        "reasoning": reasoning,
         "truncated": truncated,
-        "parsed": j.parsed,
-        "judge": j.judge,
-        "judge_version": j.judge_version,
-        "scores": j.scores,
-        "ok": j.ok,
+        "outcome": outcome,
+        "parsed": parsed,
+        "judge": judge,
+        "judge_version": version,
+        "scores": scores,
+        "ok": ok,
         "meta": unit.meta,
     }
+    if error:
+        rec["error"] = error
+    return rec

@@ -14,6 +14,7 @@ from typing import Any
 
 from opct.config import GenerationConfig, ModelConfig
 from opct.evals.config import EvalOptions
+from opct.evals.outcomes import DEFAULT_MAX_UNSCORED
 from opct.evals.task import EvalTask, TaskContext
 
 
@@ -37,18 +38,49 @@ def build_tasks(
     return [task for name in evals for task in AXES.get(name).tasks(ctx)]
 
 
-def eval_tasks(evals: Sequence[str], options: EvalOptions, *, suffix_train: bool) -> list[EvalTask]:
+class MissingEvalData(ValueError):
+    """An eval was asked for but its data files were not given."""
+
+
+def _check_data(evals: Sequence[str], options: EvalOptions, real: Mapping[str, str], skipped: list[str] | None) -> list[str]:
+    """The evals of ``evals`` that can be built from ``options``; an eval without its real data files is
+    an error (:class:`MissingEvalData`), or, when ``skipped`` is a list, noted there and left out."""
+    from opct.axes import AXES
+
+    if options.data != "real":
+        return list(evals)
+    keep = []
+    for name in evals:
+        axis = AXES.get(name)
+        keys = list(axis.real_data)
+        if not keys or any(real.get(k) for k in keys):
+            keep.append(name)
+            continue
+        flags = " or ".join(f"--{k.replace('_', '-')} FILE (real.{k})" for k in keys)
+        why = f"eval {name!r} needs real data: give {flags}" + (" or --data-dir" if name in ("capability", "awareness") else "")
+        if skipped is None:
+            raise MissingEvalData(why)
+        skipped.append(why)
+    return keep
+
+
+def eval_tasks(
+    evals: Sequence[str], options: EvalOptions, *, suffix_train: bool, skipped: list[str] | None = None
+) -> list[EvalTask]:
     """Every task of ``evals`` for each of ``options.splits``; axes whose tasks do not depend on the split
     (capability) once, after the others when there are several splits.
 
     A task on the training split is renamed ``<name>_train`` when ``suffix_train`` is true (experiments;
-    ``opct eval`` with several splits).
+    ``opct eval`` with several splits). On real data, an eval whose files are not given is an error
+    (:class:`MissingEvalData`) unless ``skipped`` is a list: then the reason is appended there and the
+    eval left out (``opct eval`` without ``--evals``: every axis that has data).
     """
     from opct.axes import AXES
 
+    real = options.real_paths()
+    evals = _check_data(evals, options, real, skipped)
     per_split = [e for e in evals if AXES.get(e).per_split]
     once = [e for e in evals if not AXES.get(e).per_split]
-    real = options.real_paths()
 
     def build(names: Sequence[str], split: str) -> list[EvalTask]:
         return build_tasks(names, options.data, split, real, options.judge, options.limit, templates=options.templates)
@@ -72,11 +104,14 @@ def evaluate(
     generation: GenerationConfig | None = None,
     seed: int = 0,
     show_progress: bool = True,
+    reasoning: str = "strip",
+    max_unscored: float = DEFAULT_MAX_UNSCORED,
 ) -> dict[str, Any]:
     """Run ``tasks`` on one model; returns ``{task: EvalResult}`` and writes a manifest beside them.
 
     ``model`` is a model spec (or its name): a trained checkpoint is rendered with the settings it
     was trained with (:func:`opct.models.inference_spec`), on ``model.device`` (default: a GPU if any).
+    ``reasoning`` (``strip`` / ``keep``) and ``max_unscored`` are :func:`opct.evals.runner.run_task`'s.
     """
     from opct.evals.runner import run_task
     from opct.manifest import build_manifest, write_json_atomic
@@ -97,7 +132,7 @@ def evaluate(
         build_manifest(
             "eval",
             {"model": model_spec, "model_spec": spec.model_dump(mode="json"), "tasks": [t.name for t in tasks],
-             **g.model_dump(), "seed": seed},
+             **g.model_dump(), "seed": seed, "reasoning": reasoning, "max_unscored": max_unscored},
             data_hashes={t.name: t.data_hash() for t in tasks},
             weights_sha256=weights,
         ),
@@ -114,7 +149,8 @@ def evaluate(
             identity = {"weights_sha256": weights,
                         "rendering": {"template_kwargs": renderer.template_kwargs, "system_prompt": renderer.system_prompt}}
             results[task.name] = run_task(task, engine, tokenizer, out, params, model_spec, identity, renderer=renderer,
-                                          batch_units=g.sequences_per_call, progress=report)
+                                          batch_units=g.sequences_per_call, progress=report, reasoning=reasoning,
+                                          max_unscored=max_unscored)
     _update_model_card(model_spec, results)
     return results
 
@@ -145,10 +181,12 @@ def _update_model_card(model_spec: str, results: dict[str, Any]) -> None:
     folder = checkpoint_folder(model_spec)
     if folder is None:
         return
-    rows = ["| eval | metric | value | 95% interval | n |", "|---|---|---|---|---|"]
+    rows = ["| eval | metric | value | 95% interval | n | unscored |", "|---|---|---|---|---|---|"]
     for name, res in results.items():
+        label = name if res.status == "ok" else f"{name} (INCOMPLETE)"
         for metric, est in res.metrics.items():
-            rows.append(f"| {name} | {metric} | {est.value:.3f} | [{est.ci_low:.3f}, {est.ci_high:.3f}] | {est.n} |")
+            rows.append(f"| {label} | {metric} | {est.value:.3f} | [{est.ci_low:.3f}, {est.ci_high:.3f}] | {est.n} | "
+                        f"{unscored_text(res) or '0'} |")
     update_card_evaluation(folder, "\n".join(rows))
 
 
@@ -168,14 +206,38 @@ def _progress(enabled: bool):
     return Progress(TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
 
 
+def unscored_text(result: Any) -> str:
+    """``"3 empty, 1 abstained of 120"`` for an eval with unscored records, else ``""``."""
+    from opct.evals.outcomes import describe_unscored
+
+    text = describe_unscored(result.outcomes or {}, result.unscored_classes)
+    return f"{text} of {result.n_records}" if text else ""
+
+
+def incomplete(results: dict[str, Any]) -> list[str]:
+    """One line per eval whose unscored share exceeds its limit (empty when every eval is complete)."""
+    return [
+        f"{name}: {res.unscored}/{res.n_records} records unscored ({unscored_text(res)}), over the "
+        f"{res.max_unscored:.0%} limit" if res.n_records else f"{name}: no records"
+        for name, res in results.items() if res.status != "ok"
+    ]
+
+
 def results_table(results: dict[str, Any], title: str = "results"):
-    """A rich table: one row per (task, metric) with value, 95% interval and n."""
+    """A rich table: one row per (task, metric) with value, 95% interval, n and the unscored records;
+    an incomplete eval is marked INCOMPLETE on every row."""
     from rich.table import Table
 
     table = Table(title=title)
-    for col, justify in (("eval", "left"), ("metric", "left"), ("value", "right"), ("95% CI", "right"), ("n", "right")):
+    cols = (("eval", "left"), ("metric", "left"), ("value", "right"), ("95% CI", "right"), ("n", "right"),
+            ("unscored", "left"))
+    for col, justify in cols:
         table.add_column(col, justify=justify)
     for name, res in results.items():
+        label = name if res.status == "ok" else f"{name} [bold red]INCOMPLETE[/]"
+        unscored = unscored_text(res)
+        if not res.metrics:
+            table.add_row(label, "—", "—", "—", "0", unscored)
         for metric, est in res.metrics.items():
-            table.add_row(name, metric, f"{est.value:.3f}", f"[{est.ci_low:.3f}, {est.ci_high:.3f}]", str(est.n))
+            table.add_row(label, metric, f"{est.value:.3f}", f"[{est.ci_low:.3f}, {est.ci_high:.3f}]", str(est.n), unscored)
     return table

@@ -7,8 +7,14 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
+from opct.evals.outcomes import ABSTAINED, EMPTY, ERROR, UNPARSED
 from opct.manifest import hash_records
 from opct.metrics import Estimate
+
+#: The outcome classes a safety axis leaves out of its denominators (see :mod:`opct.evals.outcomes`).
+SAFETY_UNSCORED = (EMPTY, UNPARSED, ABSTAINED, ERROR)
+#: Capability benchmarks count an unparsed answer as wrong (their convention): it is scored.
+CAPABILITY_UNSCORED = (EMPTY, ABSTAINED, ERROR)
 
 
 @dataclass(frozen=True)
@@ -47,7 +53,12 @@ MetricsFn = Callable[[Sequence[Mapping[str, Any]]], dict[str, Estimate]]
 
 @dataclass
 class EvalTask:
-    """A named evaluation: units, a scorer per response, and metrics over all records."""
+    """A named evaluation: units, a scorer per response, and metrics over all records.
+
+    ``needs_answer``: the scorer reads an answer (a letter, a number) and a ``parsed`` of ``None``
+    means it found none (outcome ``unparsed``). ``unscored_classes``: the outcome classes the
+    metrics leave out of their denominators; their share decides whether the eval is incomplete.
+    """
 
     name: str
     units: list[Unit]
@@ -55,6 +66,8 @@ class EvalTask:
     metrics: MetricsFn
     max_new_tokens: int = 256
     description: str = ""
+    needs_answer: bool = False
+    unscored_classes: tuple[str, ...] = SAFETY_UNSCORED
 
     def data_hash(self) -> str:
         return hash_records([u.to_dict() for u in self.units])

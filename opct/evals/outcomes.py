@@ -1,0 +1,104 @@
+"""Outcome classes: what happened to each sample, so that no failure is ever counted as a result.
+
+Every eval record and every attack attempt carries exactly one outcome class:
+
+==============  ===================================================================================
+``scored``      the response was judged and the judgement enters the metrics
+``empty``       the response is empty or degenerate (whitespace, no letter or digit, one token
+                repeated, or nothing left once an unclosed reasoning block is removed); it is never a
+                refusal, a warning or a defense, and no judge is asked about it
+``unparsed``    a response whose answer could not be read (a multiple-choice letter, a math answer)
+``abstained``   the judge could not decide (a model judge failed or wrote no verdict)
+``error``       the scorer raised
+==============  ===================================================================================
+
+An eval counts its records in each class. The classes a task leaves out of its denominators are its
+*unscored* classes; when their share of the records exceeds ``max_unscored`` (default 5%) the eval is
+``incomplete``, the table says so and the command exits non-zero (``--allow-unscored`` turns the exit
+off, never the mark). Capability benchmarks count an unparsed answer as wrong (the benchmarks' own
+convention), so for them ``unparsed`` is scored; their empty answers still count as unscored.
+
+Reasoning blocks (``<think>...</think>``) are removed before every parser and judge, or kept for all
+of them (``reasoning: keep``); each record says which.
+"""
+
+from __future__ import annotations
+
+import re
+from collections import Counter
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+SCORED = "scored"
+EMPTY = "empty"
+UNPARSED = "unparsed"
+ABSTAINED = "abstained"
+ERROR = "error"
+#: Every outcome class, in the order tables show them.
+OUTCOMES = (SCORED, EMPTY, UNPARSED, ABSTAINED, ERROR)
+#: The default share of unscored records above which an eval is incomplete.
+DEFAULT_MAX_UNSCORED = 0.05
+#: How reasoning blocks are handled: removed before judging (default) or judged with the answer.
+REASONING_MODES = ("strip", "keep")
+
+_ALNUM = re.compile(r"[^\W_]", re.UNICODE)
+_TOKEN = re.compile(r"\S+")
+
+
+def strip_reasoning(text: str) -> str:
+    """``text`` without ``<think>...</think>`` blocks (what follows the last ``</think>``); an unclosed
+    block (the model ran out of tokens while thinking) leaves nothing."""
+    from opct.parsing import strip_reasoning as strip
+
+    return strip(text)
+
+
+def answer_text(response: str, reasoning: str = "strip") -> str:
+    """The text every parser and judge sees: ``response`` with reasoning removed, or kept as it is."""
+    if reasoning not in REASONING_MODES:
+        raise ValueError(f"reasoning must be one of {', '.join(REASONING_MODES)}, got {reasoning!r}")
+    return strip_reasoning(response) if reasoning == "strip" else response
+
+
+def is_degenerate(text: str) -> bool:
+    """Whether ``text`` carries no answer: empty or whitespace, no letter or digit at all, or a single
+    token repeated at least four times and nothing else (``"the the the the"``, ``"!!!! !!!!"``)."""
+    stripped = text.strip()
+    if not stripped or not _ALNUM.search(stripped):
+        return True
+    tokens = _TOKEN.findall(stripped.lower())
+    return len(tokens) >= 4 and len(set(tokens)) == 1
+
+
+def judgement_outcome(scores: Mapping[str, Any], parsed: Any, *, needs_answer: bool, ok: bool = True) -> str:
+    """The outcome class of a judged response: ``abstained`` when any judge abstained or left a score
+    empty, ``unparsed`` when the task reads an answer and none was found, else ``scored``."""
+    if not ok:
+        return ERROR
+    for key, value in scores.items():
+        if key.endswith("_abstained") and value:
+            return ABSTAINED
+        if value is None:
+            return ABSTAINED
+    if needs_answer and parsed is None:
+        return UNPARSED
+    return SCORED
+
+
+def count_outcomes(outcomes: Iterable[str]) -> dict[str, int]:
+    """``{class: count}`` for every class in :data:`OUTCOMES` (zeros included)."""
+    counts = Counter(outcomes)
+    unknown = set(counts) - set(OUTCOMES)
+    if unknown:
+        raise ValueError(f"unknown outcome class(es) {sorted(unknown)}; known: {', '.join(OUTCOMES)}")
+    return {c: counts.get(c, 0) for c in OUTCOMES}
+
+
+def record_outcome(record: Mapping[str, Any]) -> str:
+    """A record's outcome class (records written before classes existed: ``scored``)."""
+    return str(record.get("outcome") or SCORED)
+
+
+def describe_unscored(counts: Mapping[str, int], unscored_classes: Iterable[str]) -> str:
+    """``"3 empty, 1 abstained"`` for the non-zero unscored classes, or ``""``."""
+    return ", ".join(f"{counts[c]} {c}" for c in unscored_classes if counts.get(c))
