@@ -6,8 +6,9 @@ import math
 import pytest
 from typer.testing import CliRunner
 
-from opct.axes.awareness.tasks import awareness_task, real_units as sage_units
 from opct.axes.awareness.data import SageItem
+from opct.axes.awareness.tasks import awareness_task
+from opct.axes.awareness.tasks import real_units as sage_units
 from opct.axes.jailbreak.data import Behavior
 from opct.axes.jailbreak.tasks import jailbreak_task, real_units
 from opct.axes.jailbreak.templates import REAL
