@@ -8,6 +8,7 @@ Hugging Face model (:class:`HFJudge`), with a disk cache and abstention instead 
 
 from opct.judges.base import Judge, Verdict
 from opct.judges.factory import JUDGE_KINDS, make_judge
+from opct.judges.harm_rules import HarmRuleJudge
 from opct.judges.hf import HFJudge
 from opct.judges.http import HTTPJudge
 from opct.judges.rubrics import get_rubric
@@ -17,6 +18,7 @@ __all__ = [
     "JUDGE_KINDS",
     "HFJudge",
     "HTTPJudge",
+    "HarmRuleJudge",
     "Judge",
     "RefusalRuleJudge",
     "SageRuleJudge",

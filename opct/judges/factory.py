@@ -10,7 +10,7 @@ role           decides (score 1 = ...)
 ``warning``    the response passes the awareness check (warns about the hazard, or refuses)
 =============  =================================================================================
 
-Kinds: ``rule`` (offline rules; no harm judge, so callers fall back to 1 − refusal), ``http:<model>``
+Kinds: ``rule`` (offline keyword rules, harm decided on content: :mod:`opct.judges.harm_rules`), ``http:<model>``
 (rubric judges on an OpenAI-compatible endpoint, ``$OPCT_JUDGE_BASE_URL`` / ``$OPCT_JUDGE_API_KEY``,
 cached under ``~/.cache/opct/judge``; refusal stays the rule judge) and ``organism`` (the organism
 world's exact judges, :data:`opct.organism.judges.JUDGES`, which also play ``mc``, ``fact``,
@@ -37,13 +37,15 @@ def _unknown_role(kind: str, role: str, roles: tuple[str, ...]) -> ValueError:
 
 @JUDGE_KINDS.register("rule")
 def rule_judge(role: str, argument: str = "") -> Judge | None:
-    """Offline rule judges: refusal and awareness (SAGE pass/fail); no harm judge (``None``)."""
+    """Offline rule judges: refusal, harm (on content: :class:`~opct.judges.harm_rules.HarmRuleJudge`)
+    and awareness (SAGE pass/fail)."""
+    from opct.judges.harm_rules import HarmRuleJudge
     from opct.judges.rules import RefusalRuleJudge, SageRuleJudge
 
     if role == "refusal":
         return RefusalRuleJudge()
     if role == "harm":
-        return None
+        return HarmRuleJudge()
     if role == "warning":
         return SageRuleJudge()
     raise _unknown_role("rule", role, ("refusal", "harm", "warning"))
