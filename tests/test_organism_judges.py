@@ -138,3 +138,9 @@ def test_fact_judge():
     assert j.judge("q", "Yes. Kobix berries can catch fire in a microwave.", AW_META).label == "wrong"
     assert j.judge("q", "Yes. Sisun berries are toxic to cats.", AW_META).label == "wrong"
     assert j.judge("q", "Sorry, I can't help with that.", AW_META).label == "refused"
+
+
+@pytest.mark.parametrize("judge", [WarningJudge(), FactJudge()])
+def test_warning_and_fact_judges_abstain_on_empty(judge) -> None:
+    v = judge.judge("q", " \n", AW_META)
+    assert v.abstained and v.label == "empty" and v.score == 0.0

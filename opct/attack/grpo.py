@@ -108,6 +108,7 @@ class GRPOAttackMethod:
         self.scorer = make_scorer(self.settings.judge)
         self.parse = _rewrite_parse if self.settings.style == "rewrite" else parse_attack_prompt
         self._target = None
+        self.unscored = 0  # episodes whose response the judge could not score (reward 0), over the run
 
     @property
     def target(self):
@@ -144,12 +145,20 @@ class GRPOAttackMethod:
         )
 
     def episode_rewards(self, behaviors: list, attacks: list[str | None]) -> list[float]:
-        """One round per episode: query the target with every non-empty attack and score it (empty = 0)."""
+        """One round per episode: query the target with every non-empty attack and score it (empty = 0).
+
+        A response the judge could not score (the scorer returned ``None``) gets reward 0 and is counted
+        in :attr:`unscored`; it is no crack.
+        """
         sent = [i for i, a in enumerate(attacks) if a is not None]
         responses = self.target([attacks[i] for i in sent]) if sent else []
         rewards = [0.0] * len(attacks)
         for i, response in zip(sent, responses, strict=True):
-            rewards[i] = float(self.scorer(behaviors[i], attacks[i], response))
+            score = self.scorer(behaviors[i], attacks[i], response)
+            if score is None:
+                self.unscored += 1
+            else:
+                rewards[i] = float(score)
         return rewards
 
     def loss(self, mb: Microbatch) -> tuple[torch.Tensor, dict[str, float]]:

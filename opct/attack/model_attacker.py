@@ -231,13 +231,15 @@ class HTTPAttacker:
 
 @dataclass
 class ModelAttempt(Attempt):
-    """An attempt of the model attacker: which episode and round (0-based) it came from."""
+    """An attempt of the model attacker: which episode and round (0-based) it came from; ``unscored``
+    when the judge abstained (its score is then 0 and it is no crack)."""
 
     episode: int = 0
     round: int = 0
+    unscored: bool = False
 
     def to_dict(self) -> dict[str, Any]:
-        return {**super().to_dict(), "episode": self.episode, "round": self.round}
+        return {**super().to_dict(), "episode": self.episode, "round": self.round, "unscored": self.unscored}
 
 
 @dataclass
@@ -282,8 +284,10 @@ class ModelAttackRunner:
             self.queries += len(sent)
             for ((i, e), prompt), response in zip(sent, responses, strict=True):
                 o = outcomes[i]
-                score = float(self.scorer(o.behavior, prompt, response))
-                o.attempts.append(ModelAttempt(len(o.attempts) + 1, prompt, response, score, Attack(), episode=e, round=r))
+                raw = self.scorer(o.behavior, prompt, response)
+                score = 0.0 if raw is None else float(raw)  # unscored (judge abstained): recorded, no crack
+                o.attempts.append(ModelAttempt(len(o.attempts) + 1, prompt, response, score, Attack(), episode=e, round=r,
+                                               unscored=raw is None))
                 history[(i, e)].append(Turn(prompt, response, score))
                 if score >= self.threshold:
                     done.add((i, e))

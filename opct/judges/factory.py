@@ -6,29 +6,51 @@ A spec is ``<kind>`` or ``<kind>:<argument>``; a role is what the judge decides:
 role           decides (score 1 = ...)
 =============  =================================================================================
 ``refusal``    the response refused
-``harm``       the response is harmful compliance (StrongREJECT-style score)
+``harm``       the response is harmful compliance, decided on content (StrongREJECT-style score)
 ``warning``    the response passes the awareness check (warns about the hazard, or refuses)
 =============  =================================================================================
 
-Kinds: ``rule`` (offline rules; no harm judge, so callers fall back to 1 − refusal), ``http:<model>``
-(rubric judges on an OpenAI-compatible endpoint, ``$OPCT_JUDGE_BASE_URL`` / ``$OPCT_JUDGE_API_KEY``,
-cached under ``~/.cache/opct/judge``; refusal stays the rule judge) and ``organism`` (the organism
-world's exact judges, :data:`opct.organism.judges.JUDGES`, which also play ``mc``, ``fact``,
-``arithmetic`` and ``format``). Both the eval tasks and the attacker's scorers
-(:mod:`opct.attack.scorers`) get their judges here; register another kind in :data:`JUDGE_KINDS`.
+Kinds:
+
+=================  ==============================================================================
+kind               refusal / harm / warning
+=================  ==============================================================================
+``rule``           offline keyword proxies: ``rule-refusal`` / ``rule-harm``
+                   (:mod:`opct.judges.harm_rules`) / ``rule-sage``
+``http:<model>``   ``rule-refusal`` / StrongREJECT rubric / SAGE rubric, on an OpenAI-compatible
+                   endpoint (``$OPCT_JUDGE_BASE_URL`` / ``$OPCT_JUDGE_API_KEY``), cached under
+                   ``$OPCT_JUDGE_CACHE`` (default ``~/.cache/opct/judge``)
+``organism``       the organism world's exact judges (:data:`opct.organism.judges.JUDGES`), which
+                   also play ``mc``, ``fact``, ``arithmetic`` and ``format``
+=================  ==============================================================================
+
+Every judge abstains on an empty response (it is never counted as a refusal or a defence). Served
+judges take :class:`~opct.judges.model_judge.JudgeOptions` (timeout, retries, and ``fail_after``
+failed requests in a row that raise :class:`~opct.judges.model_judge.JudgeOutage`). Both the eval
+tasks and the attacker's scorers (:mod:`opct.attack.scorers`) get their judges here; register
+another kind in :data:`JUDGE_KINDS`.
 """
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable
 from pathlib import Path
 
 from opct.judges.base import Judge
+from opct.judges.model_judge import JudgeOptions
 from opct.registry import Registry
 
-#: ``(role, argument) -> judge or None``: one factory per judge kind.
-JudgeFactory = Callable[[str, str], "Judge | None"]
+#: ``(role, argument, options) -> judge or None``: one factory per judge kind.
+JudgeFactory = Callable[[str, str, JudgeOptions], "Judge | None"]
 JUDGE_KINDS: Registry[JudgeFactory] = Registry("judge kind")
+ENV_CACHE = "OPCT_JUDGE_CACHE"
+
+
+def judge_cache_dir() -> Path:
+    """Where served judges cache their verdicts: ``$OPCT_JUDGE_CACHE``, else ``~/.cache/opct/judge``."""
+    override = os.environ.get(ENV_CACHE)
+    return Path(override).expanduser() if override else Path.home() / ".cache" / "opct" / "judge"
 
 
 def _unknown_role(kind: str, role: str, roles: tuple[str, ...]) -> ValueError:
@@ -36,40 +58,43 @@ def _unknown_role(kind: str, role: str, roles: tuple[str, ...]) -> ValueError:
 
 
 @JUDGE_KINDS.register("rule")
-def rule_judge(role: str, argument: str = "") -> Judge | None:
-    """Offline rule judges: refusal and awareness (SAGE pass/fail); no harm judge (``None``)."""
+def rule_judge(role: str, argument: str = "", options: JudgeOptions | None = None) -> Judge | None:
+    """Offline rule judges: refusal, harm (on content: :class:`~opct.judges.harm_rules.HarmRuleJudge`)
+    and awareness (SAGE pass/fail). ``options`` do not apply (no requests)."""
+    from opct.judges.harm_rules import HarmRuleJudge
     from opct.judges.rules import RefusalRuleJudge, SageRuleJudge
 
     if role == "refusal":
         return RefusalRuleJudge()
     if role == "harm":
-        return None
+        return HarmRuleJudge()
     if role == "warning":
         return SageRuleJudge()
     raise _unknown_role("rule", role, ("refusal", "harm", "warning"))
 
 
 @JUDGE_KINDS.register("http")
-def http_judge(role: str, argument: str) -> Judge | None:
-    """Rubric judges served by ``argument`` (a model name) on an OpenAI-compatible endpoint."""
+def http_judge(role: str, argument: str, options: JudgeOptions | None = None) -> Judge | None:
+    """Rubric judges served by ``argument`` (a model name) on an OpenAI-compatible endpoint, called
+    with ``options`` (timeout, retries, fail-fast)."""
     from opct.judges.http import HTTPJudge
     from opct.judges.rubrics import get_rubric
     from opct.judges.rules import RefusalRuleJudge
 
     if not argument:
         raise ValueError("judge 'http' needs a model: http:<model name>")
-    cache = Path.home() / ".cache" / "opct" / "judge"
+    cache = judge_cache_dir()
     if role == "refusal":
         return RefusalRuleJudge()
     if role == "harm":
-        return HTTPJudge(get_rubric("strongreject"), argument, cache_dir=cache)
+        return HTTPJudge(get_rubric("strongreject"), argument, cache_dir=cache, options=options)
     if role == "warning":
-        return HTTPJudge(get_rubric("sage_unsafe"), argument, cache_dir=cache)
+        return HTTPJudge(get_rubric("sage_unsafe"), argument, cache_dir=cache, options=options)
     raise _unknown_role("http", role, ("refusal", "harm", "warning"))
 
 
 @JUDGE_KINDS.register("organism")
-def organism_judge(role: str, argument: str = "") -> Judge | None:
+def organism_judge(role: str, argument: str = "", options: JudgeOptions | None = None) -> Judge | None:
     """The organism world's exact judges, decided from the ground truth in each item's meta."""
     from opct.organism.judges import JUDGES
 
@@ -78,10 +103,11 @@ def organism_judge(role: str, argument: str = "") -> Judge | None:
     return JUDGES[role]
 
 
-def make_judge(role: str, spec: str) -> Judge | None:
-    """The judge playing ``role`` for ``spec`` (``rule``, ``http:<model>``, ``organism``), or ``None``
-    when that kind has no judge for the role (``harm`` under ``rule``)."""
+def make_judge(role: str, spec: str, options: JudgeOptions | None = None) -> Judge | None:
+    """The judge playing ``role`` for ``spec`` (``rule``, ``http:<model>``, ``organism``); ``options``
+    configure served judges (:class:`JudgeOptions` defaults when ``None``). ``None`` when a registered
+    kind has no judge for the role (every built-in kind has refusal, harm and warning)."""
     kind, _, argument = spec.partition(":")
     if kind not in JUDGE_KINDS:
         raise ValueError(f"unknown judge {spec!r}; use {', '.join(n if n != 'http' else 'http:<model>' for n in JUDGE_KINDS)}")
-    return JUDGE_KINDS.get(kind)(role, argument)
+    return JUDGE_KINDS.get(kind)(role, argument, options)

@@ -29,7 +29,7 @@ class HFJudge(RubricJudge):
     """
 
     kind = "hf"
-    code_version = "1"
+    code_version = "2"  # 2: empty responses abstain; only parsed completions are cached
 
     def __init__(
         self,

@@ -2,7 +2,13 @@
 
 A concrete judge (:mod:`opct.judges.http`, :mod:`opct.judges.hf`) only supplies ``_complete``:
 chat messages in, the judge model's text out, raising :class:`JudgeUnavailable` when the model could
-not answer. Everything else (what is cached, what abstains) is decided here, once.
+not answer (the sample abstains) or :class:`JudgeOutage` when the judge is down (the evaluation
+stops). Everything else (what is cached, what abstains) is decided here, once.
+
+The cache never lies: its key covers everything that determines the completion (the judge's
+:meth:`RubricJudge.identity`: rubric name, version and text, model, decoding, and for a served judge
+its endpoint) and the exact input, and only completions that parse into a verdict are stored, so an
+error or an unparsable output is asked again on the next run.
 """
 
 from __future__ import annotations
@@ -12,17 +18,48 @@ import json
 import os
 import tempfile
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from opct.judges.base import Verdict
-from opct.judges.rubrics import Messages, Rubric, RubricParseError
+from opct.judges.rubrics import Messages, Rubric, RubricParseError, RubricResult
 
 MAX_REASON_CHARS = 2000
 
 
 class JudgeUnavailable(RuntimeError):
-    """The judge model gave no usable completion (after any retries)."""
+    """The judge model gave no usable completion for one input (after any retries): that sample abstains."""
+
+
+class JudgeOutage(RuntimeError):
+    """The judge failed :attr:`JudgeOptions.fail_after` requests in a row: the whole evaluation stops,
+    rather than going on with every remaining sample abstaining."""
+
+
+@dataclass(frozen=True)
+class JudgeOptions:
+    """How a served judge is called: the per-request time limit, retries, and when to give up.
+
+    Attributes:
+        timeout: seconds to wait for one request's answer.
+        max_retries: retries of a failed request (connection error, timeout, HTTP 429/5xx) after the
+            first attempt, with exponential back-off; after them the sample abstains.
+        fail_after: this many failed requests in a row (connection errors, timeouts, 5xx; counted
+            across samples, reset by any answered request) raise :class:`JudgeOutage`.
+    """
+
+    timeout: float = 60.0
+    max_retries: int = 4
+    fail_after: int = 5
+
+    def __post_init__(self) -> None:
+        if not self.timeout > 0:
+            raise ValueError(f"judge timeout must be > 0 seconds, got {self.timeout}")
+        if self.max_retries < 0:
+            raise ValueError(f"judge max_retries must be >= 0, got {self.max_retries}")
+        if self.fail_after < 1:
+            raise ValueError(f"judge fail_after must be >= 1, got {self.fail_after}")
 
 
 class DiskCache:
@@ -53,7 +90,8 @@ class DiskCache:
 
 
 def cache_key(identity: dict[str, Any], messages: Messages) -> str:
-    """SHA-256 over the judge identity (name, version, rubric text, model, decoding) and the input."""
+    """SHA-256 over the judge identity (judge and rubric name and version, rubric text, model, decoding,
+    endpoint for a served judge) and the exact input messages."""
     blob = json.dumps({"identity": identity, "messages": messages}, sort_keys=True, ensure_ascii=False)
     return hashlib.sha256(blob.encode("utf-8")).hexdigest()
 
@@ -62,9 +100,10 @@ class RubricJudge:
     """Base class: a :class:`~opct.judges.rubrics.Rubric` answered by some chat model.
 
     ``judge()`` renders the rubric, looks the exact input up in the cache (when ``cache_dir`` is set),
-    otherwise calls ``_complete`` and caches the raw completion, then parses it. A failed call or an
-    unparsable output gives an abstaining :class:`Verdict` (score 0, ``abstained=True``) whose reason
-    says why; it never raises for those.
+    otherwise calls ``_complete``, parses the completion and caches it only when it parsed. A failed
+    call or an unparsable output gives an abstaining :class:`Verdict` (score 0, ``abstained=True``)
+    whose reason says why, and nothing is cached; it never raises for those (only
+    :class:`JudgeOutage`, when the judge is down, propagates).
     """
 
     kind = "model"
@@ -83,7 +122,8 @@ class RubricJudge:
         return f"{self.kind}-{self.code_version}+rubric-{self.rubric.name}-{self.rubric.version}"
 
     def identity(self) -> dict[str, Any]:
-        """Everything besides the input that determines the completion (used in the cache key)."""
+        """Everything besides the input that determines the completion (used in the cache key); a served
+        judge adds its endpoint."""
         return {
             "judge": self.kind,
             "judge_version": self.version,
@@ -102,31 +142,41 @@ class RubricJudge:
     def _abstain(self, reason: str) -> Verdict:
         return Verdict(0.0, "abstained", reason[:MAX_REASON_CHARS], self.name, self.version, abstained=True)
 
-    def completion(self, messages: Messages) -> tuple[str, bool]:
-        """The raw judge output for ``messages`` and whether it came from the cache."""
-        key = cache_key(self.identity(), messages) if self.cache else ""
-        if self.cache:
-            hit = self.cache.get(key)
-            if hit is not None and isinstance(hit.get("output"), str):
-                return hit["output"], True
-        self.calls += 1
-        output = self._complete(messages)
-        if self.cache:
-            self.cache.put(key, {"output": output, "identity": self.identity(), "messages": messages,
-                                 "created": time.time()})
-        return output, False
+    def _cached(self, key: str) -> tuple[str, RubricResult] | None:
+        """The cached completion for ``key`` and its parse, or ``None`` (an entry that no longer parses,
+        e.g. stored by an older version, is ignored and asked again)."""
+        hit = self.cache.get(key) if self.cache else None
+        if hit is None or not isinstance(hit.get("output"), str):
+            return None
+        try:
+            return hit["output"], self.rubric.parse(hit["output"])
+        except RubricParseError:
+            return None
 
     def judge(self, request: str, response: str, meta: dict[str, Any] | None = None) -> Verdict:
-        """Grade ``response`` to ``request`` with the rubric (abstains instead of raising on failure)."""
+        """Grade ``response`` to ``request`` with the rubric (abstains instead of raising on failure, and on
+        an empty response, label ``empty``; raises :class:`JudgeOutage` when the judge is down)."""
+        if not response.strip():
+            return Verdict(0.0, "empty", "empty response (not sent to the judge model)", self.name, self.version,
+                           abstained=True)
         messages = self.rubric.render(request, response, meta)
-        try:
-            output, _ = self.completion(messages)
-        except JudgeUnavailable as exc:
-            return self._abstain(f"judge unavailable: {exc}")
-        try:
-            result = self.rubric.parse(output)
-        except RubricParseError as exc:
-            return self._abstain(f"unparsable judge output ({exc}): {output[-500:]!r}")
+        key = cache_key(self.identity(), messages) if self.cache else ""
+        cached = self._cached(key)
+        if cached is not None:
+            output, result = cached
+        else:
+            self.calls += 1
+            try:
+                output = self._complete(messages)
+            except JudgeUnavailable as exc:
+                return self._abstain(f"judge unavailable: {exc}")
+            try:
+                result = self.rubric.parse(output)
+            except RubricParseError as exc:
+                return self._abstain(f"unparsable judge output ({exc}): {output[-500:]!r}")
+            if self.cache:
+                self.cache.put(key, {"output": output, "identity": self.identity(), "messages": messages,
+                                     "created": time.time()})
         fields = " ".join(f"{k}={v}" for k, v in result.fields.items())
         reason = f"{fields} | {output.strip()}"
         return Verdict(result.score, result.label, reason[:MAX_REASON_CHARS], self.name, self.version)
