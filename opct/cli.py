@@ -223,6 +223,7 @@ def _eval_overrides(flags: dict[str, object]) -> list[tuple[str, object]]:
     """``opct eval`` flags given on the command line, as ``(config key, value)`` overrides."""
     keys = {"model": "model.name_or_path", "out": "out", "data": "data", "data_dir": "data_dir", "judge": "judge",
             "reasoning": "reasoning", "max_unscored": "max_unscored", "allow_unscored": "allow_unscored",
+            "judge_timeout": "judge_timeout", "judge_retries": "judge_retries", "judge_fail_after": "judge_fail_after",
             "limit": "limit", "seed": "seed", "dtype": "model.dtype", "device": "model.device",
             "revision": "model.revision", "chat_template": "model.chat_template", "system_prompt": "model.system_prompt",
             "trust_remote_code": "model.trust_remote_code", "n": "generation.n", "temperature": "generation.temperature",
@@ -256,6 +257,10 @@ def eval_(
     wrappers: Annotated[str | None, typer.Option(help="Jailbreak wrapper templates (YAML/JSON/text with {request}).")] = None,
     benign: Annotated[str | None, typer.Option(help="Benign alarming-looking requests (over-refusal).")] = None,
     judge: Annotated[str | None, typer.Option(help="'rule' (default) or 'http:<model>' (OpenAI-compatible; OPCT_JUDGE_BASE_URL).")] = None,
+    judge_timeout: Annotated[float | None, typer.Option(help="Model judges: seconds per request (default 60).")] = None,
+    judge_retries: Annotated[int | None, typer.Option(help="Model judges: retries of a failed request (default 4).")] = None,
+    judge_fail_after: Annotated[int | None, typer.Option(
+        help="Model judges: stop after this many failed requests in a row (default 5); records written so far are kept.")] = None,
     reasoning: Annotated[str | None, typer.Option(help="strip (default): drop <think> blocks before parsing and judging; keep.")] = None,
     max_unscored: Annotated[float | None, typer.Option(help="Share of unscored records (empty, unparsed, judge abstained, error) "
                                                              "above which an eval is incomplete (default 0.05).")] = None,
@@ -284,7 +289,8 @@ def eval_(
 
     flags = {"model": model, "evals": evals, "split": split, "out": out, "data": data, "data_dir": data_dir,
              "mmlu": mmlu, "sycophancy_mc": sycophancy_mc, "behaviors": behaviors, "wrappers": wrappers, "benign": benign,
-             "judge": judge, "reasoning": reasoning, "max_unscored": max_unscored, "allow_unscored": allow_unscored,
+             "judge": judge, "judge_timeout": judge_timeout, "judge_retries": judge_retries,
+             "judge_fail_after": judge_fail_after, "reasoning": reasoning, "max_unscored": max_unscored, "allow_unscored": allow_unscored,
              "limit": limit, "n": n, "temperature": temperature, "max_new_tokens": max_new_tokens,
              "seed": seed, "sequences_per_call": sequences_per_call, "dtype": dtype, "device": device,
              "revision": revision, "chat_template": chat_template, "system_prompt": system_prompt,
@@ -302,6 +308,7 @@ def eval_(
     for why in skipped or []:
         err_console.print(f"[yellow]skipped:[/] {why}", highlight=False, soft_wrap=True)
     from opct.evals.suite import EvalOutputError
+    from opct.judges import JudgeOutage
     from opct.models import ChatTemplateError, CheckpointError
 
     try:
@@ -309,6 +316,8 @@ def eval_(
                            max_unscored=cfg.max_unscored)
     except (ChatTemplateError, CheckpointError, EvalOutputError) as err:
         _fail(str(err))
+    except JudgeOutage as err:
+        _fail(f"{err}\nThe records judged so far are kept in {cfg.out}; rerun the same command to continue.", code=1)
     console.print(results_table(results, title=f"{cfg.model.name_or_path} ({', '.join(cfg.splits)})"))
     console.print(f"records and results.json per eval in [bold]{cfg.out}[/]")
     bad = incomplete(results)

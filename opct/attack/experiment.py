@@ -7,19 +7,24 @@ from pathlib import Path
 from typing import Any
 
 
-def attack_models(cfg: Any, models: dict[str, Any], out_root: Path, log: Any = print, show_progress: bool = True) -> None:
+def attack_models(cfg: Any, models: dict[str, Any], out_root: Path, log: Any = print, show_progress: bool = True) -> list[str]:
     """Attack every model of the plan (``models``: key -> model spec); results under ``out_root/<key>/``.
 
     On the organism: its held-out behaviours with its exact harm judge. On real data: the behaviours
-    file of ``eval.real.behaviors`` (and ``wrappers`` if given) with the eval's judge.
+    file of ``eval.real.behaviors`` (and ``wrappers`` if given) with the eval's judge. Returns one line
+    per incomplete attack (more unscored behaviours than ``eval.max_unscored``).
     """
+    import json
+
     from opct.attack.run import organism_attack, real_attack
     from opct.attack.search import SearchConfig
 
     paths = cfg.eval.real_paths()
     a = cfg.attack
     config = SearchConfig(budget=a.budget, threshold=a.threshold, seed=a.seed, **a.search)
-    options = {"generation": a.generation, "static_baseline": a.static_baseline}
+    options = {"generation": a.generation, "static_baseline": a.static_baseline, "reasoning": cfg.eval.reasoning,
+               "max_unscored": cfg.eval.max_unscored}
+    unfinished = []
     for key, spec in models.items():
         log(f"[stage] attack {key}")
         with _progress(show_progress) as progress:
@@ -28,10 +33,14 @@ def attack_models(cfg: Any, models: dict[str, Any], out_root: Path, log: Any = p
                 task = progress.add_task(f"attack {key} (rounds)", total=cfg.attack.budget)
                 report = lambda done, total, task=task: progress.update(task, completed=done)  # noqa: E731
             if cfg.eval.data == "organism":
-                organism_attack(spec, out_root / key, config=config, progress=report, **options)
+                path = organism_attack(spec, out_root / key, config=config, progress=report, **options)
             else:
-                real_attack(spec, paths["behaviors"], out_root / key, paths.get("wrappers"), cfg.eval.judge, config,
-                            limit=a.limit, progress=report, **options)
+                path = real_attack(spec, paths["behaviors"], out_root / key, paths.get("wrappers"), cfg.eval.judge, config,
+                                   limit=a.limit, progress=report, **options)
+        res = json.loads(path.read_text(encoding="utf-8"))
+        if res.get("status") == "incomplete":
+            unfinished.append(f"attack/{key}: {res['outcomes']['behaviors']['unscored']} of {res['n']} behaviours unscored")
+    return unfinished
 
 
 def _progress(enabled: bool):

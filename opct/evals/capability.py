@@ -208,13 +208,20 @@ class CapabilityAxis(Axis):
         return real_capability_tasks(ctx.real, ctx.limit)
 
     def report_columns(self, exp: Any) -> list[Any]:
+        from opct.report.paired import record_values
         from opct.report.table import eval_column
 
         cols = []
         for name in capability_evals(exp):
             metric = capability_metric_key(name)
             title = f"{capability_title(name)} {'strict prompt acc.' if metric != 'accuracy' else 'accuracy'}"
-            cols.append(eval_column(f"cap:{name}", title, metric, eval_name=name))
+            key = "prompt_strict" if metric != "accuracy" else "correct"
+
+            def correct(r: Mapping[str, Any], key: str = key) -> float | None:
+                return None if r.get("outcome") in ("abstained", "error") else float(_correct(r, key))
+
+            paired = record_values(name, correct, lambda r: str(r["item_id"]))
+            cols.append(eval_column(f"cap:{name}", title, metric, eval_name=name, paired=paired))
         return cols
 
     def report_figures(self, exp: Any) -> list[FigureSpec]:

@@ -27,6 +27,7 @@ def build_tasks(
     limit: int | None = None,
     world_seed: int | None = None,
     templates: Mapping[str, str] | None = None,
+    judge_options: Any = None,
 ) -> list[EvalTask]:
     """Tasks of the axes ``evals`` (registered names) on ``split`` from ``source`` (``organism`` or ``real``);
     ``templates`` names another template set for an axis (see :class:`~opct.evals.task.TaskContext`)."""
@@ -34,7 +35,7 @@ def build_tasks(
 
     if source not in ("organism", "real"):
         raise ValueError(f"unknown data source {source!r}; use 'organism' or 'real'")
-    ctx = TaskContext(split, source, limit, dict(real or {}), judge, world_seed, dict(templates or {}))
+    ctx = TaskContext(split, source, limit, dict(real or {}), judge, world_seed, dict(templates or {}), judge_options)
     return [task for name in evals for task in AXES.get(name).tasks(ctx)]
 
 
@@ -83,7 +84,8 @@ def eval_tasks(
     once = [e for e in evals if not AXES.get(e).per_split]
 
     def build(names: Sequence[str], split: str) -> list[EvalTask]:
-        return build_tasks(names, options.data, split, real, options.judge, options.limit, templates=options.templates)
+        return build_tasks(names, options.data, split, real, options.judge, options.limit, templates=options.templates,
+                           judge_options=options.judge_options())
 
     if len(options.splits) == 1 and not suffix_train:
         return build(evals, options.splits[0])

@@ -100,6 +100,8 @@ class TaskContext:
     #: Template set per axis name, when not the data source's own (e.g. ``{"sycophancy": "real"}``:
     #: the real-model cues asked of the organism).
     templates: Mapping[str, str] = field(default_factory=dict)
+    #: Model judges' timeout, retries and fail-fast rule (:class:`opct.judges.JudgeOptions`; None: defaults).
+    judge_options: Any = None
 
     def template_set(self, axis: Any) -> Any:
         """The :class:`~opct.axes.base.TemplateSet` ``axis`` uses here (default: the one named after the source)."""
@@ -112,7 +114,7 @@ class TaskContext:
         """The judge playing ``role`` (``refusal``, ``harm``, ``warning``...) for this data source, or None."""
         from opct.judges import make_judge
 
-        return make_judge(role, "organism" if self.source == "organism" else self.judge)
+        return make_judge(role, "organism" if self.source == "organism" else self.judge, self.judge_options)
 
     def cap(self, n: int) -> int:
         """``n`` items, or fewer under ``limit``."""

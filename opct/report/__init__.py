@@ -37,15 +37,16 @@ def write_report(experiment_dir: Path) -> tuple[Path, Path]:
 
 def format_results_table(exp_dir: str | Path) -> str:
     """The paper-style results table of ``exp_dir`` as plain text, the paper's numbers below it."""
+    from opct.report.paired import paired_table
+
     exp = load_experiment(exp_dir)
     table = build_table(exp)
-    return "\n".join([
-        f"{exp.name} ({exp.model or 'model unknown'})",
-        render_text(table.headers, table.rows()),
-        "",
-        render_text(PAPER_HEADERS, PAPER_ROWS),
-        scale_note(exp),
-    ])
+    lines = [f"{exp.name} ({exp.model or 'model unknown'})", render_text(table.headers, table.rows()), ""]
+    pheaders, prows = paired_table(exp, table.columns)
+    if prows:
+        lines += ["Paired differences on the same units (95% paired cluster bootstrap; k units):",
+                  render_text(pheaders, prows), ""]
+    return "\n".join([*lines, render_text(PAPER_HEADERS, PAPER_ROWS), scale_note(exp)])
 
 
 def _write_atomic(path: Path, text: str) -> None:

@@ -30,6 +30,10 @@ class Metric:
     ci_low: float | None = None
     ci_high: float | None = None
     n: int | None = None
+    #: Records (or behaviours) left out of ``n`` by outcome class, e.g. ``{"empty": 3}``.
+    unscored: dict[str, int] = field(default_factory=dict)
+    #: The eval (or attack) it comes from has more unscored records than its limit allows.
+    incomplete: bool = False
 
     @property
     def has_interval(self) -> bool:
@@ -73,12 +77,23 @@ class Experiment:
 
     def metric(self, method: str, eval_name: str, key: str) -> Metric | None:
         """The metric ``key`` of ``eval_name`` for ``method``, or None when absent or not a number."""
-        metrics = self.results.get(method, {}).get(eval_name, {}).get("metrics", {})
-        return parse_metric(metrics.get(key))
+        res = self.results.get(method, {}).get(eval_name, {})
+        return parse_metric(res.get("metrics", {}).get(key), incomplete=res.get("status") == "incomplete")
 
     def attack_metric(self, method: str, key: str) -> Metric | None:
-        """The adaptive attacker's metric ``key`` against ``method``, or None."""
-        return parse_metric(self.attack.get(method, {}).get("metrics", {}).get(key))
+        """The adaptive attacker's metric ``key`` against ``method``, or None; its ``unscored`` are the
+        behaviours no attempt could be scored on."""
+        res = self.attack.get(method, {})
+        metric = parse_metric(res.get("metrics", {}).get(key), incomplete=res.get("status") == "incomplete")
+        unscored = res.get("outcomes", {}).get("behaviors", {}).get("unscored", 0)
+        if metric is not None and unscored:
+            metric = Metric(metric.value, metric.ci_low, metric.ci_high, metric.n, {"unscored": unscored}, metric.incomplete)
+        return metric
+
+    def records(self, method: str, eval_name: str) -> list[dict[str, Any]]:
+        """The per-sample records of ``eval_name`` for ``method`` (``samples.jsonl``; empty when absent)."""
+        path = self.root / "eval" / method / eval_name / "samples.jsonl"
+        return read_jsonl(path, self.warnings) if path.exists() else []
 
     def metric_keys(self, eval_name: str) -> list[str]:
         """All metric names of ``eval_name`` over methods, in first-seen order."""
@@ -98,8 +113,8 @@ def _finite(x: Any) -> float | None:
     return float(x) if math.isfinite(x) else None
 
 
-def parse_metric(raw: Any) -> Metric | None:
-    """A metric from a ``{value, ci_low, ci_high, n}`` record or a bare number; None when not finite."""
+def parse_metric(raw: Any, incomplete: bool = False) -> Metric | None:
+    """A metric from a ``{value, ci_low, ci_high, n, unscored}`` record or a bare number; None when not finite."""
     if isinstance(raw, dict):
         value = _finite(raw.get("value"))
         if value is None:
@@ -108,9 +123,11 @@ def parse_metric(raw: Any) -> Metric | None:
         if lo is None or hi is None:
             lo = hi = None
         n = raw.get("n")
-        return Metric(value, lo, hi, int(n) if isinstance(n, int | float) and not isinstance(n, bool) else None)
+        unscored = raw.get("unscored") if isinstance(raw.get("unscored"), dict) else {}
+        return Metric(value, lo, hi, int(n) if isinstance(n, int | float) and not isinstance(n, bool) else None,
+                      {str(k): int(v) for k, v in unscored.items() if v}, incomplete)
     value = _finite(raw)
-    return Metric(value) if value is not None else None
+    return Metric(value, incomplete=incomplete) if value is not None else None
 
 
 def _read_json(path: Path, warnings: list[str]) -> dict[str, Any]:
@@ -176,6 +193,8 @@ def load_experiment(root: str | Path) -> Experiment:
         path = method_dir / "results.json"
         if path.exists() and (data := _read_json(path, exp.warnings)):
             exp.attack[method_dir.name] = data
+            if data.get("status") == "incomplete":
+                exp.warnings.append(f"{path}: INCOMPLETE: {data.get('outcomes')}; its defense rate is not a measurement")
     return exp
 
 
@@ -183,5 +202,8 @@ def _check_results(path: Path, data: dict[str, Any], warnings: list[str]) -> Non
     if data.get("complete") is False:
         warnings.append(f"{path}: results are marked incomplete")
     unscored = data.get("unscored")
-    if isinstance(unscored, int) and unscored > 0:
+    if data.get("status") == "incomplete":
+        warnings.append(f"{path}: INCOMPLETE: {unscored} of {data.get('n_records')} record(s) unscored "
+                        f"({data.get('outcomes')}), over the {data.get('max_unscored')} limit; its numbers are not a measurement")
+    elif isinstance(unscored, int) and unscored > 0:
         warnings.append(f"{path}: {unscored} record(s) could not be scored")

@@ -15,6 +15,8 @@ from typing import Any
 
 from opct.report.figures import FigureFile
 from opct.report.load import Experiment, Metric
+from opct.report.paired import HOWTO as PAIRED_HOWTO
+from opct.report.paired import paired_table
 from opct.report.table import (
     MISSING,
     PAPER_HEADERS,
@@ -215,6 +217,10 @@ def render_html(exp: Experiment, table: ResultsTable, sections: Sequence[Section
         results_table_html(table), _tag("h3", "The paper's reported numbers, for reference"),
         simple_table_html(PAPER_HEADERS, PAPER_ROWS, "paper"), _tag("p", scale_note(exp), class_="note"), "</section>",
     ]
+    pheaders, prows = paired_table(exp, table.columns)
+    if prows:
+        parts += ['<section id="paired">', _tag("h2", "Paired differences between methods"), _tag("p", PAIRED_HOWTO, class_="howto"),
+                  simple_table_html(pheaders, prows), "</section>"]
     if attack_rows(exp):
         parts += ['<section id="attack">', _tag("h2", "Adaptive attacker"), _tag("p", ATTACK_HOWTO, class_="howto"),
                   simple_table_html(ATTACK_HEADERS, attack_rows(exp)), "</section>"]
@@ -250,6 +256,9 @@ def render_md(exp: Experiment, table: ResultsTable, sections: Sequence[Section],
         out += ["**Warnings**", "", *(f"- {w}" for w in exp.warnings), ""]
     out += ["## Results", "", HOW_TO_READ["results"], "", render_markdown(table.headers, table.rows()), "",
             "### The paper's reported numbers, for reference", "", render_markdown(PAPER_HEADERS, PAPER_ROWS), "", f"*{scale_note(exp)}*", ""]
+    pheaders, prows = paired_table(exp, table.columns)
+    if prows:
+        out += ["## Paired differences between methods", "", PAIRED_HOWTO, "", render_markdown(pheaders, prows), ""]
     if attack_rows(exp):
         out += ["## Adaptive attacker", "", ATTACK_HOWTO, "", render_markdown(ATTACK_HEADERS, attack_rows(exp)), ""]
     for s in sections:

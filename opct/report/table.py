@@ -16,6 +16,9 @@ MISSING = "—"
 METHOD_LABELS = {"base": "base", "bct": "BCT", "opct": "OPCT"}
 
 MetricGetter = Callable[[Experiment, str], "Metric | None"]
+#: ``(experiment, method) -> ({unit: [values]}, statistic or None)``: one method's values per unit of
+#: variation (question, behaviour, fact, item) for the paired differences between methods.
+PairedValues = Callable[[Experiment, str], "tuple[dict[str, list[float]], Callable[[list[list[float]]], float] | None]"]
 
 
 def method_label(method: str) -> str:
@@ -33,6 +36,9 @@ class Column:
     percent: bool = True
     #: "lower" or "higher": which direction is better.
     better: str = "higher"
+    #: How to read one method's per-unit values for paired differences (:mod:`opct.report.paired`);
+    #: None: the column has no paired difference.
+    paired: PairedValues | None = None
 
     @property
     def header(self) -> str:
@@ -61,11 +67,15 @@ class ResultsTable:
 
 
 def metric_parts(metric: Metric, percent: bool = True) -> tuple[str, str, str]:
-    """``("41.0%", "[37.0, 45.0]", "(n=360)")``; the interval or n part is "" when unknown."""
+    """``("41.0%", "[37.0, 45.0]", "(n=360)")``; the interval or n part is "" when unknown. The n part
+    also counts what was left out of n (``(n=360; 4 empty)``) and ends ``INCOMPLETE`` when the eval is."""
     scale, digits, unit = (100.0, 1, "%") if percent else (1.0, 3, "")
     value = f"{metric.value * scale:.{digits}f}{unit}"
     interval = f"[{metric.ci_low * scale:.{digits}f}, {metric.ci_high * scale:.{digits}f}]" if metric.has_interval else ""
-    n = f"(n={metric.n})" if metric.n is not None else ""
+    left_out = "; ".join(f"{v} {k}" for k, v in metric.unscored.items() if v)
+    n = f"(n={metric.n}{'; ' + left_out if left_out else ''})" if metric.n is not None else ""
+    if metric.incomplete:
+        n = f"{n} INCOMPLETE".strip()
     return value, interval, n
 
 
@@ -87,10 +97,11 @@ def attack_metric(key: str) -> MetricGetter:
 
 
 def eval_column(
-    key: str, title: str, metric: str, *, eval_name: str | None = None, percent: bool = True, better: str = "higher"
+    key: str, title: str, metric: str, *, eval_name: str | None = None, percent: bool = True, better: str = "higher",
+    paired: PairedValues | None = None,
 ) -> Column:
     """A column showing ``metric`` of eval ``eval_name`` (default: ``key``, an axis's held-out eval)."""
-    return Column(key, title, eval_metric(eval_name or key, metric), percent=percent, better=better)
+    return Column(key, title, eval_metric(eval_name or key, metric), percent=percent, better=better, paired=paired)
 
 
 def build_columns(exp: Experiment) -> list[Column]:

@@ -1,0 +1,91 @@
+"""Paired differences between methods: every pair measured on the same units, with a paired cluster bootstrap.
+
+Two models evaluated on the same questions, behaviours, facts or items are compared unit by unit:
+the difference ``A − B`` of a column's statistic is computed on the units both have, and its 95%
+interval comes from resampling those units jointly (:func:`opct.metrics.paired_cluster_difference`),
+so the correlation between the two models' answers on one unit narrows the interval honestly rather
+than being ignored. A column takes part when its axis gives it a ``paired`` reader (values per unit
+for one method, and the statistic over units when it is not the pooled mean).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+from opct.report.load import Experiment
+from opct.report.table import MISSING, Column, PairedValues, method_label
+
+#: ``record -> value`` (``None``: the record does not enter this column).
+RecordValue = Callable[[Mapping[str, Any]], "float | None"]
+
+
+def record_values(eval_name: str, value: RecordValue, unit: Callable[[Mapping[str, Any]], str],
+                  statistic: Callable[[list[list[float]]], float] | None = None) -> PairedValues:
+    """A paired reader over the per-sample records of ``eval_name``: ``value(record)`` grouped by ``unit(record)``."""
+
+    def read(exp: Experiment, method: str) -> tuple[dict[str, list[float]], Any]:
+        out: dict[str, list[float]] = {}
+        for r in exp.records(method, eval_name):
+            v = value(r)
+            if v is not None:
+                out.setdefault(str(unit(r)), []).append(float(v))
+        return out, statistic
+
+    return read
+
+
+def attack_values(exp: Experiment, method: str) -> tuple[dict[str, list[float]], None]:
+    """Per behaviour: 1 if the adaptive attacker never cracked it, 0 if it did; unscored behaviours left out."""
+    out: dict[str, list[float]] = {}
+    for b in exp.attack.get(method, {}).get("behaviors", []):
+        if b.get("status", "cracked" if b.get("cracked") else "defended") == "unscored":
+            continue
+        out[str(b["behavior_id"])] = [0.0 if b.get("cracked") else 1.0]
+    return out, None
+
+
+def meta_of(record: Mapping[str, Any], key: str) -> Any:
+    """``record[key]``, else ``record["meta"][key]``."""
+    return record.get(key) if record.get(key) is not None else (record.get("meta") or {}).get(key)
+
+
+def method_pairs(methods: Sequence[str]) -> list[tuple[str, str]]:
+    """``(A, B)`` for every two methods, the later one first: ``[opct−bct, opct−base, bct−base]``."""
+    return [(methods[i], methods[j]) for i in range(len(methods) - 1, 0, -1) for j in range(i - 1, -1, -1)]
+
+
+def paired_difference_cell(exp: Experiment, column: Column, a: str, b: str) -> str:
+    """``"−3.4 pts [−8.0, +1.2] (k=31)"`` for ``a − b`` in ``column``, or "—" when either lacks the units."""
+    from opct.metrics import paired_cluster_difference
+
+    assert column.paired is not None
+    values_a, statistic = column.paired(exp, a)
+    values_b, _ = column.paired(exp, b)
+    if not set(values_a) & set(values_b):
+        return MISSING
+    est = paired_cluster_difference(values_a, values_b, statistic)
+    scale, digits, unit = (100.0, 1, " pts") if column.percent else (1.0, 3, "")
+    return (f"{est.value * scale:+.{digits}f}{unit} [{est.ci_low * scale:+.{digits}f}, {est.ci_high * scale:+.{digits}f}] "
+            f"(k={est.clusters})")
+
+
+def paired_table(exp: Experiment, columns: Sequence[Column]) -> tuple[list[str], list[list[str]]]:
+    """Headers and rows of the paired-differences table: one row per pair of methods, one column per
+    results column that has a paired reader. Empty rows when fewer than two methods have results."""
+    cols = [c for c in columns if c.paired is not None]
+    headers = ["difference", *(c.header for c in cols)]
+    rows = []
+    for a, b in method_pairs(exp.methods):
+        cells = [paired_difference_cell(exp, c, a, b) for c in cols]
+        if any(cell != MISSING for cell in cells):
+            rows.append([f"{method_label(a)} − {method_label(b)}", *cells])
+    return headers, rows
+
+
+HOWTO = (
+    "Each cell is the difference between two methods in that column (percentage points for rates), measured "
+    "on the units both were evaluated on (k: questions, behaviours, facts or items), with a 95% paired cluster "
+    "bootstrap interval: the units are resampled together for both methods. An interval that contains 0 does "
+    "not separate the two methods. ↓ / ↑ say which direction is better."
+)
