@@ -56,20 +56,36 @@ def effective_n(value: float, variance: float, n: float, clusters: int) -> float
 
 
 def wilson_at_effective_n(
-    value: float, variance: float, n: int, clusters: int, *, method: str = CLUSTER_WILSON
+    value: float,
+    variance: float,
+    n: int,
+    clusters: int,
+    *,
+    method: str = CLUSTER_WILSON,
+    support: tuple[float, float] = (0.0, 1.0),
+    max_n: float | None = None,
 ) -> Estimate:
     """A Wilson interval for a statistic ``value`` in [0, 1] with known ``variance`` (e.g. from a
     bootstrap), computed at the effective sample size :func:`effective_n`.
 
-    ``n`` is the reported denominator and the ceiling of the effective n; ``clusters`` the number of
-    independent units (the effective n when ``value`` is 0 or 1 or ``variance`` is 0).
+    ``n`` is the reported denominator and the ceiling of the effective n unless ``max_n`` names
+    another (the number of yes/no trials underneath, e.g. prompts for a mean over facts of per-fact
+    pass rates); ``clusters`` the number of independent units (the effective n when ``value`` is at an
+    end of its range or ``variance`` is 0).
+    A statistic whose range is ``support = (lo, hi)`` rather than [0, 1] (an area under a curve that
+    starts at S(0) = 1 is at least 1/T) is mapped onto [0, 1] first and the interval mapped back.
     """
     if n <= 0 or math.isnan(value):
         return _nan_estimate(n, method, clusters)
-    value = min(1.0, max(0.0, float(value)))
-    n_eff = effective_n(value, variance, n, clusters)
-    lo, hi = wilson_bounds(value, n_eff)
-    return Estimate(value, lo, hi, n, method, clusters, n_eff)
+    lo_s, hi_s = support
+    if not hi_s > lo_s:
+        raise ValueError(f"support must be (lo, hi) with lo < hi, got {support}")
+    scale = hi_s - lo_s
+    unit = min(1.0, max(0.0, (float(value) - lo_s) / scale))
+    n_eff = effective_n(unit, variance / scale**2, n if max_n is None else max_n, clusters)
+    lo, hi = wilson_bounds(unit, n_eff)
+    value = lo_s + scale * unit
+    return Estimate(value, lo_s + scale * lo, lo_s + scale * hi, n, method, clusters, n_eff)
 
 
 def _oneway_variance(resid: np.ndarray, labels: Sequence[Hashable], n: int) -> tuple[float, int]:

@@ -133,6 +133,14 @@ def test_wilson_at_effective_n() -> None:
         wilson_bounds(0.4, 25.0))
     assert wilson_at_effective_n(0.4, 1e-9, 100, 10).n_eff == 100  # clipped to n
     assert effective_n(0.5, math.nan, 40, 8) == 8 and effective_n(1.0, 0.01, 40, 8) == 8
+    # max_n: the ceiling is the trials underneath (prompts), n stays the reported denominator (facts)
+    capped = wilson_at_effective_n(0.4, 0.4 * 0.6 / 500, 20, 20, max_n=1000)
+    assert capped.n == 20 and capped.n_eff == pytest.approx(500)
+    # support: an area that is at least 1/9 is mapped onto [0, 1] and back
+    area = wilson_at_effective_n(1 / 9, 0.0, 16, 16, support=(1 / 9, 1.0))
+    assert area.ci_low == pytest.approx(1 / 9) and area.ci_high == pytest.approx(1 / 9 + 8 / 9 * wilson_bounds(0, 16)[1])
+    with pytest.raises(ValueError):
+        wilson_at_effective_n(0.5, 0.01, 10, 5, support=(1.0, 1.0))
     assert math.isnan(wilson_at_effective_n(0.5, 0.01, 0, 0).value)
 
 
