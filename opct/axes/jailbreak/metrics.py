@@ -55,7 +55,8 @@ def _behavior(record: Mapping[str, Any]) -> str:
     if b is None:
         b = field_of(record, "item_id")
     if b is None:
-        raise ValueError(f"jailbreak record has no behavior_id (nor item_id) to cluster by: {dict(record)!r}"[:300])
+        raise ValueError(f"jailbreak record (variant {record.get('variant')!r}) has no behavior_id nor item_id "
+                         "to cluster its interval by")
     return str(b)
 
 
