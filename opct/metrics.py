@@ -1,17 +1,29 @@
 """Rates, intervals and paired statistics shared by every evaluation axis.
 
-Every number an evaluation reports is an :class:`Estimate`: a value, a 95% interval and the ``n``
-(the denominator) it was computed from. Rates use the Wilson score interval; anything that is not a
-simple proportion (differences, areas, clustered data) uses a seeded percentile bootstrap that
-resamples a *grouping unit* (a question, a behaviour, a safety fact), never single rows of data that
-share a unit.
+Every number an evaluation reports is an :class:`Estimate`: a value, a 95% interval, the ``n``
+(the denominator) it was computed from and, for clustered data, the number of independent
+``clusters`` and the effective sample size ``n_eff`` the interval was computed at.
+
+Interval methods (the ``method`` field):
+
+* ``"wilson"``: Wilson score interval for independent yes/no outcomes (:func:`rate`). Only honest
+  when the rows really are independent; axis metrics use the clustered methods instead.
+* ``"cluster-wilson"`` / ``"two-level-wilson"``: a Wilson interval at an *effective* sample size
+  derived from a cluster-robust or bootstrap variance (:mod:`opct.intervals`), for rows that share
+  a unit (a question, a behaviour, a template, a safety fact).
+* ``"bootstrap"``: a seeded percentile bootstrap that resamples a grouping unit, never single rows
+  that share one (:func:`bootstrap`, :func:`clustered_mean`). It can have zero width when every
+  unit agrees; proportions should use the Wilson-based methods, which never collapse.
+* ``"paired-cluster-bootstrap"``: paired differences (:func:`paired_difference`,
+  :func:`opct.intervals.paired_cluster_difference`), widened when the bootstrap collapses to the
+  uncertainty of "nothing seen on k units" (:func:`no_difference_halfwidth`).
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Callable, Hashable, Iterable, Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from typing import Any
 
 import numpy as np
@@ -26,7 +38,9 @@ class Estimate:
     """A reported number: ``value`` with interval ``[ci_low, ci_high]`` computed from ``n`` units.
 
     ``value`` is ``nan`` when ``n`` is 0 (nothing to estimate); the interval then is ``nan`` too.
-    ``method`` names how the interval was computed (``"wilson"``, ``"bootstrap"``, ``"none"``).
+    ``method`` names how the interval was computed (see the module docstring). ``clusters`` is the
+    number of independent units the interval is over (``None``: rows taken as independent) and
+    ``n_eff`` the effective sample size the interval was computed at (``None``: not applicable).
     """
 
     value: float
@@ -34,14 +48,30 @@ class Estimate:
     ci_high: float
     n: int
     method: str = "wilson"
+    clusters: int | None = None
+    n_eff: float | None = None
 
     def to_dict(self) -> dict[str, Any]:
-        """The §3.5 metric record ``{value, ci_low, ci_high, n}`` plus the interval method."""
+        """The §3.5 metric record ``{value, ci_low, ci_high, n}`` plus ``method``, ``clusters``, ``n_eff``."""
         return asdict(self)
 
 
-def _nan_estimate(n: int = 0, method: str = "none") -> Estimate:
-    return Estimate(math.nan, math.nan, math.nan, n, method)
+def _nan_estimate(n: int = 0, method: str = "none", clusters: int | None = None) -> Estimate:
+    return Estimate(math.nan, math.nan, math.nan, n, method, clusters)
+
+
+def wilson_bounds(p: float, n: float, z: float = Z_95) -> tuple[float, float]:
+    """Wilson score interval for a proportion ``p`` observed on ``n`` units; ``n`` may be real-valued
+    (an effective sample size). ``(nan, nan)`` when ``n <= 0``."""
+    if not 0.0 <= p <= 1.0:
+        raise ValueError(f"need 0 <= p <= 1, got {p}")
+    if n <= 0:
+        return math.nan, math.nan
+    z2 = z * z
+    denom = 1.0 + z2 / n
+    centre = (p + z2 / (2 * n)) / denom
+    half = z * math.sqrt(p * (1 - p) / n + z2 / (4 * n * n)) / denom
+    return min(p, max(0.0, centre - half)), max(p, min(1.0, centre + half))  # exact at p = 0 and 1
 
 
 def wilson_interval(successes: int, n: int, z: float = Z_95) -> tuple[float, float]:
@@ -50,12 +80,30 @@ def wilson_interval(successes: int, n: int, z: float = Z_95) -> tuple[float, flo
         raise ValueError(f"need 0 <= successes <= n, got successes={successes}, n={n}")
     if n == 0:
         return math.nan, math.nan
-    p = successes / n
-    z2 = z * z
-    denom = 1.0 + z2 / n
-    centre = (p + z2 / (2 * n)) / denom
-    half = z * math.sqrt(p * (1 - p) / n + z2 / (4 * n * n)) / denom
-    return max(0.0, centre - half), min(1.0, centre + half)
+    return wilson_bounds(successes / n, n, z)
+
+
+def no_difference_halfwidth(k: int, z: float = Z_95) -> float:
+    """The Wilson upper bound for 0 discordant units out of ``k``: ``z² / (k + z²)``.
+
+    The half-width a paired difference is widened to when every one of ``k`` units agrees (the
+    bootstrap has zero width), so "no difference seen on k units" keeps the uncertainty of k units.
+    """
+    if k <= 0:
+        return math.nan
+    return wilson_bounds(0.0, k, z)[1]
+
+
+def floor_collapsed(est: Estimate, k: int, bounds: tuple[float, float] | None = None) -> Estimate:
+    """``est`` unchanged, or ``value ± no_difference_halfwidth(k)`` (clipped to ``bounds``) when its
+    interval has zero width. ``nan`` estimates are returned as they are."""
+    if math.isnan(est.value) or est.ci_high - est.ci_low > 1e-12:
+        return est
+    h = no_difference_halfwidth(k)
+    lo, hi = est.value - h, est.value + h
+    if bounds is not None:
+        lo, hi = max(bounds[0], lo), min(bounds[1], hi)
+    return replace(est, ci_low=min(lo, est.value), ci_high=max(hi, est.value))
 
 
 def rate(outcomes: Iterable[bool | None]) -> Estimate:
@@ -77,8 +125,9 @@ def rate_from_counts(successes: int, n: int) -> Estimate:
 
 
 def complement(est: Estimate) -> Estimate:
-    """``1 - est`` with the interval mirrored (e.g. defense success rate from attack success rate)."""
-    return Estimate(1.0 - est.value, 1.0 - est.ci_high, 1.0 - est.ci_low, est.n, est.method)
+    """``1 - est`` with the interval mirrored (e.g. defense success rate from harmful rate); ``n``,
+    ``method``, ``clusters`` and ``n_eff`` are kept."""
+    return replace(est, value=1.0 - est.value, ci_low=1.0 - est.ci_high, ci_high=1.0 - est.ci_low)
 
 
 def _percentile_ci(samples: np.ndarray, alpha: float) -> tuple[float, float]:
@@ -183,18 +232,25 @@ def paired_difference(
     seed: int = DEFAULT_SEED,
     alpha: float = 0.05,
 ) -> Estimate:
-    """Mean of ``a - b`` over aligned pairs, with a paired (cluster) bootstrap interval.
+    """Mean of ``a - b`` over aligned pairs, with a paired cluster bootstrap interval.
 
     ``a[i]`` and ``b[i]`` are two measurements of the same pair (e.g. "picked the suggested option"
     on the biased and on the clean prompt). With ``groups``, pairs sharing a group are resampled
-    together; without, every pair is its own unit. ``n`` is the number of pairs.
+    together; without, every pair is its own unit. ``n`` is the number of pairs, ``clusters`` the
+    number of groups k. Method ``"paired-cluster-bootstrap"``: the percentile interval, except that
+    when it has zero width (every group agrees) it is widened to ``value ± h`` with
+    ``h = no_difference_halfwidth(k)`` (clipped to [-1, 1] when every difference lies there).
     """
     if len(a) != len(b):
         raise ValueError(f"paired inputs differ in length: {len(a)} vs {len(b)}")
     diffs = [float(x) - float(y) for x, y in zip(a, b, strict=True)]
     if groups is None:
         groups = list(range(len(diffs)))
-    return clustered_mean(diffs, groups, n_resamples=n_resamples, seed=seed, alpha=alpha)
+    k = len(set(groups))
+    est = clustered_mean(diffs, groups, n_resamples=n_resamples, seed=seed, alpha=alpha)
+    est = replace(est, method="paired-cluster-bootstrap", clusters=k)
+    bounds = (-1.0, 1.0) if all(-1.0 <= d <= 1.0 for d in diffs) else None
+    return floor_collapsed(est, k, bounds)
 
 
 def mcnemar_counts(a: Sequence[bool], b: Sequence[bool]) -> dict[str, int]:
@@ -209,5 +265,5 @@ def mcnemar_counts(a: Sequence[bool], b: Sequence[bool]) -> dict[str, int]:
 
 
 def metrics_to_dict(metrics: dict[str, Estimate]) -> dict[str, dict[str, Any]]:
-    """``{name: Estimate}`` to the JSON-ready ``{name: {value, ci_low, ci_high, n, method}}``."""
+    """``{name: Estimate}`` to the JSON-ready ``{name: {value, ci_low, ci_high, n, method, clusters, n_eff}}``."""
     return {name: est.to_dict() for name, est in metrics.items()}

@@ -6,6 +6,7 @@ import json
 import os
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from opct.axes.awareness import (
@@ -19,7 +20,9 @@ from opct.axes.awareness import (
     over_refusal_metrics,
     safety_curve,
 )
+from opct.axes.awareness.metrics import two_level_draws
 from opct.datasets import DatasetFormatError
+from opct.metrics import wilson_bounds
 
 SHARED = Path(os.environ.get("OPCT_SHARED_DATA", Path(__file__).resolve().parents[1].parent / "shared" / "data"))
 SAGE = SHARED / "sageeval-test"
@@ -118,9 +121,12 @@ def test_metrics_hand_values() -> None:
     assert m["model_score"].value == pytest.approx(1 / 3)
     assert m["mean_pass_rate"].value == pytest.approx(0.8)
     assert (m["prompt_pass_rate"].value, m["prompt_pass_rate"].n) == (pytest.approx(12 / 14), 14)
-    assert m["ausc_9"].n == 3 and m["ausc_9"].method == "bootstrap"
-    for est in m.values():
-        assert est.ci_low - 1e-12 <= est.value <= est.ci_high + 1e-12
+    assert m["ausc_9"].n == 3 and m["ausc_9"].method == "two-level-wilson" and m["ausc_9"].clusters == 3
+    assert m["prompt_pass_rate"].clusters == 3
+    for name, est in m.items():
+        assert est.ci_low - 1e-12 <= est.value <= est.ci_high + 1e-12 and est.ci_high > est.ci_low, name
+        assert est.n_eff is not None and 0 < est.n_eff <= (14 if name in ("mean_pass_rate", "prompt_pass_rate")
+                                                           or name.startswith("ausc") else 3), name
     with_f4 = awareness_metrics(_records(), n_resamples=50)
     assert with_f4["S@0.36"].value == pytest.approx(3 / 4) and with_f4["ausc_9"].n == 4
 
@@ -134,3 +140,34 @@ def test_bootstrap_default_is_reproducible_and_over_refusal_prefix() -> None:
     assert list(safety_curve([0.5, 1.0], [0.0, 0.5, 0.75, 1.0])) == [1.0, 1.0, 0.5, 0.5]
     with pytest.raises(ValueError, match="no fact"):
         fact_pass_rates([{"scores": {"pass": 1.0}}])
+
+
+def _failing(n_facts: int = 16, prompts: int = 5) -> list[dict]:
+    return [{"fact": f"F{i}", "scores": {"pass": 0.0}} for i in range(n_facts) for _ in range(prompts)]
+
+
+def test_all_failing_facts_get_a_nonzero_interval() -> None:
+    # before: "ausc_101 0.010 [0.010, 0.010] (n=16)" from a percentile bootstrap in which every resample agrees
+    m = awareness_metrics(_failing())
+    est = m["ausc_101"]
+    assert est.value == pytest.approx(1 / 101) and est.n == 16 and est.clusters == 16 and est.n_eff == 16
+    assert est.ci_low == pytest.approx(1 / 101) and est.ci_high > 0.15  # never below the 1/101 floor
+    for name in ("mean_pass_rate", "model_score", "S@0.36"):
+        assert m[name].value == 0.0 and m[name].ci_high == pytest.approx(wilson_bounds(0.0, 16)[1]), name
+    assert m["ausc_9"].ci_low == pytest.approx(1 / 9) and m["ausc_9"].ci_high > 1 / 9
+
+
+def test_two_level_bootstrap_counts_prompt_noise() -> None:
+    # every fact passes 1 of its 2 prompts: resampling facts alone sees no variation at all
+    recs = [{"fact": f"F{i}", "scores": {"pass": float(j)}} for i in range(20) for j in (0, 1)]
+    m = awareness_metrics(recs, n_resamples=500)
+    est = m["mean_pass_rate"]
+    assert est.value == 0.5 and est.ci_high - est.ci_low > 0.1
+    # the prompt noise of 2 prompts a fact: Var(mean) = .25 / 40 -> n_eff close to 40 prompts
+    assert est.n_eff == pytest.approx(40, rel=0.2)
+    draws = two_level_draws(np.array([1.0] * 20), np.array([2.0] * 20), n_resamples=500)
+    assert draws["mean_pass_rate"].std() > 0.05 and draws["S@1"].std() > 0
+    # many prompts a fact: the prompts, not the 20 facts, bound what is known (n_eff capped at 2000 prompts)
+    many = [{"fact": f"F{i}", "scores": {"pass": float(j < 50)}} for i in range(20) for j in range(100)]
+    est = awareness_metrics(many, n_resamples=300)["mean_pass_rate"]
+    assert est.n == 20 and 1000 < est.n_eff <= 2000 and est.ci_high - 0.5 < 0.03

@@ -7,6 +7,7 @@ import math
 import pytest
 
 from opct.metrics import (
+    Z_95,
     Estimate,
     bootstrap,
     clustered_mean,
@@ -14,9 +15,11 @@ from opct.metrics import (
     group_rows,
     mcnemar_counts,
     metrics_to_dict,
+    no_difference_halfwidth,
     paired_difference,
     rate,
     rate_from_counts,
+    wilson_bounds,
     wilson_interval,
 )
 
@@ -48,6 +51,18 @@ def test_complement_mirrors_interval() -> None:
     dsr = complement(asr)
     assert dsr.value == pytest.approx(0.8) and dsr.n == 10
     assert dsr.ci_low == pytest.approx(1 - asr.ci_high) and dsr.ci_high == pytest.approx(1 - asr.ci_low)
+    clustered = complement(Estimate(0.25, 0.1, 0.5, 40, "cluster-wilson", 8, 12.5))
+    assert (clustered.value, clustered.ci_low, clustered.ci_high) == (0.75, 0.5, 0.9)
+    assert (clustered.n, clustered.method, clustered.clusters, clustered.n_eff) == (40, "cluster-wilson", 8, 12.5)
+
+
+def test_wilson_bounds_real_valued_n() -> None:
+    assert wilson_bounds(0.8, 10) == pytest.approx(wilson_interval(8, 10))
+    lo, hi = wilson_bounds(0.8, 12.5)
+    assert wilson_interval(8, 10)[0] < lo < 0.8 < hi < wilson_interval(8, 10)[1]
+    assert all(math.isnan(x) for x in wilson_bounds(0.5, 0.0))
+    with pytest.raises(ValueError):
+        wilson_bounds(1.5, 10)
 
 
 def test_bootstrap_two_point_distribution() -> None:
@@ -73,8 +88,15 @@ def test_clustered_mean_resamples_whole_groups() -> None:
 
 
 def test_paired_difference() -> None:
+    # every pair agrees: the bootstrap collapses, so the interval is widened to the Wilson bound for 0 of 3
     est = paired_difference([1, 1, 1], [0, 0, 0])
-    assert (est.value, est.ci_low, est.ci_high, est.n) == (1.0, 1.0, 1.0, 3)
+    h = no_difference_halfwidth(3)
+    assert h == pytest.approx(Z_95**2 / (3 + Z_95**2)) and h == pytest.approx(wilson_interval(0, 3)[1])
+    assert (est.value, est.ci_high, est.n, est.clusters) == (1.0, 1.0, 3, 3)
+    assert est.ci_low == pytest.approx(1.0 - h) and est.method == "paired-cluster-bootstrap"
+    same = paired_difference([1, 0, 1, 1], [1, 0, 1, 1], groups=["a", "a", "b", "c"])
+    assert same.value == 0.0 and same.clusters == 3
+    assert (same.ci_low, same.ci_high) == pytest.approx((-no_difference_halfwidth(3), no_difference_halfwidth(3)))
     est = paired_difference([1, 0, 1, 0], [0, 0, 1, 0], groups=["q1", "q1", "q2", "q2"])
     assert est.value == pytest.approx(0.25) and est.ci_low >= 0.0 and est.ci_high <= 0.5
     with pytest.raises(ValueError):
@@ -86,5 +108,9 @@ def test_mcnemar_and_serialisation() -> None:
         "both": 1, "only_a": 1, "only_b": 1, "neither": 1,
     }
     d = metrics_to_dict({"x": Estimate(0.5, 0.1, 0.9, 10)})
-    assert d == {"x": {"value": 0.5, "ci_low": 0.1, "ci_high": 0.9, "n": 10, "method": "wilson"}}
+    assert d == {"x": {"value": 0.5, "ci_low": 0.1, "ci_high": 0.9, "n": 10, "method": "wilson",
+                       "clusters": None, "n_eff": None}}
+    clustered = Estimate(0.5, 0.2, 0.8, 40, "cluster-wilson", 8, 12.5)
+    assert Estimate(**clustered.to_dict()) == clustered
+    assert Estimate(**{"value": 0.5, "ci_low": 0.1, "ci_high": 0.9, "n": 10, "method": "wilson"}).clusters is None
     assert [len(g) for g in group_rows([("a", 1), ("b", 2), ("a", 3)], key=lambda r: r[0])] == [2, 1]
