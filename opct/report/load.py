@@ -55,6 +55,7 @@ class Experiment:
     attack: dict[str, dict[str, Any]] = field(default_factory=dict)
     #: Problems found while reading (unreadable files, incomplete results, ...), for the report.
     warnings: list[str] = field(default_factory=list)
+    _records: dict[tuple[str, str], list[dict[str, Any]]] = field(default_factory=dict, repr=False)
 
     @property
     def name(self) -> str:
@@ -91,9 +92,13 @@ class Experiment:
         return metric
 
     def records(self, method: str, eval_name: str) -> list[dict[str, Any]]:
-        """The per-sample records of ``eval_name`` for ``method`` (``samples.jsonl``; empty when absent)."""
-        path = self.root / "eval" / method / eval_name / "samples.jsonl"
-        return read_jsonl(path, self.warnings) if path.exists() else []
+        """The per-sample records of ``eval_name`` for ``method`` (``samples.jsonl``; empty when absent),
+        read once."""
+        key = (method, eval_name)
+        if key not in self._records:
+            path = self.root / "eval" / method / eval_name / "samples.jsonl"
+            self._records[key] = read_jsonl(path, self.warnings) if path.exists() else []
+        return self._records[key]
 
     def metric_keys(self, eval_name: str) -> list[str]:
         """All metric names of ``eval_name`` over methods, in first-seen order."""

@@ -113,7 +113,8 @@ def make_experiment(root: str | Path, steps: int = 60, with_attack: bool = True,
                 adaptive = dsr * 0.9
                 attack = {"n": 100, "metrics": {
                     "dsr": estimate(round(adaptive, 4), 100), "asr": estimate(round(1 - adaptive, 4), 100),
-                    "asr/persona": estimate(1 - adaptive, 50)}, "queries_to_crack": {"median": 12.0, "n_cracked": 40}}
+                    "attempt_success/persona": estimate(1 - adaptive, 50)}, "queries_to_crack": {"median": 12.0, "n_cracked": 40},
+                    "status": "ok", "outcomes": {"behaviors": {"cracked": 40, "defended": 60, "unscored": 0}}}
                 if method == "bct":  # the static single-wrapper baseline was run beside the search for BCT only
                     attack["static"] = {"n": 100, "static_cracked": 30, "search_cracked_of_static": 28,
                                         "search_beyond_static": [f"b{i}" for i in range(12)]}
