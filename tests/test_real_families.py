@@ -159,12 +159,18 @@ def test_family_end_to_end(family, qwen3_instruct, gpt2_base, tmp_path):
             assert (tmp_path / "runs" / f"{method}-{finetune}" / "final" / "opct_checkpoint.json").exists()
 
     trained = str(tmp_path / "runs" / "opct-lora")
-    result = run(app, ["eval", "--model", trained, "--data", "real", "--sycophancy-mc", str(mc), "--behaviors", str(behaviors),
-                       "--evals", "sycophancy,jailbreak", "--limit", "3", "--max-new-tokens", "6", "--out", str(tmp_path / "eval")])
+    eval_args = ["eval", "--model", trained, "--data", "real", "--sycophancy-mc", str(mc), "--behaviors", str(behaviors),
+                 "--evals", "sycophancy,jailbreak", "--limit", "3", "--max-new-tokens", "6", "--out", str(tmp_path / "eval")]
+    # a random model's answers are mostly unreadable: its sycophancy eval is incomplete, and says so with exit 1
+    result = run(app, eval_args)
+    syc = json.loads((tmp_path / "eval" / "sycophancy" / "results.json").read_text())
+    assert result.exit_code == (1 if syc["status"] == "incomplete" else 0), result.output
+    assert syc["outcomes"]["unparsed"] + syc["outcomes"]["empty"] == syc["unscored"]
+    result = run(app, [*eval_args, "--allow-unscored"])
     assert result.exit_code == 0, result.output
     assert json.loads((tmp_path / "eval" / "jailbreak" / "results.json").read_text())["complete"]
     result = run(app, ["attack", "--model", trained, "--data", "real", "--behaviors", str(behaviors), "--limit", "2",
-                       "--budget", "2", "--no-static", "--max-new-tokens", "6", "--out", str(tmp_path / "attack")])
+                       "--budget", "2", "--no-static", "--max-new-tokens", "6", "--allow-unscored", "--out", str(tmp_path / "attack")])
     assert result.exit_code == 0, result.output
 
     experiment = tmp_path / "experiment.yaml"
@@ -173,7 +179,7 @@ def test_family_end_to_end(family, qwen3_instruct, gpt2_base, tmp_path):
         "methods": ["base", "opct"], "train_data": {"sycophancy": [str(data / "sycophancy_train.jsonl")],
                                                     "jailbreak": [str(data / "jailbreak_train.jsonl")]},
         "train": {"lora": {"r": 4, "alpha": 8}, "train": {"max_steps": 1, "pairs_per_step": 2}, "opct": {"sampling": {"max_new_tokens": 6}}},
-        "eval": {"data": "real", "splits": ["heldout"], "capability": False, "limit": 2,
+        "eval": {"data": "real", "splits": ["heldout"], "capability": False, "limit": 2, "allow_unscored": True,
                  "real": {"sycophancy_mc": str(mc), "behaviors": str(behaviors)}, "generation": {"max_new_tokens": 6}},
         "attack": {"enabled": True, "budget": 2, "limit": 2, "static_baseline": False, "generation": {"max_new_tokens": 6}},
     }))

@@ -31,10 +31,13 @@ from opct.report.table import (
 
 HOW_TO_READ = {
     "results": (
-        "Each cell is the point estimate, its 95% interval in brackets (Wilson for rates, a bootstrap over "
-        "questions, behaviours or facts otherwise) and n, the number of units behind it. ↓: lower is better, "
-        "↑: higher is better. Held-out means perturbation families (or safety facts) that training never saw, "
-        "which is the generalisation OPCT is about. “—”: not measured for that method."
+        "Each cell is the point estimate, its 95% interval in brackets and n, the number of scored units behind "
+        "it, followed by what was left out of n (empty, unparsed, judge abstained, error). Intervals are over the "
+        "real units of variation: questions for sycophancy, behaviours crossed with templates for static "
+        "jailbreaks, facts and their prompts for awareness (cluster-Wilson, never zero width). INCOMPLETE: more "
+        "than the allowed share of that eval was unscored, so its number is not a measurement. ↓: lower is "
+        "better, ↑: higher is better. Held-out means perturbation families (or safety facts) that training never "
+        "saw, which is the generalisation OPCT is about. “—”: not measured for that method."
     ),
     "training": (
         "Per optimizer step: the training loss and, for OPCT, the per-token KL divergence from the student to "
