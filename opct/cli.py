@@ -111,6 +111,22 @@ def demo(
 
 
 @app.command()
+def report(
+    experiment_dir: Annotated[Path, typer.Argument(help="An experiment directory (runs/experiments/<name>).")],
+) -> None:
+    """(Re)write an experiment's report.html and report.md and print its table and the paired differences
+    between every two methods."""
+    from opct.report import format_results_table, write_report
+
+    try:
+        html, _ = write_report(experiment_dir)
+    except FileNotFoundError as err:
+        _fail(str(err))
+    console.print(format_results_table(experiment_dir), highlight=False)
+    console.print(f"report: [bold]{html}[/] (and report.md)")
+
+
+@app.command()
 def attack(
     model: Annotated[str, typer.Option(help="'organism', a model folder, a run directory or hub id.")] = "organism",
     out: Annotated[Path, typer.Option(help="Output folder.")] = Path("runs/attack"),

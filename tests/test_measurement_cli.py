@@ -126,3 +126,11 @@ def test_report_shows_paired_differences_on_shared_units(tmp_path):
     assert "-30.0 pts" in line
     write_report(root)
     assert "Paired differences between methods" in (root / "report.md").read_text()
+
+
+def test_opct_report_command_prints_the_paired_differences(tmp_path):
+    test_report_shows_paired_differences_on_shared_units(tmp_path)
+    res = CliRunner().invoke(app, ["report", str(tmp_path / "exp")])
+    assert res.exit_code == 0 and "OPCT − BCT" in res.output and (tmp_path / "exp" / "report.html").exists()
+    missing = CliRunner().invoke(app, ["report", str(tmp_path / "nope")])
+    assert missing.exit_code == 2 and "no experiment directory" in missing.output
