@@ -8,10 +8,19 @@ from typing import Annotated
 
 import typer
 
-from opct.cli_common import _fail, console, err_console
+from opct.cli_common import DEBUG, ErrorBoundary, _fail, console, err_console
 from opct.cli_pairs import pairs_app
 
-app = typer.Typer(add_completion=False, no_args_is_help=True, help="On-Policy Consistency Training for Hugging Face causal LMs.")
+app = typer.Typer(cls=ErrorBoundary, add_completion=False, no_args_is_help=True,
+                  help="On-Policy Consistency Training for Hugging Face causal LMs.")
+
+
+@app.callback()
+def _options(
+    debug: Annotated[bool, typer.Option("--debug", help="Show the traceback of an error (also OPCT_DEBUG=1).")] = False,
+) -> None:
+    """On-Policy Consistency Training for Hugging Face causal LMs."""
+    DEBUG["on"] = debug
 
 
 def _organism_app() -> typer.Typer:
@@ -44,7 +53,7 @@ def train(
     try:
         cfg = load_config(config, overrides)
     except ConfigError as err:
-        _fail(str(err))
+        _fail(str(err), getattr(err, "exit_code", 2))
     if print_config:
         console.print(yaml.safe_dump(dump_config(cfg), sort_keys=False), highlight=False)
         return
@@ -54,7 +63,7 @@ def train(
     try:
         result = run_training(cfg, show_progress=not no_progress)
     except (PairFileError, RunDirError, ValueError, FileNotFoundError) as err:
-        _fail(str(err))
+        _fail(str(err), getattr(err, "exit_code", 2))
     if result.is_main_process:
         console.print(f"done: {result.steps} steps; checkpoint in [bold]{result.final_dir}[/]")
 
@@ -69,7 +78,7 @@ def _run_experiment(config: Path | None, set_: list[str] | None, dry_run: bool, 
         cfg = load_experiment(config, set_ or [])
         plan = resolve(cfg)
     except ConfigError as err:
-        _fail(str(err))
+        _fail(str(err), getattr(err, "exit_code", 2))
     console.print(plan.describe(), highlight=False)
     if dry_run:
         return
@@ -82,7 +91,7 @@ def _run_experiment(config: Path | None, set_: list[str] | None, dry_run: bool, 
         console.print(format_results_table(cfg.root), highlight=False)
         _fail(str(err), code=1)
     except (PairFileError, RunDirError, ValueError, FileNotFoundError) as err:
-        _fail(str(err))
+        _fail(str(err), getattr(err, "exit_code", 2))
     console.print(format_results_table(root), highlight=False)
     console.print(f"report: [bold]{root / 'report.html'}[/] (and report.md)")
 
@@ -121,7 +130,7 @@ def report(
     try:
         html, _ = write_report(experiment_dir)
     except FileNotFoundError as err:
-        _fail(str(err))
+        _fail(str(err), getattr(err, "exit_code", 2))
     console.print(format_results_table(experiment_dir), highlight=False)
     console.print(f"report: [bold]{html}[/] (and report.md)")
 
@@ -316,9 +325,9 @@ def eval_(
         skipped: list[str] | None = None if "evals" in cfg.model_fields_set else []
         tasks = eval_tasks(cfg.evals, cfg, suffix_train=len(cfg.splits) > 1, skipped=skipped)
     except ConfigError as err:
-        _fail(str(err))
+        _fail(str(err), getattr(err, "exit_code", 2))
     except (ValueError, FileNotFoundError) as err:
-        _fail(str(err))
+        _fail(str(err), getattr(err, "exit_code", 2))
     if not tasks:
         _fail("nothing to evaluate: give benchmark paths (e.g. --data-dir ../shared/data) or use --data organism")
     for why in skipped or []:
@@ -331,7 +340,7 @@ def eval_(
         results = evaluate(cfg.model, tasks, cfg.out, cfg.generation, seed=cfg.seed, reasoning=cfg.reasoning,
                            max_unscored=cfg.max_unscored)
     except (ChatTemplateError, CheckpointError, EvalOutputError) as err:
-        _fail(str(err))
+        _fail(str(err), getattr(err, "exit_code", 2))
     except JudgeOutage as err:
         _fail(f"{err}\nThe records judged so far are kept in {cfg.out}; rerun the same command to continue.", code=1)
     console.print(results_table(results, title=f"{cfg.model.name_or_path} ({', '.join(cfg.splits)})"))

@@ -42,7 +42,7 @@ def pairs_build(
             paths[key.strip()] = value.strip()
         manifest = build_real_pairs(axis, paths, out, heldout_fraction, seed, limit, per_item)
     except (UnknownNameError, ValueError, FileNotFoundError) as err:
-        _fail(str(err))
+        _fail(str(err), getattr(err, "exit_code", 2))
     table = Table(title=f"{axis} pairs in {out}")
     for col in ("split", "pairs", "units", "families", "file"):
         table.add_column(col)
@@ -80,7 +80,7 @@ def pairs_validate(
             continue
         except FileNotFoundError as err:
             failed = True
-            err_console.print(f"[bold red]{err}[/]")
+            err_console.print(f"[bold red]{err}[/]", soft_wrap=True, highlight=False)
             continue
         from opct.models import ChatTemplateError, model_context
 

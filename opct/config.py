@@ -25,6 +25,7 @@ from pydantic import (
     model_validator,
 )
 
+from opct.errors import OpctError
 from opct.registry import Registry
 
 ModelT = TypeVar("ModelT", bound=BaseModel)
@@ -292,7 +293,7 @@ class RunConfig(_Strict):
         return Path(self.output_dir) / self.name
 
 
-class ConfigError(ValueError):
+class ConfigError(OpctError, ValueError):
     """A configuration problem, worded for the person who wrote the file."""
 
 
@@ -321,20 +322,22 @@ def parse_overrides(items: list[str]) -> list[tuple[str, Any]]:
 
 
 def _format_validation_error(err: ValidationError, source: str) -> str:
-    lines = [f"invalid configuration in {source}:"]
+    """``<source>: <key>: <problem>`` for the first problem, one line more for each other one."""
+    problems = []
     for e in err.errors():
         loc = ".".join(str(p) for p in e["loc"]) or "(top level)"
         if e["type"] == "extra_forbidden":
-            lines.append(f"  {loc}: unknown key; check its spelling (`opct train --print-config` lists every key)")
+            problems.append(f"{loc}: unknown key; check its spelling (`opct train --print-config` lists every key)")
         else:
-            lines.append(f"  {loc}: {e['msg']} (got {e.get('input')!r})")
-    return "\n".join(lines)
+            problems.append(f"{loc}: {e['msg']} (got {e.get('input')!r})")
+    first, *rest = problems or ["invalid configuration"]
+    return "\n".join([f"{source}: {first}", *(f"  {p}" for p in rest)])
 
 
 def read_config_file(path: str | Path | None, what: str = "config") -> tuple[dict[str, Any], str]:
     """The mapping a YAML configuration file holds (``{}`` for no file) and its name for error messages."""
     if path is None:
-        return {}, "defaults"
+        return {}, "command line"
     try:
         loaded = yaml.safe_load(Path(path).read_text(encoding="utf-8"))
     except FileNotFoundError as err:

@@ -36,6 +36,7 @@ from opct.config import (
     read_config_file,
     validate_config,
 )
+from opct.errors import FAULT, OpctError
 from opct.evals.config import EvalOptions
 from opct.manifest import build_manifest, write_json_atomic
 
@@ -335,8 +336,10 @@ def run_experiment(cfg: ExperimentConfig, show_progress: bool = True, log: Any =
     return root
 
 
-class IncompleteEvalError(ValueError):
+class IncompleteEvalError(OpctError, ValueError):
     """An experiment finished with evals whose unscored share exceeds ``eval.max_unscored``."""
+
+    exit_code = FAULT
 
 
 def check_plan(cfg: ExperimentConfig, plan: Plan) -> None:

@@ -14,18 +14,45 @@ import torch
 from transformers import AutoModelForCausalLM, AutoTokenizer, PreTrainedModel, PreTrainedTokenizerBase
 
 from opct.config import MODEL_ALIASES, LoraConfig, ModelConfig
+from opct.errors import OpctError
 
 _DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16, "auto": "auto"}
 
 
-class ChatTemplateError(ValueError):
+class ChatTemplateError(OpctError, ValueError):
     """The tokenizer cannot render chat messages."""
 
 
+class ModelNotFoundError(OpctError, FileNotFoundError):
+    """A model given as a local path that does not exist (it is never looked up on the hub)."""
+
+
+_WEIGHT_SUFFIXES = (".safetensors", ".bin", ".pt", ".pth", ".json", ".gguf", ".ckpt")
+
+
+def looks_like_local_path(name: str) -> bool:
+    """Whether ``name`` can only mean a local path, not a hub id (``org/name``): it starts with ``/``,
+    ``.``, ``~`` or a drive letter, has more than one ``/``, a file suffix, or its first part is an
+    existing local folder (``models/tiny`` when ``models/`` exists)."""
+    if name.startswith(("/", ".", "~", "\\")) or (len(name) > 1 and name[1] == ":") or "\\" in name:
+        return True
+    if name.count("/") > 1 or name.lower().endswith(_WEIGHT_SUFFIXES):
+        return True
+    first = name.split("/", 1)[0]
+    return "/" in name and Path(first).is_dir()
+
+
 def resolve_model_path(name_or_path: str) -> str:
-    """Map a registered alias (e.g. ``organism``) to its folder; other names pass through."""
+    """Map a registered alias (e.g. ``organism``) to its folder; an existing path or a hub id passes
+    through. A name that can only be a local path (:func:`looks_like_local_path`) and does not exist is
+    a :class:`ModelNotFoundError`, never a hub lookup."""
     if name_or_path in MODEL_ALIASES:
         return str(MODEL_ALIASES.get(name_or_path)())
+    if looks_like_local_path(name_or_path) and not Path(name_or_path).expanduser().exists():
+        raise ModelNotFoundError(
+            f"no model at {name_or_path!r}: it is a local path (not looked up on the Hugging Face hub) and does not "
+            "exist. Check the path, or give a hub id such as Qwen/Qwen2.5-1.5B-Instruct."
+        )
     return name_or_path
 
 
@@ -251,7 +278,7 @@ def make_teacher(model: torch.nn.Module, fingerprint: str | None = None) -> Teac
     return Teacher(model=frozen, shares_weights=False, fingerprint=fingerprint or weights_fingerprint(frozen))
 
 
-class CheckpointError(ValueError):
+class CheckpointError(OpctError, ValueError):
     """A trained checkpoint that cannot be used as asked (its base weights changed, ...)."""
 
 

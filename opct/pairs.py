@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from opct.errors import OpctError
 from opct.registry import Registry, UnknownNameError
 
 ROLES = ("system", "user", "assistant")
@@ -68,14 +69,16 @@ class PairProblem:
         return f"{where}: {self.field}: {self.message}" if self.field else f"{where}: {self.message}"
 
 
-class PairFileError(ValueError):
+class PairFileError(OpctError, ValueError):
     """Raised when a pair file has problems; carries every problem found, not just the first."""
 
     def __init__(self, problems: list[PairProblem]):
         self.problems = problems
-        shown = "\n".join(f"  {p}" for p in problems[:50])
+        first, rest = problems[0], problems[1:50]
+        shown = "".join(f"\n  {p}" for p in rest)
         more = f"\n  ... and {len(problems) - 50} more" if len(problems) > 50 else ""
-        super().__init__(f"{len(problems)} problem(s) in pair data:\n{shown}{more}")
+        total = f" ({len(problems)} problems in all)" if len(problems) > 1 else ""
+        super().__init__(f"{first}{total}{shown}{more}")
 
 
 def _check_messages(value: Any, name: str, where: tuple[str, int], problems: list[PairProblem]) -> list[Message]:
@@ -149,8 +152,14 @@ def pair_from_record(
 
 
 def _records_from_jsonl(path: Path, problems: list[PairProblem]) -> Iterator[tuple[int, Any]]:
-    with path.open(encoding="utf-8") as fh:
-        for lineno, text in enumerate(fh, start=1):
+    with path.open("rb") as fh:
+        for lineno, raw in enumerate(fh, start=1):
+            try:
+                text = raw.decode("utf-8")
+            except UnicodeDecodeError as err:
+                problems.append(PairProblem(str(path), lineno, "", f"not UTF-8 text (byte {raw[err.start]:#04x} at column "
+                                                                   f"{err.start + 1}); save the file as UTF-8"))
+                continue
             if not text.strip():
                 continue
             try:
@@ -197,13 +206,23 @@ def read_pairs(
         if not path.exists():
             raise FileNotFoundError(f"pair file not found: {path}")
         if path.suffix == ".json":
-            data = json.loads(path.read_text(encoding="utf-8"))
+            try:
+                data = json.loads(path.read_text(encoding="utf-8"))
+            except UnicodeDecodeError as err:
+                raise PairFileError([PairProblem(str(path), 0, "", f"not UTF-8 text ({err.reason}); save it as UTF-8")]) from None
+            except json.JSONDecodeError as err:
+                raise PairFileError([PairProblem(str(path), err.lineno, "", f"malformed JSON ({err.msg} at column {err.colno})")]
+                                    ) from None
             if not isinstance(data, list):
                 raise PairFileError([PairProblem(str(path), 0, "", "a .json pair file must hold a list of pairs")])
             records: Iterable[tuple[int, Any]] = enumerate(data, start=1)
         else:
             records = _records_from_jsonl(path, problems)
     elif _is_hf_folder(path) or not path.exists():
+        from opct.models import looks_like_local_path
+
+        if not path.exists() and looks_like_local_path(str(source)):
+            raise FileNotFoundError(f"pair data not found: {path} (a local path; it is not looked up on the hub)")
         records = _records_from_hf(source, split)
     else:
         raise FileNotFoundError(f"{path} is neither a JSONL file nor a Hugging Face dataset folder")

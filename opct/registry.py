@@ -12,10 +12,12 @@ import importlib
 from collections.abc import Iterator
 from typing import Any, Generic, TypeVar
 
+from opct.errors import OpctError
+
 T = TypeVar("T")
 
 
-class UnknownNameError(KeyError, ValueError):
+class UnknownNameError(OpctError, KeyError, ValueError):
     """A name that no entry of a registry has; the message lists the names that exist."""
 
     def __init__(self, kind: str, name: str, choices: list[str]):

@@ -38,6 +38,7 @@ import torch
 from accelerate import Accelerator
 
 from opct.config import RunConfig, dump_config
+from opct.errors import FAULT, OpctError
 from opct.model_card import write_final_files
 
 RESUMABLE_CHANGES = {
@@ -54,12 +55,14 @@ LOCK = ".lock"
 T = TypeVar("T")
 
 
-class RunDirError(RuntimeError):
+class RunDirError(OpctError, RuntimeError):
     """The run directory cannot be used as asked (different config, different teacher...)."""
 
 
 class CheckpointError(RunDirError):
     """A checkpoint cannot be resumed from: damaged, or not written for this model and optimizer."""
+
+    exit_code = FAULT
 
 
 class RunLockedError(RunDirError):

@@ -198,7 +198,9 @@ def _train(cfg: RunConfig, acc: Accelerator, pairs: list[ConsistencyPair], show_
     if acc.is_main_process and start.checkpoint is None:  # starting over: nothing of an earlier attempt is kept
         for stale in ("metrics.jsonl", "rollouts.jsonl.gz"):
             (run_dir / stale).unlink(missing_ok=True)
-    if acc.is_main_process and not start.finished:  # a finished run rerun as it was records nothing new
+    def write_manifest() -> None:  # a finished run rerun as it was records nothing new
+        if not acc.is_main_process or start.finished:
+            return
         write_json_atomic(
             run_dir / "manifest.json",
             build_manifest(
@@ -216,6 +218,9 @@ def _train(cfg: RunConfig, acc: Accelerator, pairs: list[ConsistencyPair], show_
                 total_steps=steps,
             ),
         )
+
+    if start.checkpoint is None:
+        write_manifest()  # a resume rewrites it only once its checkpoint has loaded
     acc.wait_for_everyone()
 
     params = [p for p in model.parameters() if p.requires_grad]
@@ -241,6 +246,7 @@ def _train(cfg: RunConfig, acc: Accelerator, pairs: list[ConsistencyPair], show_
 
     if start.checkpoint is not None:
         state.step = load_checkpoint(start.checkpoint, acc.unwrap_model(prepared), optimizer, scheduler, acc.scaler)
+        write_manifest()
         if acc.is_main_process:
             recover_log(run_dir / "metrics.jsonl", state.step)
             recover_log(run_dir / "rollouts.jsonl.gz", state.step)

@@ -38,7 +38,7 @@ def test_plan_per_axis_runs():
 def test_experiment_errors_name_the_key(tmp_path):
     with pytest.raises(ConfigError, match="methods.0"):
         load_experiment(None, ["methods=[sft]"])
-    with pytest.raises(ConfigError, match="run bct:\n  optim.learning_rate: unknown key"):
+    with pytest.raises(ConfigError, match="run bct: optim.learning_rate: unknown key"):
         resolve(load_experiment(None, ["train.optim.learning_rate=1"]))
     with pytest.raises(ConfigError, match="unknown method"):
         load_experiment(None, ["method_settings.dpo.optim.lr=1"])

@@ -14,6 +14,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from opct.errors import OpctError
+
 __all__ = [
     "DatasetFormatError",
     "EvalItem",
@@ -24,7 +26,7 @@ __all__ = [
 ]
 
 
-class DatasetFormatError(ValueError):
+class DatasetFormatError(OpctError, ValueError):
     """A data file is malformed. The message names the file, the line/row (when known) and the field.
 
     ``row`` is a 1-based line number (``row_kind="line"``: CSV, JSONL, text) or a 0-based row index

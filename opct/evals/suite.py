@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from opct.config import GenerationConfig, ModelConfig
+from opct.errors import OpctError
 from opct.evals.config import EvalOptions
 from opct.evals.outcomes import DEFAULT_MAX_UNSCORED
 from opct.evals.task import EvalTask, TaskContext
@@ -39,7 +40,7 @@ def build_tasks(
     return [task for name in evals for task in AXES.get(name).tasks(ctx)]
 
 
-class MissingEvalData(ValueError):
+class MissingEvalData(OpctError, ValueError):
     """An eval was asked for but its data files were not given."""
 
 
@@ -157,7 +158,7 @@ def evaluate(
     return results
 
 
-class EvalOutputError(ValueError):
+class EvalOutputError(OpctError, ValueError):
     """An eval output folder that holds another model's results."""
 
 

@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from opct.errors import FAULT, OpctError
 from opct.judges.base import Verdict
 from opct.judges.rubrics import Messages, Rubric, RubricParseError, RubricResult
 
@@ -32,9 +33,11 @@ class JudgeUnavailable(RuntimeError):
     """The judge model gave no usable completion for one input (after any retries): that sample abstains."""
 
 
-class JudgeOutage(RuntimeError):
+class JudgeOutage(OpctError, RuntimeError):
     """The judge failed :attr:`JudgeOptions.fail_after` requests in a row: the whole evaluation stops,
     rather than going on with every remaining sample abstaining."""
+
+    exit_code = FAULT
 
 
 @dataclass(frozen=True)

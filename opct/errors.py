@@ -1,0 +1,50 @@
+"""The one base class of every error opct reports to a user, and how the command line prints them.
+
+Each class of user mistake has its own type (a bad config key: :class:`opct.config.ConfigError`, a
+bad pair file: :class:`opct.pairs.PairFileError`, a missing model path:
+:class:`opct.models.ModelNotFoundError`, ...). All of them are :class:`OpctError`\\ s: the command
+line prints their message (one or two lines: the path or field, and what to do) and exits with their
+``exit_code``, without a traceback unless ``--debug`` (or ``OPCT_DEBUG=1``) is given.
+
+Exit codes: 2 for a mistake in the input (fix it and rerun), 1 for a fault or a failed measurement
+(a full disk, a judge outage, an incomplete eval), 130 for an interruption.
+"""
+
+from __future__ import annotations
+
+import errno
+
+USER_MISTAKE = 2
+FAULT = 1
+INTERRUPTED = 130
+
+
+class OpctError(Exception):
+    """Base of every error meant for the user; ``exit_code`` is what the command line exits with."""
+
+    exit_code: int = USER_MISTAKE
+
+
+def describe(err: BaseException) -> tuple[int, str]:
+    """``(exit code, message)`` for any exception reaching the command line."""
+    if isinstance(err, OpctError):
+        return err.exit_code, str(err)
+    if isinstance(err, UnicodeDecodeError):
+        return USER_MISTAKE, f"a file is not UTF-8 text ({err.reason} at byte {err.start}); save it as UTF-8"
+    if isinstance(err, OSError):
+        where = err.filename or "a file"
+        if err.errno == errno.ENOSPC:
+            return FAULT, (f"no space left on the device writing {where}. Everything finished before it is kept: "
+                           "free some space and rerun the same command to continue.")
+        if err.errno in (errno.EACCES, errno.EPERM, errno.EROFS):
+            return USER_MISTAKE, f"cannot write {where}: {err.strerror}. Choose a writable output folder."
+        if isinstance(err, FileNotFoundError):
+            return USER_MISTAKE, f"no such file or folder: {err.filename}" if err.filename else str(err)
+        if isinstance(err, NotADirectoryError | IsADirectoryError | FileExistsError):
+            return USER_MISTAKE, f"{where}: {err.strerror} (a file where a folder is needed, or the reverse)"
+        return FAULT, f"{where}: {err.strerror or err}"
+    if isinstance(err, ValueError | KeyError | TypeError) and type(err).__module__.startswith(("opct", "pydantic")):
+        return USER_MISTAKE, str(err).strip("'\"")
+    if isinstance(err, ValueError):
+        return USER_MISTAKE, str(err)
+    return FAULT, f"internal error: {type(err).__name__}: {err}"
