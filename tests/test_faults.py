@@ -174,6 +174,16 @@ def _drop_adapter_tensors(ctx: Ctx) -> None:
     rehash(ckpt)
 
 
+def _garbage_judge(ctx: Ctx) -> None:
+    """A judge endpoint that answers every request with prose and no verdict."""
+    from test_judges_http import FakeEndpoint
+
+    endpoint = FakeEndpoint()
+    endpoint.script = [(200, "Hard to say, really.")] * 500
+    ctx.monkeypatch.setenv("OPCT_JUDGE_BASE_URL", endpoint.url)
+    ctx.monkeypatch.setattr(Ctx, "_endpoint", endpoint, raising=False)
+
+
 def _lock(ctx: Ctx) -> None:
     import fcntl
     import os
@@ -308,10 +318,18 @@ CASES = [
                                   ["eval", "--model", str(c.tiny), "--data", "real", "--evals", "jailbreak", "--behaviors",
                                    str(behaviors(c)), "--judge", "http:m", "--judge-retries", "0", "--judge-fail-after", "2",
                                    "--max-new-tokens", "2", "--out", str(c.ws / "ev")])[1], 1, r"in a row|consecutive"),
+    Case("judge-garbage", lambda c: (_garbage_judge(c),
+                                     ["eval", "--model", str(c.tiny), "--data", "real", "--evals", "jailbreak", "--behaviors",
+                                      str(behaviors(c)), "--judge", "http:m", "--max-new-tokens", "2", "--out", str(c.ws / "ev")])[1],
+         1, r"some evals are incomplete"),
     # ---- interruptions (Ctrl-C): what was written is kept, exit 130
     Case("eval-interrupted", lambda c: (interrupt_after(c, "opct.evals.runner:_record", 2), eval_args(c))[1], 130, r"interrupted"),
     Case("attack-interrupted", lambda c: (interrupt_after(c, "opct.attack.search:SearchAttacker._propose", 3),
                                           attack_args(c, "--budget", "2"))[1], 130, r"interrupted"),
+    Case("run-interrupted", lambda c: (interrupt_after(c, "opct.evals.runner:_record", 3),
+                                       ["run", str(experiment(c, methods=["base"], eval={"limit": 2, "capability": False,
+                                                                                        "splits": ["heldout"]},
+                                                              output_dir=str(c.ws / "exps")))])[1], 130, r"interrupted"),
     Case("train-interrupted", lambda c: (interrupt_after(c, "opct.checkpoint:write_checkpoint", 2), train_cfg(c))[1], 130,
          r"interrupted"),
 ]
@@ -355,3 +373,13 @@ def test_fault(case: Case, tiny_model, reference_run, tmp_path, monkeypatch):
             continue
         assert after.get(path) == digest, f"{path} was lost or changed"
     assert not (ws / "PWNED").exists()
+
+
+def test_debug_shows_the_traceback_and_the_default_does_not(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    quiet = CliRunner().invoke(app, ["eval", "--model", "./nope"])
+    assert quiet.exit_code == 2 and quiet.output.startswith("error: no model at './nope'") and "Traceback" not in quiet.output
+    loud = CliRunner().invoke(app, ["--debug", "eval", "--model", "./nope"])
+    from opct.models import ModelNotFoundError
+
+    assert isinstance(loud.exception, ModelNotFoundError)
