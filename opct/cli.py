@@ -17,10 +17,16 @@ app = typer.Typer(cls=ErrorBoundary, add_completion=False, no_args_is_help=True,
 
 @app.callback()
 def _options(
+    ctx: typer.Context,
     debug: Annotated[bool, typer.Option("--debug", help="Show the traceback of an error (also OPCT_DEBUG=1).")] = False,
+    verbose: Annotated[bool, typer.Option("--verbose", help="Keep the libraries' own logs, progress bars and warnings "
+                                          "(also OPCT_VERBOSE=1).")] = False,
 ) -> None:
     """On-Policy Consistency Training for Hugging Face causal LMs."""
+    from opct.quiet import quiet_unless_verbose
+
     DEBUG["on"] = debug
+    quiet_unless_verbose(ctx, verbose)
 
 
 def _organism_app() -> typer.Typer:
