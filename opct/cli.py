@@ -89,16 +89,16 @@ def _run_experiment(config: Path | None, set_: list[str] | None, dry_run: bool, 
     if dry_run:
         return
     from opct.experiment import IncompleteEvalError
-    from opct.report import format_results_table
+    from opct.report.terminal import results_group
 
     try:
         root = run_experiment(cfg, show_progress=not no_progress, log=lambda m: console.print(m, highlight=False))
     except IncompleteEvalError as err:
-        console.print(format_results_table(cfg.root), highlight=False)
+        console.print(results_group(cfg.root, console.width))
         _fail(str(err), code=1)
     except (PairFileError, RunDirError, ValueError, FileNotFoundError) as err:
         _fail(str(err), getattr(err, "exit_code", 2))
-    console.print(format_results_table(root), highlight=False)
+    console.print(results_group(root, console.width))
     console.print(f"report: [bold]{root / 'report.html'}[/] (and report.md)")
 
 
@@ -131,13 +131,14 @@ def report(
 ) -> None:
     """(Re)write an experiment's report.html and report.md and print its table and the paired differences
     between every two methods."""
-    from opct.report import format_results_table, write_report
+    from opct.report import write_report
+    from opct.report.terminal import results_group
 
     try:
         html, _ = write_report(experiment_dir)
     except FileNotFoundError as err:
         _fail(str(err), getattr(err, "exit_code", 2))
-    console.print(format_results_table(experiment_dir), highlight=False)
+    console.print(results_group(experiment_dir, console.width))
     console.print(f"report: [bold]{html}[/] (and report.md)")
 
 

@@ -107,7 +107,7 @@ def test_experiment_and_report_carry_the_registered_axis(toy: ToyAxis, tmp_path:
             assert json.loads((root / "eval" / method / name / "results.json").read_text())["complete"]
     assert json.loads((root / "plan.json").read_text())["evals"] == ["toy", "toy_train"]
     header = "Toy accuracy under a wrong claim (held-out) ↑"
-    assert header in format_results_table(root)  # the table `opct run` prints at the end
+    assert header in format_results_table(root)  # the results table (transposed in the terminal)
     report = (root / "report.md").read_text()
     assert header in report and "### toy_train" in report
     row = next(line for line in report.splitlines() if line.startswith("| OPCT |"))

@@ -2,7 +2,8 @@
 
 ``write_report(exp_dir)`` reads an experiment directory (see :mod:`opct.report.load` for the layout),
 draws the figures into ``<exp>/figures/`` and writes both reports beside them;
-``format_results_table(exp_dir)`` gives the paper-style table as plain text for the terminal.
+``format_results_table(exp_dir)`` gives the paper-style table as wide plain text (report.md's layout,
+for logs and tests). The terminal gets it transposed to fit 80 columns: :mod:`opct.report.terminal`.
 """
 
 from __future__ import annotations
@@ -36,7 +37,9 @@ def write_report(experiment_dir: Path) -> tuple[Path, Path]:
 
 
 def format_results_table(exp_dir: str | Path) -> str:
-    """The paper-style results table of ``exp_dir`` as plain text, the paper's numbers below it."""
+    """The paper-style results table of ``exp_dir`` as wide plain text (one row per method), the paired
+    differences and the paper's numbers below it; ``opct run``/``report`` print
+    :func:`opct.report.terminal.results_group` instead."""
     from opct.report.paired import paired_table
 
     exp = load_experiment(exp_dir)

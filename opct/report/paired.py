@@ -55,32 +55,46 @@ def method_pairs(methods: Sequence[str]) -> list[tuple[str, str]]:
     return [(methods[i], methods[j]) for i in range(len(methods) - 1, 0, -1) for j in range(i - 1, -1, -1)]
 
 
-def paired_difference_cell(exp: Experiment, column: Column, a: str, b: str) -> str:
-    """``"−3.4 pts [−8.0, +1.2] (k=31)"`` for ``a − b`` in ``column``, or "—" when either lacks the units."""
+def paired_difference_parts(exp: Experiment, column: Column, a: str, b: str) -> tuple[str, ...]:
+    """``("−3.4 pts", "[−8.0, +1.2]", "(k=31)")`` for ``a − b`` in ``column``, or ``("—",)`` when either
+    lacks the units."""
     from opct.intervals import paired_cluster_difference
 
     assert column.paired is not None
     values_a, statistic = column.paired(exp, a)
     values_b, _ = column.paired(exp, b)
     if not set(values_a) & set(values_b):
-        return MISSING
+        return (MISSING,)
     est = paired_cluster_difference(values_a, values_b, statistic)
     scale, digits, unit = (100.0, 1, " pts") if column.percent else (1.0, 3, "")
-    return (f"{est.value * scale:+.{digits}f}{unit} [{est.ci_low * scale:+.{digits}f}, {est.ci_high * scale:+.{digits}f}] "
+    return (f"{est.value * scale:+.{digits}f}{unit}", f"[{est.ci_low * scale:+.{digits}f}, {est.ci_high * scale:+.{digits}f}]",
             f"(k={est.clusters})")
+
+
+def paired_difference_cell(exp: Experiment, column: Column, a: str, b: str) -> str:
+    """``"−3.4 pts [−8.0, +1.2] (k=31)"`` for ``a − b`` in ``column``, or "—" when either lacks the units."""
+    return " ".join(paired_difference_parts(exp, column, a, b))
+
+
+def paired_parts(exp: Experiment, columns: Sequence[Column]) -> tuple[list[Column], list[tuple[str, list[tuple[str, ...]]]]]:
+    """The results columns that have a paired reader, and per pair of methods with any difference
+    ``("OPCT − BCT", [cell parts per column])`` (see :func:`paired_difference_parts`). No pairs when
+    fewer than two methods have results."""
+    cols = [c for c in columns if c.paired is not None]
+    rows = []
+    for a, b in method_pairs(exp.methods):
+        cells = [paired_difference_parts(exp, c, a, b) for c in cols]
+        if any(cell != (MISSING,) for cell in cells):
+            rows.append((f"{method_label(a)} − {method_label(b)}", cells))
+    return cols, rows
 
 
 def paired_table(exp: Experiment, columns: Sequence[Column]) -> tuple[list[str], list[list[str]]]:
     """Headers and rows of the paired-differences table: one row per pair of methods, one column per
     results column that has a paired reader. Empty rows when fewer than two methods have results."""
-    cols = [c for c in columns if c.paired is not None]
+    cols, rows = paired_parts(exp, columns)
     headers = ["difference", *(c.header for c in cols)]
-    rows = []
-    for a, b in method_pairs(exp.methods):
-        cells = [paired_difference_cell(exp, c, a, b) for c in cols]
-        if any(cell != MISSING for cell in cells):
-            rows.append([f"{method_label(a)} − {method_label(b)}", *cells])
-    return headers, rows
+    return headers, [[label, *(" ".join(cell) for cell in cells)] for label, cells in rows]
 
 
 HOWTO = (

@@ -82,11 +82,43 @@ def _write(path: Path, data: Any) -> None:
     path.write_text(json.dumps(data, indent=2) + "\n", encoding="utf-8")
 
 
-def make_experiment(root: str | Path, steps: int = 60, with_attack: bool = True, seed: int = 0) -> Path:
+def _write_jsonl(path: Path, rows: list[dict[str, Any]]) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
+
+
+def _samples(root: Path, method: str, rng: random.Random) -> None:
+    """Per-sample records behind the paired differences: held-out sycophancy (40 questions x 3 biased
+    variants) and awareness (25 facts x 4 perturbations), at the method's levels."""
+    syco, _, aware, _, _ = _LEVELS[method]
+    recs: list[dict[str, Any]] = []
+    for q in range(40):
+        recs.append({"item_id": f"q{q}", "variant": "clean", "parsed": "A", "outcome": "scored", "scores": {}})
+        recs += [{"item_id": f"q{q}", "variant": f"b{v}", "parsed": "B", "outcome": "scored",
+                  "scores": {"suggested": rng.random() < syco}} for v in range(3)]
+    _write_jsonl(root / "eval" / method / "sycophancy" / "samples.jsonl", recs)
+    recs = [{"variant": f"p{v}", "outcome": "scored", "meta": {"fact": f"f{f}"},
+             "scores": {"pass": float(rng.random() < aware + 0.2)}} for f in range(25) for v in range(4)]
+    _write_jsonl(root / "eval" / method / "awareness" / "samples.jsonl", recs)
+
+
+def _attack_behaviors(dsr: float, rng: random.Random) -> list[dict[str, Any]]:
+    """Per behaviour: cracked or not by the adaptive attacker (for its paired differences)."""
+    out = []
+    for i in range(100):
+        cracked = rng.random() > dsr
+        out.append({"behavior_id": f"b{i}", "cracked": cracked, "status": "cracked" if cracked else "defended"})
+    return out
+
+
+def make_experiment(root: str | Path, steps: int = 60, with_attack: bool = True, seed: int = 0,
+                    samples: bool = False) -> Path:
     """Write a synthetic three-method experiment directory under ``root`` and return it.
 
     Fixed cells (for tests): base's held-out sycophancy rate is ``0.41`` (n=360); BCT has no
-    ``capability_arithmetic`` result; the attacker was run against BCT and OPCT only.
+    ``capability_arithmetic`` result; the attacker was run against BCT and OPCT only. ``samples``:
+    also write per-sample records and per-behaviour attack results, so that the report has paired
+    differences between methods.
     """
     root = Path(root)
     rng = random.Random(seed)
@@ -101,6 +133,8 @@ def make_experiment(root: str | Path, steps: int = 60, with_attack: bool = True,
             _write(root / "eval" / method / f"jailbreak{suffix}" / "results.json", _results("jailbreak", _jailbreak(dsr, split, rng), 500))
             _write(root / "eval" / method / f"awareness{suffix}" / "results.json", _results("awareness", _awareness(aware, split), 200))
         _write(root / "eval" / method / "capability_mc" / "results.json", _results("capability_mc", {"accuracy": estimate(mc, 200)}, 200))
+        if samples:
+            _samples(root, method, rng)
         if method != "bct":
             _write(root / "eval" / method / "capability_arithmetic" / "results.json",
                    _results("capability_arithmetic", {"accuracy": estimate(arith, 150)}, 150))
@@ -115,6 +149,8 @@ def make_experiment(root: str | Path, steps: int = 60, with_attack: bool = True,
                     "dsr": estimate(round(adaptive, 4), 100), "asr": estimate(round(1 - adaptive, 4), 100),
                     "attempt_success/persona": estimate(1 - adaptive, 50)}, "queries_to_crack": {"median": 12.0, "n_cracked": 40},
                     "status": "ok", "outcomes": {"behaviors": {"cracked": 40, "defended": 60, "unscored": 0}}}
+                if samples:
+                    attack["behaviors"] = _attack_behaviors(adaptive, rng)
                 if method == "bct":  # the static single-wrapper baseline was run beside the search for BCT only
                     attack["static"] = {"n": 100, "static_cracked": 30, "search_cracked_of_static": 28,
                                         "search_beyond_static": [f"b{i}" for i in range(12)]}

@@ -1,0 +1,128 @@
+"""The experiment's tables for the terminal, as rich Tables that fit an 80-column window.
+
+``report.md`` / ``report.html`` keep the paper's layout (one row per method, one column per metric);
+that is ~250 characters wide, so the terminal gets it transposed: one row per metric, one column per
+method (``metric | base | BCT | OPCT``), each cell's value, interval and n on lines of their own; the
+paired differences likewise (``metric | OPCT − BCT | OPCT − base | BCT − base``), and the paper's
+numbers (``paper | base | SFT (≈ BCT) | OPCT``). A cell's lines break only at spaces, never inside a
+number; when the columns of one table cannot all fit beside a readable metric column, the table is
+split into several with the metric column repeated.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+
+from rich import box
+from rich.cells import cell_len
+from rich.console import Group, RenderableType
+from rich.table import Table
+from rich.text import Text
+
+from opct.report.load import load_experiment
+from opct.report.table import (
+    MISSING,
+    PAPER_HEADERS,
+    PAPER_ROWS,
+    ResultsTable,
+    build_table,
+    method_label,
+    metric_parts,
+    scale_note,
+)
+
+#: The width the tables are made to fit (a terminal's default).
+WIDTH = 80
+#: The narrowest the metric-name column may get before a table is split into several.
+MIN_LABEL_WIDTH = 18
+#: A cell's lines up to this long are kept whole (a value, an interval); longer ones wrap at spaces.
+KEEP_WHOLE = 16
+#: Box-drawing and padding characters per column (``│ `` + `` ``), and the table's closing ``│``.
+_PER_COLUMN, _EDGE = 3, 1
+
+Cell = tuple[str, ...]
+
+
+def _cell_width(cells: Sequence[Cell], header: str) -> int:
+    """The width a method column needs: its longest line of up to :data:`KEEP_WHOLE` characters, and its
+    longest word, so that no number is broken."""
+    lines = [part for cell in cells for part in cell]
+    words = [w for text in [*lines, header] for w in text.split()]
+    return max([cell_len(line) for line in lines if cell_len(line) <= KEEP_WHOLE] + [cell_len(w) for w in words] + [1])
+
+
+def _chunks(widths: Sequence[int], label_width: int, width: int) -> list[list[int]]:
+    """Indices of the method columns per table: as many as fit beside a label column of ``label_width``."""
+    out: list[list[int]] = [[]]
+    used = _EDGE + _PER_COLUMN + label_width
+    for i, w in enumerate(widths):
+        if out[-1] and used + _PER_COLUMN + w > width:
+            out.append([])
+            used = _EDGE + _PER_COLUMN + label_width
+        out[-1].append(i)
+        used += _PER_COLUMN + w
+    return out
+
+
+def transposed_tables(title: str, corner: str, labels: Sequence[str], headers: Sequence[str],
+                      cells: Sequence[Sequence[Cell]], width: int = WIDTH, justify: str = "right") -> list[Table]:
+    """Tables with one row per ``labels[i]`` and one column per ``headers[j]``; ``cells[i][j]`` are the
+    lines of a cell. Method columns get the width of their longest number; the label column wraps in
+    what is left, and the columns are split over several tables when fewer than
+    :data:`MIN_LABEL_WIDTH` characters would be left."""
+    widths = [_cell_width([row[j] for row in cells], headers[j]) for j in range(len(headers))]
+    label_width = max([MIN_LABEL_WIDTH, *(cell_len(w) for text in [corner, *labels] for w in text.split())])
+    tables = []
+    for k, chunk in enumerate(_chunks(widths, label_width, width)):
+        table = Table(title=Text(title) if k == 0 else None, title_justify="left", box=box.SQUARE, show_lines=True,
+                      header_style="bold", title_style="bold")
+        table.add_column(Text(corner), overflow="fold", min_width=label_width)
+        for j in chunk:
+            table.add_column(Text(headers[j]), width=widths[j], justify=justify, overflow="fold")  # type: ignore[arg-type]
+        for label, row in zip(labels, cells, strict=True):  # Text: a "[...]" in a cell is never read as markup
+            table.add_row(Text(label), *(Text("\n".join(p for p in row[j] if p)) for j in chunk))
+        tables.append(table)
+    return tables
+
+
+def _metric_cell(table: ResultsTable, method: str, column_index: int) -> Cell:
+    """``("41.0%", "[35.9, 46.1]", "(n=360)")`` (an ``INCOMPLETE`` flag on a line of its own), or ``("—",)``."""
+    column = table.columns[column_index]
+    metric = table.metrics[(method, column.key)]
+    if metric is None:
+        return (MISSING,)
+    value, interval, n = metric_parts(metric, percent=column.percent)
+    flag = "INCOMPLETE" if n.endswith("INCOMPLETE") else ""
+    return value, interval, n.removesuffix("INCOMPLETE").strip(), flag
+
+
+def results_renderables(exp_dir: str | Path, width: int = WIDTH) -> list[RenderableType]:
+    """What ``opct run`` / ``opct demo`` / ``opct report`` print at the end: the results, the paired
+    differences between methods, the paper's numbers and how to compare them, each fitting ``width``."""
+    from opct.report.paired import paired_parts
+
+    exp = load_experiment(exp_dir)
+    table = build_table(exp)
+    out: list[RenderableType] = [Text(f"{exp.name} ({exp.model or 'model unknown'})", style="bold")]
+    out += transposed_tables(
+        "Results (95% intervals; n units)", "metric", [c.header for c in table.columns],
+        [method_label(m) for m in table.methods],
+        [[_metric_cell(table, m, i) for m in table.methods] for i in range(len(table.columns))], width)
+    cols, rows = paired_parts(exp, table.columns)
+    shown = [i for i in range(len(cols)) if any(cells[i] != (MISSING,) for _, cells in rows)]
+    if shown:  # a metric with no difference between any two methods is left out
+        out += transposed_tables(
+            "Paired differences on the same units (95% paired cluster bootstrap; k units)", "metric",
+            [cols[i].header for i in shown], [label for label, _ in rows],
+            [[cells[i] for _, cells in rows] for i in shown], width)
+    paper = [[(row[i],) for row in PAPER_ROWS] for i in range(1, len(PAPER_HEADERS))]
+    out += transposed_tables(PAPER_HEADERS[0], "metric", PAPER_HEADERS[1:], [row[0] for row in PAPER_ROWS], paper, width,
+                             justify="left")
+    out.append(Text(scale_note(exp)))
+    return out
+
+
+def results_group(exp_dir: str | Path, width: int = WIDTH) -> Group:
+    """:func:`results_renderables` as one renderable for ``console.print``."""
+    return Group(*results_renderables(exp_dir, width))
