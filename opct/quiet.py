@@ -22,11 +22,9 @@ import os
 import sys
 import warnings
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 from pathlib import Path
-from typing import Any
-
-import click
+from typing import Any, Protocol
 
 #: ``(message regex, category)`` of warnings that tell an opct user nothing: the library's own
 #: deprecations of calls opct does not make, and fixes the library applies by itself.
@@ -45,6 +43,12 @@ QUIET_ENV = {
     "HF_HUB_DISABLE_PROGRESS_BARS": "1",
     "HF_DATASETS_DISABLE_PROGRESS_BARS": "1",
 }
+
+class CommandContext(Protocol):
+    """What :func:`quiet_unless_verbose` needs of a click/typer context: to hold a resource until it closes."""
+
+    def with_resource(self, context_manager: AbstractContextManager[Any]) -> Any: ...
+
 
 #: Set by ``opct --verbose``.
 VERBOSE = {"on": False}
@@ -133,7 +137,7 @@ def quiet_output() -> Iterator[None]:
                     os.environ[key] = value
 
 
-def quiet_unless_verbose(ctx: click.Context, verbose: bool) -> None:
+def quiet_unless_verbose(ctx: CommandContext, verbose: bool) -> None:
     """From the ``opct`` callback: record ``--verbose``, and unless verbose run the command in :func:`quiet_output`."""
     VERBOSE["on"] = verbose
     if not verbose_enabled():

@@ -9,11 +9,12 @@ import sys
 import warnings
 from pathlib import Path
 
-import click
 import pytest
+import typer
 import yaml
 from conftest import REPO, run_config
 
+from opct.cli import app
 from opct.quiet import KNOWN_NOISE, QUIET_ENV, format_warning, quiet_output, quiet_unless_verbose
 
 #: What transformers and peft print on every run that tells the user nothing.
@@ -103,7 +104,7 @@ def test_verbose_flag_or_env_skips_the_quiet_setup(monkeypatch, flag, env, quiet
     else:
         monkeypatch.setenv("OPCT_VERBOSE", env)
     saved = warnings.formatwarning
-    with click.Context(click.Command("x")) as ctx:
+    with typer.Context(typer.main.get_command(app)) as ctx:
         quiet_unless_verbose(ctx, flag)
         assert (warnings.formatwarning is format_warning) == quiet
     assert warnings.formatwarning is saved
