@@ -32,15 +32,19 @@ SetOverrides = Annotated[list[str] | None, typer.Option(
 #: ``--no-progress`` on every command that runs a model.
 NoProgress = Annotated[bool, typer.Option("--no-progress", help="Hide the progress bar.")]
 
-#: The CPU threads ``--threads`` uses when it is not given; ``None`` leaves torch's own choice (one per
-#: core). Measured by ``benchmarks/threads.py`` (``benchmarks/results/threads.json``).
+#: The CPU threads when ``--threads`` is not given; ``None`` leaves torch's own choice (one per core).
+#: ``benchmarks/threads.py`` (organism eval generation, 128 prompts x 48 tokens, 2-core CPU) measured
+#: torch's 2 threads 1.45x faster than 1 on a quiet machine (``benchmarks/results/threads.json``), so
+#: opct keeps torch's default; under a neighbour's load 1 thread was 4.5x faster than 2
+#: (``threads-busy.json``), which is what ``--threads 1`` is for.
 DEFAULT_THREADS: int | None = None
 
 #: ``--threads N`` on every command that runs a model.
 Threads = Annotated[int | None, typer.Option(
     "--threads", metavar="N", min=1, envvar="OPCT_THREADS", show_envvar=False,
-    help="CPU threads for torch (also OPCT_THREADS). Default: torch's own, one per core, which "
-         "benchmarks/threads.py measured fastest; fewer helps when other processes share the cores.")]
+    help="CPU threads for torch (also OPCT_THREADS). Default: torch's own, one per core, which generated "
+         "1.45x faster than 1 thread on a quiet 2-core machine; when other processes share the cores, fewer "
+         "is faster (1 thread was 4.5x faster than 2 there). See benchmarks/threads.py.")]
 
 
 def apply_threads(threads: int | None) -> None:
