@@ -11,7 +11,7 @@ load average before every run and whether every setting produced the same tokens
 
 On this 2-core machine (2026-11-23, 1788 tokens, the same tokens in every run): quiet (load average
 0.6-0.7, 5 repeats) 2 threads took 1.27 s, 1 thread 1.84 s (``results/threads.json``); with a test
-suite and a training run on the same cores (load average 4.4-4.7, 3 repeats) 2 threads took 11.7 s,
+suite and an ``opct demo`` on the same cores (load average 4.4-4.7, 3 repeats) 2 threads took 11.7 s,
 1 thread 2.6 s (``results/threads-busy.json``). ``--threads`` therefore keeps torch's default (one
 thread per core) and says when to lower it.
 """
