@@ -8,7 +8,19 @@ from typing import Annotated
 
 import typer
 
-from opct.cli_common import DEBUG, ErrorBoundary, _fail, console, err_console
+from opct.cli_attack import attack
+from opct.cli_common import (
+    DEBUG,
+    ErrorBoundary,
+    NoProgress,
+    SetOverrides,
+    Threads,
+    _fail,
+    apply_threads,
+    console,
+    err_console,
+)
+from opct.cli_env import env, version_callback
 from opct.cli_pairs import pairs_app
 
 app = typer.Typer(cls=ErrorBoundary, add_completion=False, no_args_is_help=True,
@@ -21,6 +33,8 @@ def _options(
     debug: Annotated[bool, typer.Option("--debug", help="Show the traceback of an error (also OPCT_DEBUG=1).")] = False,
     verbose: Annotated[bool, typer.Option("--verbose", help="Keep the libraries' own logs, progress bars and warnings "
                                           "(also OPCT_VERBOSE=1).")] = False,
+    version: Annotated[bool, typer.Option("--version", callback=version_callback, is_eager=True,
+                                          help="Print opct's version and exit.")] = False,
 ) -> None:
     """On-Policy Consistency Training for Hugging Face causal LMs."""
     from opct.quiet import quiet_unless_verbose
@@ -42,12 +56,13 @@ app.add_typer(pairs_app, name="pairs")
 
 @app.command()
 def train(
-    config: Annotated[Path | None, typer.Option("--config", "-c", help="YAML run configuration.")] = None,
-    set_: Annotated[list[str] | None, typer.Option("--set", help="Override a setting: key.sub=value (repeatable).")] = None,
-    no_progress: Annotated[bool, typer.Option("--no-progress", help="Hide the progress bar.")] = False,
+    config: Annotated[Path | None, typer.Option("--config", "-c", metavar="FILE", help="YAML run configuration.")] = None,
+    set_: SetOverrides = None,
+    no_progress: NoProgress = False,
     print_config: Annotated[bool, typer.Option("--print-config", help="Print the resolved configuration and exit.")] = False,
     allow_heldout_training: Annotated[bool, typer.Option(
         "--allow-heldout-training", help="Train on pairs marked held-out (meta.split: heldout); refused by default.")] = False,
+    threads: Threads = None,
 ) -> None:
     """Train with OPCT or BCT; rerunning the same command resumes an interrupted run."""
     import yaml
@@ -63,6 +78,7 @@ def train(
     if print_config:
         console.print(yaml.safe_dump(dump_config(cfg), sort_keys=False), highlight=False)
         return
+    apply_threads(threads)
     from opct.train import RunDirError
     from opct.train import train as run_training
 
@@ -105,23 +121,29 @@ def _run_experiment(config: Path | None, set_: list[str] | None, dry_run: bool, 
 @app.command()
 def run(
     experiment: Annotated[Path, typer.Argument(help="Experiment YAML (model, axes, methods, seeds, settings).")],
-    set_: Annotated[list[str] | None, typer.Option("--set", help="Override a setting: key.sub=value (repeatable).")] = None,
+    set_: SetOverrides = None,
     dry_run: Annotated[bool, typer.Option("--dry-run", help="Print the resolved plan and exit.")] = False,
-    no_progress: Annotated[bool, typer.Option("--no-progress")] = False,
+    no_progress: NoProgress = False,
+    threads: Threads = None,
 ) -> None:
     """Run an experiment: base eval, training per method, evaluation, attack, report (resumable)."""
+    if not dry_run:
+        apply_threads(threads)
     _run_experiment(experiment, set_, dry_run, no_progress)
 
 
 @app.command()
 def demo(
-    set_: Annotated[list[str] | None, typer.Option("--set", help="Override a setting: key.sub=value (repeatable).")] = None,
+    set_: SetOverrides = None,
     dry_run: Annotated[bool, typer.Option("--dry-run", help="Print the resolved plan and exit.")] = False,
-    no_progress: Annotated[bool, typer.Option("--no-progress")] = False,
+    no_progress: NoProgress = False,
+    threads: Threads = None,
 ) -> None:
     """The paper's comparison on the built-in organism: baseline vs BCT vs OPCT on all three axes."""
     from importlib.resources import files
 
+    if not dry_run:
+        apply_threads(threads)
     _run_experiment(Path(str(files("opct") / "experiments" / "organism_demo.yaml")), set_, dry_run, no_progress)
 
 
@@ -140,115 +162,6 @@ def report(
         _fail(str(err), getattr(err, "exit_code", 2))
     console.print(results_group(experiment_dir, console.width))
     console.print(f"report: [bold]{html}[/] (and report.md)")
-
-
-@app.command()
-def attack(
-    model: Annotated[str, typer.Option(help="'organism', a model folder, a run directory or hub id.")] = "organism",
-    out: Annotated[Path, typer.Option(help="Output folder.")] = Path("runs/attack"),
-    data: Annotated[str, typer.Option(help="'organism' (its behaviours and exact judge) or 'real'.")] = "organism",
-    split: Annotated[str, typer.Option(help="Organism behaviours to attack: heldout or train.")] = "heldout",
-    behaviors: Annotated[str | None, typer.Option(help="Real data: harmful behaviours file.")] = None,
-    wrappers: Annotated[str | None, typer.Option(help="Real data: wrapper templates with {request} (default: built-in).")] = None,
-    judge: Annotated[str, typer.Option(help="Real data: 'rule' or 'http:<model>'.")] = "rule",
-    budget: Annotated[int, typer.Option(help="Target queries per behaviour.")] = 24,
-    threshold: Annotated[float, typer.Option(help="A behaviour is cracked when a response scores at least this.")] = 0.5,
-    seed: Annotated[int, typer.Option()] = 0,
-    max_new_tokens: Annotated[int, typer.Option(help="Longest target reply (greedy).")] = 256,
-    sequences_per_call: Annotated[int, typer.Option(help="Target prompts per generate() call (memory, not results).")] = 64,
-    attacker: Annotated[str | None, typer.Option(
-        help="Use a model attacker instead of the search: 'organism', a model folder or a grpo_attack run directory.")] = None,
-    episodes: Annotated[int, typer.Option(help="Model attacker: episodes per behaviour.")] = 8,
-    rounds: Annotated[int, typer.Option(help="Model attacker: rounds per episode (budget = episodes x rounds).")] = 3,
-    static: Annotated[bool, typer.Option(help="Search attacker: also try every single wrapper once and compare.")] = True,
-    limit: Annotated[int | None, typer.Option(help="Real data: attack a seeded sample of this many behaviours.")] = None,
-    dtype: Annotated[str | None, typer.Option(help="float32, bfloat16, float16 or auto (a trained run's own by default).")] = None,
-    device: Annotated[str | None, typer.Option(help="Device (default: the first GPU, else CPU).")] = None,
-    chat_template: Annotated[str | None, typer.Option(help="Jinja chat template (text or .jinja file) for a model without one.")] = None,
-    system_prompt: Annotated[str | None, typer.Option(help="System message before every prompt (a trained run's own by default).")] = None,
-    reasoning: Annotated[str, typer.Option(help="strip: drop <think> blocks before judging; keep.")] = "strip",
-    max_unscored: Annotated[float, typer.Option(help="Share of unscored behaviours above which the attack is incomplete.")] = 0.05,
-    allow_unscored: Annotated[bool, typer.Option("--allow-unscored", help="Exit 0 even when the attack is incomplete.")] = False,
-) -> None:
-    """Adaptive per-target attack: a budgeted search over wrapper compositions and request mutations, or a model attacker."""
-    import json
-
-    from opct.attack.run import organism_attack, real_attack
-    from opct.attack.search import SearchConfig
-
-    if data not in ("organism", "real"):
-        _fail(f"unknown data source {data!r}; use organism or real")
-    if data == "real" and not behaviors:
-        _fail("--data real needs --behaviors FILE")
-    from opct.attack.search import check_attack_settings
-    from opct.config import GenerationConfig, ModelConfig
-
-    given = {"dtype": dtype, "device": device, "chat_template": chat_template, "system_prompt": system_prompt}
-    try:  # every setting that cannot produce a measurement is refused before any model loads
-        if attacker is None:
-            check_attack_settings(budget, threshold)
-        elif episodes < 1 or rounds < 1 or not 0.0 < threshold <= 1.0:
-            raise ValueError(f"--episodes and --rounds must be at least 1 and --threshold in (0, 1]; got episodes={episodes}, "
-                             f"rounds={rounds}, threshold={threshold}")
-        if limit is not None and limit < 1:
-            raise ValueError(f"--limit must be at least 1, got {limit}")
-        if reasoning not in ("strip", "keep"):
-            raise ValueError(f"--reasoning must be strip or keep, got {reasoning!r}")
-        if not 0.0 <= max_unscored <= 1.0:
-            raise ValueError(f"--max-unscored must be in [0, 1], got {max_unscored}")
-        target_gen = GenerationConfig(max_new_tokens=max_new_tokens, sequences_per_call=sequences_per_call)
-        spec = ModelConfig(name_or_path=model, **{k: v for k, v in given.items() if v is not None})
-    except ValueError as err:
-        _fail(str(err).splitlines()[0] if "validation error" not in str(err) else _pydantic_message(err))
-    if attacker is not None:
-        from opct.attack.model_eval import organism_model_attack, real_model_attack
-
-        msettings = {"episodes": episodes, "rounds": rounds, "threshold": threshold, "seed": seed, "target_generation": target_gen}
-        if data == "organism":
-            path = organism_model_attack(attacker, out, model, split, **msettings)
-        else:
-            path = real_model_attack(attacker, model, behaviors, out, judge, **msettings)
-    else:
-        config = SearchConfig(budget=budget, threshold=threshold, seed=seed)
-        options = {"generation": target_gen, "static_baseline": static, "reasoning": reasoning, "max_unscored": max_unscored}
-        if data == "organism":
-            path = organism_attack(spec, out, split, config, **options)
-        else:
-            path = real_attack(spec, behaviors, out, wrappers, judge, config, limit=limit, **options)
-    res = json.loads(path.read_text())
-    m, q = res["metrics"], res["queries_to_crack"]
-    counts = res.get("outcomes", {"behaviors": {"unscored": 0}, "attempts": {"unscored": 0}})
-    unscored_b, unscored_a = counts["behaviors"]["unscored"], counts["attempts"]["unscored"]
-    dsr = m["dsr"]
-    shown = (f"{dsr['value']:.1%} [{dsr['ci_low']:.1%}, {dsr['ci_high']:.1%}]" if dsr["n"] else "not measured")
-    console.print(
-        f"defense success {shown} over {dsr['n']} scored of {res['n']} behaviours ({unscored_b} unscored: "
-        f"{unscored_a} attempts empty or not judged); cracked {q['n_cracked']} (median {q['median']} queries); "
-        f"{q['total_queries']} queries in all. Details in [bold]{path.parent}[/]", highlight=False
-    )
-    if "static" in res:
-        s = res["static"]
-        console.print(
-            f"single static wrappers crack {s['static_cracked']}/{s['n']}; the search cracked "
-            f"{s['search_cracked_of_static']} of those and {len(s['search_beyond_static'])} that no single wrapper cracks"
-        )
-    if res.get("status", "ok") != "ok":
-        message = (f"the attack is incomplete: {unscored_b} of {res['n']} behaviours could not be scored (over the "
-                   f"{res.get('max_unscored', max_unscored):.0%} limit); its defense rate is not a measurement. See "
-                   f"{path.parent / 'attempts.jsonl'} (field 'outcome').")
-        if allow_unscored:
-            err_console.print(f"[bold red]incomplete:[/] {message}", highlight=False, soft_wrap=True)
-        else:
-            _fail(message + " --allow-unscored exits 0 anyway.", code=1)
-
-
-def _pydantic_message(err: Exception) -> str:
-    """The first problem of a pydantic validation error, as ``field: message``."""
-    errors = getattr(err, "errors", None)
-    if callable(errors):
-        first = errors()[0]
-        return f"{'.'.join(str(p) for p in first['loc'])}: {first['msg']}"
-    return str(err)
 
 
 def _eval_overrides(flags: dict[str, object]) -> list[tuple[str, object]]:
@@ -273,16 +186,20 @@ def _eval_overrides(flags: dict[str, object]) -> list[tuple[str, object]]:
     return out
 
 
+app.command()(attack)
+
+
 @app.command("eval")
 def eval_(
-    config: Annotated[Path | None, typer.Option("--config", "-c", help="YAML eval configuration (flags and --set override it).")] = None,
-    set_: Annotated[list[str] | None, typer.Option("--set", help="Override a setting: key.sub=value (repeatable).")] = None,
+    config: Annotated[Path | None, typer.Option(
+        "--config", "-c", metavar="FILE", help="YAML eval configuration (flags and --set override it).")] = None,
+    set_: SetOverrides = None,
     model: Annotated[str | None, typer.Option(help="'organism' (default), a hub id, a model folder, a run directory or its final/.")] = None,
     evals: Annotated[str | None, typer.Option(help="Comma-separated registered axes (default: all, e.g. sycophancy,jailbreak,awareness,capability).")] = None,
     split: Annotated[str | None, typer.Option(help="Perturbation split(s): heldout (default), train, or heldout,train.")] = None,
-    out: Annotated[Path | None, typer.Option(help="Output folder (resumable; default runs/eval).")] = None,
+    out: Annotated[Path | None, typer.Option(metavar="DIR", help="Output folder (resumable; default runs/eval).")] = None,
     data: Annotated[str | None, typer.Option(help="'organism' (default: its world, exact judges) or 'real' (benchmark files).")] = None,
-    data_dir: Annotated[Path | None, typer.Option(help="Folder with gpqa-diamond/, math-500/, ifeval/, sageeval-test/.")] = None,
+    data_dir: Annotated[Path | None, typer.Option(metavar="DIR", help="Folder with gpqa-diamond/, math-500/, ifeval/, sageeval-test/.")] = None,
     mmlu: Annotated[str | None, typer.Option(help="MMLU-style multiple choice file (capability).")] = None,
     sycophancy_mc: Annotated[str | None, typer.Option(help="Multiple-choice file to build sycophancy prompts from.")] = None,
     behaviors: Annotated[str | None, typer.Option(help="Harmful behaviours (AdvBench/HarmBench CSV, JSONL, text).")] = None,
@@ -309,6 +226,8 @@ def eval_(
     chat_template: Annotated[str | None, typer.Option(help="Jinja chat template (text or .jinja file) for a model without one.")] = None,
     system_prompt: Annotated[str | None, typer.Option(help="System message before every prompt (a trained run's own by default).")] = None,
     trust_remote_code: Annotated[bool | None, typer.Option("--trust-remote-code", help="Allow the model's own code.")] = None,
+    no_progress: NoProgress = False,
+    threads: Threads = None,
 ) -> None:
     """Evaluate a model on the safety axes and capability; per-sample records and results.json per eval.
 
@@ -343,9 +262,10 @@ def eval_(
     from opct.judges import JudgeOutage
     from opct.models import ChatTemplateError, CheckpointError
 
+    apply_threads(threads)
     try:
         results = evaluate(cfg.model, tasks, cfg.out, cfg.generation, seed=cfg.seed, reasoning=cfg.reasoning,
-                           max_unscored=cfg.max_unscored)
+                           max_unscored=cfg.max_unscored, show_progress=not no_progress)
     except (ChatTemplateError, CheckpointError, EvalOutputError) as err:
         _fail(str(err), getattr(err, "exit_code", 2))
     except JudgeOutage as err:
@@ -359,6 +279,9 @@ def eval_(
         if not cfg.allow_unscored:
             _fail("some evals are incomplete: their numbers are not a measurement of the model. See the records "
                   f"in {cfg.out}/<eval>/samples.jsonl (field 'outcome'); --allow-unscored exits 0 anyway.", code=1)
+
+
+app.command()(env)
 
 
 def main() -> None:  # pragma: no cover - entry point

@@ -8,7 +8,7 @@ error's code; the traceback is shown only with ``opct --debug ...`` or ``OPCT_DE
 from __future__ import annotations
 
 import os
-from typing import Any
+from typing import Annotated, Any
 
 import click
 import typer
@@ -25,6 +25,40 @@ def _fail(message: str, code: int = 2) -> None:
     raise typer.Exit(code)
 
 
+#: ``--set key.sub=value`` (repeatable), the same on every command that reads a configuration.
+SetOverrides = Annotated[list[str] | None, typer.Option(
+    "--set", metavar="KEY=VALUE", help="Override a setting: key.sub=value (repeatable).")]
+
+#: ``--no-progress`` on every command that runs a model.
+NoProgress = Annotated[bool, typer.Option("--no-progress", help="Hide the progress bar.")]
+
+#: The CPU threads when ``--threads`` is not given; ``None`` leaves torch's own choice (one per core).
+#: ``benchmarks/threads.py`` (organism eval generation, 128 prompts x 48 tokens, 2-core CPU) measured
+#: torch's 2 threads 1.45x faster than 1 on a quiet machine (``benchmarks/results/threads.json``), so
+#: opct keeps torch's default; under a neighbour's load 1 thread was 4.5x faster than 2
+#: (``threads-busy.json``), which is what ``--threads 1`` is for.
+DEFAULT_THREADS: int | None = None
+
+#: ``--threads N`` on every command that runs a model.
+Threads = Annotated[int | None, typer.Option(
+    "--threads", metavar="N", min=1, envvar="OPCT_THREADS", show_envvar=False,
+    help="CPU threads for torch (also OPCT_THREADS). Default: torch's own, one per core, which generated "
+         "1.45x faster than 1 thread on a quiet 2-core machine; when other processes share the cores, fewer "
+         "is faster (1 thread was 4.5x faster than 2 there). See benchmarks/threads.py.")]
+
+
+def apply_threads(threads: int | None) -> None:
+    """``torch.set_num_threads(threads)`` before any model work: when ``--threads`` is given, or when
+    :data:`DEFAULT_THREADS` differs from torch's default; otherwise torch is left as it is."""
+    wanted = threads if threads is not None else DEFAULT_THREADS
+    if wanted is None:
+        return
+    import torch
+
+    if torch.get_num_threads() != wanted:
+        torch.set_num_threads(wanted)
+
+
 #: Set by ``opct --debug``: let exceptions through with their traceback.
 DEBUG = {"on": False}
 
@@ -34,15 +68,37 @@ def debug_enabled() -> bool:
     return DEBUG["on"] or os.environ.get("OPCT_DEBUG", "") not in ("", "0")
 
 
+#: Exits and usage errors (an unknown option, a bad value) that Typer itself reports, with exit 2 and the
+#: usage line for a usage error: click's, and Typer's own where it carries its own click (0.2x).
+_COMMAND_LINE_EXITS: tuple[type[BaseException], ...] = (
+    typer.Exit, typer.Abort, click.exceptions.Exit, click.ClickException, click.exceptions.Abort,
+    *((typer.exceptions.TyperException,) if hasattr(typer.exceptions, "TyperException") else ()),
+)
+
+
 class ErrorBoundary(TyperGroup):
-    """The ``opct`` command group: every error becomes one or two lines and an exit code."""
+    """The ``opct`` command group: every error becomes one or two lines and an exit code, and every
+    command's help names values conventionally (:mod:`opct.cli_help`)."""
+
+    def get_params(self, ctx: click.Context) -> list[Any]:
+        from opct.cli_help import conventional_params
+
+        return conventional_params(super().get_params(ctx), ctx)
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> Any:
+        from opct.cli_help import conventional_help
+
+        command = super().get_command(ctx, cmd_name)
+        if command is not None:
+            conventional_help(command, ctx)
+        return command
 
     def invoke(self, ctx: click.Context) -> Any:
         from opct.errors import INTERRUPTED, describe
 
         try:
             return super().invoke(ctx)
-        except (typer.Exit, click.exceptions.Exit, click.ClickException, click.exceptions.Abort):
+        except _COMMAND_LINE_EXITS:
             raise
         except KeyboardInterrupt:
             if debug_enabled():

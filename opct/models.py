@@ -334,15 +334,16 @@ def inference_spec(spec: ModelConfig | str) -> ModelConfig:
     """The spec to evaluate or attack ``spec`` with.
 
     A trained checkpoint (a run directory or its ``final/``) fills every rendering setting the caller
-    did not set (chat template, its kwargs, system prompt, dtype, trust_remote_code) from the spec it
-    was trained with, so prompts become exactly the token ids training used.
+    did not set (chat template, its kwargs, system prompt, dtype, trust_remote_code, the base's hub
+    revision) from the spec it was trained with, so prompts become exactly the token ids training used.
     """
     if isinstance(spec, str):
         spec = ModelConfig(name_or_path=spec)
     recorded = checkpoint_spec(spec.name_or_path)
     if recorded is None:
         return spec
-    inherited = ("chat_template", "chat_template_kwargs", "system_prompt", "dtype", "trust_remote_code", "attn_implementation")
+    inherited = ("chat_template", "chat_template_kwargs", "system_prompt", "dtype", "trust_remote_code", "attn_implementation",
+                 "revision")
     return spec.model_copy(update={k: getattr(recorded, k) for k in inherited if k not in spec.model_fields_set})
 
 
@@ -358,20 +359,23 @@ def load_spec_for_inference(spec: ModelConfig) -> tuple[PreTrainedModel, PreTrai
         device=spec.device or default_device(),
         chat_template=spec.chat_template,
         trust_remote_code=spec.trust_remote_code,
+        revision=spec.revision,
     )
     return model, tokenizer, PromptRenderer.for_model(tokenizer, spec)
 
 
 def load_for_inference(
-    spec: str, dtype: str = "float32", device: str | None = None, chat_template: str | None = None, trust_remote_code: bool = False
+    spec: str, dtype: str = "float32", device: str | None = None, chat_template: str | None = None,
+    trust_remote_code: bool = False, revision: str | None = None,
 ) -> tuple[PreTrainedModel, PreTrainedTokenizerBase]:
-    """Load a model to generate with: a base model, or a base with its trained LoRA merged in.
+    """Load a model to generate with: a base model, or a base with its trained LoRA merged in
+    (``revision``: the hub revision of the model, or of an adapter's base).
 
     An adapter checkpoint records the sha256 of its base weights; loading it in the dtype it was
     trained in verifies them, and a changed base is refused (:class:`CheckpointError`).
     """
     base, adapter = resolve_checkpoint(spec)
-    model = load_model(ModelConfig(name_or_path=base, dtype=dtype, trust_remote_code=trust_remote_code), device)
+    model = load_model(ModelConfig(name_or_path=base, dtype=dtype, trust_remote_code=trust_remote_code, revision=revision), device)
     tokenizer_source = adapter if adapter and (Path(adapter) / "tokenizer_config.json").exists() else base
     if adapter:
         from peft import PeftModel
@@ -386,4 +390,5 @@ def load_for_inference(
 
         model = PeftModel.from_pretrained(model, adapter).merge_and_unload()
     model.eval()
-    return model, load_tokenizer(tokenizer_source, chat_template, trust_remote_code=trust_remote_code)
+    return model, load_tokenizer(tokenizer_source, chat_template, revision=revision if tokenizer_source == base else None,
+                                 trust_remote_code=trust_remote_code)

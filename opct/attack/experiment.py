@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from contextlib import nullcontext
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager, nullcontext
 from pathlib import Path
 from typing import Any
 
@@ -27,11 +28,7 @@ def attack_models(cfg: Any, models: dict[str, Any], out_root: Path, log: Any = p
     unfinished = []
     for key, spec in models.items():
         log(f"[stage] attack {key}")
-        with _progress(show_progress) as progress:
-            report = None
-            if progress is not None:
-                task = progress.add_task(f"attack {key} (rounds)", total=cfg.attack.budget)
-                report = lambda done, total, task=task: progress.update(task, completed=done)  # noqa: E731
+        with rounds_progress(show_progress, f"attack {key} (rounds)", cfg.attack.budget) as report:
             if cfg.eval.data == "organism":
                 path = organism_attack(spec, out_root / key, config=config, progress=report, **options)
             else:
@@ -41,6 +38,18 @@ def attack_models(cfg: Any, models: dict[str, Any], out_root: Path, log: Any = p
         if res.get("status") == "incomplete":
             unfinished.append(f"attack/{key}: {res['outcomes']['behaviors']['unscored']} of {res['n']} behaviours unscored")
     return unfinished
+
+
+@contextmanager
+def rounds_progress(enabled: bool, description: str, total: int) -> Iterator[Callable[[int, int], None] | None]:
+    """A progress bar over an attack's rounds while the block runs: yields the ``progress(done, total)``
+    callback the attackers take, or ``None`` (no bar) when not ``enabled``."""
+    with _progress(enabled) as bar:
+        if bar is None:
+            yield None
+            return
+        task = bar.add_task(description, total=total)
+        yield lambda done, total: bar.update(task, completed=done, total=total)
 
 
 def _progress(enabled: bool):

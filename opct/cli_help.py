@@ -1,0 +1,52 @@
+"""Conventional value names in ``opct ... --help``: ``--budget INTEGER``, ``--set KEY=VALUE``, flags bare.
+
+Typer labels a value with its Python type (``<str>``, ``<list[str]>``, ``<path>``), and a flag, which
+takes no value, with ``<bool>``. :func:`conventional_help` gives every parameter that has no explicit
+``metavar=`` the name a Unix command line would show (TEXT, INTEGER, FLOAT, PATH), and flags none.
+Options whose value has a shape (``KEY=VALUE``, ``FILE``, ``DIR``, ``N``) say so with ``metavar=``
+where they are declared, which this leaves alone.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+_NAMES = {"str": "TEXT", "int": "INTEGER", "float": "FLOAT", "bool": "BOOLEAN", "path": "PATH", "Path": "PATH"}
+_LIST = re.compile(r"^list\[(.*)\]$")
+
+
+def conventional_name(typer_label: str) -> str:
+    """``<int>`` -> ``INTEGER``, ``<list[Path]>`` -> ``PATH``, ``<a|b>`` -> ``[a|b]``."""
+    inner = typer_label.strip().removeprefix("<").removesuffix(">")
+    if m := _LIST.match(inner):
+        inner = m.group(1)
+    if inner in _NAMES:
+        return _NAMES[inner]
+    return inner.upper() if inner.isidentifier() else f"[{inner}]"
+
+
+def _is_argument(param: Any) -> bool:
+    return getattr(param, "param_type_name", "") == "argument"
+
+
+def conventional_params(params: list[Any], ctx: Any) -> list[Any]:
+    """Give each of ``params`` a conventional value name (in place); returns ``params``."""
+    for param in params:
+        if getattr(param, "_opct_conventional", False) or not hasattr(param, "display_type"):
+            continue  # done already, or a Typer that shows no Python types
+        param._opct_conventional = True
+        if _is_argument(param):
+            name = conventional_name(param.display_type(ctx))  # its name column says "files..." already
+            param.display_type_rich = lambda ctx, name=name: name  # the argument's type column
+        elif param.metavar is None:
+            is_flag = getattr(param, "is_flag", False) and not getattr(param, "count", False)
+            param.metavar = "" if is_flag else conventional_name(param.display_type(ctx))
+    return params
+
+
+def conventional_help(command: Any, ctx: Any) -> None:
+    """Conventional value names for ``command``'s parameters and, for a group, every subcommand's."""
+    conventional_params(command.get_params(ctx), ctx)
+    for sub in getattr(command, "commands", {}).values():
+        conventional_help(sub, ctx)
