@@ -119,32 +119,29 @@ def closed_port() -> int:
         return s.getsockname()[1]
 
 
-def full_disk_after(ctx: Ctx, target: str, calls: int) -> None:
-    """Make ``target`` (module:function) raise ENOSPC from its ``calls``-th call on."""
+def inject(ctx: Ctx, target: str, calls: int, error: Callable[[], BaseException], *, every_later: bool) -> None:
+    """Make ``target`` (``module:function`` or ``module:Class.method``) raise ``error()`` at its ``calls``-th
+    call (and at every later one with ``every_later``); earlier calls run as usual."""
     owner, name = _owner(target)
     real, seen = getattr(owner, name), {"n": 0}
 
     def flaky(*args: Any, **kwargs: Any) -> Any:
         seen["n"] += 1
-        if seen["n"] >= calls:
-            raise OSError(errno.ENOSPC, "No space left on device", str(ctx.ws / "disk"))
+        if seen["n"] == calls or (every_later and seen["n"] > calls):
+            raise error()
         return real(*args, **kwargs)
 
     ctx.monkeypatch.setattr(owner, name, flaky)
+
+
+def full_disk_after(ctx: Ctx, target: str, calls: int) -> None:
+    """A full disk from the ``calls``-th call of ``target`` on."""
+    inject(ctx, target, calls, lambda: OSError(errno.ENOSPC, "No space left on device", str(ctx.ws / "disk")), every_later=True)
 
 
 def interrupt_after(ctx: Ctx, target: str, calls: int) -> None:
-    """Make ``target`` raise KeyboardInterrupt (Ctrl-C) at its ``calls``-th call."""
-    owner, name = _owner(target)
-    real, seen = getattr(owner, name), {"n": 0}
-
-    def flaky(*args: Any, **kwargs: Any) -> Any:
-        seen["n"] += 1
-        if seen["n"] == calls:
-            raise KeyboardInterrupt
-        return real(*args, **kwargs)
-
-    ctx.monkeypatch.setattr(owner, name, flaky)
+    """Ctrl-C at the ``calls``-th call of ``target``."""
+    inject(ctx, target, calls, KeyboardInterrupt, every_later=False)
 
 
 def _owner(target: str) -> tuple[Any, str]:
