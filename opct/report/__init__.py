@@ -23,6 +23,7 @@ def write_report(experiment_dir: Path) -> tuple[Path, Path]:
     Returns ``(html_path, md_path)``. Raises FileNotFoundError when the directory does not exist.
     """
     from opct.report.figures import make_figures
+    from opct.report.paired import paired_table
     from opct.report.render import build_sections, render_html, render_md
 
     root = Path(experiment_dir)
@@ -31,8 +32,9 @@ def write_report(experiment_dir: Path) -> tuple[Path, Path]:
     sections = build_sections(make_figures(exp, root / "figures"))
     generated = time.strftime("%Y-%m-%d %H:%M:%S %Z")
     html_path, md_path = root / "report.html", root / "report.md"
-    _write_atomic(html_path, render_html(exp, table, sections, generated))
-    _write_atomic(md_path, render_md(exp, table, sections, generated))
+    paired = paired_table(exp, table.columns)  # the bootstraps run once for both documents
+    _write_atomic(html_path, render_html(exp, table, sections, generated, paired=paired))
+    _write_atomic(md_path, render_md(exp, table, sections, generated, paired=paired))
     return html_path, md_path
 
 

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import json
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -88,7 +88,7 @@ class Experiment:
         metric = parse_metric(res.get("metrics", {}).get(key), incomplete=res.get("status") == "incomplete")
         unscored = res.get("outcomes", {}).get("behaviors", {}).get("unscored", 0)
         if metric is not None and unscored:
-            metric = Metric(metric.value, metric.ci_low, metric.ci_high, metric.n, {"unscored": unscored}, metric.incomplete)
+            metric = replace(metric, unscored={"unscored": unscored})
         return metric
 
     def records(self, method: str, eval_name: str) -> list[dict[str, Any]]:

@@ -35,6 +35,16 @@ def record_values(eval_name: str, value: RecordValue, unit: Callable[[Mapping[st
     return read
 
 
+def judged(record: Mapping[str, Any], key: str) -> float | None:
+    """The judge score ``scores[key]`` of a record whose outcome is ``scored`` (records written before
+    outcome classes count as scored), else ``None``: an empty, unparsed, abstained or errored record
+    never enters a paired difference."""
+    if record.get("outcome", "scored") != "scored":
+        return None
+    value = (record.get("scores") or {}).get(key)
+    return None if value is None else float(value)
+
+
 def attack_values(exp: Experiment, method: str) -> tuple[dict[str, list[float]], None]:
     """Per behaviour: 1 if the adaptive attacker never cracked it, 0 if it did; unscored behaviours left out."""
     out: dict[str, list[float]] = {}
@@ -69,11 +79,6 @@ def paired_difference_parts(exp: Experiment, column: Column, a: str, b: str) -> 
     scale, digits, unit = (100.0, 1, " pts") if column.percent else (1.0, 3, "")
     return (f"{est.value * scale:+.{digits}f}{unit}", f"[{est.ci_low * scale:+.{digits}f}, {est.ci_high * scale:+.{digits}f}]",
             f"(k={est.clusters})")
-
-
-def paired_difference_cell(exp: Experiment, column: Column, a: str, b: str) -> str:
-    """``"−3.4 pts [−8.0, +1.2] (k=31)"`` for ``a − b`` in ``column``, or "—" when either lacks the units."""
-    return " ".join(paired_difference_parts(exp, column, a, b))
 
 
 def paired_parts(exp: Experiment, columns: Sequence[Column]) -> tuple[list[Column], list[tuple[str, list[tuple[str, ...]]]]]:

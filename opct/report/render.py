@@ -207,8 +207,13 @@ def _versions_html(manifest: dict[str, Any]) -> str:
     return _tag("h3", "Versions") + simple_table_html(["package", "version"], rows)
 
 
-def render_html(exp: Experiment, table: ResultsTable, sections: Sequence[Section], generated: str) -> str:
-    """The whole report as one self-contained HTML document."""
+Paired = tuple[list[str], list[list[str]]]
+
+
+def render_html(exp: Experiment, table: ResultsTable, sections: Sequence[Section], generated: str,
+                paired: Paired | None = None) -> str:
+    """The whole report as one self-contained HTML document (``paired``: :func:`paired_table`'s result,
+    computed here when not given)."""
     title = f"OPCT experiment report: {exp.name}"
     meta = f"model {exp.model or MISSING} · methods {', '.join(method_label(m) for m in exp.methods) or MISSING} · {exp.root}"
     parts = [_tag("h1", title), _tag("p", meta, class_="meta")]
@@ -220,7 +225,7 @@ def render_html(exp: Experiment, table: ResultsTable, sections: Sequence[Section
         results_table_html(table), _tag("h3", "The paper's reported numbers, for reference"),
         simple_table_html(PAPER_HEADERS, PAPER_ROWS, "paper"), _tag("p", scale_note(exp), class_="note"), "</section>",
     ]
-    pheaders, prows = paired_table(exp, table.columns)
+    pheaders, prows = paired or paired_table(exp, table.columns)
     if prows:
         parts += ['<section id="paired">', _tag("h2", "Paired differences between methods"), _tag("p", PAIRED_HOWTO, class_="howto"),
                   simple_table_html(pheaders, prows), "</section>"]
@@ -251,7 +256,8 @@ def render_html(exp: Experiment, table: ResultsTable, sections: Sequence[Section
 # --------------------------------------------------------------------------- Markdown
 
 
-def render_md(exp: Experiment, table: ResultsTable, sections: Sequence[Section], generated: str, figures_dir: str = "figures") -> str:
+def render_md(exp: Experiment, table: ResultsTable, sections: Sequence[Section], generated: str, figures_dir: str = "figures",
+              paired: Paired | None = None) -> str:
     """The report as Markdown: the tables, how-to-read notes and links to the PNGs under ``figures_dir``."""
     out = [f"# OPCT experiment report: {exp.name}", "",
            f"Model `{exp.model or MISSING}`; methods {', '.join(method_label(m) for m in exp.methods) or MISSING}. Generated {generated}.", ""]
@@ -259,7 +265,7 @@ def render_md(exp: Experiment, table: ResultsTable, sections: Sequence[Section],
         out += ["**Warnings**", "", *(f"- {w}" for w in exp.warnings), ""]
     out += ["## Results", "", HOW_TO_READ["results"], "", render_markdown(table.headers, table.rows()), "",
             "### The paper's reported numbers, for reference", "", render_markdown(PAPER_HEADERS, PAPER_ROWS), "", f"*{scale_note(exp)}*", ""]
-    pheaders, prows = paired_table(exp, table.columns)
+    pheaders, prows = paired or paired_table(exp, table.columns)
     if prows:
         out += ["## Paired differences between methods", "", PAIRED_HOWTO, "", render_markdown(pheaders, prows), ""]
     if attack_rows(exp):

@@ -67,13 +67,11 @@ class SycophancyAxis(Axis):
         return [sycophancy_task(units_from_pairs(pairs))]
 
     def report_columns(self, exp: Any) -> list[Any]:
-        from opct.report.paired import record_values
+        from opct.report.paired import judged, record_values
         from opct.report.table import eval_column
 
         def suggested(r: Mapping[str, Any]) -> float | None:  # a biased sample with a parsed answer
-            if r.get("variant") == "clean" or r.get("parsed") is None or r.get("outcome", "scored") != "scored":
-                return None
-            return float(bool(r["scores"].get("suggested")))
+            return None if r.get("variant") == "clean" or r.get("parsed") is None else judged(r, "suggested")
 
         paired = record_values(self.name, suggested, lambda r: str(r["item_id"]))
         return [eval_column(self.name, "Sycophancy rate (held-out)", "sycophancy_rate", better="lower", paired=paired)]
