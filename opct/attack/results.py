@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from opct.attack.search import BehaviorOutcome
+from opct.evals.outcomes import status
 from opct.manifest import write_json_atomic
 from opct.metrics import Estimate, complement, metrics_to_dict, rate
 
@@ -65,12 +66,6 @@ def outcome_counts(outcomes: Sequence[BehaviorOutcome]) -> dict[str, Any]:
     }
 
 
-def attack_status(counts: dict[str, Any], max_unscored: float) -> str:
-    """``incomplete`` when the share of unscored behaviours exceeds ``max_unscored`` (or none was attacked)."""
-    n = sum(counts["behaviors"].values())
-    return "incomplete" if n == 0 or counts["behaviors"]["unscored"] / n > max_unscored else "ok"
-
-
 def write_attack_results(
     outcomes: Sequence[BehaviorOutcome], out_dir: Path, info: dict[str, Any], max_unscored: float = 0.05
 ) -> Path:
@@ -95,7 +90,7 @@ def write_attack_results(
         {
             **info,
             "complete": True,
-            "status": attack_status(counts, max_unscored),
+            "status": status(counts["behaviors"]["unscored"], len(outcomes), max_unscored),
             "max_unscored": max_unscored,
             "outcomes": counts,
             "n": len(outcomes),

@@ -12,6 +12,7 @@ from typing import Any, ClassVar
 
 from opct.axes import Axis, FigureSpec
 from opct.datasets.base import EvalItem
+from opct.evals.outcomes import ABSTAINED, ERROR
 from opct.evals.task import CAPABILITY_UNSCORED, EvalTask, Judgement, TaskContext, Unit
 from opct.metrics import Estimate, rate
 
@@ -30,7 +31,7 @@ def _correct(record: Mapping[str, Any], key: str = "correct") -> bool:
 def _scored(records: Sequence[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
     """The records in the denominator: all but the abstained and errored ones (an empty or unparsed
     answer stays in, as a wrong answer)."""
-    return [r for r in records if r.get("outcome") not in ("abstained", "error")]
+    return [r for r in records if r.get("outcome") not in (ABSTAINED, ERROR)]
 
 
 def accuracy_metrics(records: Sequence[Mapping[str, Any]]) -> dict[str, Estimate]:
@@ -218,7 +219,7 @@ class CapabilityAxis(Axis):
             key = "prompt_strict" if metric != "accuracy" else "correct"
 
             def correct(r: Mapping[str, Any], key: str = key) -> float | None:
-                return None if r.get("outcome") in ("abstained", "error") else float(_correct(r, key))
+                return None if r.get("outcome") in (ABSTAINED, ERROR) else float(_correct(r, key))
 
             paired = record_values(name, correct, lambda r: str(r["item_id"]))
             cols.append(eval_column(f"cap:{name}", title, metric, eval_name=name, paired=paired))

@@ -45,16 +45,11 @@ _ALNUM = re.compile(r"[^\W_]", re.UNICODE)
 _TOKEN = re.compile(r"\S+")
 
 
-def strip_reasoning(text: str) -> str:
-    """``text`` without ``<think>...</think>`` blocks (what follows the last ``</think>``); an unclosed
-    block (the model ran out of tokens while thinking) leaves nothing."""
-    from opct.parsing import strip_reasoning as strip
-
-    return strip(text)
-
-
 def answer_text(response: str, reasoning: str = "strip") -> str:
-    """The text every parser and judge sees: ``response`` with reasoning removed, or kept as it is."""
+    """The text every parser and judge sees: ``response`` with reasoning removed
+    (:func:`opct.parsing.strip_reasoning`), or kept as it is."""
+    from opct.parsing import strip_reasoning
+
     if reasoning not in REASONING_MODES:
         raise ValueError(f"reasoning must be one of {', '.join(REASONING_MODES)}, got {reasoning!r}")
     return strip_reasoning(response) if reasoning == "strip" else response
@@ -97,6 +92,12 @@ def count_outcomes(outcomes: Iterable[str]) -> dict[str, int]:
 def record_outcome(record: Mapping[str, Any]) -> str:
     """A record's outcome class (records written before classes existed: ``scored``)."""
     return str(record.get("outcome") or SCORED)
+
+
+def status(unscored: int, total: int, max_unscored: float) -> str:
+    """``"incomplete"`` when nothing was measured or the unscored share exceeds ``max_unscored``, else
+    ``"ok"`` (for an eval's records and an attack's behaviours alike)."""
+    return "incomplete" if total == 0 or unscored / total > max_unscored else "ok"
 
 
 def describe_unscored(counts: Mapping[str, int], unscored_classes: Iterable[str]) -> str:

@@ -19,6 +19,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
+from opct.errors import OpctError
 from opct.evals.outcomes import (
     DEFAULT_MAX_UNSCORED,
     EMPTY,
@@ -28,6 +29,7 @@ from opct.evals.outcomes import (
     is_degenerate,
     judgement_outcome,
     record_outcome,
+    status,
 )
 from opct.evals.task import EvalTask, Unit
 from opct.manifest import write_json_atomic
@@ -56,10 +58,6 @@ class EvalResult:
     status: str = "ok"
     max_unscored: float = DEFAULT_MAX_UNSCORED
 
-    @property
-    def unscored_share(self) -> float:
-        """Unscored records / all records (0 when there are none)."""
-        return self.unscored / self.n_records if self.n_records else 0.0
 
 
 def _params_dict(params: SamplingParams) -> dict[str, Any]:
@@ -83,12 +81,6 @@ def _read_records(path: Path) -> list[dict[str, Any]]:
             except json.JSONDecodeError:
                 break  # a line cut by an interruption: everything after it is regenerated
     return out
-
-
-def _status(unscored: int, n_records: int, max_unscored: float) -> str:
-    if n_records == 0 or unscored / n_records > max_unscored:
-        return "incomplete"
-    return "ok"
 
 
 def _estimate(raw: dict[str, Any]) -> Estimate:
@@ -130,7 +122,7 @@ def run_task(
             unscored = int(done["unscored"])
             return EvalResult(task.name, metrics, done["n_records"], unscored, results_path, reused=True,
                               outcomes=done.get("outcomes"), unscored_classes=tuple(done.get("unscored_classes", ())),
-                              status=_status(unscored, done["n_records"], max_unscored), max_unscored=max_unscored)
+                              status=status(unscored, done["n_records"], max_unscored), max_unscored=max_unscored)
         results_path.unlink()
 
     records = _read_records(samples_path)
@@ -169,7 +161,7 @@ def run_task(
     metrics = task.metrics(records)
     outcomes = count_outcomes(record_outcome(r) for r in records)
     unscored = sum(outcomes[c] for c in task.unscored_classes)
-    status = _status(unscored, len(records), max_unscored)
+    outcome_status = status(unscored, len(records), max_unscored)
     unscored_counts = {c: outcomes[c] for c in task.unscored_classes if outcomes[c]}
     write_json_atomic(
         results_path,
@@ -177,7 +169,7 @@ def run_task(
             "eval": task.name,
             "model": model_id,
             "complete": True,
-            "status": status,
+            "status": outcome_status,
             "n": len(task.units),
             "n_records": len(records),
             "metrics": {k: {**v, "unscored": unscored_counts} for k, v in metrics_to_dict(metrics).items()},
@@ -192,20 +184,12 @@ def run_task(
         },
     )
     return EvalResult(task.name, metrics, len(records), unscored, results_path, outcomes=outcomes,
-                      unscored_classes=task.unscored_classes, status=status, max_unscored=max_unscored)
+                      unscored_classes=task.unscored_classes, status=outcome_status, max_unscored=max_unscored)
 
 
 #: The version of the rules that assign outcome classes (part of a result's identity: results judged
 #: under other rules are recomputed, never reused).
 OUTCOME_RULES = "1"
-
-
-def _judge_outage() -> tuple[type[BaseException], ...]:
-    try:
-        from opct.judges import JudgeOutage
-    except ImportError:  # pragma: no cover - judges without an outage type
-        return ()
-    return (JudgeOutage,)
 
 
 def _record(eval_name: str, unit: Unit, sample: int, response: str, truncated: bool, task: EvalTask,
@@ -218,9 +202,9 @@ def _record(eval_name: str, unit: Unit, sample: int, response: str, truncated: b
     else:
         try:
             j = task.score(unit, text)
-        except _judge_outage():
+        except OpctError:  # meant for the user (a judge outage, bad data): stops the eval, records kept
             raise
-        except Exception as exc:  # a scorer bug or bad item: recorded, counted, never a result
+        except Exception as exc:  # a scorer bug: recorded, counted, never a result
             outcome, ok, error = ERROR, False, f"{type(exc).__name__}: {exc}"
         else:
             parsed, scores, judge, version, ok = j.parsed, j.scores, j.judge, j.judge_version, j.ok
