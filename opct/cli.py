@@ -67,40 +67,27 @@ def train(
     """Train with OPCT or BCT; rerunning the same command resumes an interrupted run."""
     import yaml
 
-    from opct.config import ConfigError, dump_config, load_config
-    from opct.pairs import PairFileError
+    from opct.config import dump_config, load_config
 
+    # every error reaches ErrorBoundary (opct/cli_common.py), which prints it and picks the exit code
     overrides = [*(set_ or []), *(["data.allow_heldout_training=true"] if allow_heldout_training else [])]
-    try:
-        cfg = load_config(config, overrides)
-    except ConfigError as err:
-        _fail(str(err), getattr(err, "exit_code", 2))
+    cfg = load_config(config, overrides)
     if print_config:
         console.print(yaml.safe_dump(dump_config(cfg), sort_keys=False), highlight=False)
         return
     apply_threads(threads)
-    from opct.train import RunDirError
     from opct.train import train as run_training
 
-    try:
-        result = run_training(cfg, show_progress=not no_progress)
-    except (PairFileError, RunDirError, ValueError, FileNotFoundError) as err:
-        _fail(str(err), getattr(err, "exit_code", 2))
+    result = run_training(cfg, show_progress=not no_progress)
     if result.is_main_process:
         console.print(f"done: {result.steps} steps; checkpoint in [bold]{result.final_dir}[/]")
 
 
 def _run_experiment(config: Path | None, set_: list[str] | None, dry_run: bool, no_progress: bool) -> None:
-    from opct.config import ConfigError
     from opct.experiment import load_experiment, resolve, run_experiment
-    from opct.pairs import PairFileError
-    from opct.train import RunDirError
 
-    try:
-        cfg = load_experiment(config, set_ or [])
-        plan = resolve(cfg)
-    except ConfigError as err:
-        _fail(str(err), getattr(err, "exit_code", 2))
+    cfg = load_experiment(config, set_ or [])
+    plan = resolve(cfg)
     console.print(plan.describe(), highlight=False)
     if dry_run:
         return
@@ -109,11 +96,9 @@ def _run_experiment(config: Path | None, set_: list[str] | None, dry_run: bool, 
 
     try:
         root = run_experiment(cfg, show_progress=not no_progress, log=lambda m: console.print(m, highlight=False))
-    except IncompleteEvalError as err:
+    except IncompleteEvalError as err:  # the table first: it shows which evals are incomplete
         console.print(results_group(cfg.root, console.width))
         _fail(str(err), code=1)
-    except (PairFileError, RunDirError, ValueError, FileNotFoundError) as err:
-        _fail(str(err), getattr(err, "exit_code", 2))
     console.print(results_group(root, console.width))
     console.print(f"report: [bold]{root / 'report.html'}[/] (and report.md)")
 
@@ -156,10 +141,7 @@ def report(
     from opct.report import write_report
     from opct.report.terminal import results_group
 
-    try:
-        html, _ = write_report(experiment_dir)
-    except FileNotFoundError as err:
-        _fail(str(err), getattr(err, "exit_code", 2))
+    html, _ = write_report(experiment_dir)
     console.print(results_group(experiment_dir, console.width))
     console.print(f"report: [bold]{html}[/] (and report.md)")
 
@@ -234,7 +216,7 @@ def eval_(
     Settings come from --config FILE (an EvalConfig: model, evals, splits, data, real paths, judge, limit,
     seed, out, device, dtype, generation), then the flags, then --set key=value.
     """
-    from opct.config import ConfigError, parse_overrides
+    from opct.config import parse_overrides
     from opct.evals.config import load_eval_config
     from opct.evals.suite import eval_tasks, evaluate, incomplete, results_table
 
@@ -246,29 +228,20 @@ def eval_(
              "seed": seed, "sequences_per_call": sequences_per_call, "dtype": dtype, "device": device,
              "revision": revision, "chat_template": chat_template, "system_prompt": system_prompt,
              "trust_remote_code": trust_remote_code}
-    try:
-        cfg = load_eval_config(config, _eval_overrides(flags) + parse_overrides(set_ or []))
-        skipped: list[str] | None = None if "evals" in cfg.model_fields_set else []
-        tasks = eval_tasks(cfg.evals, cfg, suffix_train=len(cfg.splits) > 1, skipped=skipped)
-    except ConfigError as err:
-        _fail(str(err), getattr(err, "exit_code", 2))
-    except (ValueError, FileNotFoundError) as err:
-        _fail(str(err), getattr(err, "exit_code", 2))
+    cfg = load_eval_config(config, _eval_overrides(flags) + parse_overrides(set_ or []))
+    skipped: list[str] | None = None if "evals" in cfg.model_fields_set else []
+    tasks = eval_tasks(cfg.evals, cfg, suffix_train=len(cfg.splits) > 1, skipped=skipped)
     if not tasks:
         _fail("nothing to evaluate: give benchmark paths (e.g. --data-dir ../shared/data) or use --data organism")
     for why in skipped or []:
         err_console.print(f"[yellow]skipped:[/] {why}", highlight=False, soft_wrap=True)
-    from opct.evals.suite import EvalOutputError
     from opct.judges import JudgeOutage
-    from opct.models import ChatTemplateError, CheckpointError
 
     apply_threads(threads)
     try:
         results = evaluate(cfg.model, tasks, cfg.out, cfg.generation, seed=cfg.seed, reasoning=cfg.reasoning,
                            max_unscored=cfg.max_unscored, show_progress=not no_progress)
-    except (ChatTemplateError, CheckpointError, EvalOutputError) as err:
-        _fail(str(err), getattr(err, "exit_code", 2))
-    except JudgeOutage as err:
+    except JudgeOutage as err:  # says where the records already judged are
         _fail(f"{err}\nThe records judged so far are kept in {cfg.out}; rerun the same command to continue.", code=1)
     console.print(results_table(results, title=f"{cfg.model.name_or_path} ({', '.join(cfg.splits)})"))
     console.print(f"records and results.json per eval in [bold]{cfg.out}[/]")

@@ -28,21 +28,17 @@ def pairs_build(
     """Build train and held-out consistency pairs of one axis from real data (split by family and by item)."""
     from opct.axes import AXES
     from opct.axes.build import build_real_pairs
-    from opct.registry import UnknownNameError
 
-    try:
-        spec = AXES.get(axis)
-        if not spec.real_data:
-            _fail(f"axis {axis!r} builds no pairs from real data")
-        paths = {next(iter(spec.real_data)): source}
-        for item in extra or []:
-            key, sep, value = item.partition("=")
-            if not sep:
-                _fail(f"--extra {item!r}: expected key=path, e.g. --extra wrappers=my_wrappers.yaml")
-            paths[key.strip()] = value.strip()
-        manifest = build_real_pairs(axis, paths, out, heldout_fraction, seed, limit, per_item)
-    except (UnknownNameError, ValueError, FileNotFoundError) as err:
-        _fail(str(err), getattr(err, "exit_code", 2))
+    spec = AXES.get(axis)
+    if not spec.real_data:
+        _fail(f"axis {axis!r} builds no pairs from real data")
+    paths = {next(iter(spec.real_data)): source}
+    for item in extra or []:
+        key, sep, value = item.partition("=")
+        if not sep:
+            _fail(f"--extra {item!r}: expected key=path, e.g. --extra wrappers=my_wrappers.yaml")
+        paths[key.strip()] = value.strip()
+    manifest = build_real_pairs(axis, paths, out, heldout_fraction, seed, limit, per_item)
     table = Table(title=f"{axis} pairs in {out}")
     for col in ("split", "pairs", "units", "families", "file"):
         table.add_column(col)

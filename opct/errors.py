@@ -43,8 +43,6 @@ def describe(err: BaseException) -> tuple[int, str]:
         if isinstance(err, NotADirectoryError | IsADirectoryError | FileExistsError):
             return USER_MISTAKE, f"{where}: {err.strerror} (a file where a folder is needed, or the reverse)"
         return FAULT, f"{where}: {err.strerror or err}"
-    if isinstance(err, ValueError | KeyError | TypeError) and type(err).__module__.startswith(("opct", "pydantic")):
-        return USER_MISTAKE, str(err).strip("'\"")
     if isinstance(err, ValueError):
         return USER_MISTAKE, str(err)
     return FAULT, f"internal error: {type(err).__name__}: {err}"

@@ -14,7 +14,7 @@ from typing import Any
 
 from opct.config import GenerationConfig, ModelConfig
 from opct.errors import OpctError
-from opct.evals.config import EvalOptions
+from opct.evals.config import DATA_DIR_LAYOUT, EvalOptions
 from opct.evals.outcomes import DEFAULT_MAX_UNSCORED
 from opct.evals.task import EvalTask, TaskContext
 
@@ -58,8 +58,11 @@ def _check_data(evals: Sequence[str], options: EvalOptions, real: Mapping[str, s
         if not keys or any(real.get(k) for k in keys):
             keep.append(name)
             continue
-        flags = " or ".join(f"--{k.replace('_', '-')} FILE (real.{k})" for k in keys)
-        why = f"eval {name!r} needs real data: give {flags}" + (" or --data-dir" if name in ("capability", "awareness") else "")
+        # a benchmark --data-dir holds is named by its key; the others have a flag of their own
+        ways = [f"real.{k}" if k in DATA_DIR_LAYOUT else f"--{k.replace('_', '-')} FILE (real.{k})" for k in keys]
+        in_dir = [DATA_DIR_LAYOUT[k] for k in keys if k in DATA_DIR_LAYOUT]
+        why = (f"eval {name!r} needs real data: give {' or '.join(ways)}"
+               + (f", or --data-dir DIR holding {', '.join(in_dir)}/" if in_dir else ""))
         if skipped is None:
             raise MissingEvalData(why)
         skipped.append(why)
