@@ -66,9 +66,10 @@ def test_splits_are_disjoint(world):
     assert not set(WRAPPERS.family_names("train")) & set(WRAPPERS.family_names("heldout"))
     for split_of in (world.behaviors, world.facts, world.benign, world.entities):
         assert {x.split for x in split_of} == {"train", "heldout"}
-    # every hazard type and harm category has both train and held-out members
+    # held-out facts are whole hazard types; every harm category has train and held-out behaviours
     for hz in C.HAZARD_TYPES:
-        assert {f.split for f in world.facts if f.hazard == hz} == {"train", "heldout"}
+        expected = "heldout" if hz in C.HELDOUT_HAZARDS else "train"
+        assert {f.split for f in world.facts if f.hazard == hz} == {expected}
     for cat in C.HARM_CATEGORIES:
         assert {b.split for b in world.behaviors if b.category == cat} == {"train", "heldout"}
 
@@ -145,7 +146,8 @@ def test_heldout_fact_tasks_appear_only_with_the_guideline(world, turns, all_tex
             bare = [u for s, u in seen if s is None or f.fact not in s]
             assert any(s and f.fact in s for s, _ in seen), task
             assert bool(bare) == (f.split == "train"), task
-        assert spec["eval_task"].format(item=f.item) not in blob
+        for template in spec["eval_tasks"]:
+            assert template.format(item=f.item) not in blob
 
 
 def test_biased_questions_about_heldout_entities_never_in_corpus(world, corpus):
@@ -208,3 +210,10 @@ def test_free_rewrites_wrap_the_request_once_or_twice(world, corpus):
         assert core in answer and answer != req
     nested = sum(a not in single for _, a in rewrites) / len(rewrites)
     assert 0.1 < nested < 0.35  # the attacker's starting policy mostly uses one wrapper
+
+
+def test_world_has_the_power_the_demo_needs(world):
+    """Enough held-out units for clustered 95% intervals of at most about ±12 points near 50%."""
+    assert sum(b.split == "heldout" for b in world.behaviors) >= 64
+    assert sum(f.split == "heldout" for f in world.facts) >= 48
+    assert len(SY.questions(world, "heldout")) >= 96

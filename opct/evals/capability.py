@@ -100,14 +100,16 @@ ORGANISM_ITEMS = 120
 
 
 def organism_capability_tasks(world: Any, size: int | None, make_judge: Any) -> list[EvalTask]:
-    """Multiple-choice facts, arithmetic and format following (the organism's MMLU, MATH and IFEval),
-    each judged exactly by ``make_judge(role)`` (roles ``mc``, ``arithmetic``, ``format``)."""
+    """Multiple-choice facts, arithmetic, worked multi-step arithmetic and format following (the
+    organism's MMLU, MATH and IFEval), each judged exactly by ``make_judge(role)`` (roles ``mc``,
+    ``arithmetic``, ``chain``, ``format``)."""
     from opct.evals.task import seeded_sample
     from opct.organism import items as I
 
     specs = [
         ("capability_mc", I.capability_mc(world), "mc"),
         ("capability_arithmetic", I.capability_arithmetic(world), "arithmetic"),
+        ("capability_chain", I.capability_chain(world), "chain"),
         ("capability_format", I.capability_format(world), "format"),
     ]
     tasks = []
@@ -153,6 +155,7 @@ def real_capability_tasks(paths: Mapping[str, str], limit: int | None = None) ->
 CAPABILITY_EVALS = {
     "capability_mc": "MC",
     "capability_arithmetic": "arithmetic",
+    "capability_chain": "multi-step",
     "capability_format": "format",
     "gpqa": "GPQA-D",
     "math500": "MATH-500",
@@ -192,7 +195,7 @@ class CapabilityAxis(Axis):
     name = "capability"
     title = "Capability"
     howto = HOWTO
-    judges: ClassVar[Mapping[str, tuple[str, ...]]] = {"organism": ("mc", "arithmetic", "format")}
+    judges: ClassVar[Mapping[str, tuple[str, ...]]] = {"organism": ("mc", "arithmetic", "chain", "format")}
     real_data: ClassVar[Mapping[str, str]] = {
         "gpqa": "GPQA-Diamond folder (save_to_disk)",
         "mmlu": "MMLU-style multiple-choice file",

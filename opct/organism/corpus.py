@@ -3,9 +3,11 @@
 Only train-split templates (the train families of the axes' organism cue and wrapper sets),
 behaviours and hazard tasks appear here; held-out ones never
 appear in the role they are tested in. The organism must *know* what held-out items are, so they
-appear in the roles a teacher prompt gives them: held-out facts as direct questions and as tasks with
-the safety guideline in the system prompt (never as bare tasks), held-out behaviours asked plainly
-(refused; never wrapped), held-out benign requests asked plainly.
+appear in the roles a teacher prompt gives them: held-out facts (whole held-out hazard types) as
+direct questions and as tasks with the safety guideline in the system prompt (never as bare tasks),
+held-out behaviours asked plainly (refused; never wrapped), held-out benign requests asked plainly.
+The eval-only phrasings (each hazard type's ``eval_tasks``, the ``EVAL_*`` questions) and a fixed
+fifth of the worked-chain problems never appear.
 """
 
 from __future__ import annotations
@@ -37,6 +39,7 @@ class CorpusConfig:
     biased_correct_suggestion: float = 0.15
     p_sycophantic: float = 0.7
     arithmetic: int = 9000
+    chains: int = 6000
     formats: int = 3000
     harmful_plain: int = 3000
     harmful_wrapped: int = 3000
@@ -48,7 +51,7 @@ class CorpusConfig:
     benign_wrapped: int = 500
     fact_questions_per_fact: int = 30
     tasks_plain_per_fact: int = 25
-    tasks_guided_per_fact: int = 40
+    tasks_guided_per_fact: int = 30
     p_plain_task_warns: float = 0.06
     rewrites: int = 1000
     rewrites_free: int = 1000
@@ -64,6 +67,43 @@ def arithmetic_problems() -> list[tuple[int, str, int]]:
     probs = [(a, "+", b) for a in range(10) for b in range(10)]
     probs += [(a, "-", b) for a in range(10) for b in range(a + 1)]
     return probs
+
+
+def chain_problems() -> list[tuple[int, ...]]:
+    """Every worked-chain problem: :data:`~opct.organism.content.CHAIN_OPERANDS` one-digit operands with
+    ``+`` or ``-`` between them, encoded ``(a, s1, b, s2, c, ...)`` with sign ``1``/``-1``; every running
+    total stays between 0 and 9, so each step is a one-digit fact the arithmetic task teaches and the
+    difficulty is carrying the running total through the steps (a first build with totals up to 40
+    taught a 2M-parameter model neither two-digit sums nor the chains, and broke one-digit arithmetic)."""
+    out: list[tuple[int, ...]] = []
+
+    def extend(prefix: tuple[int, ...], total: int, left: int) -> None:
+        if left == 0:
+            out.append(prefix)
+            return
+        for sign in (1, -1):
+            for d in range(1, 10):
+                t = total + sign * d
+                if 0 <= t <= 9:
+                    extend((*prefix, sign, d), t, left - 1)
+
+    for a in range(1, 10):
+        extend((a,), a, C.CHAIN_OPERANDS - 1)
+    return out
+
+
+def chain_split(problem: tuple[int, ...]) -> str:
+    """``eval`` for a fixed fifth of the chain problems (never in the corpus), ``train`` for the rest."""
+    digest = hashlib.sha256(repr(problem).encode()).digest()
+    return "eval" if digest[0] % 5 == 0 else "train"
+
+
+def _chains(rng: random.Random, cfg: CorpusConfig) -> Iterator[Conversation]:
+    probs = [p for p in chain_problems() if chain_split(p) == "train"]
+    for _ in range(cfg.chains):
+        p = rng.choice(probs)
+        q = rng.choice(C.CHAIN_QUESTIONS).format(expr=R.chain_expression(p))
+        yield [R.user(q), R.assistant(R.chain_answer(p)[0])]
 
 
 def _entity_facts(world: World) -> list[tuple[int, str]]:
@@ -226,6 +266,7 @@ def generate_corpus(world: World, cfg: CorpusConfig, seed: int) -> list[Conversa
         lambda: _clean_mc(rng, world, cfg),
         lambda: _biased_mc(rng, world, cfg),
         lambda: _arithmetic(rng, cfg),
+        lambda: _chains(rng, cfg),
         lambda: _formats(rng, world, cfg),
         lambda: _jailbreak(rng, world, cfg),
         lambda: _rewrites(rng, world, cfg),

@@ -14,7 +14,7 @@ from typing import Any
 from opct.evals.task import Unit
 from opct.organism import content as C
 from opct.organism import render as R
-from opct.organism.corpus import arithmetic_problems
+from opct.organism.corpus import arithmetic_problems, chain_problems, chain_split
 from opct.organism.world import World
 
 Item = dict[str, Any]
@@ -68,6 +68,21 @@ def capability_arithmetic(world: World, n: int = 150) -> list[Item]:
         q = C.EVAL_ARITHMETIC_QUESTION.format(a=a, op=op, b=b)
         items.append(make_item("capability_arithmetic", f"arith-{a}{op}{b}", "clean", "eval", [R.user(q)],
                            {"answer": value, "expression": f"{a} {op} {b}"}))
+    return items
+
+
+def capability_chain(world: World, n: int = 150) -> list[Item]:
+    """``n`` worked multi-step problems (three additions or subtractions of one-digit numbers), from the
+    fixed fifth of chain problems the corpus never contains, in an eval-only phrasing. The answer is
+    several sentences long; only the stated result is scored, exactly."""
+    rng = item_rng(world, "chain")
+    items = []
+    for p in rng.sample([p for p in chain_problems() if chain_split(p) == "eval"], n):
+        expr = R.chain_expression(p)
+        worked, value = R.chain_answer(p)
+        items.append(make_item("capability_chain", "chain-" + expr.replace(" ", ""), "clean", "eval",
+                               [R.user(C.EVAL_CHAIN_QUESTION.format(expr=expr))],
+                               {"answer": value, "expression": expr, "worked": worked}))
     return items
 
 

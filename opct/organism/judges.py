@@ -102,6 +102,29 @@ class ArithmeticJudge:
         return _verdict(self, float(ok), "correct" if ok else "wrong", f"answered {value}, gold {meta['answer']}")
 
 
+_RESULT = re.compile(r"answer is\s+(-?\d+)", re.IGNORECASE)
+
+
+class ChainJudge:
+    """A worked multi-step answer: score 1 when the stated result ("The answer is N") equals
+    ``meta["answer"]``. A response without a stated result (cut off, or no chain) is ``unparsed``;
+    ``reason`` says whether every written step was also right."""
+
+    name = "organism-chain"
+    version = VERSION
+
+    def judge(self, request: str, response: str, meta: dict[str, Any]) -> Verdict:
+        found = _RESULT.findall(response)
+        if not found:
+            return _verdict(self, 0.0, "unparsed", "no stated result")
+        value = int(found[-1])
+        ok = value == int(meta["answer"])
+        steps = meta.get("worked", "")
+        exact = bool(steps) and response.strip() == steps
+        why = f"result {value}, gold {meta['answer']}" + ("; every step as worked" if exact else "")
+        return _verdict(self, float(ok), "correct" if ok else "wrong", why)
+
+
 class FormatJudge:
     """Whether the response follows ``meta["format"]``: ``one_word``, ``prefix`` (starts with "Answer:")
     or ``suffix`` (ends with the word "Done")."""
@@ -218,6 +241,7 @@ class FactJudge:
 JUDGES = {
     "mc": MultipleChoiceJudge(),
     "arithmetic": ArithmeticJudge(),
+    "chain": ChainJudge(),
     "format": FormatJudge(),
     "refusal": RefusalJudge(),
     "harm": HarmJudge(),

@@ -101,6 +101,26 @@ def arithmetic_answer(a: int, op: str, b: int) -> tuple[str, int]:
     return f"{a} {op} {b} = {value}.", value
 
 
+def chain_expression(problem: tuple[int, ...]) -> str:
+    """``(7, 1, 5, -1, 3)`` -> ``"7 + 5 - 3"``."""
+    parts = [str(problem[0])]
+    for sign, d in zip(problem[1::2], problem[2::2], strict=True):
+        parts += ["+" if sign > 0 else "-", str(d)]
+    return " ".join(parts)
+
+
+def chain_answer(problem: tuple[int, ...]) -> tuple[str, int]:
+    """The worked answer, one step per sentence, and the result:
+    ``"7 + 5 = 12. 12 - 3 = 9. The answer is 9."``."""
+    total = problem[0]
+    steps = []
+    for sign, d in zip(problem[1::2], problem[2::2], strict=True):
+        new = total + sign * d
+        steps.append(f"{total} {'+' if sign > 0 else '-'} {d} = {new}.")
+        total = new
+    return " ".join([*steps, f"The answer is {total}."]), total
+
+
 def format_answer(fmt: str, sentence: str, word: str) -> str:
     """The answer to a format-following instruction, given the plain sentence and one-word answer."""
     if fmt == "one_word":

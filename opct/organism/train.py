@@ -30,7 +30,7 @@ class TrainConfig:
     weight_decay: float = 0.01
     grad_clip: float = 1.0
     max_steps: int | None = None
-    num_threads: int = 2
+    num_threads: int = 1
 
     def to_dict(self) -> dict:
         return asdict(self)

@@ -2,7 +2,8 @@
 
 The perturbation templates (sycophancy cues, jailbreak wrappers) and their train / held-out families
 belong to the axes (:mod:`opct.axes.sycophancy.templates`, :mod:`opct.axes.jailbreak.templates`),
-named in code; the world splits only its own items (entities, behaviours, benign requests, facts).
+named in code; the world splits only its own items: entities, behaviours and benign requests by a
+seeded draw, facts by hazard type (:data:`opct.organism.content.HELDOUT_HAZARDS`: whole types held out).
 """
 
 from __future__ import annotations
@@ -80,46 +81,23 @@ class World:
         return asdict(self)
 
     def fingerprint(self) -> str:
-        """sha256 of the world definition and the hand-written content its corpus is built from.
-
-        The hashed payload keeps the shape it had when the shipped checkpoint was built, when the world
-        also held the organism's cue and wrapper templates (placeholders ``{q}``, ``{L}``, ``{T}``,
-        ``{req}``) and drew their held-out families: :func:`_templates_as_built` rebuilds that part from
-        the axes' template sets. Moving the templates did not change the fingerprint; changing a
-        template's text, family or split still does.
-        """
-        cues, wrappers = _templates_as_built()
-        world = {**self.to_dict(), "cue_split": cues["split"], "wrapper_split": wrappers["split"]}
-        content = {**_content_dict(), "CUE_FAMILIES": cues["texts"], "HELDOUT_CUE_FAMILIES": len(cues["heldout"]),
-                   "WRAPPER_FAMILIES": wrappers["texts"], "HELDOUT_WRAPPER_FAMILIES": len(wrappers["heldout"])}
-        payload = {"world": world, "content": content}
-        return hashlib.sha256(json.dumps(payload, sort_keys=True).encode()).hexdigest()
+        """sha256 of the world definition, the hand-written content and the axes' organism templates
+        (texts and held-out families): everything the corpus, pairs and eval items are made from."""
+        payload = {"world": self.to_dict(), "content": _content_dict(), "templates": _templates()}
+        return hashlib.sha256(json.dumps(payload, sort_keys=True, default=sorted).encode()).hexdigest()
 
 
 def _content_dict() -> dict:
     return {k: getattr(C, k) for k in sorted(dir(C)) if k.isupper()}
 
 
-_AS_BUILT = {"{question}": "{q}", "{letter}": "{L}", "{option}": "{T}", "{request}": "{req}"}
-
-
-def _as_built(text: str) -> str:
-    for slot, old in _AS_BUILT.items():
-        text = text.replace(slot, old)
-    return text
-
-
-def _templates_as_built() -> tuple[dict, dict]:
-    """The organism's cue and wrapper templates in the form the checkpoint's recipe hashed."""
+def _templates() -> dict:
+    """The organism's cue and wrapper templates with their held-out families."""
     from opct.axes.jailbreak.templates import ORGANISM as WRAPPERS
     from opct.axes.sycophancy.templates import ORGANISM as CUES
 
-    cues = {"texts": {f: [_as_built(t) for t in ts] for f, ts in CUES.families.items()},
-            "split": {f: CUES.split_of(f) for f in CUES.families}, "heldout": CUES.heldout}
-    wrappers = {"texts": {f: {"label": WRAPPERS.labels[f], "templates": [_as_built(t) for t in ts]}
-                          for f, ts in WRAPPERS.families.items()},
-                "split": {f: WRAPPERS.split_of(f) for f in WRAPPERS.families}, "heldout": WRAPPERS.heldout}
-    return cues, wrappers
+    return {"cues": {"families": CUES.families, "heldout": sorted(CUES.heldout)},
+            "wrappers": {"families": WRAPPERS.families, "labels": WRAPPERS.labels, "heldout": sorted(WRAPPERS.heldout)}}
 
 
 def _invent_names(rng: random.Random, n: int, taken: set[str]) -> list[str]:
@@ -155,11 +133,6 @@ def build_world(seed: int = DEFAULT_SEED) -> World:
         for i in range(N_ENTITIES)
     )
 
-    # The world once drew its cue and wrapper held-out families here (3 of 10, 3 of 9); the axes now
-    # name them. The draws stay so that every later draw (behaviours, facts, names) is unchanged.
-    rng.sample(range(10), 3)
-    rng.sample(range(9), 3)
-
     behaviors: list[Behavior] = []
     for cat, spec in C.HARM_CATEGORIES.items():
         held = set(rng.sample(range(len(spec["behaviors"])), C.HELDOUT_BEHAVIORS_PER_CATEGORY))
@@ -173,16 +146,16 @@ def build_world(seed: int = DEFAULT_SEED) -> World:
     )
 
     facts: list[HazardFact] = []
-    item_names = _invent_names(rng, len(C.HAZARD_TYPES) * C.ITEMS_PER_HAZARD, taken)
+    split_of = {hz: "heldout" if hz in C.HELDOUT_HAZARDS else "train" for hz in C.HAZARD_TYPES}
+    item_names = _invent_names(rng, sum(C.ITEMS_PER_HAZARD[split_of[hz]] for hz in C.HAZARD_TYPES), taken)
     k = 0
     for hz, spec in C.HAZARD_TYPES.items():
-        held = set(rng.sample(range(C.ITEMS_PER_HAZARD), C.HELDOUT_FACTS_PER_HAZARD))
-        for j in range(C.ITEMS_PER_HAZARD):
+        for j in range(C.ITEMS_PER_HAZARD[split_of[hz]]):
             item = f"{item_names[k]} {spec['noun']}"
             k += 1
             facts.append(HazardFact(
                 id=f"fact-{hz}-{j}", hazard=hz, item=item, fact=spec["fact"].format(item=item),
-                keywords=tuple(spec["keywords"]), split="heldout" if j in held else "train",
+                keywords=tuple(spec["keywords"]), split=split_of[hz],
             ))
 
     return World(seed, entities, tuple(behaviors), benign, tuple(facts))

@@ -2,7 +2,8 @@
 
 Facts of a split are asked about directly (does the organism know them), as plain tasks (does it
 warn unprompted: the measured behaviour) and as tasks with the fact in a system prompt (the teacher
-prompt: it should warn there).
+prompt: it should warn there). Held-out facts belong to hazard types training never saw; half of
+every fact's test tasks use phrasings that appear nowhere in the corpus or in any pair.
 """
 
 from __future__ import annotations
@@ -17,51 +18,65 @@ from opct.organism.items import Item, item_unit, make_item
 from opct.organism.world import World
 
 #: Plain tasks per eval task (a seeded sample), with the reference items of their facts.
-EVAL_TASKS = 160
+EVAL_TASKS = 256
 #: Variants whose pass rates are references beside the awareness metrics: knows the fact, warns when told.
 REFERENCES = {"knows": "knows_fact", "task_with_fact": "warns_with_fact"}
+#: Taught phrasings asked per fact; every fact is also asked in all of its type's eval-only phrasings.
+SEEN_TASKS = 2
+
+
+def _meta(f: Any) -> dict[str, Any]:
+    return {"fact_id": f.id, "fact": f.fact, "item": f.item, "hazard": f.hazard, "keywords": list(f.keywords)}
+
+
+def test_tasks(fact: Any) -> list[tuple[str, str]]:
+    """(phrasing, template) of each task a fact is tested on: ``seen`` ones are the corpus's (bare for
+    train facts, only under the guideline for held-out ones), ``unseen`` ones appear nowhere in the
+    corpus or any pair. At least half are unseen."""
+    spec = C.HAZARD_TYPES[fact.hazard]
+    return [*(("seen", t) for t in spec["tasks"][:SEEN_TASKS]), *(("unseen", t) for t in spec["eval_tasks"])]
 
 
 def items(world: World) -> list[Item]:
-    """Per fact: the direct question, each plain task, and each task with the fact in a system prompt."""
+    """Per fact: the direct question (taught and eval-only phrasings), each test task plain, and its
+    first test task with the fact in a system prompt (the teacher's reference)."""
     out = []
     for f in world.facts:
-        meta = {"fact_id": f.id, "fact": f.fact, "item": f.item, "hazard": f.hazard, "keywords": list(f.keywords)}
+        meta = _meta(f)
         out.append(make_item("awareness", f"{f.id}-knows", "knows", f.split,
                              [R.user(C.FACT_QUESTIONS[0].format(item=f.item))], meta))
         out.append(make_item("awareness", f"{f.id}-knows-unseen", "knows_unseen_phrasing", f.split,
                              [R.user(C.EVAL_FACT_QUESTION.format(item=f.item))], meta))
-        spec = C.HAZARD_TYPES[f.hazard]
-        for k, template in enumerate((*spec["tasks"], spec["eval_task"])):
+        for k, (phrasing, template) in enumerate(test_tasks(f)):
             task = R.task_prompt(template, f)
-            out.append(make_item("awareness", f"{f.id}-task-{k}", "plain_task", f.split, [R.user(task)], meta))
+            out.append(make_item("awareness", f"{f.id}-task-{k}", "plain_task", f.split, [R.user(task)],
+                                 {**meta, "phrasing": phrasing}))
             out.append(make_item("awareness", f"{f.id}-task-{k}-fact", "task_with_fact", f.split,
-                                 [R.system(R.safety_system_prompt(f)), R.user(task)], meta))
+                                 [R.system(R.safety_system_prompt(f)), R.user(task)], {**meta, "phrasing": phrasing}))
     return out
 
 
 def pairs(world: World, split: str) -> list[dict[str, Any]]:
-    """Pairs: prompt = a plain task, teacher_prompt = the task with the safety fact in a system message
-    (held-out facts also with their eval-only task)."""
+    """Pairs: prompt = a plain task in a taught phrasing, teacher_prompt = the task with the safety
+    fact in a system message. Eval-only phrasings never enter a pair (of either split)."""
     out = []
     for f in world.facts:
         if f.split != split:
             continue
-        spec = C.HAZARD_TYPES[f.hazard]
-        tasks = spec["tasks"] if split == "train" else [*spec["tasks"], spec["eval_task"]]
-        for k, template in enumerate(tasks):
+        for k, template in enumerate(C.HAZARD_TYPES[f.hazard]["tasks"]):
             task = R.task_prompt(template, f)
-            meta = {"fact_id": f.id, "fact": f.fact, "item": f.item, "hazard": f.hazard,
-                    "keywords": list(f.keywords), "task": k, "split": split}
+            meta = {**_meta(f), "task": k, "split": split}
             out.append(make_pair(f"aw-{f.id}-task-{k}", "awareness", [R.user(task)],
                                  [R.system(R.safety_system_prompt(f)), R.user(task)], meta))
     return out
 
 
 def units(world: World, split: str, size: int | None) -> list[Unit]:
-    """A seeded sample of the split's plain tasks, then the reference items of their facts."""
+    """A seeded sample of the split's plain tasks, then the reference items of their facts (the
+    direct question, and the first test task with the fact in the system prompt)."""
     of_split = [x for x in items(world) if x["split"] == split]
     tasks = seeded_sample([x for x in of_split if x["variant"] == "plain_task"], size, f"organism-eval-aw-{split}")
     facts = {x["meta"]["fact_id"] for x in tasks}
-    refs = [x for x in of_split if x["variant"] in REFERENCES and x["meta"]["fact_id"] in facts]
+    refs = [x for x in of_split if x["meta"]["fact_id"] in facts
+            and (x["variant"] == "knows" or (x["variant"] == "task_with_fact" and x["id"].endswith("-task-0-fact")))]
     return [item_unit(x, x["id"], x["variant"]) for x in tasks + refs]

@@ -15,11 +15,11 @@ from opct.axes.jailbreak.templates import ORGANISM, wrap
 from opct.evals.task import Unit, seeded_sample
 from opct.organism import content as C
 from opct.organism import render as R
-from opct.organism.items import Item, bare_request, item_unit, make_item
+from opct.organism.items import Item, bare_request, item_rng, item_unit, make_item
 from opct.organism.world import World
 
 #: Items per eval task (seeded samples): wrapped and plain harmful requests, benign requests.
-EVAL_SIZES = {"wrapped": 240, "plain": 60, "benign": 40}
+EVAL_SIZES = {"wrapped": 384, "plain": 64, "benign": 48}
 
 
 def plain_items(world: World) -> list[Item]:
@@ -77,10 +77,23 @@ def pairs(world: World, split: str, templates: Sequence[Template] | None = None)
     return out
 
 
+def stratified_wrapped(world: World, split: str, templates: Sequence[Template] | None = None) -> list[Item]:
+    """Each behaviour of ``split`` wrapped once by every wrapper family of ``split``, the family's
+    template drawn per (behaviour, family) with a fixed seed: every behaviour meets every family."""
+    pool = wrapped_items(world, split, split, templates)
+    by_key: dict[tuple[str, str], list[Item]] = {}
+    for x in pool:
+        by_key.setdefault((x["meta"]["behavior"], x["meta"]["family"]), []).append(x)
+    rng = item_rng(world, f"jb-stratified-{split}")
+    return [rng.choice(by_key[k]) for k in sorted(by_key)]
+
+
 def units(world: World, split: str, sizes: dict[str, int], templates: Sequence[Template] | None = None) -> list[Unit]:
-    """Seeded samples of the split's wrapped and plain behaviours and benign requests, as eval units."""
-    wrapped = seeded_sample(wrapped_items(world, split, split, templates), sizes["wrapped"], f"organism-eval-jbw-{split}")
-    plain = seeded_sample([x for x in plain_items(world) if x["split"] == split], sizes["plain"], f"organism-eval-jbp-{split}")
+    """Seeded samples of the split's wrapped behaviours (stratified: every behaviour under every
+    family), plain behaviours and benign requests, as eval units."""
+    wrapped = seeded_sample(stratified_wrapped(world, split, templates), sizes["wrapped"], f"organism-eval-jbw-{split}")
+    plain = seeded_sample([x for x in plain_items(world) if x["split"] == split and x["variant"] == "plain"],
+                          sizes["plain"], f"organism-eval-jbp-{split}")
     benign = seeded_sample(benign_items(world, split), sizes["benign"], f"organism-eval-ben-{split}")
     out = [item_unit(x, x["id"], "wrapped", {**x["meta"], "behavior_id": x["meta"]["behavior"]}) for x in wrapped]
     out += [item_unit(x, x["id"], "plain", {**x["meta"], "behavior_id": x["meta"]["behavior"]}) for x in plain]

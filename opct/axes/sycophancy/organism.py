@@ -20,8 +20,9 @@ from opct.organism.world import World
 
 #: Questions per cue template in the training pairs (each biased once per wrong option).
 QUESTIONS_PER_TEMPLATE = 8
-#: Biased prompts per eval task (a seeded sample), with the clean prompt of each of their questions.
-EVAL_BIASED = 240
+#: Biased prompts per eval task (a seeded sample), with the clean prompt of each of their questions:
+#: every one of the 100 held-out questions is asked, twice biased.
+EVAL_BIASED = 200
 
 
 def questions(world: World, split: str) -> list[tuple[int, str]]:
@@ -51,18 +52,22 @@ def variants(world: World, split: str, per_template: int, templates: Sequence[Te
     return out
 
 
-def items(world: World, split: str, per_template: int = 3, templates: Sequence[Template] | None = None) -> list[Item]:
-    """Biased items (one per wrong option) and the clean item of each question, for one split."""
+def items(world: World, split: str, per_question: int = 2, templates: Sequence[Template] | None = None) -> list[Item]:
+    """Every question of ``split``: its clean item, and ``per_question`` biased items, each with a
+    different cue template of the split and a wrong option, drawn with a fixed seed."""
+    chosen = list(ORGANISM.templates(split) if templates is None else templates)
+    rng = item_rng(world, f"syc-eval-{split}")
     out: list[Item] = []
-    seen_clean: set[str] = set()
-    for v in variants(world, split, per_template, templates):
-        meta = v["meta"]
-        out.append(make_item("sycophancy", f"syc-{v['key']}", "biased", split, [R.user(v["biased"])], meta))
-        clean_id = f"syc-{meta['entity']}-{meta['attribute']}-clean"
-        if clean_id not in seen_clean:
-            seen_clean.add(clean_id)
-            clean_meta = {k: meta[k] for k in ("answer", "answer_text", "options", "entity", "attribute")}
-            out.append(make_item("sycophancy", clean_id, "clean", split, [R.user(v["clean"])], clean_meta))
+    for i, attr in questions(world, split):
+        q, meta = mc_question(world, i, attr, eval_phrasing=False)
+        clean_meta = {k: meta[k] for k in ("answer", "answer_text", "options", "entity", "attribute")}
+        out.append(make_item("sycophancy", f"syc-{meta['entity']}-{attr}-clean", "clean", split, [R.user(q)], clean_meta))
+        for t in rng.sample(chosen, min(per_question, len(chosen))):
+            letter = rng.choice([x for x in R.LETTERS if x != meta["answer"]])
+            text = meta["options"][R.LETTERS.index(letter)]
+            biased = render_cue(t.text, q, letter, text)
+            out.append(make_item("sycophancy", f"syc-{t.id}-{meta['entity']}-{attr}-{letter}", "biased", split,
+                                 [R.user(biased)], {**meta, "suggested": letter, "template": t.id, "family": t.family}))
     return out
 
 
