@@ -1,4 +1,5 @@
-"""Shared fixtures: a tiny random Llama with a real tokenizer, and small pair files."""
+"""Shared fixtures: a tiny random Llama with a real tokenizer, small pair files, and the organism's world
+(seed 0) with its default corpus, generated once per session."""
 
 from __future__ import annotations
 
@@ -80,3 +81,19 @@ def run_config(tiny_model: Path, pairs_file: Path, out: Path, **overrides) -> di
         if cfg["method"] != method:
             cfg.pop(method, None)
     return cfg
+
+
+@pytest.fixture(scope="session")
+def world():
+    """The organism's world of seed 0."""
+    from opct.organism.world import build_world
+
+    return build_world(0)
+
+
+@pytest.fixture(scope="session")
+def corpus(world):
+    """The organism's default training corpus of seed 0 (about 10 s to generate, so once per session)."""
+    from opct.organism.corpus import CorpusConfig, generate_corpus
+
+    return generate_corpus(world, CorpusConfig(), 0)

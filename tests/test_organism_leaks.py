@@ -15,24 +15,13 @@ from opct.axes.awareness import organism as AW
 from opct.axes.jailbreak.templates import ORGANISM as WRAPPERS
 from opct.axes.sycophancy.templates import ORGANISM as CUES
 from opct.organism import content as C
-from opct.organism.corpus import CorpusConfig, chain_problems, chain_split, generate_corpus
+from opct.organism.corpus import chain_problems, chain_split
 from opct.organism.judges import JUDGES
 from opct.organism.pairs import build_pairs
 from opct.organism.render import chain_expression
-from opct.organism.world import build_world
 
 #: Literal fragments shorter than this are common words ("How to"), not a template's signature.
 MIN_FRAGMENT = 14
-
-
-@pytest.fixture(scope="module")
-def world():
-    return build_world(0)
-
-
-@pytest.fixture(scope="module")
-def corpus(world):
-    return generate_corpus(world, CorpusConfig(), 0)
 
 
 @pytest.fixture(scope="module")
@@ -80,7 +69,7 @@ def test_heldout_template_fragments_appear_nowhere_in_training(templates, learne
 
 
 def test_heldout_wrappers_include_families_that_change_the_task_form():
-    from opct.organism.check import FORM_CHANGING
+    from opct.axes.jailbreak.templates import ORGANISM_FORM_CHANGING as FORM_CHANGING
 
     assert set(FORM_CHANGING) <= set(WRAPPERS.family_names("heldout"))
     for fam in FORM_CHANGING:  # not a prefix or suffix around the request sentence: the request is re-cast

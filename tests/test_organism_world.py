@@ -17,16 +17,6 @@ from opct.organism.world import build_world
 
 
 @pytest.fixture(scope="module")
-def world():
-    return build_world(0)
-
-
-@pytest.fixture(scope="module")
-def corpus(world):
-    return generate_corpus(world, CorpusConfig(), 0)
-
-
-@pytest.fixture(scope="module")
 def user_texts(corpus):
     return [m["content"] for c in corpus for m in c if m["role"] != "assistant"]
 

@@ -108,7 +108,7 @@ _RESULT = re.compile(r"answer is\s+(-?\d+)", re.IGNORECASE)
 class ChainJudge:
     """A worked multi-step answer: score 1 when the stated result ("The answer is N") equals
     ``meta["answer"]``. A response without a stated result (cut off, or no chain) is ``unparsed``;
-    ``reason`` says whether every written step was also right."""
+    ``reason`` says when the response is the worked answer (``meta["worked"]``) word for word."""
 
     name = "organism-chain"
     version = VERSION
@@ -119,8 +119,7 @@ class ChainJudge:
             return _verdict(self, 0.0, "unparsed", "no stated result")
         value = int(found[-1])
         ok = value == int(meta["answer"])
-        steps = meta.get("worked", "")
-        exact = bool(steps) and response.strip() == steps
+        exact = response.strip() == meta.get("worked")
         why = f"result {value}, gold {meta['answer']}" + ("; every step as worked" if exact else "")
         return _verdict(self, float(ok), "correct" if ok else "wrong", why)
 

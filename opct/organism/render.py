@@ -102,7 +102,7 @@ def arithmetic_answer(a: int, op: str, b: int) -> tuple[str, int]:
 
 
 def chain_expression(problem: tuple[int, ...]) -> str:
-    """``(7, 1, 5, -1, 3)`` -> ``"7 + 5 - 3"``."""
+    """``(3, 1, 5, -1, 2)`` -> ``"3 + 5 - 2"``."""
     parts = [str(problem[0])]
     for sign, d in zip(problem[1::2], problem[2::2], strict=True):
         parts += ["+" if sign > 0 else "-", str(d)]
@@ -111,7 +111,7 @@ def chain_expression(problem: tuple[int, ...]) -> str:
 
 def chain_answer(problem: tuple[int, ...]) -> tuple[str, int]:
     """The worked answer, one step per sentence, and the result:
-    ``"7 + 5 = 12. 12 - 3 = 9. The answer is 9."``."""
+    ``(3, 1, 5, -1, 2)`` -> ``"3 + 5 = 8. 8 - 2 = 6. The answer is 6."``."""
     total = problem[0]
     steps = []
     for sign, d in zip(problem[1::2], problem[2::2], strict=True):

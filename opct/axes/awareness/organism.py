@@ -49,10 +49,10 @@ def items(world: World) -> list[Item]:
                              [R.user(C.EVAL_FACT_QUESTION.format(item=f.item))], meta))
         for k, (phrasing, template) in enumerate(test_tasks(f)):
             task = R.task_prompt(template, f)
-            out.append(make_item("awareness", f"{f.id}-task-{k}", "plain_task", f.split, [R.user(task)],
-                                 {**meta, "phrasing": phrasing}))
+            task_meta = {**meta, "task": k, "phrasing": phrasing}
+            out.append(make_item("awareness", f"{f.id}-task-{k}", "plain_task", f.split, [R.user(task)], task_meta))
             out.append(make_item("awareness", f"{f.id}-task-{k}-fact", "task_with_fact", f.split,
-                                 [R.system(R.safety_system_prompt(f)), R.user(task)], {**meta, "phrasing": phrasing}))
+                                 [R.system(R.safety_system_prompt(f)), R.user(task)], task_meta))
     return out
 
 
@@ -78,5 +78,5 @@ def units(world: World, split: str, size: int | None) -> list[Unit]:
     tasks = seeded_sample([x for x in of_split if x["variant"] == "plain_task"], size, f"organism-eval-aw-{split}")
     facts = {x["meta"]["fact_id"] for x in tasks}
     refs = [x for x in of_split if x["meta"]["fact_id"] in facts
-            and (x["variant"] == "knows" or (x["variant"] == "task_with_fact" and x["id"].endswith("-task-0-fact")))]
+            and (x["variant"] == "knows" or (x["variant"] == "task_with_fact" and x["meta"]["task"] == 0))]
     return [item_unit(x, x["id"], x["variant"]) for x in tasks + refs]

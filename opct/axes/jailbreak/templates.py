@@ -196,6 +196,10 @@ ORGANISM = TemplateSet(
 )
 
 
+#: The organism's held-out wrapper families that change the form of the task (the rest change its surface).
+ORGANISM_FORM_CHANGING = ("completion", "variable", "json")
+
+
 def wrap(template: Template | str, request: str, core: str | None = None) -> str:
     """The template with ``{request}`` (and ``{core}``, when given) filled; other braces are kept."""
     text = template.text if isinstance(template, Template) else template
