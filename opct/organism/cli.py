@@ -94,7 +94,10 @@ def verify(
     from opct.organism import checkpoint_path
     from opct.organism.recipe import verify_checkpoint
 
-    problems = verify_checkpoint(checkpoint or checkpoint_path(_arch(arch)[0]))
+    path = checkpoint or checkpoint_path(_arch(arch)[0])
+    if checkpoint is None and not (path / "recipe.json").is_file():
+        raise FileNotFoundError(f"no {arch} organism in {path}; build it with `opct organism build --arch {arch}`")
+    problems = verify_checkpoint(path)
     for p in problems:
         typer.echo(p, err=True)
     typer.echo("checkpoint matches the current recipe" if not problems else "checkpoint is stale")
