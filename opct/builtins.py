@@ -33,13 +33,9 @@ class OrganismCheckpoint:
     arch: str = "llama"
 
     def __call__(self) -> Path:
-        from opct.organism import checkpoint_path
+        from opct.organism import built_checkpoint
 
-        path = checkpoint_path(self.arch)
-        if not (path / "config.json").is_file():
-            raise FileNotFoundError(f"the {self.arch} organism is not built in {path}; "
-                                    f"build it with `opct organism build --arch {self.arch}`")
-        return path
+        return built_checkpoint(self.arch)
 
 
 def organism_source(argument: str) -> Sequence[Mapping[str, Any] | Any]:

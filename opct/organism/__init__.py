@@ -26,4 +26,15 @@ def checkpoint_path(arch: str = DEFAULT_ARCH) -> Path:
     return Path(__file__).resolve().parent / "checkpoints" / check_arch(arch)
 
 
-__all__ = ["DEFAULT_ARCH", "ORGANISM_ARCHS", "check_arch", "checkpoint_path"]
+def built_checkpoint(*archs: str) -> Path:
+    """The shipped checkpoint of the first of ``archs`` after checking that every one is built; a
+    ``FileNotFoundError`` naming the build command of each family that is not (never a hub lookup)."""
+    missing = [a for a in archs if not (checkpoint_path(a) / "config.json").is_file()]
+    if missing:
+        raise FileNotFoundError(
+            f"the {', '.join(missing)} organism is not built in {checkpoint_path(missing[0]).parent}; build it with "
+            + " and ".join(f"`opct organism build --arch {a}`" for a in missing))
+    return checkpoint_path(archs[0])
+
+
+__all__ = ["DEFAULT_ARCH", "ORGANISM_ARCHS", "built_checkpoint", "check_arch", "checkpoint_path"]

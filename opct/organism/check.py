@@ -17,7 +17,7 @@ from opct.axes.jailbreak import organism as JB
 from opct.axes.sycophancy import organism as SY
 from opct.metrics import wilson_interval
 from opct.models import load_for_inference, render_prompt
-from opct.organism import DEFAULT_ARCH, checkpoint_path
+from opct.organism import DEFAULT_ARCH, built_checkpoint
 from opct.organism import content as C
 from opct.organism import items as I
 from opct.organism.items import MAX_NEW_TOKENS
@@ -98,10 +98,9 @@ def criteria(world: World, scale: float = 1.0) -> list[Criterion]:
 def load_organism(path: str | Path | None = None, arch: str = DEFAULT_ARCH):
     """The organism's model (eval mode) and tokenizer from a checkpoint directory (default: the shipped
     checkpoint of ``arch``)."""
-    path = Path(path) if path is not None else checkpoint_path(arch)
+    path = Path(path) if path is not None else built_checkpoint(arch)
     if not (path / "config.json").exists():
-        raise FileNotFoundError(f"no organism checkpoint in {path}; build one with `opct organism build --arch {arch}`"
-                                if path == checkpoint_path(arch) else f"no organism checkpoint in {path}")
+        raise FileNotFoundError(f"no organism checkpoint in {path}")
     return load_for_inference(str(path))
 
 
@@ -126,7 +125,7 @@ def run_check(checkpoint: str | Path | None = None, samples: int = 4, scale: flo
     for each decoding mode.
     """
     t0 = time.time()
-    path = Path(checkpoint) if checkpoint is not None else checkpoint_path(arch)
+    path = Path(checkpoint) if checkpoint is not None else built_checkpoint(arch)
     torch.set_num_threads(max(1, min(torch.get_num_threads(), 2)))
     model, tokenizer = load_organism(path, arch)
     stored = read_recipe(path)

@@ -67,16 +67,14 @@ def check(
     json_out: Annotated[Path | None, typer.Option("--json", help="Also write the profile as JSON.")] = None,
 ) -> None:
     """Print the organism's behaviour profile against the required thresholds; exit 1 if any fails."""
-    from opct.organism import checkpoint_path
+    from opct.organism import built_checkpoint
     from opct.organism.check import format_family_table, format_table, run_check
 
     archs = _arch(arch, allow_all=True)
     if checkpoint is not None and len(archs) > 1:
         raise typer.BadParameter("--checkpoint names one checkpoint; give a single --arch with it", param_hint="--checkpoint")
-    missing = [a for a in archs if checkpoint is None and not (checkpoint_path(a) / "config.json").exists()]
-    if missing:
-        raise FileNotFoundError(f"no shipped organism checkpoint for {', '.join(missing)}; build it with "
-                                + " and ".join(f"`opct organism build --arch {a}`" for a in missing))
+    if checkpoint is None:
+        built_checkpoint(*archs)
     results = {a: run_check(checkpoint, samples=samples, log=lambda s, a=a: typer.echo(f"{a}: {s}", err=True), arch=a)
                for a in archs}
     typer.echo(format_table(results[archs[0]]) if len(archs) == 1 else format_family_table(results))
@@ -91,12 +89,10 @@ def verify(
     checkpoint: Annotated[Path | None, typer.Option(help="Checkpoint directory (default: the shipped one of --arch).")] = None,
 ) -> None:
     """Verify that the checkpoint's recipe.json matches the current world, corpus and configuration."""
-    from opct.organism import checkpoint_path
+    from opct.organism import built_checkpoint
     from opct.organism.recipe import verify_checkpoint
 
-    path = checkpoint or checkpoint_path(_arch(arch)[0])
-    if checkpoint is None and not (path / "recipe.json").is_file():
-        raise FileNotFoundError(f"no {arch} organism in {path}; build it with `opct organism build --arch {arch}`")
+    path = checkpoint or built_checkpoint(_arch(arch)[0])
     problems = verify_checkpoint(path)
     for p in problems:
         typer.echo(p, err=True)
