@@ -93,50 +93,18 @@ def default_train_config(arch: str = DEFAULT_ARCH) -> TrainConfig:
 
 def _model_config(cfg: TrainConfig, tokenizer: PreTrainedTokenizerBase, arch: str) -> LlamaConfig | Qwen3Config | GPT2Config:
     """The transformers configuration of ``arch`` in ``cfg``'s shape, with the tokenizer's special ids."""
+    shared = {"vocab_size": len(tokenizer), "tie_word_embeddings": True, "bos_token_id": tokenizer.bos_token_id,
+              "eos_token_id": tokenizer.eos_token_id, "pad_token_id": tokenizer.pad_token_id}
     if arch == "gpt2":
-        return GPT2Config(
-            vocab_size=len(tokenizer),
-            n_positions=cfg.max_position_embeddings,
-            n_embd=cfg.hidden_size,
-            n_layer=cfg.num_layers,
-            n_head=cfg.num_heads,
-            n_inner=cfg.intermediate_size,
-            resid_pdrop=0.0,
-            embd_pdrop=0.0,
-            attn_pdrop=0.0,
-            tie_word_embeddings=True,
-            bos_token_id=tokenizer.bos_token_id,
-            eos_token_id=tokenizer.eos_token_id,
-            pad_token_id=tokenizer.pad_token_id,
-        )
+        return GPT2Config(**shared, n_positions=cfg.max_position_embeddings, n_embd=cfg.hidden_size,
+                          n_layer=cfg.num_layers, n_head=cfg.num_heads, n_inner=cfg.intermediate_size,
+                          resid_pdrop=0.0, embd_pdrop=0.0, attn_pdrop=0.0)
+    rotary = {**shared, "hidden_size": cfg.hidden_size, "intermediate_size": cfg.intermediate_size,
+              "num_hidden_layers": cfg.num_layers, "num_attention_heads": cfg.num_heads,
+              "num_key_value_heads": cfg.num_heads, "max_position_embeddings": cfg.max_position_embeddings}
     if arch == "qwen3":
-        return Qwen3Config(
-            vocab_size=len(tokenizer),
-            hidden_size=cfg.hidden_size,
-            intermediate_size=cfg.intermediate_size,
-            num_hidden_layers=cfg.num_layers,
-            num_attention_heads=cfg.num_heads,
-            num_key_value_heads=cfg.num_heads,
-            head_dim=cfg.hidden_size // cfg.num_heads,
-            max_position_embeddings=cfg.max_position_embeddings,
-            tie_word_embeddings=True,
-            bos_token_id=tokenizer.bos_token_id,
-            eos_token_id=tokenizer.eos_token_id,
-            pad_token_id=tokenizer.pad_token_id,
-        )
-    return LlamaConfig(
-        vocab_size=len(tokenizer),
-        hidden_size=cfg.hidden_size,
-        intermediate_size=cfg.intermediate_size,
-        num_hidden_layers=cfg.num_layers,
-        num_attention_heads=cfg.num_heads,
-        num_key_value_heads=cfg.num_heads,
-        max_position_embeddings=cfg.max_position_embeddings,
-        tie_word_embeddings=True,
-        bos_token_id=None,
-        eos_token_id=tokenizer.eos_token_id,
-        pad_token_id=tokenizer.pad_token_id,
-    )
+        return Qwen3Config(**rotary, head_dim=cfg.hidden_size // cfg.num_heads)
+    return LlamaConfig(**rotary)
 
 
 _MODEL_CLASSES: dict[str, type[PreTrainedModel]] = {
