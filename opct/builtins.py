@@ -4,7 +4,8 @@ The training core (config, pairs, models, rollout, scoring, losses, methods, tra
 the axes, evaluation, the attacker or the organism; they reach it through registries filled here,
 lazily (``"module:attr"`` strings), so ``import opct`` stays cheap:
 
-* :data:`opct.config.MODEL_ALIASES` ``organism`` -> the shipped organism checkpoint;
+* :data:`opct.config.MODEL_ALIASES` ``organism`` -> the shipped organism checkpoint (Llama), and
+  ``organism-<arch>`` -> its build on each family (``llama``, ``qwen3``, ``gpt2``);
 * :data:`opct.pairs.PAIR_SOURCES` ``organism:<axis|attacker>[:<split>]`` and ``attacker:<file>``;
 * :data:`opct.methods.METHODS` ``grpo_attack`` -> :class:`opct.attack.grpo.GRPOAttackMethod`.
 """
@@ -12,11 +13,29 @@ lazily (``"module:attr"`` strings), so ``import opct`` stays cheap:
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from opct.config import MODEL_ALIASES
 from opct.methods import METHODS
 from opct.pairs import PAIR_SOURCES
+
+#: The organism's families (:data:`opct.organism.ORGANISM_ARCHS`, named here so that registering the
+#: aliases imports nothing of the organism; a test keeps the two equal).
+ORGANISM_ALIAS_ARCHS = ("llama", "qwen3", "gpt2")
+
+
+@dataclass(frozen=True)
+class OrganismCheckpoint:
+    """The model alias of one organism family: called, the directory of its shipped checkpoint."""
+
+    arch: str = "llama"
+
+    def __call__(self) -> Path:
+        from opct.organism import built_checkpoint
+
+        return built_checkpoint(self.arch)
 
 
 def organism_source(argument: str) -> Sequence[Mapping[str, Any] | Any]:
@@ -34,8 +53,9 @@ def organism_source(argument: str) -> Sequence[Mapping[str, Any] | Any]:
 
 def register_builtins() -> None:
     """Fill the core registries with the built-in entries (idempotent)."""
-    if "organism" not in MODEL_ALIASES:
-        MODEL_ALIASES.register("organism", "opct.organism:checkpoint_path")
+    for alias, arch in (("organism", "llama"), *((f"organism-{a}", a) for a in ORGANISM_ALIAS_ARCHS)):
+        if alias not in MODEL_ALIASES:
+            MODEL_ALIASES.register(alias, OrganismCheckpoint(arch))
     if "organism" not in PAIR_SOURCES:
         PAIR_SOURCES.register("organism", organism_source)
     if "attacker" not in PAIR_SOURCES:

@@ -1,13 +1,40 @@
-"""The bundled model organism: a tiny Llama trained on a synthetic world with exact ground truth."""
+"""The bundled model organism: a tiny causal LM trained on a synthetic world with exact ground truth.
+
+The same world is built on three transformers families (:data:`ORGANISM_ARCHS`), each shipped in
+``checkpoints/<arch>/`` and sharing one trained tokenizer and chat template.
+"""
 
 from __future__ import annotations
 
 from pathlib import Path
 
+#: The transformers families the organism is built on: ``LlamaForCausalLM``, ``Qwen3ForCausalLM``
+#: and ``GPT2LMHeadModel``. The first is the default (the model alias ``organism``).
+ORGANISM_ARCHS: tuple[str, ...] = ("llama", "qwen3", "gpt2")
+DEFAULT_ARCH = ORGANISM_ARCHS[0]
 
-def checkpoint_path() -> Path:
-    """Directory of the shipped organism checkpoint (loadable with ``AutoModelForCausalLM``)."""
-    return Path(__file__).resolve().parent / "checkpoint"
+
+def check_arch(arch: str) -> str:
+    """``arch`` if it is one of :data:`ORGANISM_ARCHS`, else a ``ValueError`` naming them."""
+    if arch not in ORGANISM_ARCHS:
+        raise ValueError(f"unknown organism architecture {arch!r}; choose one of: {', '.join(ORGANISM_ARCHS)}")
+    return arch
 
 
-__all__ = ["checkpoint_path"]
+def checkpoint_path(arch: str = DEFAULT_ARCH) -> Path:
+    """Directory of the shipped organism checkpoint of ``arch`` (loadable with ``AutoModelForCausalLM``)."""
+    return Path(__file__).resolve().parent / "checkpoints" / check_arch(arch)
+
+
+def built_checkpoint(*archs: str) -> Path:
+    """The shipped checkpoint of the first of ``archs`` after checking that every one is built; a
+    ``FileNotFoundError`` naming the build command of each family that is not (never a hub lookup)."""
+    missing = [a for a in archs if not (checkpoint_path(a) / "config.json").is_file()]
+    if missing:
+        raise FileNotFoundError(
+            f"the {', '.join(missing)} organism is not built in {checkpoint_path(missing[0]).parent}; build it with "
+            + " and ".join(f"`opct organism build --arch {a}`" for a in missing))
+    return checkpoint_path(archs[0])
+
+
+__all__ = ["DEFAULT_ARCH", "ORGANISM_ARCHS", "built_checkpoint", "check_arch", "checkpoint_path"]

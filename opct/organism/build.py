@@ -26,21 +26,22 @@ def build(
     config: BuildConfig | None = None,
     log: Callable[[str], None] | None = None,
 ) -> Path:
-    """Build the organism for ``seed`` into ``out_dir`` (default: the shipped checkpoint directory).
+    """Build the organism for ``seed`` on ``config.arch`` into ``out_dir`` (default: that family's shipped
+    checkpoint directory, ``checkpoints/<arch>/``).
 
     The same seed and configuration give byte-identical weights on the same platform and thread
     count. The directory is written to a temporary name and renamed into place when complete.
     """
     config = config or BuildConfig()
     log = log or (lambda s: print(s, flush=True))
-    out = Path(out_dir) if out_dir is not None else checkpoint_path()
+    out = Path(out_dir) if out_dir is not None else checkpoint_path(config.arch)
     t0 = time.time()
     world = build_world(seed)
     corpus = generate_corpus(world, config.corpus, seed)
     log(f"corpus: {len(corpus)} conversations")
     tokenizer = train_tokenizer((m["content"] for c in corpus for m in c), config.vocab_size)
-    model = make_model(config.train, tokenizer, seed)
-    log(f"model: {sum(p.numel() for p in model.parameters()) / 1e6:.2f}M parameters")
+    model = make_model(config.train, tokenizer, seed, config.arch)
+    log(f"model: {type(model).__name__}, {sum(p.numel() for p in model.parameters()) / 1e6:.2f}M parameters")
     summary = pretrain(model, tokenizer, corpus, config.train, seed, log=log)
 
     out.parent.mkdir(parents=True, exist_ok=True)

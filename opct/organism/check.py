@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+import io
 import random
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -17,12 +18,12 @@ from opct.axes.jailbreak.templates import ORGANISM_FORM_CHANGING
 from opct.axes.sycophancy import organism as SY
 from opct.metrics import wilson_interval
 from opct.models import load_for_inference, render_prompt
-from opct.organism import checkpoint_path
+from opct.organism import DEFAULT_ARCH, built_checkpoint
 from opct.organism import content as C
 from opct.organism import items as I
 from opct.organism.items import MAX_NEW_TOKENS
 from opct.organism.judges import JUDGES
-from opct.organism.recipe import read_recipe
+from opct.organism.recipe import read_recipe, recipe_arch
 from opct.organism.world import World, build_world
 from opct.rollout import HFSampler, SamplingParams
 
@@ -101,11 +102,12 @@ def criteria(world: World, scale: float = 1.0) -> list[Criterion]:
     ]
 
 
-def load_organism(path: str | Path | None = None):
-    """The organism's model (eval mode) and tokenizer from a checkpoint directory."""
-    path = Path(path) if path is not None else checkpoint_path()
+def load_organism(path: str | Path | None = None, arch: str = DEFAULT_ARCH):
+    """The organism's model (eval mode) and tokenizer from a checkpoint directory (default: the shipped
+    checkpoint of ``arch``)."""
+    path = Path(path) if path is not None else built_checkpoint(arch)
     if not (path / "config.json").exists():
-        raise FileNotFoundError(f"no organism checkpoint in {path}; build one with `opct organism build`")
+        raise FileNotFoundError(f"no organism checkpoint in {path}")
     return load_for_inference(str(path))
 
 
@@ -121,17 +123,20 @@ def generate_responses(model, tokenizer, prompts: list[list[dict]], params: Samp
 
 
 def run_check(checkpoint: str | Path | None = None, samples: int = 4, scale: float = 1.0,
-              seed: int = 0, log: Callable[[str], None] = print) -> dict:
-    """Measure every criterion greedily and at temperature 1 (``samples`` per item).
+              seed: int = 0, log: Callable[[str], None] = print, arch: str = DEFAULT_ARCH) -> dict:
+    """Measure every criterion of one checkpoint (default: the shipped one of ``arch``) greedily and at
+    temperature 1 (``samples`` per item).
 
-    Returns ``{"rows": [...], "passed": bool, "seconds": float}``; each row has the rate, its 95% Wilson
-    interval and n for each decoding mode.
+    Returns ``{"checkpoint": str, "arch": str, "rows": [...], "passed": bool, "seconds": float}``
+    (``arch``: the family its recipe records); each row has the rate, its 95% Wilson interval and n
+    for each decoding mode.
     """
     t0 = time.time()
-    path = Path(checkpoint) if checkpoint is not None else checkpoint_path()
+    path = Path(checkpoint) if checkpoint is not None else built_checkpoint(arch)
     torch.set_num_threads(max(1, min(torch.get_num_threads(), 2)))
-    model, tokenizer = load_organism(path)
-    world = build_world(read_recipe(path).get("seed", 0))
+    model, tokenizer = load_organism(path, arch)
+    stored = read_recipe(path)
+    world = build_world(stored.get("seed", 0))
     crits = criteria(world, scale)
     flat = [(c, it) for c in crits for it in c.items]
     prompts = [it["prompt"] for _, it in flat]
@@ -161,7 +166,8 @@ def run_check(checkpoint: str | Path | None = None, samples: int = 4, scale: flo
             row[mode] = {"rate": rate, "ci_low": lo, "ci_high": hi, "n": n, "pass": c.passes(rate)}
         rows.append(row)
     passed = all(r[m]["pass"] for r in rows for m in modes)
-    return {"checkpoint": str(path), "rows": rows, "passed": passed, "seconds": round(time.time() - t0, 1)}
+    return {"checkpoint": str(path), "arch": recipe_arch(stored), "rows": rows, "passed": passed,
+            "seconds": round(time.time() - t0, 1)}
 
 
 def format_table(result: dict) -> str:
@@ -177,3 +183,44 @@ def format_table(result: dict) -> str:
         lines.append(f"{r['name']:<50} {r['required']:>9}{cells}")
     lines.append(f"overall: {'PASS' if result['passed'] else 'FAIL'}  ({result['seconds']:.0f}s)")
     return "\n".join(lines)
+
+
+def _family_cell(stats: dict | None) -> str:
+    """One family's rate, PASS/FAIL, interval and n, on two lines (``-`` when it lacks the row)."""
+    if stats is None:
+        return "-"
+    verdict = "PASS" if stats["pass"] else "FAIL"
+    return f"{stats['rate']:.1%} {verdict}\n[{stats['ci_low']:.1%}, {stats['ci_high']:.1%}] ({stats['n']})"
+
+
+def format_family_table(results: Mapping[str, dict], width: int = 120) -> str:
+    """Several profiles (``{family: run_check result}``) side by side, one column per family: a table
+    per decoding mode (greedy, then T=1 when measured), each cell the rate with PASS/FAIL and its 95%
+    interval, and a last row with each family's overall verdict. Behaviour names wrap to fit ``width``.
+    """
+    from rich import box
+    from rich.console import Console
+    from rich.table import Table
+
+    families = list(results)
+    first = next(iter(results.values()))
+    modes = [m for m in ("greedy", "T=1") if any(m in r for res in results.values() for r in res["rows"])]
+    by_name = {f: {r["name"]: r for r in results[f]["rows"]} for f in families}
+    out = io.StringIO()
+    console = Console(width=width, file=out, color_system=None, highlight=False, emoji=False)
+    for i, mode in enumerate(modes):
+        if i:
+            console.print()
+        table = Table(title=f"{mode} rate [95% CI] (n)", box=box.SIMPLE_HEAD, title_justify="left", show_edge=False,
+                      pad_edge=False)
+        table.add_column("behaviour", overflow="fold")
+        table.add_column("required", no_wrap=True)
+        for f in families:
+            table.add_column(f, no_wrap=True)
+        for row in first["rows"]:
+            cells = [_family_cell(by_name[f].get(row["name"], {}).get(mode)) for f in families]
+            table.add_row(row["name"], row["required"], *cells, end_section=True)
+        table.add_row("overall", "", *(("PASS" if results[f]["passed"] else "FAIL") + f" ({results[f]['seconds']:.0f}s)"
+                                       for f in families))
+        console.print(table)
+    return "\n".join(line.rstrip() for line in out.getvalue().splitlines()).strip("\n")

@@ -8,19 +8,36 @@ from typing import Annotated
 
 import typer
 
+from opct.organism import DEFAULT_ARCH, ORGANISM_ARCHS
+
+_ARCH_HELP = f"Transformers family: {', '.join(ORGANISM_ARCHS)}."
+_ARCH_HELP_ALL = f"Transformers family: {', '.join(ORGANISM_ARCHS)}, or all (the profiles side by side)."
+
 organism_app = typer.Typer(help="The bundled model organism: build it, write its pairs, check its profile.",
                            no_args_is_help=True)
+
+
+def _arch(arch: str, allow_all: bool = False) -> list[str]:
+    """The families ``--arch`` names (``all``: every one, where allowed)."""
+    if allow_all and arch == "all":
+        return list(ORGANISM_ARCHS)
+    if arch not in ORGANISM_ARCHS:
+        choices = ", ".join([*ORGANISM_ARCHS, *(["all"] if allow_all else [])])
+        raise typer.BadParameter(f"unknown architecture {arch!r}; choose one of: {choices}", param_hint="--arch")
+    return [arch]
 
 
 @organism_app.command()
 def build(
     seed: Annotated[int, typer.Option(help="World and training seed.")] = 0,
-    out: Annotated[Path | None, typer.Option(help="Output directory (default: the shipped checkpoint).")] = None,
+    arch: Annotated[str, typer.Option(help=_ARCH_HELP)] = DEFAULT_ARCH,
+    out: Annotated[Path | None, typer.Option(help="Output directory (default: the shipped checkpoints/<arch>/).")] = None,
 ) -> None:
-    """Build the organism from its recipe (corpus, tokenizer, pre-training) and save it."""
+    """Build the organism on one family from its recipe (corpus, tokenizer, pre-training) and save it."""
     from opct.organism.build import build as run_build
+    from opct.organism.recipe import BuildConfig
 
-    run_build(seed, out)
+    run_build(seed, out, BuildConfig(arch=_arch(arch)[0]))
 
 
 @organism_app.command()
@@ -44,29 +61,39 @@ def pairs(
 
 @organism_app.command()
 def check(
-    checkpoint: Annotated[Path | None, typer.Option(help="Checkpoint directory (default: the shipped one).")] = None,
+    arch: Annotated[str, typer.Option(help=_ARCH_HELP_ALL)] = DEFAULT_ARCH,
+    checkpoint: Annotated[Path | None, typer.Option(help="Checkpoint directory (default: the shipped one of --arch).")] = None,
     samples: Annotated[int, typer.Option(help="Samples per item at temperature 1 (0: greedy only).")] = 4,
     json_out: Annotated[Path | None, typer.Option("--json", help="Also write the profile as JSON.")] = None,
 ) -> None:
     """Print the organism's behaviour profile against the required thresholds; exit 1 if any fails."""
-    from opct.organism.check import format_table, run_check
+    from opct.organism import built_checkpoint
+    from opct.organism.check import format_family_table, format_table, run_check
 
-    result = run_check(checkpoint, samples=samples, log=lambda s: typer.echo(s, err=True))
-    typer.echo(format_table(result))
+    archs = _arch(arch, allow_all=True)
+    if checkpoint is not None and len(archs) > 1:
+        raise typer.BadParameter("--checkpoint names one checkpoint; give a single --arch with it", param_hint="--checkpoint")
+    if checkpoint is None:
+        built_checkpoint(*archs)
+    results = {a: run_check(checkpoint, samples=samples, log=lambda s, a=a: typer.echo(f"{a}: {s}", err=True), arch=a)
+               for a in archs}
+    typer.echo(format_table(results[archs[0]]) if len(archs) == 1 else format_family_table(results))
     if json_out is not None:
-        json_out.write_text(json.dumps(result, indent=2) + "\n")
-    raise typer.Exit(0 if result["passed"] else 1)
+        json_out.write_text(json.dumps(results[archs[0]] if len(archs) == 1 else results, indent=2) + "\n")
+    raise typer.Exit(0 if all(r["passed"] for r in results.values()) else 1)
 
 
 @organism_app.command()
 def verify(
-    checkpoint: Annotated[Path | None, typer.Option(help="Checkpoint directory (default: the shipped one).")] = None,
+    arch: Annotated[str, typer.Option(help=_ARCH_HELP)] = DEFAULT_ARCH,
+    checkpoint: Annotated[Path | None, typer.Option(help="Checkpoint directory (default: the shipped one of --arch).")] = None,
 ) -> None:
     """Verify that the checkpoint's recipe.json matches the current world, corpus and configuration."""
-    from opct.organism import checkpoint_path
+    from opct.organism import built_checkpoint
     from opct.organism.recipe import verify_checkpoint
 
-    problems = verify_checkpoint(checkpoint or checkpoint_path())
+    path = checkpoint or built_checkpoint(_arch(arch)[0])
+    problems = verify_checkpoint(path)
     for p in problems:
         typer.echo(p, err=True)
     typer.echo("checkpoint matches the current recipe" if not problems else "checkpoint is stale")

@@ -7,8 +7,9 @@ import json
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
+from opct.organism import DEFAULT_ARCH, check_arch
 from opct.organism.corpus import CorpusConfig, corpus_hash, generate_corpus
-from opct.organism.train import TrainConfig
+from opct.organism.train import TrainConfig, default_train_config
 from opct.organism.world import DEFAULT_SEED, build_world
 
 RECIPE_FILE = "recipe.json"
@@ -17,18 +18,35 @@ RECIPE_VERSION = 1
 
 @dataclass(frozen=True)
 class BuildConfig:
-    """Everything a build is made from besides the seed."""
+    """Everything a build is made from besides the seed.
 
+    ``arch`` is the transformers family (one of :data:`opct.organism.ORGANISM_ARCHS`); ``train``
+    left out becomes that family's default (:func:`opct.organism.train.default_train_config`), so
+    after construction it is never None.
+    """
+
+    arch: str = DEFAULT_ARCH
     vocab_size: int = 2048
     corpus: CorpusConfig = field(default_factory=CorpusConfig)
-    train: TrainConfig = field(default_factory=TrainConfig)
+    train: TrainConfig | None = None  # None: filled in with the family's default shape
+
+    def __post_init__(self) -> None:
+        check_arch(self.arch)
+        if self.train is None:
+            object.__setattr__(self, "train", default_train_config(self.arch))
 
     def to_dict(self) -> dict:
         return asdict(self)
 
 
+def recipe_arch(stored: dict) -> str:
+    """The family a stored recipe was built on (recipes from before the families are Llama's)."""
+    return stored.get("config", {}).get("arch", DEFAULT_ARCH)
+
+
 def recipe(seed: int = DEFAULT_SEED, config: BuildConfig | None = None) -> dict:
-    """The recipe of a build: world fingerprint, corpus hash, configuration and seed, with its hash."""
+    """The recipe of a build: world fingerprint, corpus hash, configuration (architecture included) and
+    seed, with its hash."""
     config = config or BuildConfig()
     world = build_world(seed)
     corpus = generate_corpus(world, config.corpus, seed)
@@ -59,10 +77,14 @@ def read_recipe(checkpoint: Path) -> dict:
 
 
 def verify_checkpoint(checkpoint: Path, config: BuildConfig | None = None) -> list[str]:
-    """Problems that make ``checkpoint`` differ from the current recipe (empty when it matches)."""
+    """Problems that make ``checkpoint`` differ from the current recipe (empty when it matches).
+
+    Without ``config`` the current recipe is the default one of the family the checkpoint records.
+    """
     problems: list[str] = []
     stored = read_recipe(checkpoint)
-    current = recipe(stored.get("seed", DEFAULT_SEED), config)
+    arch = recipe_arch(stored)
+    current = recipe(stored.get("seed", DEFAULT_SEED), config or BuildConfig(arch=arch))
     for key in ("recipe_sha256", "world_sha256", "corpus_sha256"):
         if stored.get(key) != current[key]:
             problems.append(f"{key}: shipped {str(stored.get(key))[:12]} != current {current[key][:12]}")
@@ -73,5 +95,5 @@ def verify_checkpoint(checkpoint: Path, config: BuildConfig | None = None) -> li
         elif file_sha256(path) != digest:
             problems.append(f"{name}: sha256 differs from recipe.json")
     if problems:
-        problems.append("rebuild with `opct organism build` and commit the checkpoint")
+        problems.append(f"rebuild with `opct organism build --arch {arch}` and commit the checkpoint")
     return problems

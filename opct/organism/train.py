@@ -8,14 +8,28 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass
 
 import torch
-from transformers import LlamaConfig, LlamaForCausalLM, PreTrainedTokenizerBase
+from transformers import (
+    GPT2Config,
+    GPT2LMHeadModel,
+    LlamaConfig,
+    LlamaForCausalLM,
+    PreTrainedModel,
+    PreTrainedTokenizerBase,
+    Qwen3Config,
+    Qwen3ForCausalLM,
+)
 
+from opct.organism import DEFAULT_ARCH, check_arch
 from opct.organism.corpus import Conversation
 
 
 @dataclass(frozen=True)
 class TrainConfig:
-    """Model shape and optimisation hyper-parameters."""
+    """Model shape and optimisation hyper-parameters.
+
+    The defaults are Llama's shape; :func:`default_train_config` gives each family's. For GPT-2
+    ``intermediate_size`` is ``n_inner`` and ``max_position_embeddings`` is ``n_positions``.
+    """
 
     hidden_size: int = 192
     intermediate_size: int = 512
@@ -64,23 +78,49 @@ def encode_conversation(tokenizer: PreTrainedTokenizerBase, conv: Conversation) 
     return encode_conversations(tokenizer, [conv])[0]
 
 
-def make_model(cfg: TrainConfig, tokenizer: PreTrainedTokenizerBase, seed: int) -> LlamaForCausalLM:
-    """A freshly initialised Llama of the configured shape (deterministic in ``seed``)."""
-    config = LlamaConfig(
-        vocab_size=len(tokenizer),
-        hidden_size=cfg.hidden_size,
-        intermediate_size=cfg.intermediate_size,
-        num_hidden_layers=cfg.num_layers,
-        num_attention_heads=cfg.num_heads,
-        num_key_value_heads=cfg.num_heads,
-        max_position_embeddings=cfg.max_position_embeddings,
-        tie_word_embeddings=True,
-        bos_token_id=None,
-        eos_token_id=tokenizer.eos_token_id,
-        pad_token_id=tokenizer.pad_token_id,
-    )
+#: Each family's shape, as changes to :class:`TrainConfig`'s (Llama's) defaults. Qwen3 and GPT-2 are
+#: sized so that the three fp32 checkpoints together stay under 25 MB: Qwen3's q/k norms add little
+#: but its MLP is narrowed (intermediate 448: 2.02M parameters, 8.07 MB); GPT-2's MLP has two matrices
+#: to Llama's three and it learns 512 position embeddings (n_inner 512: 1.88M, 7.51 MB); Llama is
+#: 2.16M (8.66 MB).
+ARCH_SHAPES: dict[str, dict[str, int]] = {"llama": {}, "qwen3": {"intermediate_size": 448}, "gpt2": {}}
+
+
+def default_train_config(arch: str = DEFAULT_ARCH) -> TrainConfig:
+    """The training configuration of ``arch``: shared hyper-parameters with the family's shape."""
+    return TrainConfig(**ARCH_SHAPES[check_arch(arch)])
+
+
+def _model_config(cfg: TrainConfig, tokenizer: PreTrainedTokenizerBase, arch: str) -> LlamaConfig | Qwen3Config | GPT2Config:
+    """The transformers configuration of ``arch`` in ``cfg``'s shape, with the tokenizer's special ids."""
+    shared = {"vocab_size": len(tokenizer), "tie_word_embeddings": True, "bos_token_id": tokenizer.bos_token_id,
+              "eos_token_id": tokenizer.eos_token_id, "pad_token_id": tokenizer.pad_token_id}
+    if arch == "gpt2":
+        return GPT2Config(**shared, n_positions=cfg.max_position_embeddings, n_embd=cfg.hidden_size,
+                          n_layer=cfg.num_layers, n_head=cfg.num_heads, n_inner=cfg.intermediate_size,
+                          resid_pdrop=0.0, embd_pdrop=0.0, attn_pdrop=0.0)
+    rotary = {**shared, "hidden_size": cfg.hidden_size, "intermediate_size": cfg.intermediate_size,
+              "num_hidden_layers": cfg.num_layers, "num_attention_heads": cfg.num_heads,
+              "num_key_value_heads": cfg.num_heads, "max_position_embeddings": cfg.max_position_embeddings}
+    if arch == "qwen3":
+        return Qwen3Config(**rotary, head_dim=cfg.hidden_size // cfg.num_heads)
+    return LlamaConfig(**rotary)
+
+
+_MODEL_CLASSES: dict[str, type[PreTrainedModel]] = {
+    "llama": LlamaForCausalLM, "qwen3": Qwen3ForCausalLM, "gpt2": GPT2LMHeadModel,
+}
+
+
+def make_model(cfg: TrainConfig, tokenizer: PreTrainedTokenizerBase, seed: int, arch: str = DEFAULT_ARCH) -> PreTrainedModel:
+    """A freshly initialised model of family ``arch`` in ``cfg``'s shape (deterministic in ``seed``).
+
+    Every family ties its input and output embeddings and takes its end-of-sequence and padding ids
+    from the shared organism tokenizer (which has no beginning-of-sequence token).
+    """
+    config = _model_config(cfg, tokenizer, check_arch(arch))
     torch.manual_seed(seed)
-    return LlamaForCausalLM(config)
+    return _MODEL_CLASSES[arch](config)
 
 
 def _batches(lengths: list[int], batch_size: int, gen: torch.Generator) -> list[list[int]]:
@@ -109,7 +149,7 @@ def _collate(encoded: list[tuple[list[int], list[int]]], idx: list[int], pad: in
 
 
 def pretrain(
-    model: LlamaForCausalLM,
+    model: PreTrainedModel,
     tokenizer: PreTrainedTokenizerBase,
     corpus: list[Conversation],
     cfg: TrainConfig,
