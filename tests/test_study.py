@@ -326,3 +326,34 @@ def test_run_study_checks_every_family_model_before_any_stage(tmp_path, monkeypa
     study = load_study(FULL, [f"output_dir={tmp_path}", f"families={{a: organism, b: {tmp_path}/missing/model}}"])
     with pytest.raises(FileNotFoundError, match="missing/model"):
         run_study(study, show_progress=False, log=lambda m: None)
+
+
+def test_a_rerun_after_an_interruption_runs_every_family_again_each_resuming_itself(tmp_path, monkeypatch):
+    """The study keeps no state of its own beyond study.json: an interrupted family stops the study
+    (no pooled report), and the rerun hands every family to its experiment again, which skips what
+    is complete (training runs whose manifest matches, records already written)."""
+    import opct.experiment
+
+    calls: list[str] = []
+
+    def interrupted(cfg: Any, show_progress: bool = True, log: Any = print) -> Path:
+        calls.append(cfg.name)
+        if cfg.name == "qwen3":
+            raise KeyboardInterrupt
+        fabricate_family(cfg.root, cfg.seeds, random.Random(0))
+        return cfg.root
+
+    monkeypatch.setattr(opct.experiment, "run_experiment", interrupted)
+    study = load_study(FULL, [f"output_dir={tmp_path}", "families={llama: organism, qwen3: organism, gpt2: organism}"])
+    with pytest.raises(KeyboardInterrupt):
+        run_study(study, show_progress=False, log=lambda m: None)
+    assert calls == ["llama", "qwen3"] and not (study.root / "report.json").exists()
+
+    def resumed(cfg: Any, show_progress: bool = True, log: Any = print) -> Path:
+        calls.append(cfg.name)
+        fabricate_family(cfg.root, cfg.seeds, random.Random(0))
+        return cfg.root
+
+    monkeypatch.setattr(opct.experiment, "run_experiment", resumed)
+    assert run_study(study, show_progress=False, log=lambda m: None) == study.root
+    assert calls[2:] == list(FAMILIES) and (study.root / "report.json").exists()

@@ -185,7 +185,7 @@ POOLED_HEADERS = ["OPCT − BCT", "unscored", "verdict"]
 
 
 def _title(data: Mapping[str, Any]) -> str:
-    fams = data["per_family"]
+    fams = data["families"]
     return (f"{data['study']}: OPCT vs BCT, {len(fams)} famil{'y' if len(fams) == 1 else 'ies'} × "
             f"{len(data['seeds'])} seed(s)")
 
