@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
+from rich.console import Group
 
 from opct.cli_attack import attack
 from opct.cli_common import (
@@ -85,7 +86,11 @@ def train(
 
 def _run_experiment(config: Path | None, set_: list[str] | None, dry_run: bool, no_progress: bool) -> None:
     from opct.experiment import load_experiment, resolve, run_experiment
+    from opct.study import is_study_file
 
+    if config is not None and is_study_file(config):
+        _run_study(config, set_, dry_run, no_progress)
+        return
     cfg = load_experiment(config, set_ or [])
     plan = resolve(cfg)
     console.print(plan.describe(), highlight=False)
@@ -103,6 +108,24 @@ def _run_experiment(config: Path | None, set_: list[str] | None, dry_run: bool, 
     console.print(f"report: [bold]{root / 'report.html'}[/] (and report.md)")
 
 
+def _run_study(config: Path, set_: list[str] | None, dry_run: bool, no_progress: bool) -> None:
+    from opct.experiment import IncompleteEvalError
+    from opct.report.study import REPORT_MD, study_group
+    from opct.study import load_study, resolve_study, run_study
+
+    study = load_study(config, set_ or [])
+    console.print(resolve_study(study).describe(), highlight=False)
+    if dry_run:
+        return
+    try:
+        root = run_study(study, show_progress=not no_progress, log=lambda m: console.print(m, highlight=False))
+    except IncompleteEvalError as err:  # the tables first: they show which evals are incomplete
+        console.print(study_group(study.root, console.width))
+        _fail(str(err), code=1)
+    console.print(study_group(root, console.width))
+    console.print(f"report: [bold]{root / REPORT_MD}[/] (and report.json; each family's own report in its folder)")
+
+
 @app.command()
 def run(
     experiment: Annotated[Path, typer.Argument(help="Experiment YAML (model, axes, methods, seeds, settings).")],
@@ -111,7 +134,8 @@ def run(
     no_progress: NoProgress = False,
     threads: Threads = None,
 ) -> None:
-    """Run an experiment: base eval, training per method, evaluation, attack, report (resumable)."""
+    """Run an experiment: base eval, training per method, evaluation, attack, report (resumable). A study
+    file (one with families:) runs its experiment once per family, then the pooled report."""
     if not dry_run:
         apply_threads(threads)
     _run_experiment(experiment, set_, dry_run, no_progress)
@@ -123,24 +147,34 @@ def demo(
     dry_run: Annotated[bool, typer.Option("--dry-run", help="Print the resolved plan and exit.")] = False,
     no_progress: NoProgress = False,
     threads: Threads = None,
+    full: Annotated[bool, typer.Option("--full", help="The full comparison: 3 organism families x 3 seeds, "
+                                       "then OPCT − BCT pooled with a verdict per metric (resumable).")] = False,
 ) -> None:
     """The paper's comparison on the built-in organism: baseline vs BCT vs OPCT on all three axes."""
     from importlib.resources import files
 
     if not dry_run:
         apply_threads(threads)
-    _run_experiment(Path(str(files("opct") / "experiments" / "organism_demo.yaml")), set_, dry_run, no_progress)
+    name = "organism_demo_full.yaml" if full else "organism_demo.yaml"
+    _run_experiment(Path(str(files("opct") / "experiments" / name)), set_, dry_run, no_progress)
 
 
 @app.command()
 def report(
-    experiment_dir: Annotated[Path, typer.Argument(help="An experiment directory (runs/experiments/<name>).")],
+    experiment_dir: Annotated[Path, typer.Argument(help="An experiment or study directory (runs/experiments/<name>).")],
 ) -> None:
     """(Re)write an experiment's report.html and report.md and print its table and the paired differences
-    between every two methods."""
+    between every two methods; for a study, its pooled report.md and report.json."""
     from opct.report import write_report
     from opct.report.terminal import results_group
+    from opct.study import is_study_dir
 
+    if is_study_dir(experiment_dir):
+        from opct.report.study import REPORT_MD, study_renderables, write_study_report
+
+        console.print(Group(*study_renderables(write_study_report(experiment_dir), console.width)))
+        console.print(f"report: [bold]{experiment_dir / REPORT_MD}[/] (and report.json)")
+        return
     html, _ = write_report(experiment_dir)
     console.print(results_group(experiment_dir, console.width))
     console.print(f"report: [bold]{html}[/] (and report.md)")

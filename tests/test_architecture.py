@@ -32,7 +32,7 @@ CORE = [
     *(f"methods/{p.name}" for p in sorted((PACKAGE / "methods").glob("*.py"))),
 ]
 OUTER = ("opct.axes", "opct.evals", "opct.attack", "opct.organism", "opct.judges", "opct.report",
-         "opct.experiment", "opct.cli", "opct.builtins", "opct.datasets", "opct.testing")
+         "opct.experiment", "opct.study", "opct.cli", "opct.builtins", "opct.datasets", "opct.testing")
 
 
 def _crosses(name: str) -> bool:

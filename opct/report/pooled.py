@@ -1,0 +1,204 @@
+"""OPCT − BCT pooled over a study's families and seeds, per metric, with a verdict against the paper.
+
+A study (:mod:`opct.study`) runs one experiment per model family, each with several training seeds.
+For every results column that has a paired reader (:mod:`opct.report.paired`), the units of one
+(family, seed) cell are that family's eval units (questions, behaviours, facts, items) read for the
+OPCT run and the BCT run of that seed; :func:`opct.intervals.pooled_paired_difference` pools the
+cells and bootstraps seeds within family and units (what it resamples is stated there). The paper's
+side of each metric is in :data:`PAPER_DIRECTION`, and :func:`verdict` reads an interval against it.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+
+from opct.intervals import PooledDifference, pooled_paired_difference
+from opct.metrics import DEFAULT_SEED
+from opct.report.load import Experiment
+from opct.report.table import Column, build_columns
+
+#: The paper's claim for OPCT − BCT per results column (its ``key``; ``cap:`` covers every capability
+#: column): which side of 0 the difference should be on, and the claim in words. Capability: the
+#: paper claims OPCT is no worse than BCT, so its side is "higher" (OPCT ≥ BCT).
+PAPER_DIRECTION: dict[str, tuple[str, str]] = {
+    "sycophancy": ("lower", "OPCT less sycophantic on held-out cues"),
+    "dsr_adaptive": ("higher", "OPCT defends more behaviours against the adaptive attacker"),
+    "dsr_static": ("higher", "OPCT gives fewer harmful answers to held-out wrappers"),
+    "not_refused_static": ("lower", "OPCT answers fewer held-out wrapped harmful requests"),
+    "awareness": ("higher", "OPCT warns about more held-out hazards"),
+    "cap:": ("higher", "OPCT ≥ BCT: no capability cost"),
+}
+
+HOLDS = "paper's direction holds"
+REVERSED = "reversed"
+NOT_RESOLVED = "not resolved"
+NOT_MEASURED = "not measured"
+NO_CLAIM = "no claim in the paper"
+
+
+def paper_direction(column_key: str) -> tuple[str, str] | None:
+    """``(side, claim)`` of :data:`PAPER_DIRECTION` for a results column, or None when the paper makes no claim."""
+    if column_key in PAPER_DIRECTION:
+        return PAPER_DIRECTION[column_key]
+    prefixed = [k for k in PAPER_DIRECTION if k.endswith(":") and column_key.startswith(k)]
+    return PAPER_DIRECTION[prefixed[0]] if prefixed else None
+
+
+def verdict(direction: str | None, ci_low: float, ci_high: float) -> str:
+    """Read the interval of OPCT − BCT against the paper's side (``"lower"`` or ``"higher"``).
+
+    :data:`HOLDS` when the interval excludes 0 on the paper's side, :data:`REVERSED` when it excludes
+    0 on the other side, :data:`NOT_RESOLVED` when it contains 0 (an end at exactly 0 counts as
+    containing it); :data:`NOT_MEASURED` for a ``nan`` interval, :data:`NO_CLAIM` without a side.
+    """
+    if direction not in ("lower", "higher"):
+        if direction is not None:
+            raise ValueError(f"direction must be 'lower' or 'higher', got {direction!r}")
+        return NO_CLAIM
+    if math.isnan(ci_low) or math.isnan(ci_high):
+        return NOT_MEASURED
+    if ci_low > 0.0:
+        return HOLDS if direction == "higher" else REVERSED
+    if ci_high < 0.0:
+        return HOLDS if direction == "lower" else REVERSED
+    return NOT_RESOLVED
+
+
+def split_run_key(key: str, seeds: Sequence[int]) -> tuple[str, int | None]:
+    """``(method, seed)`` of an experiment's model key: ``opct-s2`` -> ``("opct", 2)`` when the plan has
+    several seeds, ``opct`` -> ``("opct", seeds[0])`` when it has one; ``base`` -> ``("base", None)``."""
+    if key == "base":
+        return key, None
+    if len(seeds) > 1:
+        for seed in seeds:
+            if key.endswith(f"-s{seed}"):
+                return key.removesuffix(f"-s{seed}"), seed
+        return key, None
+    return key, (seeds[0] if seeds else None)
+
+
+def plan_seeds(exp: Experiment) -> list[int]:
+    """The seeds of an experiment's plan (``[0]`` when the plan does not say)."""
+    return [int(s) for s in exp.plan.get("seeds", [0])]
+
+
+def seed_runs(exp: Experiment, method: str) -> dict[int, str]:
+    """``{seed: model key}`` of ``method``'s runs in ``exp`` (``{0: "opct"}``, ``{0: "opct-s0", 1: ...}``)."""
+    seeds = plan_seeds(exp)
+    out = {}
+    for key in exp.methods:
+        name, seed = split_run_key(key, seeds)
+        if name == method and seed is not None:
+            out[seed] = key
+    return out
+
+
+@dataclass
+class PooledRow:
+    """One metric of the pooled comparison."""
+
+    column: Column
+    difference: PooledDifference
+    #: (family, seed) cells the plans have: the cells measured are ``difference.cells``.
+    expected_cells: int
+    #: Rows left out of the metric as unscored, by method and outcome class, summed over the cells.
+    unscored: dict[str, dict[str, int]] = field(default_factory=dict)
+    #: ``family/run`` of every run whose eval behind this metric is incomplete.
+    incomplete: list[str] = field(default_factory=list)
+
+    @property
+    def direction(self) -> tuple[str, str] | None:
+        return paper_direction(self.column.key)
+
+    @property
+    def verdict(self) -> str:
+        est = self.difference.estimate
+        return verdict(self.direction[0] if self.direction else None, est.ci_low, est.ci_high)
+
+
+def _paired_columns(exp: Experiment) -> dict[str, Column]:
+    """``exp``'s results columns that have a paired reader, by key."""
+    return {c.key: c for c in build_columns(exp) if c.paired is not None}
+
+
+def pooled_rows(families: Mapping[str, Experiment], a: str = "opct", b: str = "bct", *,
+                n_resamples: int = 2000, seed: int = DEFAULT_SEED) -> list[PooledRow]:
+    """``a − b`` per results column, pooled over the families (``{family: its experiment}``) and the
+    seeds both methods were trained with in each; a family's own column reader (its eval's units and
+    statistic) reads its cells. Unscored rows never enter a cell (the axes' paired readers leave them
+    out); their counts, and the incomplete evals, are carried on the row. A column no run reports is
+    left out."""
+    own_columns = {family: _paired_columns(exp) for family, exp in families.items()}
+    columns: dict[str, Column] = {}  # every family's, in first-seen order
+    for per_family in own_columns.values():
+        for key, column in per_family.items():
+            columns.setdefault(key, column)
+    rows = []
+    for column in columns.values():
+        cells, expected, statistic = {}, 0, None
+        unscored: dict[str, dict[str, int]] = {a: {}, b: {}}
+        incomplete: list[str] = []
+        reported = False  # some run has the metric: a row even when no cell could be paired
+        for family, exp in families.items():
+            runs_a, runs_b = seed_runs(exp, a), seed_runs(exp, b)
+            expected += len(plan_seeds(exp))
+            own = own_columns[family].get(column.key)
+            if own is None or own.paired is None:
+                continue
+            for s in sorted(set(runs_a) & set(runs_b)):
+                values_a, stat = own.paired(exp, runs_a[s])
+                values_b, _ = own.paired(exp, runs_b[s])
+                statistic = statistic or stat
+                if values_a and values_b:
+                    cells[(family, s)] = (values_a, values_b)
+                for method, key in ((a, runs_a[s]), (b, runs_b[s])):
+                    metric = own.get(exp, key)
+                    if metric is None:
+                        continue
+                    reported = True
+                    for outcome, count in metric.unscored.items():
+                        unscored[method][outcome] = unscored[method].get(outcome, 0) + count
+                    if metric.incomplete:
+                        incomplete.append(f"{family}/{key}")
+        if not cells and not reported:
+            continue
+        diff = pooled_paired_difference(cells, statistic, n_resamples=n_resamples, seed=seed)
+        rows.append(PooledRow(column, diff, expected, unscored, incomplete))
+    return rows
+
+
+def difference_parts(row: PooledRow) -> tuple[str, str]:
+    """``("−3.4 pts", "[−8.0, +1.2]")`` for a rate, ``("+0.012", "[…]")`` for a score; ``("—", "")`` unmeasured."""
+    est = row.difference.estimate
+    if math.isnan(est.value):
+        return "—", ""
+    scale, digits, unit = (100.0, 1, " pts") if row.column.percent else (1.0, 3, "")
+    return (f"{est.value * scale:+.{digits}f}{unit}",
+            f"[{est.ci_low * scale:+.{digits}f}, {est.ci_high * scale:+.{digits}f}]")
+
+
+def unscored_text(row: PooledRow, a: str = "opct", b: str = "bct") -> str:
+    """``"OPCT 4 unparsed; BCT 0"``: the rows each method had left out as unscored, over every cell."""
+    from opct.report.table import method_label
+
+    def one(method: str) -> str:
+        counts = row.unscored.get(method, {})
+        return f"{method_label(method)} " + (", ".join(f"{v} {k}" for k, v in counts.items()) if counts else "0")
+
+    return f"{one(a)}; {one(b)}"
+
+
+HOWTO = (
+    "OPCT − BCT per metric, pooled over the families and seeds: in each (family, seed) cell the difference "
+    "between the OPCT run and the BCT run of that seed on the units both were evaluated on (questions, "
+    "behaviours, facts or items); the pooled value is the mean over families of the mean over seeds. The "
+    "95% interval is a percentile bootstrap that resamples, each time, the units (one draw shared by every "
+    "cell, so a unit counts once however many cells measured it) and, within each family, the seeds; the "
+    "families are the fixed set being pooled. k: units; cells: (family, seed) cells measured of those "
+    "planned. Unscored rows (empty, unparsed, judge abstained, errors) are left out, never counted as a "
+    "success; their counts are shown. The verdict reads the interval against the paper's side: it holds "
+    "when the interval excludes 0 on that side, is reversed when it excludes 0 on the other, and is not "
+    "resolved when it contains 0."
+)

@@ -1,0 +1,248 @@
+"""The study report: per-family tables, then OPCT − BCT pooled over families and seeds with a verdict.
+
+``write_study_report(study_dir)`` reads ``study.json`` and every family's experiment directory
+(:mod:`opct.study` for the layout) and writes ``report.json`` (every number: each run's metrics,
+each family's summary over seeds, each pooled difference with its per-family and per-cell values)
+and ``report.md`` from it; :func:`study_renderables` gives the same tables for an 80-column terminal
+from the same data. Per family: base, and each trained method's mean over its seeds with the range
+(min–max) of the seeds; a method with one run shows that run's interval and n.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import time
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from rich.console import Group, RenderableType
+from rich.text import Text
+
+from opct.report.load import Experiment, Metric, load_experiment
+from opct.report.pooled import (
+    HOWTO,
+    PooledRow,
+    difference_parts,
+    plan_seeds,
+    pooled_rows,
+    split_run_key,
+    unscored_text,
+)
+from opct.report.table import MISSING, Column, build_columns, method_label, metric_parts, render_markdown
+from opct.report.terminal import WIDTH, Cell, transposed_tables
+
+#: Files the study report writes into the study folder.
+REPORT_JSON, REPORT_MD = "report.json", "report.md"
+#: The bootstrap behind the pooled differences (recorded in report.json).
+RESAMPLES = 2000
+
+
+def load_study_dir(root: str | Path) -> tuple[dict[str, Any], dict[str, Experiment]]:
+    """``study.json`` and ``{family: its experiment}`` (families whose folder is missing are left out)."""
+    from opct.study import STUDY_FILE
+
+    root = Path(root)
+    path = root / STUDY_FILE
+    if not path.is_file():
+        raise FileNotFoundError(f"no study at {root} (no {STUDY_FILE})")
+    study = json.loads(path.read_text(encoding="utf-8"))
+    dirs = study.get("experiments") or {f: f for f in study.get("families", {})}
+    return study, {family: load_experiment(root / d) for family, d in dirs.items() if (root / d).is_dir()}
+
+
+def _number(x: float | None) -> float | None:
+    return None if x is None or math.isnan(x) else float(x)
+
+
+def metric_record(metric: Metric | None) -> dict[str, Any] | None:
+    """A run's metric as JSON (``None`` when absent)."""
+    if metric is None:
+        return None
+    return {"value": metric.value, "ci_low": metric.ci_low, "ci_high": metric.ci_high, "n": metric.n,
+            "unscored": dict(metric.unscored), "incomplete": metric.incomplete}
+
+
+def summarize(metrics: Sequence[Metric]) -> dict[str, Any] | None:
+    """A method's metric over its runs (seeds): mean, min, max, the number of runs, unscored rows summed,
+    incomplete if any run is; a single run keeps its interval and n."""
+    if not metrics:
+        return None
+    values = [m.value for m in metrics]
+    unscored: dict[str, int] = {}
+    for m in metrics:
+        for k, v in m.unscored.items():
+            unscored[k] = unscored.get(k, 0) + v
+    one = metrics[0] if len(metrics) == 1 else None
+    return {"value": sum(values) / len(values), "min": min(values), "max": max(values), "runs": len(metrics),
+            "ci_low": one.ci_low if one else None, "ci_high": one.ci_high if one else None, "n": one.n if one else None,
+            "unscored": unscored, "incomplete": any(m.incomplete for m in metrics)}
+
+
+def _family(exp: Experiment, model: str, columns: Sequence[Column]) -> dict[str, Any]:
+    seeds = plan_seeds(exp)
+    runs = {key: {c.key: metric_record(c.get(exp, key)) for c in columns} for key in exp.methods}
+    methods = list(dict.fromkeys(split_run_key(key, seeds)[0] for key in exp.methods))
+    summary = {}
+    for method in methods:
+        keys = [k for k in exp.methods if split_run_key(k, seeds)[0] == method]
+        summary[method] = {c.key: summarize([m for k in keys if (m := c.get(exp, k)) is not None]) for c in columns}
+    return {"model": model, "experiment": exp.root.name, "seeds": seeds, "runs": runs, "summary": summary}
+
+
+def _pooled(row: PooledRow) -> dict[str, Any]:
+    est, diff = row.difference.estimate, row.difference
+    direction = row.direction
+    return {"key": row.column.key, "header": row.column.header, "percent": row.column.percent,
+            "paper_side": direction[0] if direction else None, "claim": direction[1] if direction else None,
+            "value": _number(est.value), "ci_low": _number(est.ci_low), "ci_high": _number(est.ci_high),
+            "rows": est.n, "units": est.clusters, "cells": diff.cells, "cells_planned": row.expected_cells,
+            "per_family": {str(f): _number(v) for f, v in diff.per_family.items()},
+            "per_cell": {f"{f}/s{s}": _number(v) for (f, s), v in diff.per_cell.items()},
+            "unscored": row.unscored, "incomplete": row.incomplete, "verdict": row.verdict,
+            "text": {"difference": list(difference_parts(row)), "unscored": unscored_text(row)}}
+
+
+def study_data(root: str | Path, n_resamples: int = RESAMPLES) -> dict[str, Any]:
+    """Everything the study report shows, as JSON-ready data (see the module docstring)."""
+    from opct.intervals import POOLED_PAIRED_BOOTSTRAP
+    from opct.metrics import DEFAULT_SEED
+
+    study, families = load_study_dir(root)
+    columns: dict[str, Column] = {}
+    for exp in families.values():
+        for c in build_columns(exp):
+            columns.setdefault(c.key, c)
+    models = study.get("families", {})
+    rows = pooled_rows(families, n_resamples=n_resamples, seed=DEFAULT_SEED)
+    return {
+        "study": study.get("name", Path(root).name), "generated": time.strftime("%Y-%m-%d %H:%M:%S %Z"),
+        "families": models, "seeds": study.get("seeds", []), "comparison": ["opct", "bct"],
+        "missing_families": [f for f in models if f not in families],
+        "bootstrap": {"method": POOLED_PAIRED_BOOTSTRAP, "resamples": n_resamples, "seed": DEFAULT_SEED, "level": 0.95,
+                      "resampled": "units (one draw shared by every (family, seed) cell) and seeds within each family; "
+                                   "families fixed; pooled value = mean over families of the mean over seeds"},
+        "metrics": [{"key": c.key, "header": c.header, "percent": c.percent, "better": c.better} for c in columns.values()],
+        "per_family": {f: _family(exp, str(models.get(f, exp.model)), list(columns.values())) for f, exp in families.items()},
+        "pooled": [_pooled(r) for r in rows],
+        "warnings": [f"{f}: {w}" for f, exp in families.items() for w in exp.warnings],
+    }
+
+
+def write_study_report(root: str | Path) -> dict[str, Any]:
+    """Write ``report.json`` and ``report.md`` into the study folder ``root``; returns the data."""
+    root = Path(root)
+    data = study_data(root)
+    for name, text in ((REPORT_JSON, json.dumps(data, indent=2, ensure_ascii=False) + "\n"), (REPORT_MD, render_study_md(data))):
+        tmp = root / (name + ".tmp")
+        tmp.write_text(text, encoding="utf-8")
+        tmp.replace(root / name)
+    return data
+
+
+def read_study_report(root: str | Path) -> dict[str, Any]:
+    """The data of a study's ``report.json``."""
+    return json.loads((Path(root) / REPORT_JSON).read_text(encoding="utf-8"))
+
+
+def summary_parts(summary: Mapping[str, Any] | None, percent: bool) -> Cell:
+    """``("41.0%", "38.0–45.0", "(3 seeds; 4 unparsed)")`` (mean, the seeds' range) for several runs, a run's
+    ``(value, interval, n)`` for one, ``("—",)`` for none; ``INCOMPLETE`` on a line of its own."""
+    if summary is None:
+        return (MISSING,)
+    flag = "INCOMPLETE" if summary["incomplete"] else ""
+    if summary["runs"] == 1:
+        value, interval, n = metric_parts(Metric(summary["value"], summary["ci_low"], summary["ci_high"], summary["n"],
+                                                 summary["unscored"]), percent)
+        return value, interval, n, flag
+    scale, digits, unit = (100.0, 1, "%") if percent else (1.0, 3, "")
+    left_out = "".join(f"; {v} {k}" for k, v in summary["unscored"].items() if v)
+    return (f"{summary['value'] * scale:.{digits}f}{unit}",
+            f"{summary['min'] * scale:.{digits}f}–{summary['max'] * scale:.{digits}f}",
+            f"({summary['runs']} seeds{left_out})", flag)
+
+
+def _family_cells(data: Mapping[str, Any], family: str) -> tuple[list[str], list[str], list[list[Cell]]]:
+    """Labels (metrics), headers (methods) and cells of one family's table."""
+    fam = data["per_family"][family]
+    methods = list(fam["summary"])
+    metrics = [m for m in data["metrics"] if any(fam["summary"][x].get(m["key"]) for x in methods)]
+    cells = [[summary_parts(fam["summary"][x].get(m["key"]), m["percent"]) for x in methods] for m in metrics]
+    return [m["header"] for m in metrics], [method_label(x) for x in methods], cells
+
+
+def _pooled_cells(row: Mapping[str, Any]) -> list[Cell]:
+    value, interval = row["text"]["difference"]
+    incomplete = f"INCOMPLETE: {len(row['incomplete'])} run(s)" if row["incomplete"] else ""
+    side = {"lower": "OPCT lower", "higher": "OPCT higher"}.get(row["paper_side"] or "", "")
+    return [(value, interval, f"k={row['units']} units", f"{row['cells']} of {row['cells_planned']} cells"),
+            tuple(row["text"]["unscored"].split("; ")),
+            (f"paper: {side}" if side else "", row["verdict"], incomplete)]
+
+
+POOLED_HEADERS = ["OPCT − BCT", "unscored", "verdict"]
+
+
+def _title(data: Mapping[str, Any]) -> str:
+    fams = data["families"]
+    return (f"{data['study']}: OPCT vs BCT, {len(fams)} famil{'y' if len(fams) == 1 else 'ies'} × "
+            f"{len(data['seeds'])} seed(s)")
+
+
+def _family_title(data: Mapping[str, Any], family: str) -> str:
+    return f"{family} ({data['per_family'][family]['model']}): base; BCT and OPCT: mean over seeds, min–max of the seeds"
+
+
+def render_study_md(data: Mapping[str, Any]) -> str:
+    """``report.md`` of a study."""
+    out = [f"# {_title(data)}", "", f"Generated {data['generated']}. Families: "
+           + ", ".join(f"{f} (`{m}`)" for f, m in data["families"].items()) + f"; seeds {', '.join(map(str, data['seeds']))}.", ""]
+    if data["missing_families"]:
+        out += [f"**Not run yet:** {', '.join(data['missing_families'])}.", ""]
+    out += ["## Per family", ""]
+    for family, fam in data["per_family"].items():
+        labels, headers, cells = _family_cells(data, family)
+        out += [f"### {_family_title(data, family)}", "",
+                f"Each run with its interval and n: [{fam['experiment']}/report.md]({fam['experiment']}/report.md).", "",
+                render_markdown(["metric", *headers], [[label, *(" ".join(p for p in c if p) for c in row)]
+                                                       for label, row in zip(labels, cells, strict=True)]), ""]
+    out += ["## OPCT − BCT, pooled over families and seeds", "", HOWTO, ""]
+    rows = [[r["header"], r["claim"] or "—", *(r["text"]["difference"]), str(r["units"]), f"{r['cells']} of {r['cells_planned']}",
+             r["text"]["unscored"], r["verdict"] + (" (INCOMPLETE evals: " + ", ".join(r["incomplete"]) + ")" if r["incomplete"] else "")]
+            for r in data["pooled"]]
+    out += [render_markdown(["metric", "paper's claim", "OPCT − BCT", "95% interval", "units k", "cells",
+                             "unscored", "verdict"], rows), ""]
+    if data["warnings"]:
+        out += ["## Warnings", "", *(f"- {w}" for w in data["warnings"]), ""]
+    out.append(scale_note(data))
+    return "\n".join(out) + "\n"
+
+
+def scale_note(data: Mapping[str, Any]) -> str:
+    """How to compare the study's numbers with the paper's."""
+    models = ", ".join(dict.fromkeys(str(m) for m in data["families"].values()))
+    return (f"Measured on {models}, not the paper's 4–30B models: compare the direction of the effects with the "
+            "paper's, not their size.")
+
+
+def study_renderables(data: Mapping[str, Any], width: int = WIDTH) -> list[RenderableType]:
+    """The study's tables for the terminal, each fitting ``width``: one per family, then the pooled differences."""
+    out: list[RenderableType] = [Text(_title(data), style="bold")]
+    for family in data["per_family"]:
+        labels, headers, cells = _family_cells(data, family)
+        out += transposed_tables(_family_title(data, family), "metric", labels, headers, cells, width)
+    if data["missing_families"]:
+        out.append(Text(f"not run yet: {', '.join(data['missing_families'])}"))
+    pooled = data["pooled"]
+    if pooled:
+        out += transposed_tables("OPCT − BCT pooled over families and seeds (95% bootstrap over seeds and units)",
+                                 "metric", [r["header"] for r in pooled], POOLED_HEADERS,
+                                 [_pooled_cells(r) for r in pooled], width, justify="left")
+    out.append(Text(scale_note(data)))
+    return out
+
+
+def study_group(root: str | Path, width: int = WIDTH) -> Group:
+    """:func:`study_renderables` of a study's ``report.json``, as one renderable for ``console.print``."""
+    return Group(*study_renderables(read_study_report(root), width))
