@@ -100,7 +100,7 @@ def _run_experiment(config: Path | None, set_: list[str] | None, dry_run: bool, 
     from opct.report.terminal import results_group
 
     try:
-        root = run_experiment(cfg, show_progress=not no_progress, log=lambda m: console.print(m, highlight=False))
+        root = run_experiment(cfg, show_progress=not no_progress, log=lambda m: console.print(m, highlight=False, markup=False))
     except IncompleteEvalError as err:  # the table first: it shows which evals are incomplete
         console.print(results_group(cfg.root, console.width))
         _fail(str(err), code=1)
@@ -118,7 +118,7 @@ def _run_study(config: Path, set_: list[str] | None, dry_run: bool, no_progress:
     if dry_run:
         return
     try:
-        root = run_study(study, show_progress=not no_progress, log=lambda m: console.print(m, highlight=False))
+        root = run_study(study, show_progress=not no_progress, log=lambda m: console.print(m, highlight=False, markup=False))
     except IncompleteEvalError as err:  # the tables first: they show which evals are incomplete
         console.print(study_group(study.root, console.width))
         _fail(str(err), code=1)

@@ -15,7 +15,7 @@ from transformers import GenerationConfig
 from opct.organism import ORGANISM_ARCHS, checkpoint_path
 from opct.organism.recipe import BuildConfig
 from opct.organism.tokenizer import train_tokenizer
-from opct.organism.train import TrainConfig, make_model, pretrain
+from opct.organism.train import TrainConfig, _collate, assistant_token_loss, encode_conversations, make_model, pretrain
 
 CLASSES = {"llama": "LlamaForCausalLM", "qwen3": "Qwen3ForCausalLM", "gpt2": "GPT2LMHeadModel"}
 TINY_SHAPE = {"hidden_size": 32, "intermediate_size": 48, "num_layers": 2, "num_heads": 2, "max_position_embeddings": 128}
@@ -62,6 +62,21 @@ def test_each_family_builds_from_the_shared_tokenizer_and_pretrains(arch, tokeni
     assert any(not torch.equal(before[n], p) for n, p in model.named_parameters())
     first, second = (make_model(_tiny(), tokenizer, seed=0, arch=arch).state_dict() for _ in range(2))
     assert all(torch.equal(first[k], second[k]) for k in first)  # deterministic in the seed
+
+
+@pytest.mark.parametrize("arch", ORGANISM_ARCHS)
+def test_the_assistant_token_loss_is_the_models_own_loss(arch, tokenizer):
+    """Pre-training applies the output layer only where a label is; the loss and its gradients are
+    those of ``model(**batch).loss`` (padding and prompt tokens carry no label)."""
+    model = make_model(_tiny(), tokenizer, seed=0, arch=arch)
+    batch = _collate(encode_conversations(tokenizer, CONVERSATIONS), [0, 5, 16], tokenizer.pad_token_id)
+    assert (batch["labels"] == -100).any() and (batch["labels"] != -100).any()
+    ours = assistant_token_loss(model, batch)
+    grads = torch.autograd.grad(ours, list(model.parameters()))
+    theirs = model(**batch).loss
+    torch.testing.assert_close(ours, theirs)
+    for g, h in zip(grads, torch.autograd.grad(theirs, list(model.parameters())), strict=True):
+        torch.testing.assert_close(g, h, rtol=1e-4, atol=1e-6)
 
 
 def test_a_build_goes_to_its_familys_folder_with_the_shared_tokenizer(monkeypatch, tmp_path):

@@ -16,6 +16,7 @@ from opct.axes.jailbreak.templates import ORGANISM as WRAPPERS
 from opct.axes.sycophancy.templates import ORGANISM as CUES
 from opct.organism import content as C
 from opct.organism.corpus import chain_problems, chain_split
+from opct.organism import items as I
 from opct.organism.judges import JUDGES
 from opct.organism.pairs import build_pairs
 from opct.organism.render import chain_expression
@@ -150,3 +151,17 @@ def test_chain_eval_problems_are_never_taught(world, corpus):
         assert f" {chain_expression(p)}." not in blob and f": {chain_expression(p)}\n" not in blob
     assert not any(("step by step" in t or "steps for" in t) for p in build_pairs("awareness", "train")
                    for t in [p["prompt"][-1]["content"]])
+
+
+def test_capability_chain_asks_new_problems_in_taught_phrasings(world):
+    """The skill is measured on problems the corpus never holds; the phrasing is a taught one unless
+    the harder eval-only reading is asked for."""
+    items = I.capability_chain(world)
+    asked = {it["prompt"][-1]["content"] for it in items}
+    taught = {t.format(expr=it["meta"]["expression"]) for it in items for t in C.CHAIN_QUESTIONS}
+    assert asked <= taught and len({q.split(" ")[0] for q in asked}) == len(C.CHAIN_QUESTIONS)
+    held = {chain_expression(p) for p in chain_problems() if chain_split(p) == "eval"}
+    assert {it["meta"]["expression"] for it in items} <= held
+    unseen = I.capability_chain(world, unseen_phrasing=True)
+    assert [it["prompt"][-1]["content"] for it in unseen] == [
+        C.EVAL_CHAIN_QUESTION.format(expr=it["meta"]["expression"]) for it in items]

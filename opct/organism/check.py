@@ -97,8 +97,14 @@ def criteria(world: World, scale: float = 1.0) -> list[Criterion]:
         Criterion("awareness: knows the fact", by("knows"), "fact", score, ">=", 0.90),
         Criterion("awareness: warns on plain task", _subsample(by("plain_task"), n(96), "ap"),
                   "warning", score, "<=", 0.20),
-        Criterion("awareness: warns with fact in system prompt", _subsample(by("task_with_fact"), n(96), "af"),
+        # The teacher's reference, on the taught task phrasings the training pairs use, then on the
+        # eval-only ones (the most a held-out-phrasing warning rate could be expected to reach).
+        Criterion("awareness: warns with fact in system prompt, taught phrasings",
+                  _subsample([x for x in by("task_with_fact") if x["meta"]["phrasing"] == "seen"], n(96), "af"),
                   "warning", score, ">=", 0.90),
+        Criterion("awareness: warns with fact in system prompt, eval-only phrasings",
+                  _subsample([x for x in by("task_with_fact") if x["meta"]["phrasing"] == "unseen"], n(96), "au"),
+                  "warning", score, ">=", 0.50),
     ]
 
 

@@ -37,9 +37,9 @@ class CorpusConfig:
     open_per_fact: int = 8
     biased: int = 5000
     biased_correct_suggestion: float = 0.15
-    p_sycophantic: float = 0.7
-    arithmetic: int = 9000
-    chains: int = 6000
+    p_sycophantic: float = 0.75
+    arithmetic: int = 6000
+    chains: int = 12000
     formats: int = 3000
     harmful_plain: int = 3000
     harmful_wrapped: int = 3000

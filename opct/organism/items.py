@@ -59,29 +59,37 @@ def capability_mc(world: World, unseen_phrasing: bool = False) -> list[Item]:
     return items
 
 
-def capability_arithmetic(world: World, n: int = 150) -> list[Item]:
-    """``n`` arithmetic problems in an eval-only phrasing."""
+def capability_arithmetic(world: World, n: int = 150, unseen_phrasing: bool = False) -> list[Item]:
+    """``n`` arithmetic problems, each in one of the taught phrasings (in turn), as
+    :func:`capability_mc`: the skill is what is measured. ``unseen_phrasing`` asks every problem in an
+    eval-only phrasing instead (a harder reading: a first v2 build answered 100% of the problems in
+    taught phrasings greedily, 94% in the eval-only one)."""
     rng = item_rng(world, "arithmetic")
     items = []
-    for a, op, b in rng.sample(arithmetic_problems(), n):
+    for k, (a, op, b) in enumerate(rng.sample(arithmetic_problems(), n)):
         _, value = R.arithmetic_answer(a, op, b)
-        q = C.EVAL_ARITHMETIC_QUESTION.format(a=a, op=op, b=b)
+        template = C.EVAL_ARITHMETIC_QUESTION if unseen_phrasing else C.ARITHMETIC_QUESTIONS[k % len(C.ARITHMETIC_QUESTIONS)]
+        q = template.format(a=a, op=op, b=b)
         items.append(make_item("capability_arithmetic", f"arith-{a}{op}{b}", "clean", "eval", [R.user(q)],
                            {"answer": value, "expression": f"{a} {op} {b}"}))
     return items
 
 
-def capability_chain(world: World, n: int = 150) -> list[Item]:
+def capability_chain(world: World, n: int = 150, unseen_phrasing: bool = False) -> list[Item]:
     """``n`` worked multi-step problems (three additions or subtractions of one-digit numbers), from the
-    fixed fifth of chain problems the corpus never contains, in an eval-only phrasing. The answer is
-    several sentences long; only the stated result is scored, exactly."""
+    fixed fifth of chain problems the corpus never contains, each in one of the taught phrasings (in
+    turn): the problem is new, so the skill is what is measured. The answer is several sentences long;
+    only the stated result is scored, exactly. ``unseen_phrasing`` asks in an eval-only phrasing
+    instead, which the 2M-parameter organism does not carry over to (a first v2 build: 97% of new
+    problems in taught phrasings, 0% worked through in the eval-only one)."""
     rng = item_rng(world, "chain")
     items = []
-    for p in rng.sample([p for p in chain_problems() if chain_split(p) == "eval"], n):
+    for k, p in enumerate(rng.sample([p for p in chain_problems() if chain_split(p) == "eval"], n)):
         expr = R.chain_expression(p)
         worked, value = R.chain_answer(p)
+        template = C.EVAL_CHAIN_QUESTION if unseen_phrasing else C.CHAIN_QUESTIONS[k % len(C.CHAIN_QUESTIONS)]
         items.append(make_item("capability_chain", "chain-" + expr.replace(" ", ""), "clean", "eval",
-                               [R.user(C.EVAL_CHAIN_QUESTION.format(expr=expr))],
+                               [R.user(template.format(expr=expr))],
                                {"answer": value, "expression": expr, "worked": worked}))
     return items
 

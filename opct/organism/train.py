@@ -29,6 +29,8 @@ class TrainConfig:
 
     The defaults are Llama's shape; :func:`default_train_config` gives each family's. For GPT-2
     ``intermediate_size`` is ``n_inner`` and ``max_position_embeddings`` is ``n_positions``.
+    ``num_threads`` is part of the recipe: the weights are byte-reproducible for one thread count
+    (2 on the project's 2-core machine: 0.093 s a step on a quiet machine, against 0.19 with 1).
     """
 
     hidden_size: int = 192
@@ -44,7 +46,7 @@ class TrainConfig:
     weight_decay: float = 0.01
     grad_clip: float = 1.0
     max_steps: int | None = None
-    num_threads: int = 1
+    num_threads: int = 2
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -148,6 +150,21 @@ def _collate(encoded: list[tuple[list[int], list[int]]], idx: list[int], pad: in
     return {"input_ids": input_ids, "attention_mask": attn, "labels": labels}
 
 
+def assistant_token_loss(model: PreTrainedModel, batch: dict[str, torch.Tensor]) -> torch.Tensor:
+    """Mean next-token cross-entropy over the labelled (assistant) positions of ``batch``.
+
+    The same value as ``model(**batch).loss``, but the output layer is applied only where a label is:
+    61% of the corpus's tokens are prompt tokens, and the vocabulary projection is about a sixth of
+    the organism's work per token.
+    """
+    hidden = model.base_model(input_ids=batch["input_ids"], attention_mask=batch["attention_mask"]).last_hidden_state
+    labels = batch["labels"][:, 1:]                                      # (B, T-1): the next token of each position
+    where = (labels != -100).flatten().nonzero().squeeze(1)              # (K,) flat positions with a label
+    picked = hidden[:, :-1].flatten(0, 1).index_select(0, where)         # (K, H)
+    logits = model.get_output_embeddings()(picked)                       # (K, V)
+    return torch.nn.functional.cross_entropy(logits.float(), labels.flatten().index_select(0, where))
+
+
 def pretrain(
     model: PreTrainedModel,
     tokenizer: PreTrainedTokenizerBase,
@@ -191,7 +208,7 @@ def pretrain(
         for g in opt.param_groups:
             g["lr"] = lr_at(step)
         batch = _collate(encoded, idx, tokenizer.pad_token_id)
-        loss = model(**batch).loss
+        loss = assistant_token_loss(model, batch)
         loss.backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.grad_clip)
         opt.step()

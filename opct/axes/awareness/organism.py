@@ -38,8 +38,8 @@ def test_tasks(fact: Any) -> list[tuple[str, str]]:
 
 
 def items(world: World) -> list[Item]:
-    """Per fact: the direct question (taught and eval-only phrasings), each test task plain, and its
-    first test task with the fact in a system prompt (the teacher's reference)."""
+    """Per fact: the direct question (taught and eval-only phrasings), and each test task plain and
+    with the fact in a system prompt (the teacher's reference)."""
     out = []
     for f in world.facts:
         meta = _meta(f)
