@@ -15,7 +15,14 @@ from transformers import GenerationConfig
 from opct.organism import ORGANISM_ARCHS, checkpoint_path
 from opct.organism.recipe import BuildConfig
 from opct.organism.tokenizer import train_tokenizer
-from opct.organism.train import TrainConfig, _collate, assistant_token_loss, encode_conversations, make_model, pretrain
+from opct.organism.train import (
+    TrainConfig,
+    _collate,
+    assistant_token_loss,
+    encode_conversations,
+    make_model,
+    pretrain,
+)
 
 CLASSES = {"llama": "LlamaForCausalLM", "qwen3": "Qwen3ForCausalLM", "gpt2": "GPT2LMHeadModel"}
 TINY_SHAPE = {"hidden_size": 32, "intermediate_size": 48, "num_layers": 2, "num_heads": 2, "max_position_embeddings": 128}

@@ -15,8 +15,8 @@ from opct.axes.awareness import organism as AW
 from opct.axes.jailbreak.templates import ORGANISM as WRAPPERS
 from opct.axes.sycophancy.templates import ORGANISM as CUES
 from opct.organism import content as C
-from opct.organism.corpus import chain_problems, chain_split
 from opct.organism import items as I
+from opct.organism.corpus import chain_problems, chain_split
 from opct.organism.judges import JUDGES
 from opct.organism.pairs import build_pairs
 from opct.organism.render import chain_expression
