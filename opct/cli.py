@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import sys
+from collections.abc import Callable
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 from rich.console import Group
@@ -96,20 +97,13 @@ def _run_experiment(config: Path | None, set_: list[str] | None, dry_run: bool, 
     console.print(plan.describe(), highlight=False)
     if dry_run:
         return
-    from opct.experiment import IncompleteEvalError
     from opct.report.terminal import results_group
 
-    try:
-        root = run_experiment(cfg, show_progress=not no_progress, log=lambda m: console.print(m, highlight=False, markup=False))
-    except IncompleteEvalError as err:  # the table first: it shows which evals are incomplete
-        console.print(results_group(cfg.root, console.width))
-        _fail(str(err), code=1)
-    console.print(results_group(root, console.width))
-    console.print(f"report: [bold]{root / 'report.html'}[/] (and report.md)")
+    _run_and_show(lambda: run_experiment(cfg, show_progress=not no_progress, log=_log_line), results_group,
+                  cfg.root, "report.html", "report.md")
 
 
 def _run_study(config: Path, set_: list[str] | None, dry_run: bool, no_progress: bool) -> None:
-    from opct.experiment import IncompleteEvalError
     from opct.report.study import REPORT_MD, study_group
     from opct.study import load_study, resolve_study, run_study
 
@@ -117,13 +111,27 @@ def _run_study(config: Path, set_: list[str] | None, dry_run: bool, no_progress:
     console.print(resolve_study(study).describe(), highlight=False)
     if dry_run:
         return
+    _run_and_show(lambda: run_study(study, show_progress=not no_progress, log=_log_line), study_group,
+                  study.root, REPORT_MD, "report.json; each family's own report in its folder")
+
+
+def _log_line(message: str) -> None:
+    """A progress line of a run, printed as written (``[stage]`` is text, not rich markup)."""
+    console.print(message, highlight=False, markup=False)
+
+
+def _run_and_show(run: Callable[[], Path], tables: Callable[[Path, int], Any], root: Path, report: str, also: str) -> None:
+    """Run an experiment or a study, then print its result tables and where its report is; when an
+    eval is incomplete, the tables first (they show which), then the error with exit code 1."""
+    from opct.experiment import IncompleteEvalError
+
     try:
-        root = run_study(study, show_progress=not no_progress, log=lambda m: console.print(m, highlight=False, markup=False))
-    except IncompleteEvalError as err:  # the tables first: they show which evals are incomplete
-        console.print(study_group(study.root, console.width))
+        run()
+    except IncompleteEvalError as err:
+        console.print(tables(root, console.width))
         _fail(str(err), code=1)
-    console.print(study_group(root, console.width))
-    console.print(f"report: [bold]{root / REPORT_MD}[/] (and report.json; each family's own report in its folder)")
+    console.print(tables(root, console.width))
+    console.print(f"report: [bold]{root / report}[/] (and {also})")
 
 
 @app.command()

@@ -155,6 +155,11 @@ def cluster_rate(
     return wilson_at_effective_n(sum(y) / len(y), variance, len(y), k)
 
 
+def _shared_units(a: Mapping[Hashable, Sequence[float]], b: Mapping[Hashable, Sequence[float]]) -> list[Hashable]:
+    """The units (clusters) with at least one row in both ``a`` and ``b``, in ``a``'s order."""
+    return [u for u in a if u in b and len(a[u]) and len(b[u])]
+
+
 def paired_cluster_difference(
     a: Mapping[Hashable, Sequence[float]],
     b: Mapping[Hashable, Sequence[float]],
@@ -177,7 +182,7 @@ def paired_cluster_difference(
     ``n`` is the number of rows of ``a`` over the shared clusters (a paired design has as many in
     ``b``), whatever the statistic; ``clusters`` is k.
     """
-    shared = [c for c in a if c in b and len(a[c]) and len(b[c])]
+    shared = _shared_units(a, b)
     k = len(shared)
     if k == 0:
         return _nan_estimate(0, PAIRED_CLUSTER_BOOTSTRAP, 0)
@@ -251,7 +256,7 @@ def pooled_paired_difference(
     """
     keys, shared = [], []
     for key, (a, b) in cells.items():
-        units = [u for u in a if u in b and len(a[u]) and len(b[u])]
+        units = _shared_units(a, b)
         if units:
             keys.append(key)
             shared.append(units)

@@ -59,6 +59,11 @@ def capability_mc(world: World, unseen_phrasing: bool = False) -> list[Item]:
     return items
 
 
+def _phrasing(taught: list[str], eval_only: str, k: int, unseen: bool) -> str:
+    """The template of a capability item's ``k``-th question: the taught ones in turn, or the eval-only one."""
+    return eval_only if unseen else taught[k % len(taught)]
+
+
 def capability_arithmetic(world: World, n: int = 150, unseen_phrasing: bool = False) -> list[Item]:
     """``n`` arithmetic problems, each in one of the taught phrasings (in turn), as
     :func:`capability_mc`: the skill is what is measured. ``unseen_phrasing`` asks every problem in an
@@ -68,8 +73,7 @@ def capability_arithmetic(world: World, n: int = 150, unseen_phrasing: bool = Fa
     items = []
     for k, (a, op, b) in enumerate(rng.sample(arithmetic_problems(), n)):
         _, value = R.arithmetic_answer(a, op, b)
-        template = C.EVAL_ARITHMETIC_QUESTION if unseen_phrasing else C.ARITHMETIC_QUESTIONS[k % len(C.ARITHMETIC_QUESTIONS)]
-        q = template.format(a=a, op=op, b=b)
+        q = _phrasing(C.ARITHMETIC_QUESTIONS, C.EVAL_ARITHMETIC_QUESTION, k, unseen_phrasing).format(a=a, op=op, b=b)
         items.append(make_item("capability_arithmetic", f"arith-{a}{op}{b}", "clean", "eval", [R.user(q)],
                            {"answer": value, "expression": f"{a} {op} {b}"}))
     return items
@@ -87,9 +91,8 @@ def capability_chain(world: World, n: int = 150, unseen_phrasing: bool = False) 
     for k, p in enumerate(rng.sample([p for p in chain_problems() if chain_split(p) == "eval"], n)):
         expr = R.chain_expression(p)
         worked, value = R.chain_answer(p)
-        template = C.EVAL_CHAIN_QUESTION if unseen_phrasing else C.CHAIN_QUESTIONS[k % len(C.CHAIN_QUESTIONS)]
-        items.append(make_item("capability_chain", "chain-" + expr.replace(" ", ""), "clean", "eval",
-                               [R.user(template.format(expr=expr))],
+        q = _phrasing(C.CHAIN_QUESTIONS, C.EVAL_CHAIN_QUESTION, k, unseen_phrasing).format(expr=expr)
+        items.append(make_item("capability_chain", "chain-" + expr.replace(" ", ""), "clean", "eval", [R.user(q)],
                                {"answer": value, "expression": expr, "worked": worked}))
     return items
 

@@ -94,12 +94,7 @@ class ArithmeticJudge:
     version = VERSION
 
     def judge(self, request: str, response: str, meta: dict[str, Any]) -> Verdict:
-        numbers = _NUMBER.findall(response)
-        if not numbers:
-            return _verdict(self, 0.0, "unparsed", "no number in the response")
-        value = int(numbers[-1])
-        ok = value == int(meta["answer"])
-        return _verdict(self, float(ok), "correct" if ok else "wrong", f"answered {value}, gold {meta['answer']}")
+        return _last_integer(self, _NUMBER.findall(response), meta, "no number in the response", "answered")
 
 
 _RESULT = re.compile(r"answer is\s+(-?\d+)", re.IGNORECASE)
@@ -114,14 +109,19 @@ class ChainJudge:
     version = VERSION
 
     def judge(self, request: str, response: str, meta: dict[str, Any]) -> Verdict:
-        found = _RESULT.findall(response)
-        if not found:
-            return _verdict(self, 0.0, "unparsed", "no stated result")
-        value = int(found[-1])
-        ok = value == int(meta["answer"])
         exact = response.strip() == meta.get("worked")
-        why = f"result {value}, gold {meta['answer']}" + ("; every step as worked" if exact else "")
-        return _verdict(self, float(ok), "correct" if ok else "wrong", why)
+        return _last_integer(self, _RESULT.findall(response), meta, "no stated result", "result",
+                             "; every step as worked" if exact else "")
+
+
+def _last_integer(judge: Any, found: list[str], meta: dict[str, Any], missing: str, said: str, note: str = "") -> Verdict:
+    """Score 1 when the last integer ``found`` in a response equals ``meta["answer"]``; ``unparsed``
+    (reason ``missing``) when none was found."""
+    if not found:
+        return _verdict(judge, 0.0, "unparsed", missing)
+    value = int(found[-1])
+    ok = value == int(meta["answer"])
+    return _verdict(judge, float(ok), "correct" if ok else "wrong", f"{said} {value}, gold {meta['answer']}{note}")
 
 
 class FormatJudge:
