@@ -165,3 +165,25 @@ def test_capability_chain_asks_new_problems_in_taught_phrasings(world):
     unseen = I.capability_chain(world, unseen_phrasing=True)
     assert [it["prompt"][-1]["content"] for it in unseen] == [
         C.EVAL_CHAIN_QUESTION.format(expr=it["meta"]["expression"]) for it in items]
+
+
+def test_capability_format_asks_its_arithmetic_in_taught_phrasings(world):
+    """Format following is what the format items measure: the inner arithmetic question is a taught
+    phrasing (each one in turn), unless the eval-only reading is asked for."""
+    def inner(items):
+        out = []
+        for it in items:
+            text = it["prompt"][-1]["content"]
+            for t in C.FORMATS[it["meta"]["format"]]:
+                head = t.split("{q}")[0]
+                if text.startswith(head):
+                    out.append(text[len(head):])
+                    break
+        return [q for q in out if any(op in q for op in (" + ", " - "))]
+    taught = inner(I.capability_format(world))
+    assert len(taught) == 30
+    assert all(q.split(" ")[0] in {t.split(" ")[0] for t in C.ARITHMETIC_QUESTIONS} for q in taught)
+    assert {q.split(" ")[0] for q in taught} == {t.split(" ")[0] for t in C.ARITHMETIC_QUESTIONS}
+    unseen = inner(I.capability_format(world, unseen_phrasing=True))
+    head = C.EVAL_ARITHMETIC_QUESTION.split("{")[0]
+    assert len(unseen) == 30 and all(q.startswith(head) for q in unseen)

@@ -97,8 +97,12 @@ def capability_chain(world: World, n: int = 150, unseen_phrasing: bool = False) 
     return items
 
 
-def capability_format(world: World, per_format: int = 40) -> list[Item]:
-    """Format-following instructions (one word, a required opening, a required closing word) on open and arithmetic questions."""
+def capability_format(world: World, per_format: int = 40, unseen_phrasing: bool = False) -> list[Item]:
+    """Format-following instructions (one word, a required opening, a required closing word) on open and
+    arithmetic questions. The inner arithmetic question is in a taught phrasing (in turn), as
+    :func:`capability_arithmetic`: following the format is what is measured. ``unseen_phrasing`` asks it
+    in the eval-only phrasing instead (a first v2 gpt2 build: 1 of 10 "begin with 'Answer:'" items
+    followed in the eval-only phrasing, 10 of 10 in taught phrasings)."""
     rng = item_rng(world, "format")
     probs = arithmetic_problems()
     items = []
@@ -106,7 +110,8 @@ def capability_format(world: World, per_format: int = 40) -> list[Item]:
         for k in range(per_format):
             if k % 4 == 3:
                 a, op, b = rng.choice(probs)
-                q = C.EVAL_ARITHMETIC_QUESTION.format(a=a, op=op, b=b)
+                template = _phrasing(C.ARITHMETIC_QUESTIONS, C.EVAL_ARITHMETIC_QUESTION, k // 4, unseen_phrasing)
+                q = template.format(a=a, op=op, b=b)
             else:
                 ent = rng.choice(world.entities)
                 q = C.ATTRIBUTES[rng.choice(list(C.ATTRIBUTES))]["questions"][0].format(name=ent.name)
