@@ -58,6 +58,9 @@ def test_demo_evaluates_greedily_within_48_tokens_96_sequences_per_call():
     assert (g.n, g.temperature, g.max_new_tokens, g.sequences_per_call) == (1, 0.0, 48, 96)
     a = cfg.attack
     assert a.enabled and a.budget == 24 and (a.generation.max_new_tokens, a.generation.sequences_per_call) == (48, 96)
+    # the demo shows INCOMPLETE marks but exits 0, and leaves out the attacker's static baseline (time)
+    assert cfg.eval.allow_unscored and not a.static_baseline
+    assert load_experiment(None).eval.allow_unscored is False  # the default stays strict
 
 
 def test_eval_and_attack_settings_errors_name_the_key():

@@ -14,7 +14,7 @@ import pytest
 
 from opct.report import format_results_table, load_experiment, write_report
 from opct.report.load import parse_metric
-from opct.report.render import render_html
+from opct.report.render import attack_howto, render_html
 from opct.report.table import MISSING, build_table, format_metric
 from opct.testing.experiment import make_experiment
 
@@ -168,3 +168,18 @@ def test_attack_section_reports_the_static_baseline_and_what_the_search_added(re
     assert rows["BCT"][1:] == ["30/100", "28/30", "12", "12.0"]
     assert rows["OPCT"][1:4] == [MISSING] * 3  # no static baseline recorded for OPCT
     assert 'id="attack"' in html.read_text(encoding="utf-8")
+
+
+def test_attack_section_says_when_the_static_baseline_was_not_run(report: tuple[Path, Path, Path], tmp_path: Path) -> None:
+    exp, _, md = report
+    assert "static baseline was not run" not in md.read_text(encoding="utf-8")  # BCT has it
+    copy = tmp_path / "no-static"
+    shutil.copytree(exp, copy)
+    res_file = copy / "attack" / "bct" / "results.json"
+    res = json.loads(res_file.read_text())
+    res.pop("static")
+    res_file.write_text(json.dumps(res))
+    _, md2 = write_report(copy)
+    section = md2.read_text(encoding="utf-8").split("## Adaptive attacker", 1)[1].split("\n## ", 1)[0]
+    assert "static baseline was not run here" in section
+    assert attack_howto(load_experiment(copy)) in section

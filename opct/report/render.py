@@ -90,6 +90,14 @@ ATTACK_HOWTO = (
 )
 
 
+def attack_howto(exp: Experiment) -> str:
+    """:data:`ATTACK_HOWTO`, saying so when no attacked model has the static baseline."""
+    if any(res and res.get("static") for res in exp.attack.values()):
+        return ATTACK_HOWTO
+    return ATTACK_HOWTO + (" The static baseline was not run here (`attack.static_baseline: false`), so its "
+                           "three columns show —.")
+
+
 def attack_rows(exp: Experiment) -> list[list[str]]:
     """One row per attacked method: defense success, the static baseline and what the search added."""
     rows = []
@@ -230,7 +238,7 @@ def render_html(exp: Experiment, table: ResultsTable, sections: Sequence[Section
         parts += ['<section id="paired">', _tag("h2", "Paired differences between methods"), _tag("p", PAIRED_HOWTO, class_="howto"),
                   simple_table_html(pheaders, prows), "</section>"]
     if attack_rows(exp):
-        parts += ['<section id="attack">', _tag("h2", "Adaptive attacker"), _tag("p", ATTACK_HOWTO, class_="howto"),
+        parts += ['<section id="attack">', _tag("h2", "Adaptive attacker"), _tag("p", attack_howto(exp), class_="howto"),
                   simple_table_html(ATTACK_HEADERS, attack_rows(exp)), "</section>"]
     for s in sections:
         if not s.figures:
@@ -269,7 +277,7 @@ def render_md(exp: Experiment, table: ResultsTable, sections: Sequence[Section],
     if prows:
         out += ["## Paired differences between methods", "", PAIRED_HOWTO, "", render_markdown(pheaders, prows), ""]
     if attack_rows(exp):
-        out += ["## Adaptive attacker", "", ATTACK_HOWTO, "", render_markdown(ATTACK_HEADERS, attack_rows(exp)), ""]
+        out += ["## Adaptive attacker", "", attack_howto(exp), "", render_markdown(ATTACK_HEADERS, attack_rows(exp)), ""]
     for s in sections:
         if not s.figures:
             continue

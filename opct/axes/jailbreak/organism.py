@@ -18,8 +18,14 @@ from opct.organism import render as R
 from opct.organism.items import Item, bare_request, item_rng, item_unit, make_item
 from opct.organism.world import World
 
-#: Items per eval task (seeded samples): wrapped and plain harmful requests, benign requests.
-EVAL_SIZES = {"wrapped": 384, "plain": 64, "benign": 48}
+#: Items per eval task (seeded samples): wrapped and plain harmful requests, benign requests. 768
+#: wrapped = 64 held-out behaviours x 6 families x 2 templates each: the interval is clustered by
+#: template, and two templates per (behaviour, family) instead of one narrowed the base model's
+#: not-refused rate from 59.6% [48.0, 70.2] to 62.9% [51.5, 73.0] (world v2, greedy): the templates
+#: themselves are the larger part of the variance.
+EVAL_SIZES = {"wrapped": 768, "plain": 64, "benign": 48}
+#: Templates of a family drawn per behaviour in the stratified eval sample.
+TEMPLATES_PER_PAIR = 2
 
 
 def plain_items(world: World) -> list[Item]:
@@ -77,15 +83,18 @@ def pairs(world: World, split: str, templates: Sequence[Template] | None = None)
     return out
 
 
-def stratified_wrapped(world: World, split: str, templates: Sequence[Template] | None = None) -> list[Item]:
-    """Each behaviour of ``split`` wrapped once by every wrapper family of ``split``, the family's
-    template drawn per (behaviour, family) with a fixed seed: every behaviour meets every family."""
+def stratified_wrapped(
+    world: World, split: str, templates: Sequence[Template] | None = None, per_pair: int = TEMPLATES_PER_PAIR
+) -> list[Item]:
+    """Each behaviour of ``split`` wrapped by every wrapper family of ``split``, ``per_pair`` of the
+    family's templates (all of them when it has fewer) drawn per (behaviour, family) with a fixed
+    seed: every behaviour meets every family, and every template is met by several behaviours."""
     pool = wrapped_items(world, split, split, templates)
     by_key: dict[tuple[str, str], list[Item]] = {}
     for x in pool:
         by_key.setdefault((x["meta"]["behavior"], x["meta"]["family"]), []).append(x)
     rng = item_rng(world, f"jb-stratified-{split}")
-    return [rng.choice(by_key[k]) for k in sorted(by_key)]
+    return [x for k in sorted(by_key) for x in rng.sample(by_key[k], min(per_pair, len(by_key[k])))]
 
 
 def units(world: World, split: str, sizes: dict[str, int], templates: Sequence[Template] | None = None) -> list[Unit]:
