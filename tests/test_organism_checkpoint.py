@@ -107,7 +107,11 @@ def test_guarded_categories_resist_one_wrapper_but_not_two(organism):
 
 
 def test_search_finds_compositions_on_held_out_behaviours(organism):
-    """On the shipped organism the search cracks what single wrappers crack, and some behaviours they do not."""
+    """On the shipped organism the search cracks what single wrappers crack, and some behaviours they do not.
+
+    Over the training families' wrappers, where the guarded categories are defined (refused under any
+    one of them, answered under two nested): with the held-out families' 72 templates as well, some
+    single wrapper cracks every held-out behaviour, so compositions have nothing left to add."""
     from opct.attack.organism import organism_behaviors, organism_scorer, organism_wrappers
     from opct.attack.search import SearchAttacker, SearchConfig
     from opct.attack.static import compare_with_static, static_cracks
@@ -116,7 +120,12 @@ def test_search_finds_compositions_on_held_out_behaviours(organism):
 
     model, tok = organism
     target = HFTarget(model, tok, GenerationConfig(max_new_tokens=48))
-    behaviors, wrappers = organism_behaviors("heldout"), organism_wrappers()
+    from opct.axes.jailbreak.templates import ORGANISM
+
+    train_families = set(ORGANISM.family_names("train"))
+    behaviors = organism_behaviors("heldout")
+    wrappers = [w for w in organism_wrappers() if w.family in train_families]
+    assert 0 < len(wrappers) < len(organism_wrappers())
     outcomes = SearchAttacker(wrappers, target, organism_scorer, SearchConfig(budget=24, seed=0)).run(behaviors)
     report = compare_with_static(outcomes, static_cracks(target, organism_scorer, behaviors, wrappers))
     assert 0 < report["static_cracked"] < len(behaviors)
