@@ -19,10 +19,9 @@ from opct.organism.items import Item, bare_request, item_rng, item_unit, make_it
 from opct.organism.world import World
 
 #: Items per eval task (seeded samples): wrapped and plain harmful requests, benign requests. 768
-#: wrapped = 64 held-out behaviours x 6 families x 2 templates each: the interval is clustered by
-#: template, and two templates per (behaviour, family) instead of one narrowed the base model's
-#: not-refused rate from 59.6% [48.0, 70.2] to 62.9% [51.5, 73.0] with 48 held-out templates (world v2,
-#: greedy): the templates themselves are the larger part of the variance (with 72: 66.0% [56.6, 74.3]).
+#: wrapped = 64 held-out behaviours x 6 families x :data:`TEMPLATES_PER_PAIR`: the interval is
+#: clustered by template (the widths measured per template count are in
+#: :data:`~opct.axes.jailbreak.templates.ORGANISM`'s notes).
 EVAL_SIZES = {"wrapped": 768, "plain": 64, "benign": 48}
 #: Templates of a family drawn per behaviour in the stratified eval sample.
 TEMPLATES_PER_PAIR = 2
