@@ -169,14 +169,23 @@ def demo(
 
 @app.command()
 def report(
-    experiment_dir: Annotated[Path, typer.Argument(help="An experiment or study directory (runs/experiments/<name>).")],
+    experiment_dir: Annotated[Path, typer.Argument(
+        help="An experiment or study directory (runs/experiments/<name>), or Inspect logs of opct's tasks "
+             "(a .eval file or a folder of them).")],
 ) -> None:
     """(Re)write an experiment's report.html and report.md and print its table and the paired differences
-    between every two methods; for a study, its pooled report.md and report.json."""
+    between every two methods; for a study, its pooled report.md and report.json; for Inspect logs of
+    opct's tasks (inspect eval opct/<axis>), opct's results table recomputed from their records."""
     from opct.report import write_report
     from opct.report.terminal import results_group
     from opct.study import is_study_dir
 
+    if experiment_dir.suffix in (".eval", ".json") or (experiment_dir.is_dir() and any(experiment_dir.glob("*.eval"))):
+        from opct.inspect_eval.logs import is_inspect_log_path, report_renderables
+
+        if is_inspect_log_path(experiment_dir):
+            console.print(Group(*report_renderables(experiment_dir)))
+            return
     if is_study_dir(experiment_dir):
         from opct.report.study import REPORT_MD, study_renderables, write_study_report
 

@@ -170,17 +170,37 @@ class HFSampler:
         try:
             for start in range(0, len(jobs), self.batch_size):
                 chunk = jobs[start : start + self.batch_size]
-                for r in self._generate_batch([prompts[p] for p, _ in chunk], chunk, keys, params):
+                seeds = [sample_seed(params.seed, keys[p], s) for p, s in chunk]
+                for r in self._generate_batch([prompts[p] for p, _ in chunk], chunk, seeds, params):
                     results[(r.prompt_index, r.sample_index)] = r
         finally:
             self.model.train(was_training)
         return [results[(p, s)] for p in range(len(prompts)) for s in range(params.n)]
 
+    @torch.no_grad()
+    def generate_seeded(self, prompts: list[list[int]], params: SamplingParams, seeds: list[int]) -> list[Rollout]:
+        """One completion per prompt, row ``i`` drawn from a generator seeded with ``seeds[i]`` (``params.n``
+        and ``params.seed`` are not used). ``generate`` is this with ``seeds = sample_seed(seed, key, s)``,
+        so a caller that knows a sample's key and index reproduces its tokens exactly."""
+        order = sorted(range(len(prompts)), key=lambda i: len(prompts[i]))
+        results: dict[int, Rollout] = {}
+        was_training = self.model.training
+        self.model.eval()
+        try:
+            for start in range(0, len(order), self.batch_size):
+                chunk = order[start : start + self.batch_size]
+                jobs = [(i, 0) for i in chunk]
+                for r in self._generate_batch([prompts[i] for i in chunk], jobs, [seeds[i] for i in chunk], params):
+                    results[r.prompt_index] = r
+        finally:
+            self.model.train(was_training)
+        return [results[i] for i in range(len(prompts))]
+
     def _generate_batch(
         self,
         batch_prompts: list[list[int]],
         jobs: list[tuple[int, int]],
-        keys: list[str],
+        seeds: list[int],
         params: SamplingParams,
     ) -> list[Rollout]:
         device = next(self.model.parameters()).device
@@ -190,7 +210,7 @@ class HFSampler:
         for i, p in enumerate(batch_prompts):
             input_ids[i, width - len(p) :] = torch.tensor(p)
             attention[i, width - len(p) :] = 1
-        generators = [torch.Generator().manual_seed(sample_seed(params.seed, keys[p], s)) for p, s in jobs]
+        generators = [torch.Generator().manual_seed(seed) for seed in seeds]
         chooser = _TokenChooser(params, generators, self.eos_ids)
         input_ids, attention = input_ids.to(device), attention.to(device)
         cache = self._new_cache(width + params.max_new_tokens)

@@ -32,7 +32,8 @@ CORE = [
     *(f"methods/{p.name}" for p in sorted((PACKAGE / "methods").glob("*.py"))),
 ]
 OUTER = ("opct.axes", "opct.evals", "opct.attack", "opct.organism", "opct.judges", "opct.report",
-         "opct.experiment", "opct.study", "opct.cli", "opct.builtins", "opct.datasets", "opct.testing")
+         "opct.experiment", "opct.study", "opct.cli", "opct.builtins", "opct.datasets", "opct.testing",
+         "opct.inspect_eval")
 
 
 def _crosses(name: str) -> bool:

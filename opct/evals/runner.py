@@ -151,17 +151,15 @@ def run_task(
                 if (unit.item_id, unit.variant, r.sample_index) in have:
                     continue
                 response = tokenizer.decode(r.completion_ids, skip_special_tokens=True)
-                rec = _record(task.name, unit, r.sample_index, response, r.truncated, task, reasoning)
+                rec = sample_record(task.name, unit, r.sample_index, response, r.truncated, task, reasoning)
                 fh.write(json.dumps(rec, ensure_ascii=False) + "\n")
                 fh.flush()
                 records.append(rec)
         if progress:
             progress(total - len(todo) + start + len(chunk), total)
 
-    metrics = task.metrics(records)
-    outcomes = count_outcomes(record_outcome(r) for r in records)
-    unscored = sum(outcomes[c] for c in task.unscored_classes)
-    outcome_status = status(unscored, len(records), max_unscored)
+    result = result_from_records(task, records, results_path, max_unscored)
+    metrics, outcomes, unscored, outcome_status = result.metrics, result.outcomes or {}, result.unscored, result.status
     unscored_counts = {c: outcomes[c] for c in task.unscored_classes if outcomes[c]}
     write_json_atomic(
         results_path,
@@ -183,8 +181,18 @@ def run_task(
             "seed": params.seed,
         },
     )
-    return EvalResult(task.name, metrics, len(records), unscored, results_path, outcomes=outcomes,
-                      unscored_classes=task.unscored_classes, status=outcome_status, max_unscored=max_unscored)
+    return result
+
+
+def result_from_records(
+    task: EvalTask, records: list[dict[str, Any]], path: Path, max_unscored: float = DEFAULT_MAX_UNSCORED
+) -> EvalResult:
+    """``task``'s metrics, outcome counts and status over ``records`` (its judged samples, from any runner)."""
+    outcomes = count_outcomes(record_outcome(r) for r in records)
+    unscored = sum(outcomes[c] for c in task.unscored_classes)
+    return EvalResult(task.name, task.metrics(records), len(records), unscored, path, outcomes=outcomes,
+                      unscored_classes=task.unscored_classes, status=status(unscored, len(records), max_unscored),
+                      max_unscored=max_unscored)
 
 
 #: The version of the rules that assign outcome classes (part of a result's identity: results judged
@@ -192,7 +200,7 @@ def run_task(
 OUTCOME_RULES = "1"
 
 
-def _record(eval_name: str, unit: Unit, sample: int, response: str, truncated: bool, task: EvalTask,
+def sample_record(eval_name: str, unit: Unit, sample: int, response: str, truncated: bool, task: EvalTask,
             reasoning: str = "strip") -> dict[str, Any]:
     """One sample's record: the raw response, what the judges saw, the judgement and its outcome class."""
     text = answer_text(response, reasoning)
