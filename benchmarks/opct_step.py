@@ -430,10 +430,14 @@ def run_trl(spec: dict[str, Any]) -> dict[str, Any]:
 def worker(framework: str, spec_path: str) -> None:
     """Subprocess entry: run one framework, print one JSON line of results."""
     import torch
+    from phases import instrument  # benchmarks/phases.py, beside this script
+    from transformers import LlamaForCausalLM
 
     spec = json.loads(Path(spec_path).read_text())
     torch.set_num_threads(spec["threads"])
+    timer = instrument(framework, LlamaForCausalLM, spec["device"])
     result = run_opct(spec) if framework == "opct" else run_trl(spec)
+    result["phases"] = timer.per_step()[spec["warmup"] :]
     result.update(_peak_memory(spec["device"]))
     print("RESULT " + json.dumps(result), flush=True)
 
@@ -472,6 +476,13 @@ def summarise(runs: list[dict[str, Any]], flops: float, peak_gflops: float) -> d
         "best_step_time_s": min(t for r in runs for t in r["step_times"]),
         "step_times_per_run": [r["step_times"] for r in runs],
     }
+    if all(r.get("phases") for r in runs):
+        # each phase: the median over runs of its median over a run's steps; "other" is the step time's rest
+        from phases import PHASES
+
+        phases = {p: statistics.median(statistics.median(s[p] for s in r["phases"]) for r in runs) for p in PHASES}
+        phases["other"] = max(0.0, step - sum(phases.values()))
+        out["phases_s"] = phases
     if "rollout_times" in runs[0]:
         out["rollout_time_s"] = statistics.median(statistics.median(r["rollout_times"]) for r in runs)
     if "peak_device_mib" in runs[0]:
@@ -664,11 +675,26 @@ def print_table(result: dict[str, Any]) -> None:
             f"{name:10s} {r['step_time_s']:8.3f} {r['steps_per_s']:8.3f} {r['completion_tokens_per_s']:9.1f} {mem:>13s} "
             f"{r['model_gflops_per_s']:8.1f} {r['matmul_fraction']:11.1%}"
         )
+    _print_phases(result["frameworks"])
     if "ratio_steps_per_s" in result:
         print(
             f"ratio opct / TRL (steps/s): {result['ratio_steps_per_s']:.2f}x "
             f"(median of adjacent-run ratios {result['ratio_paired_median']:.2f}x, fastest steps {result['ratio_best_step']:.2f}x)"
         )
+
+
+
+def _print_phases(frameworks: dict[str, Any]) -> None:
+    """Seconds per step in each phase (benchmarks/phases.py), one column per framework."""
+    timed = {fw: r["phases_s"] for fw, r in frameworks.items() if "phases_s" in r}
+    if not timed:
+        return
+    names = {"opct": "opct", "trl": "TRL SDFT"}
+    print("\nper phase, s/step " + "".join(f"{names[fw]:>10s}" for fw in timed) + ("   TRL/opct" if len(timed) == 2 else ""))
+    for phase in next(iter(timed.values())):
+        row = [timed[fw][phase] for fw in timed]
+        ratio = f"{row[1] / row[0]:10.2f}x" if len(row) == 2 and row[0] > 0 else ""
+        print(f"  {phase:16s}" + "".join(f"{v:10.3f}" for v in row) + ratio)
 
 
 if __name__ == "__main__":
