@@ -77,7 +77,7 @@ def train(
     if print_config:
         console.print(yaml.safe_dump(dump_config(cfg), sort_keys=False), highlight=False)
         return
-    apply_threads(threads)
+    apply_threads(threads if threads is not None else cfg.threads)
     from opct.train import train as run_training
 
     result = run_training(cfg, show_progress=not no_progress)
@@ -85,25 +85,29 @@ def train(
         console.print(f"done: {result.steps} steps; checkpoint in [bold]{result.final_dir}[/]")
 
 
-def _run_experiment(config: Path | None, set_: list[str] | None, dry_run: bool, no_progress: bool) -> None:
+def _run_experiment(
+    config: Path | None, set_: list[str] | None, dry_run: bool, no_progress: bool, threads: int | None = None
+) -> None:
+    """``opct run``/``demo``: an experiment or a study; ``threads`` (the flag) over the file's ``threads:``."""
     from opct.experiment import load_experiment, resolve, run_experiment
     from opct.study import is_study_file
 
     if config is not None and is_study_file(config):
-        _run_study(config, set_, dry_run, no_progress)
+        _run_study(config, set_, dry_run, no_progress, threads)
         return
     cfg = load_experiment(config, set_ or [])
     plan = resolve(cfg)
     console.print(plan.describe(), highlight=False)
     if dry_run:
         return
+    apply_threads(threads if threads is not None else cfg.threads)
     from opct.report.terminal import results_group
 
     _run_and_show(lambda: run_experiment(cfg, show_progress=not no_progress, log=_log_line), results_group,
                   cfg.root, "report.html", "report.md")
 
 
-def _run_study(config: Path, set_: list[str] | None, dry_run: bool, no_progress: bool) -> None:
+def _run_study(config: Path, set_: list[str] | None, dry_run: bool, no_progress: bool, threads: int | None) -> None:
     from opct.report.study import REPORT_MD, study_group
     from opct.study import load_study, resolve_study, run_study
 
@@ -111,6 +115,7 @@ def _run_study(config: Path, set_: list[str] | None, dry_run: bool, no_progress:
     console.print(resolve_study(study).describe(), highlight=False)
     if dry_run:
         return
+    apply_threads(threads if threads is not None else study.threads)
     _run_and_show(lambda: run_study(study, show_progress=not no_progress, log=_log_line), study_group,
                   study.root, REPORT_MD, "report.json; each family's own report in its folder")
 
@@ -144,9 +149,7 @@ def run(
 ) -> None:
     """Run an experiment: base eval, training per method, evaluation, attack, report (resumable). A study
     file (one with families:) runs its experiment once per family, then the pooled report."""
-    if not dry_run:
-        apply_threads(threads)
-    _run_experiment(experiment, set_, dry_run, no_progress)
+    _run_experiment(experiment, set_, dry_run, no_progress, threads)
 
 
 @app.command()
@@ -161,10 +164,8 @@ def demo(
     """The paper's comparison on the built-in organism: baseline vs BCT vs OPCT on all three axes."""
     from importlib.resources import files
 
-    if not dry_run:
-        apply_threads(threads)
     name = "organism_demo_full.yaml" if full else "organism_demo.yaml"
-    _run_experiment(Path(str(files("opct") / "experiments" / name)), set_, dry_run, no_progress)
+    _run_experiment(Path(str(files("opct") / "experiments" / name)), set_, dry_run, no_progress, threads)
 
 
 @app.command()
@@ -288,7 +289,7 @@ def eval_(
         err_console.print(f"[yellow]skipped:[/] {why}", highlight=False, soft_wrap=True)
     from opct.judges import JudgeOutage
 
-    apply_threads(threads)
+    apply_threads(threads if threads is not None else cfg.threads)
     try:
         results = evaluate(cfg.model, tasks, cfg.out, cfg.generation, seed=cfg.seed, reasoning=cfg.reasoning,
                            max_unscored=cfg.max_unscored, show_progress=not no_progress)

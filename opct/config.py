@@ -243,6 +243,9 @@ class RunConfig(_Strict):
     data: DataConfig = Field(default_factory=DataConfig)
     optim: OptimConfig = Field(default_factory=OptimConfig)
     train: TrainConfig = Field(default_factory=TrainConfig)
+    threads: int | None = Field(
+        None, gt=0, description="CPU threads for torch (--threads and OPCT_THREADS override it; None: torch's default)"
+    )
     _method_config: Any = PrivateAttr(None)
 
     @model_validator(mode="wrap")

@@ -113,6 +113,9 @@ class ExperimentConfig(_Strict):
     method_settings: dict[str, dict[str, Any]] = Field(default_factory=dict, description="per-method run settings")
     eval: EvalSettings = Field(default_factory=EvalSettings)
     attack: AttackSettings = Field(default_factory=AttackSettings)
+    threads: int | None = Field(
+        None, gt=0, description="CPU threads for torch (--threads and OPCT_THREADS override it; None: torch's default)"
+    )
 
     @field_validator("axes")
     @classmethod

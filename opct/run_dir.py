@@ -41,8 +41,12 @@ from opct.config import RunConfig, dump_config
 from opct.errors import FAULT, OpctError
 from opct.model_card import write_final_files
 
+#: Settings that never make another run: where it lives, and how many CPU threads compute it.
+SAME_RUN_KEYS = {"output_dir", "threads"}
+
 RESUMABLE_CHANGES = {
     "output_dir",
+    "threads",
     "train.max_steps",
     "train.epochs",
     "train.checkpoint_every",
@@ -175,7 +179,7 @@ def check_resumable(
     except (OSError, ValueError, KeyError, TypeError) as err:
         raise RunDirError(f"{run_dir / 'manifest.json'} is unreadable ({err}); delete {run_dir} to start over.") from err
     changed = sorted(k for k in set(before) | set(now) if before.get(k) != now.get(k))
-    differ = [k for k in changed if k != "output_dir"]  # a moved directory is the same run
+    differ = [k for k in changed if k not in SAME_RUN_KEYS]  # a moved directory, other threads: the same run
     if done >= planned and steps == done and differ:
         raise RunDirError(
             f"{run_dir} holds a finished run ({done} steps) and these settings differ from its own: "

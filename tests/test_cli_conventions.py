@@ -226,3 +226,35 @@ def test_revision_reaches_the_model_and_tokenizer(monkeypatch):
     with pytest.raises(RuntimeError, match="stop here"):
         models.load_spec_for_inference(ModelConfig(name_or_path="some-org/some-model", revision="abc123", device="cpu"))
     assert seen == {"model": "abc123", "tokenizer": "abc123"}
+
+
+def test_the_threads_config_key_applies_and_the_flag_overrides_it(tmp_path, monkeypatch):
+    """``threads:`` in an eval config sets torch's threads; --threads / OPCT_THREADS win over it."""
+    calls: list[int] = []
+    monkeypatch.setattr(torch, "set_num_threads", calls.append)
+    monkeypatch.setattr(torch, "get_num_threads", lambda: 99)
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "eval.yaml").write_text("model: ./nope\nthreads: 2\n")
+    assert _invoke(["eval", "--config", "eval.yaml"]).exit_code == 2
+    assert _invoke(["eval", "--config", "eval.yaml", "--threads", "3"]).exit_code == 2
+    assert _invoke(["eval", "--config", "eval.yaml"], env={"OPCT_THREADS": "4"}).exit_code == 2
+    assert calls == [2, 3, 4]
+    assert _invoke(["eval", "--config", "eval.yaml", "--set", "threads=0"]).exit_code == 2  # validated: > 0
+
+
+def test_threads_is_a_run_key_that_never_makes_another_run(tmp_path):
+    """A run (finished or not) resumes with other ``threads``; any other key of a finished run is refused."""
+    import json
+
+    from opct.config import RunConfig, dump_config
+    from opct.run_dir import RunDirError, check_resumable
+
+    cfg = RunConfig.model_validate({"train": {"max_steps": 2}, "threads": 1})
+    (tmp_path / "manifest.json").write_text(json.dumps(
+        {"config": dump_config(cfg), "num_pairs": 4, "teacher_fingerprint": "t", "data_hash": "d"}))
+    other = RunConfig.model_validate({"train": {"max_steps": 2}, "threads": 2})
+    assert check_resumable(tmp_path, other, "t", "d", done=2, steps=2) is True  # finished: nothing to do
+    assert check_resumable(tmp_path, other, "t", "d", done=1, steps=2) is False  # resumes
+    changed = RunConfig.model_validate({"train": {"max_steps": 2}, "seed": 5})
+    with pytest.raises(RunDirError, match="seed"):
+        check_resumable(tmp_path, changed, "t", "d", done=2, steps=2)

@@ -112,6 +112,9 @@ class EvalConfig(EvalOptions):
     )
     evals: list[str] = Field(default_factory=_all_axes, min_length=1, description="registered axes to evaluate")
     out: str = Field("runs/eval", description="output folder (resumable)")
+    threads: int | None = Field(
+        None, gt=0, description="CPU threads for torch (--threads and OPCT_THREADS override it; None: torch's default)"
+    )
 
     @field_validator("model", mode="before")
     @classmethod
