@@ -19,6 +19,10 @@ def attack(
     wrappers: Annotated[str | None, typer.Option(
         metavar="FILE", help="Real data: wrapper templates with {request} (default: built-in).")] = None,
     judge: Annotated[str, typer.Option(help="Real data: 'rule' or 'http:<model>'.")] = "rule",
+    judge_timeout: Annotated[float, typer.Option(help="Model judges: seconds per request.", min=0.001)] = 60.0,
+    judge_retries: Annotated[int, typer.Option(help="Model judges: retries of a failed request.", min=0)] = 4,
+    judge_fail_after: Annotated[int, typer.Option(
+        help="Model judges: stop the attack after this many failed requests in a row (records kept).", min=1)] = 5,
     budget: Annotated[int, typer.Option(help="Target queries per behaviour.")] = 24,
     threshold: Annotated[float, typer.Option(help="A behaviour is cracked when a response scores at least this.")] = 0.5,
     seed: Annotated[int, typer.Option()] = 0,
@@ -76,6 +80,9 @@ def attack(
     if attacker is not None and (unused := [k for k, v in given.items() if v is not None]):
         _fail(f"--attacker loads both models with their own settings; {', '.join('--' + k.replace('_', '-') for k in unused)} "
               "apply to the search attacker only")
+    from opct.judges import JudgeOptions
+
+    judge_options = JudgeOptions(timeout=judge_timeout, max_retries=judge_retries, fail_after=judge_fail_after)
     apply_threads(threads)
     from opct.attack.experiment import rounds_progress
 
@@ -89,7 +96,7 @@ def attack(
             if data == "organism":
                 path = organism_model_attack(attacker, out, model, split, **msettings)
             else:
-                path = real_model_attack(attacker, model, behaviors, out, judge, **msettings)
+                path = real_model_attack(attacker, model, behaviors, out, judge, judge_options, **msettings)
         else:
             config = SearchConfig(budget=budget, threshold=threshold, seed=seed)
             options = {"generation": target_gen, "static_baseline": static, "reasoning": reasoning,
@@ -97,7 +104,8 @@ def attack(
             if data == "organism":
                 path = organism_attack(spec, out, split, config, **options)
             else:
-                path = real_attack(spec, behaviors, out, wrappers, judge, config, limit=limit, **options)
+                path = real_attack(spec, behaviors, out, wrappers, judge, config, limit=limit, judge_options=judge_options,
+                                   **options)
     res = json.loads(path.read_text())
     for line in attack_summary(res, path.parent):
         console.print(line, highlight=False)

@@ -258,3 +258,29 @@ def test_threads_is_a_run_key_that_never_makes_another_run(tmp_path):
     changed = RunConfig.model_validate({"train": {"max_steps": 2}, "seed": 5})
     with pytest.raises(RunDirError, match="seed"):
         check_resumable(tmp_path, changed, "t", "d", done=2, steps=2)
+
+
+def test_attack_judge_flags_reach_the_served_judge(tmp_path, monkeypatch):
+    """--judge-timeout/--judge-retries/--judge-fail-after configure the attack's http: judge as they do eval's."""
+    import json
+
+    from opct.attack import run as attack_run
+    from opct.judges import JudgeOptions
+
+    seen: dict = {}
+
+    def fake_real_attack(spec, behaviors, out, wrappers, judge, config, limit=None, judge_options=None, **options):
+        seen.update(judge=judge, options=judge_options)
+        path = tmp_path / "attack.json"
+        path.write_text(json.dumps({"status": "ok", "n_behaviors": 0}))
+        return path
+
+    monkeypatch.setattr(attack_run, "real_attack", fake_real_attack)
+    (tmp_path / "b.txt").write_text("do a bad thing\n")
+    res = _invoke(["attack", "--model", "organism", "--data", "real", "--behaviors", str(tmp_path / "b.txt"),
+                   "--judge", "http:judge-model", "--judge-timeout", "2.5", "--judge-retries", "0",
+                   "--judge-fail-after", "1", "--out", str(tmp_path / "out"), "--no-progress"])
+    assert seen, res.output
+    assert seen["judge"] == "http:judge-model"
+    assert seen["options"] == JudgeOptions(timeout=2.5, max_retries=0, fail_after=1)
+    assert _invoke(["attack", "--judge-retries", "-1"]).exit_code == 2

