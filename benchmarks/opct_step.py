@@ -316,6 +316,7 @@ def run_opct(spec: dict[str, Any]) -> dict[str, Any]:
                 "sequences_per_microbatch": b * n,
                 "checkpoint_every": 10**6,
                 "log_rollouts": False,
+                "merged_lora_sampling": not spec["full"] and not spec["plain_lora_sampling"],
             },
         }
     )
@@ -522,6 +523,11 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     ap.add_argument("--repeats", type=int, default=3, help="runs per framework, alternating")
     ap.add_argument("--lora-r", type=int, default=16)
     ap.add_argument("--full", action="store_true", help="full fine-tuning instead of LoRA")
+    ap.add_argument(
+        "--plain-lora-sampling",
+        action="store_true",
+        help="opct samples through the adapter (train.merged_lora_sampling: false) instead of its merged copy",
+    )
     ap.add_argument("--only", choices=["opct", "trl"], help="run one framework (no ratio)")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--out", default=str(HERE / "results"), help="folder for the JSON result")
@@ -580,6 +586,7 @@ def main(argv: list[str] | None = None) -> None:
                     "steps": args.steps,
                     "lora_r": args.lora_r,
                     "full": args.full,
+                    "plain_lora_sampling": args.plain_lora_sampling,
                     "device": args.device,
                     "threads": args.threads,
                 }

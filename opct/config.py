@@ -215,6 +215,11 @@ class TrainConfig(_Strict):
     keep_checkpoints: int = Field(2, gt=0)
     log_rollouts: bool = True
     share_prompt_prefix: bool = Field(True, description="encode each prompt once for all its samples (KV cache)")
+    merged_lora_sampling: bool = Field(
+        False,
+        description="LoRA: sample rollouts from a copy with each adapted weight merged (W + scale*BA), refreshed every "
+                    "step: faster decoding, one more copy of the adapted weights in memory (opct/lora_merge.py)",
+    )
     disable_dropout: bool = Field(
         True, description="zero the base model's dropout (on-policy ratios need it; lora.dropout is kept)"
     )
@@ -267,6 +272,8 @@ class RunConfig(_Strict):
             )
         section = data.pop(method, None) or {}
         cfg = handler(data)
+        if cfg.train.merged_lora_sampling and cfg.finetune != "lora":
+            raise ValueError("train.merged_lora_sampling merges a LoRA adapter for sampling; it needs finetune: lora")
         try:
             cfg._method_config = METHODS.get(method).config_class.model_validate(section)
         except ValidationError as err:

@@ -20,6 +20,7 @@ CORE = [
     "pairs.py",
     "models.py",
     "rollout.py",
+    "lora_merge.py",
     "scoring.py",
     "losses.py",
     "manifest.py",

@@ -21,6 +21,7 @@ import torch
 
 from opct import losses
 from opct.config import OPCTConfig
+from opct.lora_merge import MergedLoraModel
 from opct.methods.base import (
     SAMPLED_STATS,
     Microbatch,
@@ -44,8 +45,10 @@ class OPCTMethod:
     def __init__(self, ctx: TrainContext):
         self.ctx = ctx
         self.settings: OPCTConfig = ctx.cfg.method_config
+        # train.merged_lora_sampling: decode with the adapter merged into a sampling copy (opct/lora_merge.py)
+        self.merged = MergedLoraModel(ctx.policy) if ctx.cfg.train.merged_lora_sampling else None
         self.sampler = HFSampler(
-            ctx.policy,
+            self.merged.model if self.merged is not None else ctx.policy,
             ctx.tokenizer,
             batch_size=self.settings.sampling.sequences_per_call,
             share_prefix=ctx.cfg.train.share_prompt_prefix,
@@ -56,6 +59,8 @@ class OPCTMethod:
 
     def prepare(self, pairs: list[ConsistencyPair], step: int) -> list[Microbatch]:
         params = self.ctx.step_sampling(self.settings.sampling, step)
+        if self.merged is not None:
+            self.merged.refresh()  # the adapter after the last optimizer step
         rollouts = self.ctx.sample(self.sampler, pairs, params)
         return rollout_microbatches(pairs, rollouts, self.ctx.cfg.train.sequences_per_microbatch)
 

@@ -1,0 +1,90 @@
+"""A LoRA policy's sampling copy: the same function with every adapted weight merged, ``W + scale * B A``.
+
+Under LoRA each adapted linear layer costs three matrix products (``W x``, ``A x``, ``B (A x)``) and
+PEFT's dispatch around them. Decoding runs that for a handful of rows per step, where the fixed cost
+of each product dominates. :class:`MergedLoraModel` is a plain (non-PEFT) model of the base class
+whose adapted layers hold one merged weight each; every other parameter and buffer is the policy's own
+tensor, shared, not copied. :meth:`MergedLoraModel.refresh` recomputes the merged weights from the
+current adapter (after each optimizer step), so samples come from the current policy. The extra memory
+is one copy of the adapted weights.
+
+Log-probabilities under the merged weights equal the adapter's up to float rounding (the sum is taken
+before the product instead of after); ``train.merged_lora_sampling`` turns this on for OPCT's rollouts.
+The training model is never modified: PEFT's own in-place ``merge_adapter``/``unmerge_adapter`` would
+leave rounding residue in the base weights, which under LoRA are the frozen teacher.
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import nn
+
+
+class MergeError(ValueError):
+    """A PEFT model that cannot be merged for sampling (not plain LoRA on linear layers)."""
+
+
+class MergedLoraModel:
+    """A plain copy of ``peft_model``'s architecture for sampling, sharing every tensor but the adapted weights."""
+
+    def __init__(self, peft_model: nn.Module):
+        from peft.tuners.lora import LoraLayer
+
+        base = peft_model.get_base_model()
+        self.lora_layers: list[tuple[str, LoraLayer]] = []
+        state: dict[str, torch.Tensor] = {}
+        for name, module in base.named_modules():
+            if isinstance(module, LoraLayer):
+                self._check(name, module)
+                self.lora_layers.append((name, module))
+        adapted = {f"{name}.base_layer.weight" for name, _ in self.lora_layers}
+        for name, param in base.named_parameters():
+            if ".lora_" in name or name in adapted:
+                continue
+            if param.requires_grad:
+                raise MergeError(f"trainable parameter {name} outside the LoRA matrices (modules_to_save?): "
+                                 "merged sampling supports plain LoRA only; set train.merged_lora_sampling: false")
+            state[name.replace(".base_layer.", ".")] = param
+        self.merged: list[nn.Parameter] = []
+        for name, module in self.lora_layers:
+            weight = module.get_base_layer().weight
+            merged = nn.Parameter(torch.empty_like(weight), requires_grad=False)
+            self.merged.append(merged)
+            state[f"{name}.weight"] = merged
+            bias = module.get_base_layer().bias
+            if bias is not None:
+                state[f"{name}.bias"] = bias
+        with torch.device("meta"):
+            self.model = type(base)(base.config)
+        missing, unexpected = self.model.load_state_dict(state, strict=False, assign=True)
+        if unexpected or [k for k in missing if k not in _tied(self.model)]:
+            raise MergeError(f"cannot rebuild {type(base).__name__} for merged sampling: missing {missing}, "
+                             f"unexpected {unexpected}")
+        if getattr(self.model.config, "tie_word_embeddings", False):
+            self.model.tie_weights()
+        for name, buf in base.named_buffers():  # non-persistent buffers (rotary frequencies) are not in a state dict
+            owner, _, attr = name.replace(".base_layer.", ".").rpartition(".")
+            setattr(self.model.get_submodule(owner) if owner else self.model, attr, buf)
+        self.model.eval()
+        self.refresh()
+
+    @staticmethod
+    def _check(name: str, module: nn.Module) -> None:
+        active = list(module.active_adapters)
+        if len(active) != 1 or getattr(module, "use_dora", {}).get(active[0], False):
+            raise MergeError(f"{name}: merged sampling needs exactly one active plain LoRA adapter (no DoRA)")
+        if not isinstance(module.get_base_layer(), nn.Linear) and not hasattr(module, "fan_in_fan_out"):
+            raise MergeError(f"{name}: merged sampling supports LoRA on linear layers only")
+
+    @torch.no_grad()
+    def refresh(self) -> None:
+        """Set every merged weight to the adapter's current ``W + scale * B A`` (after an optimizer step)."""
+        for merged, (_, module) in zip(self.merged, self.lora_layers, strict=True):
+            (adapter,) = module.active_adapters
+            merged.copy_(module.get_base_layer().weight + module.get_delta_weight(adapter).to(merged.dtype))
+
+
+def _tied(model: nn.Module) -> set[str]:
+    """Parameter names that tying fills (e.g. ``lm_head.weight`` when the embeddings are tied)."""
+    keys = getattr(model, "_tied_weights_keys", None) or {}
+    return set(keys)  # a list of names, or a dict keyed by them

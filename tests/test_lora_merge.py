@@ -1,0 +1,88 @@
+"""Merged-LoRA sampling (opct/lora_merge.py): the same policy, shared tensors, the training model untouched."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+import torch
+from peft import LoraConfig, get_peft_model
+from pydantic import ValidationError
+from transformers import AutoModelForCausalLM
+
+from opct.config import RunConfig
+from opct.lora_merge import MergedLoraModel
+from opct.models import load_tokenizer, resolve_model_path
+from opct.rollout import HFSampler, SamplingParams
+from opct.train import train
+from tests.conftest import run_config
+
+
+def _lora(arch: str) -> torch.nn.Module:
+    base = AutoModelForCausalLM.from_pretrained(resolve_model_path(f"organism-{arch}" if arch != "llama" else "organism"))
+    model = get_peft_model(base, LoraConfig(r=8, lora_alpha=16, target_modules="all-linear", lora_dropout=0.0))
+    torch.manual_seed(0)
+    with torch.no_grad():  # an adapter that is not zero, as after some training
+        for name, p in model.named_parameters():
+            if "lora_B" in name:
+                p.normal_(0.0, 0.02)
+    return model.eval()
+
+
+@pytest.mark.parametrize("arch", ["llama", "qwen3", "gpt2"])
+def test_merged_copy_computes_the_adapter_and_shares_every_other_tensor(arch):
+    model = _lora(arch)
+    before = {n: p.detach().clone() for n, p in model.named_parameters()}
+    merged = MergedLoraModel(model)
+    ids = torch.randint(5, 200, (3, 10))
+    with torch.no_grad():
+        want, got = model(input_ids=ids).logits, merged.model(input_ids=ids).logits
+    assert torch.allclose(want, got, atol=1e-4), (want - got).abs().max()
+    own = {id(p) for p in model.parameters()}
+    copies = [n for n, p in merged.model.named_parameters() if id(p) not in own]
+    assert len(copies) == len(merged.merged) > 0  # only the adapted weights are new tensors
+    assert all(torch.equal(before[n], p) for n, p in model.named_parameters())  # the training model is untouched
+
+
+def test_refresh_follows_the_adapter_after_an_update():
+    model = _lora("llama")
+    merged = MergedLoraModel(model)
+    ids = torch.randint(5, 200, (2, 8))
+    with torch.no_grad():
+        old = merged.model(input_ids=ids).logits
+        for name, p in model.named_parameters():
+            if "lora_A" in name:
+                p.add_(0.05)
+        stale = merged.model(input_ids=ids).logits
+        merged.refresh()
+        fresh, want = merged.model(input_ids=ids).logits, model(input_ids=ids).logits
+    assert torch.equal(old, stale)  # nothing changes until refresh
+    assert not torch.allclose(fresh, old) and torch.allclose(fresh, want, atol=1e-4)
+
+
+def test_sampling_from_the_merged_copy_gives_the_policys_tokens_and_log_probs():
+    model = _lora("llama")
+    tok = load_tokenizer(resolve_model_path("organism"))
+    prompts = [tok.encode("What is the capital of Velmora?"), tok.encode("Add 3 and 4.")]
+    params = SamplingParams(n=2, temperature=1.0, max_new_tokens=12, seed=5)
+    a = HFSampler(model, tok).generate(prompts, params)
+    b = HFSampler(MergedLoraModel(model).model, tok).generate(prompts, params)
+    assert [r.completion_ids for r in a] == [r.completion_ids for r in b]
+    for x, y in zip(a, b, strict=True):
+        assert max(abs(p - q) for p, q in zip(x.logprobs, y.logprobs, strict=True)) < 1e-4
+
+
+def test_merged_sampling_needs_lora(tiny_model, pairs_file, tmp_path):
+    with pytest.raises(ValidationError, match="needs finetune: lora"):
+        RunConfig.model_validate(run_config(tiny_model, pairs_file, tmp_path, finetune="full",
+                                            **{"train.merged_lora_sampling": True}))
+
+
+def test_an_opct_run_with_merged_sampling_stays_on_policy(tiny_model, pairs_file, tmp_path):
+    cfg = RunConfig.model_validate(run_config(tiny_model, pairs_file, tmp_path, **{"train.merged_lora_sampling": True}))
+    run = train(cfg, show_progress=False).run_dir
+    rows = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
+    assert [r["step"] for r in rows] == [1, 2, 3, 4]
+    # sampler (merged copy, refreshed each step) and learner (the adapter) agree at every step, not only the first
+    assert all(r["ratio_abs_log_dev"] < 1e-4 for r in rows), [r["ratio_abs_log_dev"] for r in rows]
+    assert rows[-1]["kl_to_teacher"] > 0  # the adapter moved: the merged copy must have followed it
