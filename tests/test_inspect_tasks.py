@@ -41,9 +41,9 @@ def _opct_records(out: Path, name: str) -> dict[tuple[str, str, int], dict]:
     return {(r["item_id"], r["variant"], r["sample"]): r for r in map(json.loads, lines)}
 
 
-def _run_inspect(task: str, log_dir: Path, **task_args: object) -> Path:
+def _run_inspect(task: str, log_dir: Path, log_format: str = "eval", **task_args: object) -> Path:
     (log,) = inspect_eval(task, model="opct/organism", task_args={**{"limit": 8}, **task_args}, log_dir=str(log_dir),
-                          display="none")
+                          display="none", log_format=log_format)
     assert log.status == "success", log.error
     return Path(log.location)
 
@@ -153,3 +153,15 @@ def test_a_log_of_another_task_is_refused(tmp_path: Path, offline: None) -> None
                           log_dir=str(tmp_path), display="none")
     with pytest.raises(InspectLogError, match="not one of opct's"):
         read_results(log.location)
+
+
+def test_json_logs_are_read_and_opcts_own_results_are_not_taken_for_logs(tmp_path: Path, offline: None) -> None:
+    from opct.inspect_eval.logs import is_inspect_log_path
+
+    log_path = _run_inspect("opct/capability_format", tmp_path / "logs", log_format="json", limit=4)
+    assert log_path.suffix == ".json" and is_inspect_log_path(log_path)
+    _, results = read_results(log_path)
+    assert results["capability_format"].n_records == 4
+    tasks = eval_tasks_for("capability", "capability_format", {**ARGS, "limit": 4})
+    evaluate("organism", tasks, tmp_path / "opct", GenerationConfig(), show_progress=False)
+    assert not is_inspect_log_path(tmp_path / "opct" / "capability_format" / "results.json")

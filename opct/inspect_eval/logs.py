@@ -9,6 +9,7 @@ counted, never a result.
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Any
 
@@ -28,7 +29,9 @@ class InspectLogError(OpctError, ValueError):
 def is_inspect_log_path(path: Path) -> bool:
     """Whether ``path`` is an Inspect log file, or a folder holding them (experiments never do)."""
     if path.is_file():
-        return path.suffix == ".eval" or (path.suffix == ".json" and '"eval"' in path.read_text(encoding="utf-8")[:4096])
+        # an Inspect JSON log has an "eval" object (opct's own results.json has an "eval" name)
+        head = path.read_text(encoding="utf-8", errors="replace")[:4096] if path.suffix == ".json" else ""
+        return path.suffix == ".eval" or re.search(r'"eval"\s*:\s*\{', head) is not None
     return path.is_dir() and any(path.glob("*.eval"))
 
 
