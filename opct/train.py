@@ -189,10 +189,10 @@ def _train(cfg: RunConfig, acc: Accelerator, pairs: list[ConsistencyPair], show_
     if cfg.finetune == "lora":
         model = add_lora(model, cfg.lora)
     teacher = make_teacher(model, fingerprint=base_weights)
-    if not teacher.shares_weights:
+    if not teacher.shares_weights and sharded:  # each process keeps its shard of the copy, moved unit by unit
+        teacher.model = fsdp.shard_frozen(acc, teacher.model)
+    elif not teacher.shares_weights:
         teacher.model.to(acc.device)
-        if sharded:  # each process keeps its shard of the run-start copy, not a whole one
-            teacher.model = fsdp.shard_frozen(acc, teacher.model)
 
     steps = total_steps(cfg, len(pairs))
     start = on_main(acc, lambda: resume_point(run_dir, cfg, teacher.fingerprint, data_hash, steps))
