@@ -15,8 +15,9 @@ generator from (seed, step, rank) before each step (``opct.train.seed_step``), s
 needed for an exact resume. Loading is strict: a model file with a missing or extra tensor, or an
 optimizer saved for other parameters, stops with a :class:`CheckpointError` naming the key.
 
-The state is replicated (one process, or DDP): the main process writes it and every process reads it.
-FSDP and DeepSpeed shard it and are refused at the start of a run.
+The main process writes a checkpoint and every process reads it. Under DDP each process holds the whole
+state; under FSDP (:mod:`opct.fsdp`) it is gathered whole on the main process first and sharded back
+on load, so the files are the same whichever way the run was launched.
 """
 
 from __future__ import annotations
@@ -31,9 +32,9 @@ from typing import Any
 
 import torch
 from accelerate import Accelerator
-from accelerate.utils import DistributedType
 from safetensors.torch import load_file, save_file
 
+from opct import fsdp
 from opct.config import RunConfig
 from opct.manifest import sha256_file
 from opct.run_dir import CheckpointError, RunDirError, RunDirWarning, check_resumable
@@ -53,15 +54,6 @@ def list_checkpoints(run_dir: Path) -> list[tuple[int, Path]]:
         if d.is_dir() and d.name.startswith("step-") and d.name[5:].isdigit():
             found.append((int(d.name[5:]), d))
     return sorted(found)
-
-
-def require_replicated_state(acc: Accelerator) -> None:
-    """Refuse a distributed setup whose model or optimizer state is sharded across processes."""
-    if acc.distributed_type in (DistributedType.FSDP, DistributedType.DEEPSPEED, DistributedType.MEGATRON_LM):
-        raise CheckpointError(
-            f"opct's checkpoints hold replicated state (one process or DDP); {acc.distributed_type.value} shards it. "
-            "Launch with DDP (accelerate launch --multi_gpu) instead."
-        )
 
 
 def _trainable(model: torch.nn.Module) -> dict[str, torch.nn.Parameter]:
@@ -85,11 +77,21 @@ def _sync(path: Path) -> None:
         os.close(fd)
 
 
-def write_checkpoint(folder: Path, step: int, model: torch.nn.Module, optimizer: Any, scheduler: Any, scaler: Any) -> None:
-    """Write the checkpoint files into ``folder`` (an empty, temporary folder), ``checkpoint.json`` last."""
-    save_file({n: p.detach().contiguous().cpu() for n, p in _trainable(model).items()}, str(folder / MODEL))
-    order = _parameter_order(model, optimizer)
-    state = optimizer.state_dict()
+def write_checkpoint(
+    folder: Path, step: int, model: torch.nn.Module, optimizer: Any, scheduler: Any, scaler: Any, gathered: Any = None
+) -> None:
+    """Write the checkpoint files into ``folder`` (an empty, temporary folder), ``checkpoint.json`` last.
+
+    ``gathered``: the state :func:`opct.fsdp.gather_train_state` gathered from a sharded model (its
+    parameters, the optimizer's parameter order and state); None reads it from ``model`` and ``optimizer``.
+    """
+    if gathered is None:
+        save_file({n: p.detach().contiguous().cpu() for n, p in _trainable(model).items()}, str(folder / MODEL))
+        order = _parameter_order(model, optimizer)
+        state = optimizer.state_dict()
+    else:
+        params, order, state = gathered
+        save_file({n: t.detach().contiguous().cpu() for n, t in params.items()}, str(folder / MODEL))
     tensors: dict[str, torch.Tensor] = {}
     values: dict[str, dict[str, Any]] = {}
     for index, per_param in state["state"].items():
@@ -126,10 +128,11 @@ def save_checkpoint(
     root = run_dir / "checkpoints"
     final, tmp = root / f"step-{step}", root / f"step-{step}.tmp"
     acc.wait_for_everyone()
+    gathered = fsdp.gather_train_state(model, optimizer) if fsdp.is_fsdp(acc) else None
     if acc.is_main_process:
         shutil.rmtree(tmp, ignore_errors=True)
         tmp.mkdir(parents=True)
-        write_checkpoint(tmp, step, acc.unwrap_model(model), optimizer, scheduler, acc.scaler)
+        write_checkpoint(tmp, step, acc.unwrap_model(model), optimizer, scheduler, acc.scaler, gathered)
         shutil.rmtree(final, ignore_errors=True)
         tmp.rename(final)
         _sync(root)
@@ -197,7 +200,7 @@ def _named(keys: list[str]) -> str:
     return ", ".join(keys[:3]) + (f" and {len(keys) - 3} more" if len(keys) > 3 else "")
 
 
-def _load_model(path: Path, model: torch.nn.Module) -> None:
+def _load_model(path: Path, model: torch.nn.Module, sharded: bool = False) -> None:
     params = _trainable(model)
     tensors = load_file(str(path / MODEL))
     missing, unexpected = sorted(set(params) - set(tensors)), sorted(set(tensors) - set(params))
@@ -215,11 +218,14 @@ def _load_model(path: Path, model: torch.nn.Module) -> None:
             raise CheckpointError(
                 f"{path / MODEL}: {name} is {t.dtype} {tuple(t.shape)} but the model's is {p.dtype} {tuple(p.shape)}"
             )
-        with torch.no_grad():
-            p.copy_(t)
+        if not sharded:
+            with torch.no_grad():
+                p.copy_(t)
+    if sharded:
+        fsdp.load_full_params(model, tensors)
 
 
-def _load_optimizer(path: Path, saved: dict[str, Any], model: torch.nn.Module, optimizer: Any) -> None:
+def _load_optimizer(path: Path, saved: dict[str, Any], model: torch.nn.Module, optimizer: Any, sharded: bool = False) -> None:
     order = _parameter_order(model, optimizer)
     if saved["parameters"] != order:
         diff = next((f"{a} vs {b}" for a, b in zip(saved["parameters"], order, strict=False) if a != b), "their number")
@@ -239,18 +245,26 @@ def _load_optimizer(path: Path, saved: dict[str, Any], model: torch.nn.Module, o
             if isinstance(now.get(key), tuple) and isinstance(value, list):
                 group[key] = tuple(value)
     try:
-        optimizer.load_state_dict({"state": state, "param_groups": groups})
+        if sharded:
+            fsdp.load_full_optimizer(model, optimizer, order, state, groups)
+        else:
+            optimizer.load_state_dict({"state": state, "param_groups": groups})
     except (ValueError, KeyError) as err:
         raise CheckpointError(f"{path}: the optimizer state does not fit this optimizer ({err})") from err
 
 
-def load_checkpoint(path: Path, model: torch.nn.Module, optimizer: Any, scheduler: Any, scaler: Any = None) -> int:
-    """Load a verified checkpoint into the (unwrapped) model, optimizer, scheduler and scaler; returns its step."""
+def load_checkpoint(
+    path: Path, model: torch.nn.Module, optimizer: Any, scheduler: Any, scaler: Any = None, sharded: bool = False
+) -> int:
+    """Load a verified checkpoint into the (unwrapped) model, optimizer, scheduler and scaler; returns its step.
+
+    ``sharded``: the model is sharded with FSDP (collective: every process loads).
+    """
     saved = json.loads((path / STATE).read_text(encoding="utf-8"))
     if saved.get("format") != FORMAT or saved.get("step") != int(path.name[5:]):
         raise CheckpointError(f"{path / STATE} is not the state of step {path.name[5:]}")
-    _load_model(path, model)
-    _load_optimizer(path, saved["optimizer"], model, optimizer)
+    _load_model(path, model, sharded)
+    _load_optimizer(path, saved["optimizer"], model, optimizer, sharded)
     scheduler.load_state_dict(saved["scheduler"])
     if scaler is not None:
         if saved.get("scaler") is None:

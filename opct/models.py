@@ -241,7 +241,8 @@ class Teacher:
     """The frozen run-start policy.
 
     Under LoRA it is the same module with the adapter disabled (no second copy of the weights);
-    under full fine-tuning it is an immutable copy made before training.
+    under full fine-tuning it is an immutable copy made before training (under FSDP each process
+    keeps only its shard of it: :func:`opct.fsdp.shard_frozen`).
     """
 
     model: torch.nn.Module

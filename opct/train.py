@@ -24,13 +24,8 @@ import torch
 from accelerate import Accelerator
 from transformers import get_scheduler
 
-from opct.checkpoint import (
-    list_checkpoints,
-    load_checkpoint,
-    require_replicated_state,
-    resume_point,
-    save_checkpoint,
-)
+from opct import fsdp
+from opct.checkpoint import list_checkpoints, load_checkpoint, resume_point, save_checkpoint
 from opct.config import RunConfig, dump_config
 from opct.manifest import build_manifest, hash_records, write_json_atomic
 from opct.methods import METHODS
@@ -146,12 +141,15 @@ def _make_accelerator(cfg: RunConfig, run_dir: Path) -> Accelerator:
     kwargs: dict[str, Any] = {}
     if cfg.train.trackers:
         kwargs["log_with"] = list(cfg.train.trackers)
-    return Accelerator(
+    fsdp.refuse_deepspeed()
+    acc = Accelerator(
         cpu=not _has_accelerator_device(),
         mixed_precision=cfg.train.mixed_precision,
         project_config=ProjectConfiguration(project_dir=str(run_dir), logging_dir=str(run_dir / "trackers")),
         **kwargs,
     )
+    fsdp.enable_cpu_fsdp(acc)  # accelerate keeps DDP on CPU even when FSDP was asked for
+    return acc
 
 
 def train(cfg: RunConfig, show_progress: bool = True) -> TrainResult:
@@ -167,7 +165,8 @@ def train(cfg: RunConfig, show_progress: bool = True) -> TrainResult:
 
 def _train(cfg: RunConfig, acc: Accelerator, pairs: list[ConsistencyPair], show_progress: bool) -> TrainResult:
     run_dir = cfg.run_dir
-    require_replicated_state(acc)
+    fsdp.check_distribution(acc)
+    sharded = fsdp.is_fsdp(acc)
     if cfg.train.pairs_per_step % acc.num_processes:
         raise ValueError(
             f"train.pairs_per_step={cfg.train.pairs_per_step} must be divisible by the number of processes ({acc.num_processes})"
@@ -190,7 +189,9 @@ def _train(cfg: RunConfig, acc: Accelerator, pairs: list[ConsistencyPair], show_
     if cfg.finetune == "lora":
         model = add_lora(model, cfg.lora)
     teacher = make_teacher(model, fingerprint=base_weights)
-    if not teacher.shares_weights:
+    if not teacher.shares_weights and sharded:  # each process keeps its shard of the copy, moved unit by unit
+        teacher.model = fsdp.shard_frozen(acc, teacher.model)
+    elif not teacher.shares_weights:
         teacher.model.to(acc.device)
 
     steps = total_steps(cfg, len(pairs))
@@ -198,6 +199,8 @@ def _train(cfg: RunConfig, acc: Accelerator, pairs: list[ConsistencyPair], show_
     if acc.is_main_process and start.checkpoint is None:  # starting over: nothing of an earlier attempt is kept
         for stale in ("metrics.jsonl", "rollouts.jsonl.gz"):
             (run_dir / stale).unlink(missing_ok=True)
+    layout: dict[str, Any] = {}
+
     def write_manifest() -> None:  # a finished run rerun as it was records nothing new
         if not acc.is_main_process or start.finished:
             return
@@ -216,10 +219,11 @@ def _train(cfg: RunConfig, acc: Accelerator, pairs: list[ConsistencyPair], show_
                 num_processes=acc.num_processes,
                 mixed_precision=cfg.train.mixed_precision,
                 total_steps=steps,
+                **layout,
             ),
         )
 
-    if start.checkpoint is None:
+    if start.checkpoint is None and not sharded:
         write_manifest()  # a resume rewrites it only once its checkpoint has loaded
     acc.wait_for_everyone()
 
@@ -231,6 +235,13 @@ def _train(cfg: RunConfig, acc: Accelerator, pairs: list[ConsistencyPair], show_
     scheduler = get_scheduler(schedule, optimizer, num_warmup_steps=cfg.optim.warmup_steps, num_training_steps=steps)
     prepared, optimizer = acc.prepare(model, optimizer)
     state = TrainerState()
+    if sharded:  # sharded in place: under LoRA the teacher is still the policy itself
+        if teacher.shares_weights:
+            teacher.model = acc.unwrap_model(prepared)
+        layout["fsdp"] = fsdp.layout(acc, acc.unwrap_model(prepared), teacher.model, teacher.shares_weights)
+        if start.checkpoint is None:
+            write_manifest()
+        acc.wait_for_everyone()
 
     ctx = TrainContext(
         cfg=cfg,
@@ -240,12 +251,13 @@ def _train(cfg: RunConfig, acc: Accelerator, pairs: list[ConsistencyPair], show_
         tokenizer=tokenizer,
         teacher=teacher,
         run_dir=run_dir,
+        sharded=sharded,
     )
     method = METHODS.get(cfg.method)(ctx)
     method.setup(pairs)
 
     if start.checkpoint is not None:
-        state.step = load_checkpoint(start.checkpoint, acc.unwrap_model(prepared), optimizer, scheduler, acc.scaler)
+        state.step = load_checkpoint(start.checkpoint, acc.unwrap_model(prepared), optimizer, scheduler, acc.scaler, sharded)
         write_manifest()
         if acc.is_main_process:
             recover_log(run_dir / "metrics.jsonl", state.step)
@@ -282,6 +294,8 @@ def _train_step(ctx: TrainContext, method: Any, optimizer, scheduler, pairs, ste
     indices = step_indices(step, len(pairs), cfg.train.pairs_per_step, cfg.seed, cfg.data.shuffle)
     mine = [pairs[i] for i in indices[acc.process_index :: acc.num_processes]]
     micro = method.prepare(mine, step)
+    if ctx.sharded:
+        fsdp.check_microbatch_count(acc, len(micro))
     t_prepare = time.perf_counter() - t0
     local_tokens = sum(mb.num_tokens for mb in micro)
     global_tokens = acc.reduce(torch.tensor(float(local_tokens), device=acc.device), reduction="sum").item()

@@ -29,6 +29,7 @@ CORE = [
     "run_dir.py",
     "run_logs.py",
     "checkpoint.py",
+    "fsdp.py",
     "model_card.py",
     *(f"methods/{p.name}" for p in sorted((PACKAGE / "methods").glob("*.py"))),
 ]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar, Literal, Protocol
@@ -12,6 +13,7 @@ from accelerate import Accelerator
 from pydantic import BaseModel
 from transformers import PreTrainedTokenizerBase
 
+from opct import fsdp
 from opct.config import GenerationConfig, RunConfig
 from opct.models import PromptRenderer, Teacher
 from opct.pairs import ConsistencyPair
@@ -25,6 +27,8 @@ class TrainContext:
 
     ``model`` is the prepared module (possibly wrapped for data parallelism): the student's forward
     with gradients goes through it. ``policy`` is the same module unwrapped, for generation.
+    ``sharded``: the weights are sharded over the processes (FSDP, :mod:`opct.fsdp`): generation runs
+    on gathered weights (:meth:`generating`) and every scoring forward is collective.
     """
 
     cfg: RunConfig
@@ -34,6 +38,7 @@ class TrainContext:
     tokenizer: PreTrainedTokenizerBase
     teacher: Teacher
     run_dir: Path
+    sharded: bool = False
     _rendered: dict[str, list[int]] = field(default_factory=dict)
 
     @property
@@ -44,8 +49,13 @@ class TrainContext:
     def sample(self, sampler: Any, pairs: list[ConsistencyPair], params: SamplingParams) -> list[Any]:
         """Sample ``params.n`` completions of each pair's ``prompt`` with the current policy, under the
         training autocast (so recorded log-probs are computed as the student's are)."""
-        with self.accelerator.autocast():
+        with self.accelerator.autocast(), self.generating(self.policy):
             return sampler.generate([self.render(p.prompt) for p in pairs], params, sample_keys=[p.id for p in pairs])
+
+    def generating(self, module: torch.nn.Module) -> AbstractContextManager[Any]:
+        """Around a generation with ``module`` (the policy, or the active teacher): under FSDP its weights
+        are gathered for the call (every process must enter it), otherwise nothing."""
+        return fsdp.gathered(module) if self.sharded else nullcontext(module)
 
     def step_sampling(self, gen: GenerationConfig, step: int) -> SamplingParams:
         """Rollout settings ``gen`` for optimizer step ``step`` (its seed advances with the step)."""
@@ -163,6 +173,7 @@ def score_pair(
     vocabulary-wide losses.
     """
     share, chunk = ctx.cfg.train.share_prompt_prefix, ctx.cfg.train.logprob_chunk_positions
+    share = share and not ctx.sharded  # under FSDP one forward per call on every process, whatever the batch
     student_batch = ctx.batch(mb, "prompt")
     targets, mask = student_batch.targets_and_mask()
     reference_lp = reference_logits = None

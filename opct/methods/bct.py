@@ -66,7 +66,7 @@ class BCTMethod:
         params = SamplingParams.from_config(gen, seed=self.ctx.cfg.seed)
         acc = self.ctx.accelerator
         with acc.split_between_processes(pairs) as mine:
-            with self.ctx.teacher.active() as teacher, acc.autocast():
+            with self.ctx.teacher.active() as teacher, self.ctx.generating(teacher), acc.autocast():
                 sampler = HFSampler(teacher, self.ctx.tokenizer, batch_size=gen.sequences_per_call)
                 rollouts = sampler.generate(
                     [self.ctx.render(p.teacher_prompt) for p in mine], params, sample_keys=[p.id for p in mine]
