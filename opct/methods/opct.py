@@ -21,6 +21,7 @@ import torch
 
 from opct import losses
 from opct.config import OPCTConfig
+from opct.fsdp import DistributionError
 from opct.lora_merge import MergedLoraModel
 from opct.methods.base import (
     SAMPLED_STATS,
@@ -46,6 +47,9 @@ class OPCTMethod:
         self.ctx = ctx
         self.settings: OPCTConfig = ctx.cfg.method_config
         # train.merged_lora_sampling: decode with the adapter merged into a sampling copy (opct/lora_merge.py)
+        if ctx.cfg.train.merged_lora_sampling and ctx.sharded:
+            raise DistributionError("train.merged_lora_sampling needs whole weights; under FSDP it is not supported: "
+                                    "set it to false (generation then runs on the gathered policy)")
         self.merged = MergedLoraModel(ctx.policy) if ctx.cfg.train.merged_lora_sampling else None
         self.sampler = HFSampler(
             self.merged.model if self.merged is not None else ctx.policy,
