@@ -303,7 +303,7 @@ CASES = [
     Case("run-directory-locked", lambda c: (_lock(c), resume(c))[1], 2, r"pid"),
     Case("eval-out-holds-another-model", lambda c: (_other_models_results(c), eval_args(c))[1], 2, r"someone-else"),
     # ---- disks
-    Case("eval-full-disk", lambda c: (full_disk_after(c, "opct.evals.runner:_record", 2), eval_args(c))[1], 1,
+    Case("eval-full-disk", lambda c: (full_disk_after(c, "opct.evals.runner:sample_record", 2), eval_args(c))[1], 1,
          r"no space left on the device"),
     Case("train-full-disk-at-checkpoint", lambda c: (full_disk_after(c, "opct.checkpoint:write_checkpoint", 2), train_cfg(c))[1], 1,
          r"no space left on the device"),
@@ -320,10 +320,10 @@ CASES = [
                                       str(behaviors(c)), "--judge", "http:m", "--max-new-tokens", "2", "--out", str(c.ws / "ev")])[1],
          1, r"some evals are incomplete"),
     # ---- interruptions (Ctrl-C): what was written is kept, exit 130
-    Case("eval-interrupted", lambda c: (interrupt_after(c, "opct.evals.runner:_record", 2), eval_args(c))[1], 130, r"interrupted"),
+    Case("eval-interrupted", lambda c: (interrupt_after(c, "opct.evals.runner:sample_record", 2), eval_args(c))[1], 130, r"interrupted"),
     Case("attack-interrupted", lambda c: (interrupt_after(c, "opct.attack.search:SearchAttacker._propose", 3),
                                           attack_args(c, "--budget", "2"))[1], 130, r"interrupted"),
-    Case("run-interrupted", lambda c: (interrupt_after(c, "opct.evals.runner:_record", 3),
+    Case("run-interrupted", lambda c: (interrupt_after(c, "opct.evals.runner:sample_record", 3),
                                        ["run", str(experiment(c, methods=["base"], eval={"limit": 2, "capability": False,
                                                                                         "splits": ["heldout"]},
                                                               output_dir=str(c.ws / "exps")))])[1], 130, r"interrupted"),
