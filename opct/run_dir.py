@@ -77,6 +77,14 @@ class RunDirWarning(UserWarning):
     """Part of a run directory was damaged and skipped or cut back (a checkpoint, a log's tail)."""
 
 
+def _default_settings(cfg: RunConfig) -> dict[str, Any]:
+    """Every key of ``cfg``'s method at its default (dotted), or nothing if the method has no default config."""
+    try:
+        return flatten(dump_config(type(cfg).model_validate({"method": cfg.method})))
+    except ValueError:
+        return {}
+
+
 def flatten(d: dict[str, Any], prefix: str = "") -> dict[str, Any]:
     """Nested dicts as one dict with dotted keys."""
     out: dict[str, Any] = {}
@@ -178,6 +186,9 @@ def check_resumable(
         planned = planned_steps(old)
     except (OSError, ValueError, KeyError, TypeError) as err:
         raise RunDirError(f"{run_dir / 'manifest.json'} is unreadable ({err}); delete {run_dir} to start over.") from err
+    # a key the run's opct did not have yet is no change when it is at its default (the old behaviour)
+    defaults = _default_settings(cfg)
+    before = {**{k: defaults[k] for k in now if k not in before and k in defaults}, **before}
     changed = sorted(k for k in set(before) | set(now) if before.get(k) != now.get(k))
     differ = [k for k in changed if k not in SAME_RUN_KEYS]  # a moved directory, other threads: the same run
     if done >= planned and steps == done and differ:

@@ -284,3 +284,23 @@ def test_attack_judge_flags_reach_the_served_judge(tmp_path, monkeypatch):
     assert seen["judge"] == "http:judge-model"
     assert seen["options"] == JudgeOptions(timeout=2.5, max_retries=0, fail_after=1)
     assert _invoke(["attack", "--judge-retries", "-1"]).exit_code == 2
+
+
+def test_a_run_from_before_a_new_key_resumes_when_the_key_is_at_its_default(tmp_path):
+    """Keys added to the configuration since a run started (absent from its manifest) are no change at
+    their default; set to anything else they are."""
+    import json
+
+    from opct.config import RunConfig, dump_config
+    from opct.run_dir import RunDirError, check_resumable
+
+    cfg = RunConfig.model_validate({"train": {"max_steps": 2}})
+    old = dump_config(cfg)
+    del old["threads"], old["train"]["merged_lora_sampling"]  # as an earlier opct wrote it
+    (tmp_path / "manifest.json").write_text(json.dumps(
+        {"config": old, "num_pairs": 4, "teacher_fingerprint": "t", "data_hash": "d"}))
+    assert check_resumable(tmp_path, cfg, "t", "d", done=1, steps=2) is False  # resumes
+    assert check_resumable(tmp_path, cfg, "t", "d", done=2, steps=2) is True  # finished, unchanged
+    merged = RunConfig.model_validate({"train": {"max_steps": 2, "merged_lora_sampling": True}})
+    with pytest.raises(RunDirError, match="merged_lora_sampling"):
+        check_resumable(tmp_path, merged, "t", "d", done=1, steps=2)
