@@ -215,11 +215,6 @@ class TrainConfig(_Strict):
     keep_checkpoints: int = Field(2, gt=0)
     log_rollouts: bool = True
     share_prompt_prefix: bool = Field(True, description="encode each prompt once for all its samples (KV cache)")
-    rollout_engine: Literal["hf", "vllm"] = Field(
-        "hf", description="OPCT rollouts: hf (opct's sampler on the policy) or vllm (colocated vLLM on a GPU; "
-                          "unverified on a GPU, opct/vllm_engine.py)"
-    )
-    vllm_gpu_memory_utilization: float = Field(0.3, gt=0.0, le=1.0, description="rollout_engine: vllm: its share of GPU memory")
     merged_lora_sampling: bool = Field(
         False,
         description="LoRA: sample rollouts from a copy with each adapted weight merged (W + scale*BA), refreshed every "
@@ -279,8 +274,6 @@ class RunConfig(_Strict):
         cfg = handler(data)
         if cfg.train.merged_lora_sampling and cfg.finetune != "lora":
             raise ValueError("train.merged_lora_sampling merges a LoRA adapter for sampling; it needs finetune: lora")
-        if cfg.train.merged_lora_sampling and cfg.train.rollout_engine != "hf":
-            raise ValueError("train.merged_lora_sampling is for rollout_engine: hf (vLLM always samples merged weights)")
         try:
             cfg._method_config = METHODS.get(method).config_class.model_validate(section)
         except ValidationError as err:

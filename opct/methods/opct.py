@@ -33,7 +33,6 @@ from opct.methods.base import (
 )
 from opct.pairs import ConsistencyPair
 from opct.rollout import HFSampler
-from opct.vllm_engine import VLLMSampler
 
 
 class OPCTMethod:
@@ -52,7 +51,12 @@ class OPCTMethod:
             raise DistributionError("train.merged_lora_sampling needs whole weights; under FSDP it is not supported: "
                                     "set it to false (generation then runs on the gathered policy)")
         self.merged = MergedLoraModel(ctx.policy) if ctx.cfg.train.merged_lora_sampling else None
-        self.sampler = make_rollout_sampler(ctx, self.merged, self.settings.sampling.sequences_per_call)
+        self.sampler = HFSampler(
+            self.merged.model if self.merged is not None else ctx.policy,
+            ctx.tokenizer,
+            batch_size=self.settings.sampling.sequences_per_call,
+            share_prefix=ctx.cfg.train.share_prompt_prefix,
+        )
 
     def setup(self, pairs: list[ConsistencyPair]) -> None:
         warn_if_off_policy(self.settings.sampling, self.name)
@@ -61,8 +65,6 @@ class OPCTMethod:
         params = self.ctx.step_sampling(self.settings.sampling, step)
         if self.merged is not None:
             self.merged.refresh()  # the adapter after the last optimizer step
-        if isinstance(self.sampler, VLLMSampler):
-            self.sampler.load_policy_weights(self.ctx.policy)
         rollouts = self.ctx.sample(self.sampler, pairs, params)
         return rollout_microbatches(pairs, rollouts, self.ctx.cfg.train.sequences_per_microbatch)
 
@@ -95,20 +97,3 @@ class OPCTMethod:
                 self.ctx.cfg.train.logprob_chunk_positions,
             )
         return per_token.sum(), mb.sampled_stats(s)
-
-
-def make_rollout_sampler(ctx: TrainContext, merged: MergedLoraModel | None, batch_size: int) -> HFSampler | VLLMSampler:
-    """The engine of ``train.rollout_engine``: opct's sampler on the policy (or its merged copy), or vLLM."""
-    cfg = ctx.cfg
-    if cfg.train.rollout_engine == "hf":
-        return HFSampler(merged.model if merged is not None else ctx.policy, ctx.tokenizer, batch_size=batch_size,
-                         share_prefix=cfg.train.share_prompt_prefix)
-    if ctx.sharded:
-        raise DistributionError("train.rollout_engine: vllm is not supported under FSDP; use rollout_engine: hf")
-    from opct.models import eos_token_ids, resolve_model_path
-
-    return VLLMSampler(
-        resolve_model_path(cfg.model.name_or_path), eos_token_ids(ctx.policy, ctx.tokenizer), dtype=cfg.model.dtype,
-        gpu_memory_utilization=cfg.train.vllm_gpu_memory_utilization, revision=cfg.model.revision,
-        trust_remote_code=cfg.model.trust_remote_code,
-    )
