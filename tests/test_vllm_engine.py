@@ -18,9 +18,11 @@ from typing import Any, ClassVar
 import pytest
 import torch
 
+from opct.config import RunConfig
 from opct.errors import OpctError, describe
-from opct.rollout import SamplingParams, sample_seed
+from opct.rollout import HFSampler, SamplingParams, make_sampler, sample_seed
 from opct.vllm_engine import VLLMSampler, VLLMUnavailable
+from tests.conftest import run_config
 
 EOS = 1
 OTHER = 2  # a token the fake lists beside the sampled one, more likely, as vLLM's top-k entries are
@@ -243,6 +245,55 @@ def test_without_vllm_or_a_gpu_the_error_says_what_to_do(monkeypatch, fake_vllm)
     assert code == 2 and "pip install 'opct[vllm]'" in message and "CUDA GPU" in message
 
 
+def test_the_config_picks_the_engine(fake_vllm, tiny_model, tmp_path):
+    from opct.models import eos_token_ids, load_model, load_tokenizer
+
+    tree = run_config(tiny_model, tmp_path / "p.jsonl", tmp_path,
+                      **{"opct.sampling.engine": "vllm", "opct.sampling.vllm_engine_args": {"max_model_len": 256}})
+    cfg = RunConfig.model_validate(tree)
+    model, tok = load_model(cfg.model), load_tokenizer(str(tiny_model))
+    sampler = make_sampler(cfg.method_config.sampling, model, tok, cfg.model)
+    assert isinstance(sampler, VLLMSampler)
+    engine = sampler.llm.kwargs
+    assert engine["model"] == str(tiny_model) and engine["dtype"] == "float32"  # the policy's dtype
+    assert engine["gpu_memory_utilization"] == 0.3 and engine["max_model_len"] == 256
+    assert sampler.eos_ids == eos_token_ids(model, tok)
+
+    hf = RunConfig.model_validate(run_config(tiny_model, tmp_path / "p.jsonl", tmp_path))
+    assert hf.method_config.sampling.engine == "hf"
+    assert isinstance(make_sampler(hf.method_config.sampling, model, tok, hf.model), HFSampler)
+    assert len(FakeLLM.instances) == 1
+
+
+def test_vllm_keys_with_the_hf_engine_are_refused():
+    from pydantic import ValidationError
+
+    with pytest.raises(ValidationError, match="vllm_gpu_memory_utilization set, but engine is hf"):
+        RunConfig.model_validate({"opct": {"sampling": {"vllm_gpu_memory_utilization": 0.5}}})
+    with pytest.raises(ValidationError, match="engine"):
+        RunConfig.model_validate({"opct": {"sampling": {"engine": "sglang"}}})
+    with pytest.raises(ValidationError, match="vllm_engine_args set, but engine is hf"):
+        RunConfig.model_validate({"opct": {"sampling": {"vllm_engine_args": {"max_model_len": 4096}}}})
+    for sampling in ({"engine": "vllm", "vllm_engine_args": {"max_model_len": 4096}}, {}):
+        cfg = RunConfig.model_validate({"opct": {"sampling": sampling}})
+        again = RunConfig.model_validate(cfg.model_dump(mode="json"))  # a manifest's config reads back
+        assert again.method_config.sampling == cfg.method_config.sampling
+
+
+def test_bct_target_cache_key_is_unchanged_with_the_hf_engine():
+    from opct.config import GenerationConfig
+    from opct.methods.bct import BCTMethod
+
+    def settings(section: dict) -> dict:
+        method = BCTMethod.__new__(BCTMethod)
+        method.settings = RunConfig.model_validate({"method": "bct", "bct": {"targets": section}}).method_config
+        return method._target_settings()
+
+    before = GenerationConfig(n=1, temperature=0.0, max_new_tokens=1024).model_dump(exclude={"sequences_per_call"})
+    assert settings({}) == before  # the key a cache made before engines were a setting has
+    assert settings({"engine": "vllm", "vllm_gpu_memory_utilization": 0.6}) == {**before, "engine": "vllm"}
+
+
 def _lora_policy(tiny_model):
     from opct.config import LoraConfig, ModelConfig
     from opct.models import add_lora, load_model
@@ -277,3 +328,66 @@ def test_weight_sync_pushes_the_merged_policy_under_the_base_models_names(fake_v
     plain = AutoModelForCausalLM.from_pretrained(tiny_model)
     sampler.load_policy_weights(plain)
     assert set(sampler.llm.model.loads[-1]) == set(base)
+
+
+@pytest.fixture
+def fresh_accelerate_state():
+    from accelerate.state import AcceleratorState
+
+    AcceleratorState._reset_state(reset_partial_state=True)
+    yield
+    AcceleratorState._reset_state(reset_partial_state=True)
+
+
+def _opct_context(tiny_model, tmp_path, **overrides):
+    from accelerate import Accelerator
+
+    from opct.methods.base import TrainContext
+    from opct.models import add_lora, load_model, load_tokenizer, make_teacher
+
+    tree = run_config(tiny_model, tmp_path / "p.jsonl", tmp_path, **{"opct.sampling.engine": "vllm", **overrides})
+    cfg = RunConfig.model_validate(tree)
+    policy = add_lora(load_model(cfg.model), cfg.lora)
+    return TrainContext(cfg=cfg, accelerator=Accelerator(cpu=True), model=policy, policy=policy,
+                        tokenizer=load_tokenizer(str(tiny_model)), teacher=make_teacher(policy), run_dir=tmp_path)
+
+
+def test_opct_pushes_the_policy_before_every_steps_sampling(fake_vllm, tiny_model, tmp_path, fresh_accelerate_state):
+    from opct.methods.opct import OPCTMethod
+    from opct.pairs import ConsistencyPair
+
+    ctx = _opct_context(tiny_model, tmp_path)
+    method = OPCTMethod(ctx)
+    assert isinstance(method.sampler, VLLMSampler)
+    msgs = [{"role": "user", "content": "What is 2 + 2?"}]
+    pairs = [ConsistencyPair("p0", msgs, msgs), ConsistencyPair("p1", msgs, msgs)]
+    first = method.prepare(pairs, step=0)
+    with torch.no_grad():  # an optimizer step
+        for name, p in ctx.policy.named_parameters():
+            if "lora_B" in name:
+                p.add_(0.1)
+    method.prepare(pairs, step=1)
+
+    llm = method.sampler.llm
+    assert llm.events == ["load_weights", "reset_prefix_cache", "generate"] * 2
+    old, new = llm.model.loads
+    assert any(not torch.equal(old[n], new[n]) for n in old)  # the second step samples from the updated policy
+    assert sum(len(mb.completions) for mb in first) == 2 * 2  # n = 2 samples of each pair
+    assert all(mb.sampler_logprobs is not None for mb in first)
+    seeds = [sp.seed for sp in llm.calls[0][1]]
+    assert seeds == [sample_seed(ctx.cfg.seed * 1_000_003, pid, s) for pid in ("p0", "p1") for s in range(2)]
+
+
+def test_opct_with_vllm_refuses_merged_lora_sampling_and_several_processes(fake_vllm, tiny_model, tmp_path,
+                                                                         fresh_accelerate_state):
+    from opct.config import ConfigError
+    from opct.fsdp import DistributionError
+    from opct.methods.opct import OPCTMethod
+
+    with pytest.raises(ConfigError, match="merged_lora_sampling"):
+        OPCTMethod(_opct_context(tiny_model, tmp_path, **{"train.merged_lora_sampling": True}))
+    ctx = _opct_context(tiny_model, tmp_path)
+    ctx.accelerator = types.SimpleNamespace(num_processes=2)
+    with pytest.raises(DistributionError, match="one training process"):
+        OPCTMethod(ctx)
+    assert FakeLLM.instances == []  # refused before any engine was built
