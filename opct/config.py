@@ -86,8 +86,25 @@ class GenerationConfig(_Strict):
         return self
 
 
-def generation_settings(**defaults: Any) -> Any:
-    """A :class:`GenerationConfig` field type whose unset keys take ``defaults``, not the class's.
+class SamplingConfig(GenerationConfig):
+    """A :class:`GenerationConfig` and its engine (rollouts, BCT targets): ``hf`` (:class:`opct.rollout.HFSampler`)
+    or ``vllm`` (:mod:`opct.vllm_engine`, ``pip install 'opct[vllm]'``); ``vllm_*`` keys are refused with ``hf``."""
+
+    engine: Literal["hf", "vllm"] = "hf"
+    vllm_gpu_memory_utilization: float = Field(0.3, gt=0.0, lt=1.0, description="share of the GPU's memory vLLM takes")
+    vllm_engine_args: dict[str, Any] = Field(default_factory=dict, description="more vllm.LLM arguments (max_model_len...)")
+
+    @model_validator(mode="after")
+    def _engine_keys(self) -> SamplingConfig:
+        defaults = {k: f.get_default(call_default_factory=True) for k, f in type(self).model_fields.items()}
+        used = [k for k in defaults if k.startswith("vllm_") and getattr(self, k) != defaults[k]]
+        if used and self.engine == "hf":
+            raise ValueError(f"{', '.join(used)} set, but engine is hf: remove it, or set engine: vllm")
+        return self
+
+
+def generation_settings(config_class: type[GenerationConfig] = GenerationConfig, **defaults: Any) -> Any:
+    """A ``config_class`` (:class:`GenerationConfig`) field type whose unset keys take ``defaults``, not the class's.
 
     ``sampling: {n: 2}`` under OPCT keeps OPCT's temperature 1.0 instead of falling back to the
     class default (greedy): a section only overrides the keys it names.
@@ -97,16 +114,16 @@ def generation_settings(**defaults: Any) -> Any:
         return {**defaults, **value} if isinstance(value, dict) else value
 
     return Annotated[
-        GenerationConfig,
+        config_class,
         BeforeValidator(merge),
-        Field(default_factory=lambda: GenerationConfig(**defaults)),
+        Field(default_factory=lambda: config_class(**defaults)),
     ]
 
 
 #: OPCT rollouts: the official code's 3 samples per prompt at temperature 1.
-RolloutSettings = generation_settings(n=3, temperature=1.0, max_new_tokens=1024)
+RolloutSettings = generation_settings(SamplingConfig, n=3, temperature=1.0, max_new_tokens=1024)
 #: BCT targets: one greedy response per pair.
-TargetSettings = generation_settings(n=1, temperature=0.0, max_new_tokens=1024)
+TargetSettings = generation_settings(SamplingConfig, n=1, temperature=0.0, max_new_tokens=1024)
 
 
 class SampledLoss(_Strict):

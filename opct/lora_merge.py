@@ -12,9 +12,14 @@ Log-probabilities under the merged weights equal the adapter's up to float round
 before the product instead of after); ``train.merged_lora_sampling`` turns this on for OPCT's rollouts.
 The training model is never modified: PEFT's own in-place ``merge_adapter``/``unmerge_adapter`` would
 leave rounding residue in the base weights, which under LoRA are the frozen teacher.
+
+:func:`merged_weights` yields the same merged weights one at a time under the base model's names, for an
+engine that keeps its own copy of the weights (``sampling.engine: vllm``, :mod:`opct.vllm_engine`).
 """
 
 from __future__ import annotations
+
+from collections.abc import Iterator
 
 import torch
 from torch import nn
@@ -82,6 +87,43 @@ class MergedLoraModel:
         for merged, (_, module) in zip(self.merged, self.lora_layers, strict=True):
             (adapter,) = module.active_adapters
             merged.copy_(module.get_base_layer().weight + module.get_delta_weight(adapter).to(merged.dtype))
+
+
+@torch.no_grad()
+def merged_weights(model: nn.Module) -> Iterator[tuple[str, torch.Tensor]]:
+    """``model``'s parameters under the base model's names, each LoRA-adapted weight merged (``W + scale * B A``).
+
+    For pushing a policy into an inference engine (:meth:`opct.vllm_engine.VLLMSampler.load_policy_weights`):
+    the names are those of the base model's own state dict (no ``base_model.model.`` prefix, no
+    ``.base_layer``, no LoRA matrices), and each merged weight is computed when it is reached, so at most one
+    extra weight exists at a time. ``model`` is not modified. A model without LoRA yields its parameters as
+    they are.
+    """
+    from peft import PeftModel
+    from peft.tuners.lora import LoraLayer
+
+    if not isinstance(model, PeftModel):
+        for name, param in model.named_parameters():
+            yield name, param.detach()
+        return
+    base = model.get_base_model()
+    layers = {name: module for name, module in base.named_modules() if isinstance(module, LoraLayer)}
+    for name, module in layers.items():
+        MergedLoraModel._check(name, module)
+    for name, param in base.named_parameters():
+        parts = name.split(".")
+        if any(part.startswith("lora_") for part in parts):
+            continue  # the adapter's own matrices: merged into their base weight below
+        if "modules_to_save" in parts or "original_module" in parts:
+            raise MergeError(f"{name}: a module trained outside LoRA (modules_to_save) cannot be merged for sampling")
+        owner, _, leaf = name.partition(".base_layer.")
+        if not leaf:
+            yield name, param.detach()
+        elif leaf == "weight" and owner in layers:
+            (adapter,) = layers[owner].active_adapters
+            yield f"{owner}.weight", param.detach() + layers[owner].get_delta_weight(adapter).to(param.dtype)
+        else:
+            yield f"{owner}.{leaf}", param.detach()
 
 
 def _tied(model: nn.Module) -> set[str]:

@@ -69,6 +69,32 @@ def sample_seed(seed: int, key: str, sample_index: int) -> int:
     return int.from_bytes(digest, "little") & 0x7FFF_FFFF_FFFF_FFFF
 
 
+def make_sampler(
+    gen: Any,
+    model: PreTrainedModel,
+    tokenizer: PreTrainedTokenizerBase,
+    spec: Any = None,
+    share_prefix: bool = True,
+) -> SamplingEngine:
+    """The sampling engine ``gen.engine`` names for ``model`` (``gen``: an :class:`opct.config.SamplingConfig`;
+    a plain :class:`opct.config.GenerationConfig` has no engine key and means ``hf``).
+
+    ``hf``: an :class:`HFSampler` on ``model``. ``vllm``: an :class:`opct.vllm_engine.VLLMSampler` that
+    loads the weights ``spec`` (an :class:`opct.config.ModelConfig`) names in ``model``'s dtype; it samples
+    from them until its ``load_policy_weights`` pushes others.
+    """
+    engine = getattr(gen, "engine", "hf")
+    if engine == "hf":
+        return HFSampler(model, tokenizer, batch_size=gen.sequences_per_call, share_prefix=share_prefix)
+    if engine != "vllm":
+        raise ValueError(f"unknown sampling engine {engine!r}; use hf or vllm")
+    if spec is None:
+        raise ValueError("sampling.engine: vllm needs the model spec its engine loads the weights from")
+    from opct.vllm_engine import VLLMSampler
+
+    return VLLMSampler.for_model(spec, model, tokenizer, gen)
+
+
 class _TokenChooser:
     """Chooses each row's next token from the model's raw logits and records its log-probability.
 

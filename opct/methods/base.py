@@ -17,7 +17,7 @@ from opct import fsdp
 from opct.config import GenerationConfig, RunConfig
 from opct.models import PromptRenderer, Teacher
 from opct.pairs import ConsistencyPair
-from opct.rollout import SamplingParams
+from opct.rollout import SamplingEngine, SamplingParams, make_sampler
 from opct.scoring import CompletionBatch, completion_logits, token_logprobs
 
 
@@ -51,6 +51,16 @@ class TrainContext:
         training autocast (so recorded log-probs are computed as the student's are)."""
         with self.accelerator.autocast(), self.generating(self.policy):
             return sampler.generate([self.render(p.prompt) for p in pairs], params, sample_keys=[p.id for p in pairs])
+
+    def sampler(self, gen: GenerationConfig, model: torch.nn.Module, share_prefix: bool = True) -> SamplingEngine:
+        """The sampling engine ``gen`` asks for (``engine: hf`` or ``vllm``, :func:`opct.rollout.make_sampler`)
+        on ``model``. vLLM runs colocated in this one process: it is refused under FSDP or several processes."""
+        if getattr(gen, "engine", "hf") == "vllm" and (self.sharded or self.accelerator.num_processes > 1):
+            raise fsdp.DistributionError(
+                f"sampling.engine: vllm runs in one training process; this launch has {self.accelerator.num_processes}"
+                f" process(es){' under FSDP' if self.sharded else ''}: launch one process, or set sampling.engine: hf"
+            )
+        return make_sampler(gen, model, self.tokenizer, self.cfg.model, share_prefix=share_prefix)
 
     def generating(self, module: torch.nn.Module) -> AbstractContextManager[Any]:
         """Around a generation with ``module`` (the policy, or the active teacher): under FSDP its weights

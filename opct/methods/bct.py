@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from typing import ClassVar
+from typing import Any, ClassVar
 
 import torch
 from accelerate.utils import gather_object
@@ -17,7 +17,7 @@ from accelerate.utils import gather_object
 from opct.config import BCTConfig
 from opct.methods.base import Microbatch, TrainContext, score_pair, split_microbatches
 from opct.pairs import ConsistencyPair
-from opct.rollout import HFSampler, SamplingParams
+from opct.rollout import SamplingParams
 
 
 class BCTMethod:
@@ -37,12 +37,21 @@ class BCTMethod:
         """Hash of (teacher identity, teacher prompts as rendered ids, generation settings, seed)."""
         h = hashlib.sha256()
         h.update(self.ctx.teacher.fingerprint.encode())
-        h.update(json.dumps(self.settings.targets.model_dump(exclude={"sequences_per_call"}), sort_keys=True).encode())
+        h.update(json.dumps(self._target_settings(), sort_keys=True).encode())
         h.update(str(self.ctx.cfg.seed).encode())
         for p in pairs:
             h.update(p.id.encode())
             h.update(json.dumps(self.ctx.render(p.teacher_prompt)).encode())
         return h.hexdigest()[:16]
+
+    def _target_settings(self) -> dict[str, Any]:
+        """The settings that decide the targets: not the memory ones, and ``engine`` only when it is not
+        ``hf`` (so a cache made before the engine was a setting keeps its key)."""
+        settings = self.settings.targets.model_dump(exclude={"sequences_per_call"})
+        settings = {k: v for k, v in settings.items() if not k.startswith("vllm_")}
+        if settings["engine"] == "hf":
+            del settings["engine"]
+        return settings
 
     def setup(self, pairs: list[ConsistencyPair]) -> None:
         acc = self.ctx.accelerator
@@ -67,10 +76,15 @@ class BCTMethod:
         acc = self.ctx.accelerator
         with acc.split_between_processes(pairs) as mine:
             with self.ctx.teacher.active() as teacher, self.ctx.generating(teacher), acc.autocast():
-                sampler = HFSampler(teacher, self.ctx.tokenizer, batch_size=gen.sequences_per_call)
-                rollouts = sampler.generate(
-                    [self.ctx.render(p.teacher_prompt) for p in mine], params, sample_keys=[p.id for p in mine]
-                )
+                # engine: vllm loads the run-start weights from the model spec: the teacher's own
+                sampler = self.ctx.sampler(gen, teacher)
+                try:
+                    rollouts = sampler.generate(
+                        [self.ctx.render(p.teacher_prompt) for p in mine], params, sample_keys=[p.id for p in mine]
+                    )
+                finally:
+                    if hasattr(sampler, "close"):
+                        sampler.close()  # a vLLM engine's memory goes back to training
             local: list[tuple[str, list[list[int]]]] = [
                 (p.id, [r.completion_ids for r in rollouts[i * gen.n : (i + 1) * gen.n]]) for i, p in enumerate(mine)
             ]

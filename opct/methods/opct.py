@@ -20,7 +20,7 @@ from typing import ClassVar
 import torch
 
 from opct import losses
-from opct.config import OPCTConfig
+from opct.config import ConfigError, OPCTConfig
 from opct.fsdp import DistributionError
 from opct.lora_merge import MergedLoraModel
 from opct.methods.base import (
@@ -32,7 +32,6 @@ from opct.methods.base import (
     warn_if_off_policy,
 )
 from opct.pairs import ConsistencyPair
-from opct.rollout import HFSampler
 
 
 class OPCTMethod:
@@ -50,11 +49,15 @@ class OPCTMethod:
         if ctx.cfg.train.merged_lora_sampling and ctx.sharded:
             raise DistributionError("train.merged_lora_sampling needs whole weights; under FSDP it is not supported: "
                                     "set it to false (generation then runs on the gathered policy)")
+        # sampling.engine: vllm decodes in a colocated vLLM engine, which takes the policy's weights each step
+        self.vllm = self.settings.sampling.engine == "vllm"
+        if self.vllm and ctx.cfg.train.merged_lora_sampling:
+            raise ConfigError("train.merged_lora_sampling is for the hf engine (vllm merges the adapter itself): "
+                              "set it to false, or opct.sampling.engine: hf")
         self.merged = MergedLoraModel(ctx.policy) if ctx.cfg.train.merged_lora_sampling else None
-        self.sampler = HFSampler(
+        self.sampler = ctx.sampler(
+            self.settings.sampling,
             self.merged.model if self.merged is not None else ctx.policy,
-            ctx.tokenizer,
-            batch_size=self.settings.sampling.sequences_per_call,
             share_prefix=ctx.cfg.train.share_prompt_prefix,
         )
 
@@ -65,6 +68,8 @@ class OPCTMethod:
         params = self.ctx.step_sampling(self.settings.sampling, step)
         if self.merged is not None:
             self.merged.refresh()  # the adapter after the last optimizer step
+        if self.vllm:
+            self.sampler.load_policy_weights(self.ctx.policy)  # the policy after the last optimizer step
         rollouts = self.ctx.sample(self.sampler, pairs, params)
         return rollout_microbatches(pairs, rollouts, self.ctx.cfg.train.sequences_per_microbatch)
 
