@@ -29,6 +29,7 @@ CORE = [
     "run_logs.py",
     "checkpoint.py",
     "model_card.py",
+    "export.py",
     *(f"methods/{p.name}" for p in sorted((PACKAGE / "methods").glob("*.py"))),
 ]
 OUTER = ("opct.axes", "opct.evals", "opct.attack", "opct.organism", "opct.judges", "opct.report",
