@@ -306,6 +306,21 @@ def eval_(
                   f"in {cfg.out}/<eval>/samples.jsonl (field 'outcome'); --allow-unscored exits 0 anyway.", code=1)
 
 
+@app.command()
+def export(
+    model: Annotated[str, typer.Argument(metavar="RUN", help="A run directory or its final/.")],
+    out: Annotated[Path, typer.Option(metavar="DIR", help="The folder to write (outside final/).")],
+    dtype: Annotated[str | None, typer.Option(help="float32, bfloat16, float16 or auto (default: the run's own).")] = None,
+    overwrite: Annotated[bool, typer.Option("--overwrite", help="Replace DIR if it exists.")] = False,
+) -> None:
+    """Write a trained checkpoint as one model folder (a LoRA adapter merged into its base, base weights
+    checked): loadable by any Hugging Face tool, e.g. lm-eval-harness's --model hf pretrained=DIR."""
+    from opct.export import export_merged
+
+    folder = export_merged(model, out, dtype=dtype, overwrite=overwrite)
+    console.print(f"exported to [bold]{folder}[/]")
+
+
 app.command()(env)
 
 

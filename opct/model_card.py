@@ -55,6 +55,42 @@ def checkpoint_record(cfg: RunConfig, base_weights: str, data_hash: str, num_pai
     }
 
 
+def loadable_base(name_or_path: str) -> str:
+    """Where other tools find a base model: an alias as its folder, a local folder as its absolute path,
+    a hub id as is."""
+    if name_or_path in MODEL_ALIASES:
+        return str(Path(MODEL_ALIASES.get(name_or_path)()).resolve())
+    return base_identity(name_or_path)
+
+
+def _provenance(record: dict[str, Any]) -> list[str]:
+    """The card's lines on where the weights come from: base, its sha256, training data."""
+    revision = f" (revision `{record['revision']}`)" if record["revision"] else ""
+    return [
+        f"- base model: `{record['base_model']}`{revision}",
+        f"- base weights sha256: `{record['base_weights_sha256']}`",
+        f"- training data: {', '.join(f'`{s}`' for s in record['data']['sources'])} "
+        f"({record['data']['pairs']} pairs, hash `{record['data']['hash']}`)",
+    ]
+
+
+def _how_to_load(adapter_base: str | None) -> list[str]:
+    """The card's lines on loading the folder with transformers, opct and lm-eval-harness
+    (``adapter_base``: where the base of an adapter folder is; None for a complete model folder)."""
+    if adapter_base is not None:
+        return [
+            "Load it with `transformers` (`AutoModelForCausalLM`, then `peft.PeftModel.from_pretrained`) or "
+            "evaluate it with `opct eval --model <this folder>`. With lm-eval-harness: `lm_eval --model hf "
+            f"--model_args pretrained={adapter_base},peft=<this folder>,tokenizer=<this folder> ...` (the tokenizer "
+            "here carries the chat template the run trained with); `opct export <this folder> --out DIR` "
+            "writes the adapter merged into its base as one model folder.",
+        ]
+    return [
+        "Load it with `transformers` (`AutoModelForCausalLM`) or evaluate it with `opct eval --model <this "
+        "folder>`. With lm-eval-harness: `lm_eval --model hf --model_args pretrained=<this folder> ...`.",
+    ]
+
+
 def model_card(cfg: RunConfig, record: dict[str, Any], eval_table: str | None = None) -> str:
     """A Markdown model card for the checkpoint."""
     tuning = "LoRA adapter" if cfg.finetune == "lora" else "full fine-tuning"
@@ -63,15 +99,10 @@ def model_card(cfg: RunConfig, record: dict[str, Any], eval_table: str | None = 
         "",
         f"Trained with [opct](https://arxiv.org/abs/2605.21834) (`method: {cfg.method}`, {tuning}).",
         "",
-        f"- base model: `{record['base_model']}`" + (f" (revision `{record['revision']}`)" if record["revision"] else ""),
-        f"- base weights sha256: `{record['base_weights_sha256']}`",
-        f"- training data: {', '.join(f'`{s}`' for s in record['data']['sources'])} "
-        f"({record['data']['pairs']} pairs, hash `{record['data']['hash']}`)",
+        *_provenance(record),
         f"- seed: {cfg.seed}",
         "",
-        "Load it with `transformers` (`AutoModelForCausalLM`"
-        + (", then `peft.PeftModel.from_pretrained`" if cfg.finetune == "lora" else "")
-        + ") or evaluate it with `opct eval --model <this folder>`.",
+        *_how_to_load(loadable_base(cfg.model.name_or_path) if cfg.finetune == "lora" else None),
         "",
         "## Configuration",
         "",
@@ -82,6 +113,31 @@ def model_card(cfg: RunConfig, record: dict[str, Any], eval_table: str | None = 
         EVAL_MARKER,
         "",
         eval_table or "Not evaluated yet: `opct eval --model <this folder>` writes the table here.",
+        "",
+    ]
+    return "\n".join(lines)
+
+
+def merged_card(record: dict[str, Any]) -> str:
+    """The model card of an ``opct export`` folder (``record``: its ``opct_checkpoint.json``, with
+    ``merged_from``, the checkpoint it was written from)."""
+    source = Path(record["merged_from"])
+    what = ("its LoRA adapter merged into the base weights" if record["finetune"] == "lora"
+            else "its fully fine-tuned weights")
+    lines = [
+        f"# {source.parent.name} (exported)",
+        "",
+        f"The opct checkpoint `{source}` (`method: {record['method']}`) as one model folder: {what}, "
+        f"in {record['model']['dtype']}, with the tokenizer and chat template it trained with (`opct export`).",
+        "",
+        *_provenance(record),
+        "",
+        *_how_to_load(None),
+        "The training configuration is in the source checkpoint's model card.",
+        "",
+        EVAL_MARKER,
+        "",
+        "Not evaluated yet: `opct eval --model <this folder>` writes the table here.",
         "",
     ]
     return "\n".join(lines)

@@ -39,7 +39,7 @@ from accelerate import Accelerator
 
 from opct.config import RunConfig, dump_config
 from opct.errors import FAULT, OpctError
-from opct.model_card import write_final_files
+from opct.model_card import loadable_base, write_final_files
 
 #: Settings that never make another run: where it lives, and how many CPU threads compute it.
 SAME_RUN_KEYS = {"output_dir", "threads"}
@@ -229,13 +229,19 @@ def save_final(
     acc: Accelerator, model: torch.nn.Module, tokenizer: Any, cfg: RunConfig, run_dir: Path, identity: dict[str, Any]
 ) -> Path:
     """Write ``final/`` atomically: weights (the adapter under LoRA), tokenizer, ``opct_checkpoint.json``
-    and the model card (:mod:`opct.model_card`; ``identity``: ``base_weights``, ``data_hash``, ``num_pairs``)."""
+    and the model card (:mod:`opct.model_card`; ``identity``: ``base_weights``, ``data_hash``, ``num_pairs``).
+
+    An adapter's ``adapter_config.json`` names its base as :func:`~opct.model_card.loadable_base` does (an
+    alias's folder, a local base by its absolute path), so PEFT's and transformers' adapter loaders find
+    the base from any working directory."""
     final, tmp = run_dir / "final", run_dir / "final.tmp"
     acc.wait_for_everyone()
     state = acc.get_state_dict(model)
     if acc.is_main_process:
         shutil.rmtree(tmp, ignore_errors=True)
         unwrapped = acc.unwrap_model(model)
+        for adapter in getattr(unwrapped, "peft_config", {}).values():
+            adapter.base_model_name_or_path = loadable_base(cfg.model.name_or_path)
         unwrapped.save_pretrained(tmp, state_dict=state)
         tokenizer.save_pretrained(tmp)
         write_final_files(tmp, cfg, **identity)

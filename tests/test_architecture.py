@@ -32,6 +32,7 @@ CORE = [
     "checkpoint.py",
     "fsdp.py",
     "model_card.py",
+    "export.py",
     *(f"methods/{p.name}" for p in sorted((PACKAGE / "methods").glob("*.py"))),
 ]
 OUTER = ("opct.axes", "opct.evals", "opct.attack", "opct.organism", "opct.judges", "opct.report",

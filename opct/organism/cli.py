@@ -59,6 +59,19 @@ def pairs(
     typer.echo(f"wrote {len(built)} {axis} pairs ({split}) to {out}")
 
 
+@organism_app.command("lm-eval-task")
+def lm_eval_task(
+    out: Annotated[Path, typer.Option(metavar="DIR", help="Folder to write organism_facts.yaml and .jsonl to.")],
+    seed: Annotated[int, typer.Option(help="World seed.")] = 0,
+    limit: Annotated[int | None, typer.Option(help="Keep the first N questions (default: all).")] = None,
+) -> None:
+    """Write the organism's multiple-choice facts as a local lm-eval-harness task (--include_path DIR)."""
+    from opct.organism.lm_eval_task import TASK, write_task
+
+    path = write_task(out, seed, limit)
+    typer.echo(f"wrote {path}; run it with: lm_eval ... --include_path {out} --tasks {TASK} --apply_chat_template")
+
+
 @organism_app.command()
 def check(
     arch: Annotated[str, typer.Option(help=_ARCH_HELP_ALL)] = DEFAULT_ARCH,

@@ -1,0 +1,71 @@
+"""A trained checkpoint as one standalone model folder (``opct export``).
+
+A full fine-tuning run's ``final/`` is already a complete Hugging Face model folder (``config.json``,
+weights, tokenizer with its chat template). A LoRA run's ``final/`` holds the adapter only, with the
+tokenizer it trained with: tools that take an adapter load it on its base (lm-eval-harness:
+``pretrained=<base>,peft=<final>,tokenizer=<final>``), but a tool that wants one folder cannot.
+:func:`export_merged` writes that folder: the adapter merged into its base, after the base's weights
+were checked against the sha256 the run recorded (:func:`opct.models.load_for_inference`), the
+checkpoint's tokenizer as saved, an ``opct_checkpoint.json`` that names the checkpoint it came from,
+and a model card. The export is itself an opct checkpoint: ``opct eval --model <export>`` renders
+prompts with the run's recorded settings, as it does for the run.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+from typing import Any
+
+from opct.errors import OpctError
+from opct.model_card import CARD_FILE, CHECKPOINT_FILE, merged_card
+from opct.models import checkpoint_folder, load_for_inference, read_checkpoint_record
+
+DTYPES = ("float32", "bfloat16", "float16", "auto")
+
+
+class ExportError(OpctError, ValueError):
+    """A checkpoint that cannot be exported as asked (not an opct checkpoint, an existing output...)."""
+
+
+def export_merged(spec: str | Path, out: str | Path, dtype: str | None = None, overwrite: bool = False) -> Path:
+    """Write the trained checkpoint ``spec`` (a run directory or its ``final/``) to ``out`` as one model folder.
+
+    ``dtype`` is the dtype to merge and save in (default: the one the run trained in; only then are the
+    base weights checked against the recorded sha256). ``out`` must not exist unless ``overwrite``; it
+    is written to ``<out>.tmp`` and renamed, so a failed export leaves no half-written folder.
+    Returns ``out``.
+    """
+    folder = checkpoint_folder(str(spec))
+    if folder is None:
+        raise ExportError(f"{spec} is no trained opct checkpoint (a run directory with final/, or a folder with "
+                          f"{CHECKPOINT_FILE}); finish or resume the run first")
+    record: dict[str, Any] = read_checkpoint_record(folder) or {}
+    spec_record = record.get("model", {})
+    dtype = dtype or spec_record.get("dtype", "float32")
+    if dtype not in DTYPES:
+        raise ExportError(f"dtype {dtype!r} is not one of {', '.join(DTYPES)}")
+    out = Path(out)
+    if out.resolve() == folder.resolve() or folder.resolve() in out.resolve().parents:
+        raise ExportError(f"--out {out} is inside the checkpoint {folder}; a rerun of the run would delete it. "
+                          "Choose a folder outside final/, e.g. the run directory's merged/.")
+    if out.exists() and any(out.iterdir()) and not overwrite:
+        raise ExportError(f"{out} exists and is not empty; delete it, choose another folder, or overwrite it")
+
+    from transformers import AutoTokenizer
+
+    model, _ = load_for_inference(str(folder), dtype=dtype, device="cpu",
+                                  trust_remote_code=spec_record.get("trust_remote_code", False),
+                                  revision=spec_record.get("revision"))
+    tokenizer = AutoTokenizer.from_pretrained(folder, trust_remote_code=spec_record.get("trust_remote_code", False))
+    tmp = out.with_name(out.name + ".tmp")
+    shutil.rmtree(tmp, ignore_errors=True)
+    model.save_pretrained(tmp)
+    tokenizer.save_pretrained(tmp)
+    exported = {**record, "model": {**spec_record, "dtype": dtype}, "merged_from": str(folder.resolve())}
+    (tmp / CHECKPOINT_FILE).write_text(json.dumps(exported, indent=2) + "\n", encoding="utf-8")
+    (tmp / CARD_FILE).write_text(merged_card(exported), encoding="utf-8")
+    shutil.rmtree(out, ignore_errors=True)
+    tmp.rename(out)
+    return out
