@@ -20,7 +20,7 @@ from __future__ import annotations
 import asyncio
 import hashlib
 from contextlib import nullcontext
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Any
 
 from inspect_ai.model import ChatMessage, GenerateConfig, ModelAPI, ModelOutput, ModelUsage, modelapi
@@ -127,7 +127,7 @@ class OpctModelAPI(ModelAPI):
             max_new_tokens=config.max_tokens or 512,
             seed=0,
         )
-        rollout = await self.batcher.submit(_Request(prompt, sample_seed(run_seed, key, index), replace(params)))
+        rollout = await self.batcher.submit(_Request(prompt, sample_seed(run_seed, key, index), params))
         text = self.tokenizer.decode(rollout.completion_ids, skip_special_tokens=True)
         output = ModelOutput.from_content(self.model_name, text, stop_reason="max_tokens" if rollout.truncated else "stop")
         n_in, n_out = len(prompt), len(rollout.completion_ids)
