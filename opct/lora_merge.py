@@ -61,6 +61,9 @@ class MergedLoraModel:
                 state[f"{name}.bias"] = bias
         with torch.device("meta"):
             self.model = type(base)(base.config)
+        # ``assign=True`` gives each assigned tensor the module's ``requires_grad``: left at True it would
+        # switch on gradients for the policy's own frozen tensors (norms, embeddings, output layer).
+        self.model.requires_grad_(False)
         missing, unexpected = self.model.load_state_dict(state, strict=False, assign=True)
         if unexpected or [k for k in missing if k not in _tied(self.model)]:
             raise MergeError(f"cannot rebuild {type(base).__name__} for merged sampling: missing {missing}, "

@@ -8,6 +8,7 @@ import pytest
 import torch
 from peft import LoraConfig, get_peft_model
 from pydantic import ValidationError
+from safetensors.torch import load_file
 from transformers import AutoModelForCausalLM
 
 from opct.config import RunConfig
@@ -42,6 +43,9 @@ def test_merged_copy_computes_the_adapter_and_shares_every_other_tensor(arch):
     copies = [n for n, p in merged.model.named_parameters() if id(p) not in own]
     assert len(copies) == len(merged.merged) > 0  # only the adapted weights are new tensors
     assert all(torch.equal(before[n], p) for n, p in model.named_parameters())  # the training model is untouched
+    trainable = [n for n, p in model.named_parameters() if p.requires_grad]
+    assert trainable and all(".lora_" in n for n in trainable), [n for n in trainable if ".lora_" not in n]
+    assert not any(p.requires_grad for p in merged.model.parameters())
 
 
 def test_refresh_follows_the_adapter_after_an_update():
@@ -86,3 +90,19 @@ def test_an_opct_run_with_merged_sampling_stays_on_policy(tiny_model, pairs_file
     # sampler (merged copy, refreshed each step) and learner (the adapter) agree at every step, not only the first
     assert all(r["ratio_abs_log_dev"] < 1e-4 for r in rows), [r["ratio_abs_log_dev"] for r in rows]
     assert rows[-1]["kl_to_teacher"] > 0  # the adapter moved: the merged copy must have followed it
+
+
+def test_merged_sampling_trains_exactly_what_plain_sampling_trains(tiny_model, pairs_file, tmp_path):
+    """The same tokens are sampled either way, so the adapters after training agree to float rounding;
+    gradients reaching frozen tensors (and piling up in the clipping norm) would make them drift apart."""
+    adapters = []
+    for merged in (False, True):
+        cfg = RunConfig.model_validate(run_config(tiny_model, pairs_file, tmp_path / str(merged),
+                                                  **{"train.merged_lora_sampling": merged}))
+        run = train(cfg, show_progress=False).run_dir
+        adapters.append(load_file(str(run / "final" / "adapter_model.safetensors")))
+        rows = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
+        adapters[-1]["grad_norm"] = torch.tensor([r["grad_norm"] for r in rows])
+    assert adapters[0].keys() == adapters[1].keys()
+    for name in adapters[0]:
+        torch.testing.assert_close(adapters[1][name], adapters[0][name], atol=1e-5, rtol=1e-3, msg=name)
