@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import torch
 from torch.utils.checkpoint import checkpoint
@@ -141,18 +142,48 @@ def rowwise_chunked(
     return torch.cat(outs)
 
 
+class _TokenLogProb(torch.autograd.Function):
+    r"""``log softmax(x)[t]`` of each row of ``x`` ``[R, V]``, ``chunk`` rows at a time.
+
+    Forward: :math:`\log p_t = \mathrm{log\_softmax}(x)_t`. Backward, for an upstream gradient
+    :math:`g` per row: :math:`\partial / \partial x_v = g\,(\mathbb 1[v = t] - \mathrm{softmax}(x)_v)`,
+    recomputed from the saved logits (which the graph holds anyway). Only a ``[chunk, V]`` float32
+    temporary exists at a time, in either pass; nothing ``[R, V]`` is copied or saved beyond the
+    gradient itself.
+    """
+
+    @staticmethod
+    def forward(ctx: Any, logits: torch.Tensor, targets: torch.Tensor, chunk: int) -> torch.Tensor:
+        compute = torch.float64 if logits.dtype == torch.float64 else torch.float32
+        out = torch.empty(logits.shape[0], dtype=compute, device=logits.device)  # [R]
+        for start in range(0, logits.shape[0], chunk):
+            x = logits[start : start + chunk].to(compute)  # [chunk, V]
+            t = targets[start : start + chunk, None]  # [chunk, 1]
+            out[start : start + chunk] = torch.log_softmax(x, dim=-1).gather(1, t)[:, 0]
+        ctx.save_for_backward(logits, targets)
+        ctx.chunk = chunk
+        return out
+
+    @staticmethod
+    def backward(ctx: Any, grad_out: torch.Tensor) -> tuple[torch.Tensor, None, None]:
+        logits, targets = ctx.saved_tensors
+        grad = torch.empty_like(logits)  # [R, V]
+        for start in range(0, logits.shape[0], ctx.chunk):
+            g = grad_out[start : start + ctx.chunk, None]  # [chunk, 1]
+            p = torch.softmax(logits[start : start + ctx.chunk].to(grad_out.dtype), dim=-1)
+            p.mul_(-g).scatter_add_(1, targets[start : start + ctx.chunk, None], g)
+            grad[start : start + ctx.chunk] = p
+        return grad, None, None
+
+
 def token_logprobs(logits: torch.Tensor, targets: torch.Tensor, chunk_size: int = 512) -> torch.Tensor:
-    """``log softmax(logits)[target]`` for every position, in float32: ``[N, L]``."""
+    """``log softmax(logits)[target]`` for every position, in float32 (float64 for float64 logits): ``[N, L]``.
+
+    ``chunk_size`` positions are taken at a time, so memory beyond the logits stays ``[chunk_size, V]``.
+    """
     n, length, vocab = logits.shape
     flat = logits.reshape(n * length, vocab)
-    tgt = targets.reshape(n * length, 1)
-
-    def logprob(rows: torch.Tensor, t: torch.Tensor) -> torch.Tensor:
-        rows = rows if rows.dtype == torch.float64 else rows.float()
-        return (rows.gather(1, t) - torch.logsumexp(rows, dim=-1, keepdim=True))[:, 0]
-
-    rows = torch.arange(n * length, device=logits.device)
-    return rowwise_chunked(logprob, [flat, tgt], rows, chunk_size).reshape(n, length)
+    return _TokenLogProb.apply(flat, targets.reshape(n * length).to(flat.device), chunk_size).reshape(n, length)
 
 
 def completion_logprobs(

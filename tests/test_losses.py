@@ -148,6 +148,34 @@ def test_token_logprobs_matches_log_softmax(data):
     torch.testing.assert_close(token_logprobs(s_logits, targets, chunk_size=4), ref)
 
 
+@pytest.mark.parametrize("chunk", [1, 4, 1000])
+def test_token_logprobs_gradient_is_exact(chunk):
+    from opct.scoring import token_logprobs
+
+    torch.manual_seed(0)
+    logits = torch.randn(3, 5, 11, dtype=torch.float64, requires_grad=True)
+    targets = torch.randint(0, 11, (3, 5))
+    assert torch.autograd.gradcheck(lambda x: token_logprobs(x, targets, chunk), (logits,))
+    weights = torch.randn(3, 5, dtype=torch.float64)
+    (token_logprobs(logits, targets, chunk) * weights).sum().backward()
+    want = torch.autograd.grad((torch.log_softmax(logits, -1).gather(-1, targets[..., None])[..., 0] * weights).sum(), logits)[0]
+    torch.testing.assert_close(logits.grad, want)
+
+
+def test_token_logprobs_of_bf16_logits_are_float32_and_grads_keep_the_dtype():
+    from opct.scoring import token_logprobs
+
+    torch.manual_seed(0)
+    logits = torch.randn(2, 4, 50).to(torch.bfloat16).requires_grad_(True)
+    targets = torch.randint(0, 50, (2, 4))
+    lp = token_logprobs(logits, targets, chunk_size=3)
+    assert lp.dtype == torch.float32
+    ref = torch.log_softmax(logits.float(), -1).gather(-1, targets[..., None])[..., 0]
+    torch.testing.assert_close(lp, ref)
+    lp.sum().backward()
+    assert logits.grad.dtype == torch.bfloat16
+
+
 def test_bad_options_raise(data):
     s_logits, t_logits, _, mask, *_ = data
     with pytest.raises(ValueError, match="0 < beta < 1"):
