@@ -11,6 +11,12 @@ from transformers import DynamicCache, PreTrainedModel, PreTrainedTokenizerBase
 from transformers.cache_utils import DynamicLayer
 
 from opct.models import eos_token_ids
+from opct.prefix_attention import (
+    SharedPrefixLayer,
+    grouped_rows,
+    shared_prefix_decoding,
+    supports_shared_prefix,
+)
 
 
 @dataclass(frozen=True)
@@ -174,6 +180,8 @@ class HFSampler:
         self.tokenizer = tokenizer
         self.batch_size = batch_size
         self.share_prefix = share_prefix
+        # decode attention reading each shared prompt once (opct/prefix_attention.py), for SDPA models
+        self.prefix_attention = share_prefix and supports_shared_prefix(model)
         self.eos_ids = eos_token_ids(model, tokenizer)
         self.pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else self.eos_ids[0]
 
@@ -242,7 +250,11 @@ class HFSampler:
         cache = self._new_cache(width + params.max_new_tokens)
         if self.share_prefix:
             self._prefill_shared(cache, input_ids, attention, [p for p, _ in jobs])
-        self._decode(input_ids, attention, cache, chooser, params.max_new_tokens)
+        if any(isinstance(layer, SharedPrefixLayer) for layer in cache.layers):
+            with shared_prefix_decoding(self.model, cache):
+                self._decode(input_ids, attention, cache, chooser, params.max_new_tokens)
+        else:
+            self._decode(input_ids, attention, cache, chooser, params.max_new_tokens)
         tokens = torch.stack(chooser.tokens, dim=1).cpu()
         logprobs = torch.stack(chooser.logprobs, dim=1).cpu()
         eos = set(self.eos_ids)
@@ -328,6 +340,15 @@ class HFSampler:
         self.model(
             input_ids=ids, attention_mask=mask, position_ids=positions, past_key_values=cache, use_cache=True, logits_to_keep=1
         )
+        group = grouped_rows(prompt_of_row) if self.prefix_attention else None
+        if group is not None and all(type(layer) is _BufferedLayer for layer in cache.layers):
+            # each prompt's keys stay once; its samples' generated keys go to a buffer per row
+            prefix_mask = mask
+            cache.layers = [
+                SharedPrefixLayer(layer.keys, layer.values, prefix_mask, group, layer.capacity - layer.keys.shape[-2])
+                for layer in cache.layers
+            ]
+            return
         slot = {p: i for i, p in enumerate(first)}
         cache.batch_select_indices(torch.tensor([slot[p] for p in prompt_of_row], device=input_ids.device))
 

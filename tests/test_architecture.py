@@ -21,6 +21,7 @@ CORE = [
     "models.py",
     "rollout.py",
     "lora_merge.py",
+    "prefix_attention.py",
     "vllm_engine.py",
     "scoring.py",
     "losses.py",
