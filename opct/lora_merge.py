@@ -53,7 +53,8 @@ class MergedLoraModel:
         self.merged: list[nn.Parameter] = []
         for name, module in self.lora_layers:
             weight = module.get_base_layer().weight
-            merged = nn.Parameter(torch.empty_like(weight), requires_grad=False)
+            linear = isinstance(module.get_base_layer(), nn.Linear)  # GPT-2's Conv1D holds [in, out] already
+            merged = nn.Parameter(_decode_layout(weight) if linear else torch.empty_like(weight), requires_grad=False)
             self.merged.append(merged)
             state[f"{name}.weight"] = merged
             bias = module.get_base_layer().bias
@@ -127,6 +128,19 @@ def merged_weights(model: nn.Module) -> Iterator[tuple[str, torch.Tensor]]:
             yield f"{owner}.weight", param.detach() + layers[owner].get_delta_weight(adapter).to(param.dtype)
         else:
             yield f"{owner}.{leaf}", param.detach()
+
+
+def _decode_layout(weight: torch.Tensor) -> torch.Tensor:
+    """An empty tensor like a linear layer's ``weight`` ``[out, in]``, stored the way decoding multiplies it fastest.
+
+    On a CPU, ``x @ W.T`` for the few rows of a decoding step runs 7-17% faster with ``W.T`` stored
+    contiguous when ``out >= in`` (MKL, measured for 512x512 and 1376x512 at 16 rows; neutral at 508 rows,
+    6% slower for ``out < in``). The values and the module's view ``[out, in]`` are the same either way.
+    """
+    out_features, in_features = weight.shape[0], weight.shape[-1]
+    if weight.device.type == "cpu" and weight.dim() == 2 and out_features >= in_features:
+        return torch.empty((in_features, out_features), dtype=weight.dtype).t()
+    return torch.empty_like(weight)
 
 
 def _tied(model: nn.Module) -> set[str]:

@@ -151,8 +151,12 @@ def _inverse_cdf(probs: torch.Tensor, uniforms: torch.Tensor) -> torch.Tensor:
     """
     cdf = probs.double().cumsum(-1)
     chosen = torch.searchsorted(cdf, (uniforms * cdf[:, -1])[:, None], right=True)[:, 0]
-    last_possible = (probs > 0).long().cumsum(-1).argmax(-1)
-    return torch.minimum(chosen, last_possible)
+    # Below the top end every chosen interval is non-empty (cdf[t] > cdf[t-1], so probs[t] > 0); only
+    # ``u * total`` rounding up to ``total`` lands past the last token, and is mapped to the last possible one.
+    if bool((chosen >= probs.shape[-1]).any()):
+        last_possible = (probs > 0).long().cumsum(-1).argmax(-1)
+        chosen = torch.minimum(chosen, last_possible)
+    return chosen
 
 
 def _top_p_filter(probs: torch.Tensor, top_p: float) -> torch.Tensor:

@@ -46,6 +46,9 @@ def test_merged_copy_computes_the_adapter_and_shares_every_other_tensor(arch):
     trainable = [n for n, p in model.named_parameters() if p.requires_grad]
     assert trainable and all(".lora_" in n for n in trainable), [n for n in trainable if ".lora_" not in n]
     assert not any(p.requires_grad for p in merged.model.parameters())
+    for w, (_, layer) in zip(merged.merged, merged.lora_layers, strict=True):  # decoding's layout (CPU speed only)
+        wide_linear = isinstance(layer.get_base_layer(), torch.nn.Linear) and w.shape[0] >= w.shape[1]
+        assert (w.t() if wide_linear else w).is_contiguous()
 
 
 def test_refresh_follows_the_adapter_after_an_update():
