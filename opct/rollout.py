@@ -8,8 +8,8 @@ from typing import Any, Protocol
 
 import torch
 from transformers import DynamicCache, PreTrainedModel, PreTrainedTokenizerBase
-from transformers.cache_utils import DynamicLayer
 
+from opct.kv_cache import BufferedLayer, buffered_cache
 from opct.models import eos_token_ids
 from opct.prefix_attention import (
     SharedPrefixLayer,
@@ -251,7 +251,7 @@ class HFSampler:
         generators = [torch.Generator().manual_seed(seed) for seed in seeds]
         chooser = _TokenChooser(params, generators, self.eos_ids)
         input_ids, attention = input_ids.to(device), attention.to(device)
-        cache = self._new_cache(width + params.max_new_tokens)
+        cache = buffered_cache(self.model.config, width + params.max_new_tokens)
         if self.share_prefix:
             self._prefill_shared(cache, input_ids, attention, [p for p, _ in jobs])
         if any(isinstance(layer, SharedPrefixLayer) for layer in cache.layers):
@@ -318,12 +318,6 @@ class HFSampler:
             )
             next_position = next_position + 1
 
-    def _new_cache(self, capacity: int) -> DynamicCache:
-        """An empty KV cache whose full-attention layers append in place (see :class:`_BufferedLayer`)."""
-        cache = DynamicCache(config=self.model.config)
-        cache.layers = [_BufferedLayer(capacity) if type(layer) is DynamicLayer else layer for layer in cache.layers]
-        return cache
-
     def _prefill_shared(
         self, cache: DynamicCache, input_ids: torch.Tensor, attention: torch.Tensor, prompt_of_row: list[int]
     ) -> None:
@@ -345,7 +339,7 @@ class HFSampler:
             input_ids=ids, attention_mask=mask, position_ids=positions, past_key_values=cache, use_cache=True, logits_to_keep=1
         )
         group = grouped_rows(prompt_of_row) if self.prefix_attention else None
-        if group is not None and all(type(layer) is _BufferedLayer for layer in cache.layers):
+        if group is not None and all(type(layer) is BufferedLayer for layer in cache.layers):
             # each prompt's keys stay once; its samples' generated keys go to a buffer per row
             prefix_mask = mask
             cache.layers = [
@@ -355,50 +349,3 @@ class HFSampler:
             return
         slot = {p: i for i, p in enumerate(first)}
         cache.batch_select_indices(torch.tensor([slot[p] for p in prompt_of_row], device=input_ids.device))
-
-
-class _BufferedLayer(DynamicLayer):
-    """A ``DynamicLayer`` that appends into a buffer sized for the whole generation.
-
-    Hugging Face's layer concatenates the new keys and values to the old ones at every decoding
-    step, copying the whole cache each time. Here ``keys``/``values`` are views of the first
-    positions of a preallocated buffer, so the inherited methods (sequence length, crop, batch
-    selection) work unchanged; a tensor they replace is copied into a fresh buffer at the next append.
-    """
-
-    def __init__(self, capacity: int):
-        super().__init__()
-        self.capacity = capacity
-        self._buffers: tuple[torch.Tensor, torch.Tensor] | None = None
-
-    def update(
-        self, key_states: torch.Tensor, value_states: torch.Tensor, *args: object, **kwargs: object
-    ) -> tuple[torch.Tensor, torch.Tensor]:
-        if not self.is_initialized:
-            self.lazy_initialization(key_states, value_states)
-        start = self.get_seq_length()
-        end = start + key_states.shape[-2]
-        if not self._backed_by_buffer(key_states, end):
-            size = max(self.capacity, end)
-            self._buffers = (_grown(self.keys, key_states, start, size), _grown(self.values, value_states, start, size))
-        keys, values = self._buffers
-        keys[..., start:end, :] = key_states
-        values[..., start:end, :] = value_states
-        self.keys, self.values = keys[..., :end, :], values[..., :end, :]
-        return self.keys, self.values
-
-    def _backed_by_buffer(self, new: torch.Tensor, end: int) -> bool:
-        if self._buffers is None:
-            return False
-        buf = self._buffers[0]
-        same_rows = buf.shape[:2] == new.shape[:2] and buf.shape[-1] == new.shape[-1] and buf.dtype == new.dtype
-        held = self.keys.numel() == 0 or self.keys.data_ptr() == buf.data_ptr()
-        return same_rows and held and end <= buf.shape[-2]
-
-
-def _grown(old: torch.Tensor, new: torch.Tensor, length: int, size: int) -> torch.Tensor:
-    """A buffer for ``size`` positions of ``new``'s rows holding the first ``length`` positions of ``old``."""
-    buf = new.new_empty((*new.shape[:-2], size, new.shape[-1]))
-    if length:
-        buf[..., :length, :] = old
-    return buf

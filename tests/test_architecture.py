@@ -22,6 +22,7 @@ CORE = [
     "rollout.py",
     "lora_merge.py",
     "prefix_attention.py",
+    "kv_cache.py",
     "vllm_engine.py",
     "scoring.py",
     "losses.py",
