@@ -170,7 +170,10 @@ class HFSampler:
     """Sampling engine on Hugging Face ``generate``: batched, ``n`` samples per prompt, stops at EOS.
 
     With ``share_prefix`` (the default) a prompt with several samples in a ``generate`` call is
-    prefilled once and its KV cache copied to each of its samples before sampling starts.
+    prefilled once. When the batch holds each prompt's samples side by side in equal numbers and the
+    model's attention allows it (:func:`opct.prefix_attention.supports_shared_prefix`), its cached keys
+    and values stay once per prompt and decoding reads them once for all its samples; otherwise they
+    are copied to each sample before sampling starts.
     """
 
     def __init__(
