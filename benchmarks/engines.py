@@ -1,0 +1,232 @@
+r"""Sampling engines: throughput, and whether the log-probs they record are the policy's.
+
+Usage::
+
+    # on a GPU: the check issue 17 asks for (a Qwen3-0.6B-shaped random model, the real Qwen3 tokenizer)
+    PYTHONPATH=. python benchmarks/engines.py --device cuda --dtype bfloat16 --engines opct-hf,hf-generate,vllm
+    # anywhere: the same harness on the 2-layer config beside the tokenizer
+    PYTHONPATH=. python benchmarks/engines.py --size tiny --engines opct-hf,hf-generate
+
+What runs
+---------
+A random-initialised model of the Qwen3 family is built from ``../shared/models/qwen3-tokenizer``
+(its real tokenizer and chat template; ``--size 0.6b``: Qwen3-0.6B's shape, 28 layers, d=1024, tied
+151,936-token embeddings, about 0.6B parameters; ``--size tiny``: the folder's 2-layer
+``tiny_config.json``) and saved with the tokenizer. ``--prompts`` chat-rendered user messages of about
+``--prompt-len`` tokens each get ``--n`` samples of exactly ``--max-new-tokens`` tokens (EOS suppressed
+until then, so every engine does the same work) at temperature 1, top-p 1. Each engine first runs a
+small untimed call, then the timed one; throughput is completion tokens per second of wall time.
+
+Engines:
+
+* ``opct-hf``: :class:`opct.rollout.HFSampler` (what ``sampling.engine: hf`` trains with);
+* ``hf-generate``: transformers' ``model.generate`` (``do_sample``, ``num_return_sequences=n``,
+  ``top_k=0``, ``output_logits``), the peer; its log-probs are ``log_softmax`` of the raw logits it returns;
+* ``vllm``: :class:`opct.vllm_engine.VLLMSampler` (``sampling.engine: vllm``, a CUDA GPU and
+  ``pip install 'opct[vllm]'``), loaded from the saved folder in the model's dtype.
+
+Agreement: every recorded log-prob is compared with the log-prob of the same token from one forward
+pass of the model over ``prompt + completion`` (:func:`opct.scoring.completion_logprobs`, the scorer
+training uses). The JSON gives the maximum and mean absolute difference and the share of tokens off by
+more than 1e-3, per engine. In float32 on a CPU the two HF engines agree to about 1e-5; vLLM runs other
+kernels, so its difference measures how far its sampler's policy is from the training forward's.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import json
+import random
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+HERE = Path(__file__).resolve().parent
+SHARED_TOKENIZER = HERE.parents[1] / "shared" / "models" / "qwen3-tokenizer"
+WORDS = ["safety", "lamp", "bread", "answer", "capital", "river", "question", "careful", "explain", "reason",
+         "number", "history", "engine", "garden", "doctor", "window", "letter", "mountain", "travel", "music"]
+QWEN3_06B = dict(hidden_size=1024, intermediate_size=3072, num_hidden_layers=28, num_attention_heads=16,
+                 num_key_value_heads=8, head_dim=128)
+
+
+def build_model(out: Path, size: str, dtype: str, seed: int, tokenizer_dir: Path) -> Path:
+    """Save a random Qwen3-family model of ``size`` with the real tokenizer to ``out``."""
+    import torch
+    from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer
+
+    config = json.loads((tokenizer_dir / "tiny_config.json").read_text())
+    if size == "0.6b":
+        config.update(QWEN3_06B, layer_types=["full_attention"] * QWEN3_06B["num_hidden_layers"])
+    cfg = AutoConfig.for_model(**config)
+    torch.manual_seed(seed)
+    model = AutoModelForCausalLM.from_config(cfg, dtype=getattr(torch, dtype))
+    model.save_pretrained(out)
+    AutoTokenizer.from_pretrained(tokenizer_dir).save_pretrained(out)
+    return out
+
+
+def make_prompts(tokenizer: Any, count: int, length: int, seed: int) -> list[list[int]]:
+    """``count`` chat-rendered user messages of about ``length`` tokens (template included)."""
+    rng = random.Random(seed)
+    prompts = []
+    for _ in range(count):
+        words: list[str] = []
+        while True:
+            ids = tokenizer.apply_chat_template([{"role": "user", "content": " ".join(words)}],
+                                                add_generation_prompt=True, tokenize=True)
+            ids = list(ids["input_ids"]) if isinstance(ids, dict) or hasattr(ids, "keys") else list(ids)
+            if len(ids) >= length:
+                break
+            words.append(rng.choice(WORDS))
+        prompts.append(ids)
+    return prompts
+
+
+def hf_generate(model: Any, tokenizer: Any, prompts: list[list[int]], params: Any) -> list[Any]:
+    """transformers' ``generate`` as an engine: rollouts with log-probs from its raw logits."""
+    import torch
+
+    from opct.rollout import Rollout
+
+    device = next(model.parameters()).device
+    pad = tokenizer.pad_token_id
+    width = max(len(p) for p in prompts)
+    ids = torch.tensor([[pad] * (width - len(p)) + p for p in prompts], device=device)
+    mask = torch.tensor([[0] * (width - len(p)) + [1] * len(p) for p in prompts], device=device)
+    torch.manual_seed(params.seed)
+    out = model.generate(
+        input_ids=ids, attention_mask=mask, do_sample=True, temperature=1.0, top_p=1.0, top_k=0,
+        max_new_tokens=params.max_new_tokens, min_new_tokens=params.min_new_tokens,
+        num_return_sequences=params.n, output_logits=True, return_dict_in_generate=True, pad_token_id=pad,
+    )
+    tokens = out.sequences[:, width:]  # [prompts * n, new]
+    logp = torch.stack(out.logits, dim=1).float().log_softmax(-1).gather(-1, tokens[..., None])[..., 0]
+    rows = []
+    for row in range(tokens.shape[0]):
+        p, s = divmod(row, params.n)
+        rows.append(Rollout(prompt_index=p, sample_index=s, prompt_ids=prompts[p], completion_ids=tokens[row].tolist(),
+                            logprobs=logp[row].tolist(), truncated=True))
+    return rows
+
+
+def agreement(model: Any, pad_id: int, rollouts: list[Any], batch: int) -> dict[str, float]:
+    """Recorded log-probs against one forward pass of the model over the same tokens."""
+    import torch
+
+    from opct.scoring import CompletionBatch, completion_logprobs
+
+    diffs = []
+    with torch.no_grad():
+        for start in range(0, len(rollouts), batch):
+            chunk = rollouts[start : start + batch]
+            cb = CompletionBatch(prompts=[r.prompt_ids for r in chunk], completions=[r.completion_ids for r in chunk],
+                                 prompt_of=list(range(len(chunk))))
+            lp, _ = completion_logprobs(model, cb, pad_id, share_prefix=False)
+            for i, r in enumerate(chunk):
+                forward = lp[i, : len(r.completion_ids)].double().cpu()
+                diffs.append((forward - torch.tensor(r.logprobs, dtype=torch.float64)).abs())
+    d = torch.cat(diffs)
+    return {"tokens": d.numel(), "max_abs_diff": d.max().item(), "mean_abs_diff": d.mean().item(),
+            "share_over_1e-3": (d > 1e-3).double().mean().item()}
+
+
+def run_engine(name: str, model: Any, tokenizer: Any, folder: Path, prompts: list[list[int]], params: Any,
+               args: argparse.Namespace) -> dict[str, Any]:
+    """Warm up, time one call of ``name`` on ``prompts`` and check its log-probs."""
+    import dataclasses
+
+    import torch
+
+    from opct.rollout import HFSampler
+
+    if name == "opct-hf":
+        sampler = HFSampler(model, tokenizer, batch_size=len(prompts) * params.n)
+        call = sampler.generate
+    elif name == "hf-generate":
+        def call(ps: list[list[int]], p: Any) -> list[Any]:
+            return hf_generate(model, tokenizer, ps, p)
+    elif name == "vllm":
+        from opct.models import eos_token_ids
+        from opct.vllm_engine import VLLMSampler
+
+        engine = VLLMSampler(str(folder), eos_token_ids(model, tokenizer), dtype=args.dtype,
+                             gpu_memory_utilization=args.vllm_memory)
+        call = engine.generate
+    else:
+        raise SystemExit(f"unknown engine {name!r}: opct-hf, hf-generate or vllm")
+    call(prompts[:2], dataclasses.replace(params, max_new_tokens=8, min_new_tokens=8))
+    if args.device.startswith("cuda"):
+        torch.cuda.synchronize()
+    start = time.perf_counter()
+    rollouts = call(prompts, params)
+    if args.device.startswith("cuda"):
+        torch.cuda.synchronize()
+    seconds = time.perf_counter() - start
+    tokens = sum(len(r.completion_ids) for r in rollouts)
+    return {"seconds": seconds, "completion_tokens": tokens, "tokens_per_s": tokens / seconds,
+            "logprob_agreement": agreement(model, tokenizer.pad_token_id, rollouts, args.score_batch)}
+
+
+def main(argv: list[str] | None = None) -> dict[str, Any]:
+    """Run the engines named by ``--engines``; print a table and write the JSON result."""
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--engines", default="opct-hf,hf-generate", help="comma-separated: opct-hf, hf-generate, vllm")
+    ap.add_argument("--size", choices=["0.6b", "tiny"], default="0.6b")
+    ap.add_argument("--device", default="cpu")
+    ap.add_argument("--dtype", default="float32", choices=["float32", "bfloat16", "float16"])
+    ap.add_argument("--prompts", type=int, default=32)
+    ap.add_argument("--n", type=int, default=4)
+    ap.add_argument("--prompt-len", type=int, default=64)
+    ap.add_argument("--max-new-tokens", type=int, default=128)
+    ap.add_argument("--score-batch", type=int, default=16, help="sequences per forward when checking log-probs")
+    ap.add_argument("--vllm-memory", type=float, default=0.5, help="vLLM's gpu_memory_utilization")
+    ap.add_argument("--tokenizer", default=str(SHARED_TOKENIZER), help="folder with tokenizer and tiny_config.json")
+    ap.add_argument("--threads", type=int, default=None, help="torch threads (CPU); torch's default if unset")
+    ap.add_argument("--work", default=None, help="folder for the model (a temporary one if unset)")
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--out", default=str(HERE / "results"), help="folder for the JSON result")
+    args = ap.parse_args(argv)
+
+    import tempfile
+
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    from opct.rollout import SamplingParams
+
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    with tempfile.TemporaryDirectory() as tmp:
+        folder = build_model(Path(args.work or tmp) / f"qwen3-{args.size}", args.size, args.dtype, args.seed,
+                             Path(args.tokenizer))
+        tokenizer = AutoTokenizer.from_pretrained(folder)
+        model = AutoModelForCausalLM.from_pretrained(folder, dtype=getattr(torch, args.dtype)).to(args.device).eval()
+        prompts = make_prompts(tokenizer, args.prompts, args.prompt_len, args.seed)
+        params = SamplingParams(n=args.n, temperature=1.0, top_p=1.0, max_new_tokens=args.max_new_tokens,
+                                min_new_tokens=args.max_new_tokens, seed=args.seed)
+        engines = {name: run_engine(name, model, tokenizer, folder, prompts, params, args)
+                   for name in args.engines.split(",")}
+        params_count = sum(p.numel() for p in model.parameters())
+    print(f"{args.size} ({params_count / 1e6:.0f}M parameters, {args.dtype}, {args.device}); {args.prompts} prompts "
+          f"x n={args.n} x {args.max_new_tokens} tokens")
+    print(f"{'engine':12s} {'tokens/s':>10s} {'max |dlogp|':>12s} {'mean |dlogp|':>13s} {'> 1e-3':>8s}")
+    for name, r in engines.items():
+        a = r["logprob_agreement"]
+        print(f"{name:12s} {r['tokens_per_s']:10.1f} {a['max_abs_diff']:12.2e} {a['mean_abs_diff']:13.2e} "
+              f"{a['share_over_1e-3']:8.2%}")
+    result = {"date": dt.datetime.now().isoformat(timespec="seconds"), "parameters": params_count,
+              "settings": vars(args), "engines": engines,
+              "device_name": torch.cuda.get_device_name() if args.device.startswith("cuda") else "cpu"}
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    path = out / f"engines-{dt.datetime.now():%Y%m%d-%H%M%S}.json"
+    path.write_text(json.dumps(result, indent=2))
+    print(f"result written to {path}")
+    return result
+
+
+if __name__ == "__main__":
+    sys.path.insert(0, str(HERE.parent))
+    main()
