@@ -73,3 +73,11 @@ def test_models_whose_attention_it_does_not_reproduce_keep_the_per_row_cache():
     assert not supports_shared_prefix(windowed)
     assert not supports_shared_prefix(local)
     assert not supports_shared_prefix(eager)
+
+
+def test_only_cpu_decoding_uses_it():
+    path = resolve_model_path("organism")
+    sampler = HFSampler(AutoModelForCausalLM.from_pretrained(path), load_tokenizer(path))
+    assert sampler.uses_prefix_attention(torch.device("cpu"))
+    assert not sampler.uses_prefix_attention(torch.device("cuda"))  # unmeasured there: the per-row cache stays
+    assert not HFSampler(sampler.model, sampler.tokenizer, share_prefix=False).uses_prefix_attention(torch.device("cpu"))
