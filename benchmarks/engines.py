@@ -164,6 +164,8 @@ def run_engine(name: str, model: Any, tokenizer: Any, folder: Path, prompts: lis
     if args.device.startswith("cuda"):
         torch.cuda.synchronize()
     seconds = time.perf_counter() - start
+    if name == "vllm":
+        engine.close()  # its GPU memory back before the forward-pass check
     tokens = sum(len(r.completion_ids) for r in rollouts)
     return {"seconds": seconds, "completion_tokens": tokens, "tokens_per_s": tokens / seconds,
             "logprob_agreement": agreement(model, tokenizer.pad_token_id, rollouts, args.score_batch)}

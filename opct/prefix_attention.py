@@ -156,12 +156,13 @@ def shared_prefix_decoding(model: torch.nn.Module, cache: Any) -> Iterator[None]
     """Decode ``model`` against ``cache``'s shared prefixes: its attention modules use
     :func:`shared_prefix_attention` for the duration (check :func:`supports_shared_prefix` first)."""
     configs = _attention_configs(model)
+    before = [c._attn_implementation for c in configs]
     token = _ACTIVE.set(cache)
     for c in configs:
         c._attn_implementation = NAME
     try:
         yield
     finally:
-        for c in configs:
-            c._attn_implementation = "sdpa"
+        for c, implementation in zip(configs, before, strict=True):
+            c._attn_implementation = implementation
         _ACTIVE.reset(token)

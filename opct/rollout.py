@@ -352,9 +352,8 @@ class HFSampler:
         group = grouped_rows(prompt_of_row) if self.uses_prefix_attention(input_ids.device) else None
         if group is not None and all(type(layer) is BufferedLayer for layer in cache.layers):
             # each prompt's keys stay once; its samples' generated keys go to a buffer per row
-            prefix_mask = mask
             cache.layers = [
-                SharedPrefixLayer(layer.keys, layer.values, prefix_mask, group, layer.capacity - layer.keys.shape[-2])
+                SharedPrefixLayer(layer.keys, layer.values, mask, group, layer.capacity - layer.keys.shape[-2])
                 for layer in cache.layers
             ]
             return
