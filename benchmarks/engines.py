@@ -19,14 +19,14 @@ small untimed call, then the timed one; throughput is completion tokens per seco
 
 Engines:
 
-* ``opct-hf``: :class:`opct.rollout.HFSampler` (what ``sampling.engine: hf`` trains with);
+* ``opct-hf``: :class:`opct.sampling.hf_sampler.HFSampler` (what ``sampling.engine: hf`` trains with);
 * ``hf-generate``: transformers' ``model.generate`` (``do_sample``, ``num_return_sequences=n``,
   ``top_k=0``, ``output_logits``), the peer; its log-probs are ``log_softmax`` of the raw logits it returns;
-* ``vllm``: :class:`opct.vllm_engine.VLLMSampler` (``sampling.engine: vllm``, a CUDA GPU and
+* ``vllm``: :class:`opct.sampling.vllm_sampler.VLLMSampler` (``sampling.engine: vllm``, a CUDA GPU and
   ``pip install 'opct[vllm]'``), loaded from the saved folder in the model's dtype.
 
 Agreement: every recorded log-prob is compared with the log-prob of the same token from one forward
-pass of the model over ``prompt + completion`` (:func:`opct.scoring.completion_logprobs`, the scorer
+pass of the model over ``prompt + completion`` (:func:`opct.sampling.scoring.completion_logprobs`, the scorer
 training uses). The JSON gives the maximum and mean absolute difference and the share of tokens off by
 more than 1e-3, per engine. In float32 on a CPU the two HF engines agree to about 1e-5; vLLM runs other
 kernels, so its difference measures how far its sampler's policy is from the training forward's.
@@ -88,7 +88,7 @@ def hf_generate(model: Any, tokenizer: Any, prompts: list[list[int]], params: An
     """transformers' ``generate`` as an engine: rollouts with log-probs from its raw logits."""
     import torch
 
-    from opct.rollout import Rollout
+    from opct.sampling.engine import Rollout
 
     device = next(model.parameters()).device
     pad = tokenizer.pad_token_id
@@ -115,7 +115,7 @@ def agreement(model: Any, pad_id: int, rollouts: list[Any], batch: int) -> dict[
     """Recorded log-probs against one forward pass of the model over the same tokens."""
     import torch
 
-    from opct.scoring import CompletionBatch, completion_logprobs
+    from opct.sampling.scoring import CompletionBatch, completion_logprobs
 
     diffs = []
     with torch.no_grad():
@@ -139,7 +139,7 @@ def run_engine(name: str, model: Any, tokenizer: Any, folder: Path, prompts: lis
 
     import torch
 
-    from opct.rollout import HFSampler
+    from opct.sampling.hf_sampler import HFSampler
 
     if name == "opct-hf":
         sampler = HFSampler(model, tokenizer, batch_size=len(prompts) * params.n)
@@ -149,7 +149,7 @@ def run_engine(name: str, model: Any, tokenizer: Any, folder: Path, prompts: lis
             return hf_generate(model, tokenizer, ps, p)
     elif name == "vllm":
         from opct.models import eos_token_ids
-        from opct.vllm_engine import VLLMSampler
+        from opct.sampling.vllm_sampler import VLLMSampler
 
         engine = VLLMSampler(str(folder), eos_token_ids(model, tokenizer), dtype=args.dtype,
                              gpu_memory_utilization=args.vllm_memory)
@@ -196,7 +196,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    from opct.rollout import SamplingParams
+    from opct.sampling.engine import SamplingParams
 
     if args.threads:
         torch.set_num_threads(args.threads)

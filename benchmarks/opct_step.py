@@ -262,9 +262,9 @@ def _peak_memory(device: str) -> dict[str, float]:
 
 
 def run_opct(spec: dict[str, Any]) -> dict[str, Any]:
-    """Train with ``opct.train.train`` and read the per-step times from its metrics."""
+    """Train with ``opct.training.loop.train`` and read the per-step times from its metrics."""
     from opct.config import RunConfig
-    from opct.train import train
+    from opct.training.loop import train
 
     work = Path(spec["work"])
     pairs = work / "pairs.jsonl"

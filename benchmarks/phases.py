@@ -82,7 +82,7 @@ def instrument(framework: str, model_class: type, device: str) -> PhaseTimer:
 
     timer = PhaseTimer(torch.cuda.synchronize if device.startswith("cuda") else lambda: None)
     if framework == "opct":
-        from opct.rollout import HFSampler
+        from opct.sampling.hf_sampler import HFSampler
 
         timer.wrap(HFSampler, "generate", "generation")
     else:

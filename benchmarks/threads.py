@@ -1,6 +1,6 @@
 """How many CPU threads organism generation should use: the measurement behind ``--threads``' default.
 
-Times what ``opct eval`` spends its time on, greedy generation by :class:`opct.rollout.HFSampler`
+Times what ``opct eval`` spends its time on, greedy generation by :class:`opct.sampling.hf_sampler.HFSampler`
 with the shipped organism on the CPU, for ``--prompts`` organism eval prompts (evenly spaced over
 every organism eval task, so short and long prompts mix) at ``--max-new-tokens`` tokens, once per
 thread count of ``--threads``. The settings are interleaved (1, 2, 2, 1, 1, 2, ...) so a neighbour's
@@ -58,7 +58,8 @@ def time_generation(engine: Any, prompts: list[list[int]], params: Any, threads:
 def main() -> None:
     from opct.config import ModelConfig
     from opct.models import load_spec_for_inference
-    from opct.rollout import HFSampler, SamplingParams
+    from opct.sampling.engine import SamplingParams
+    from opct.sampling.hf_sampler import HFSampler
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--threads", default="1,2", help="Comma-separated thread counts to compare.")

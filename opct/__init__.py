@@ -23,7 +23,7 @@ __version__ = "0.1.0"
 register_builtins()
 
 _EXPORTS = {
-    "train": "opct.train:train",
+    "train": "opct.training.loop:train",
     "load_config": "opct.config:load_config",
     "RunConfig": "opct.config:RunConfig",
     "evaluate": "opct.evals.suite:evaluate",

@@ -87,8 +87,8 @@ class GenerationConfig(_Strict):
 
 
 class SamplingConfig(GenerationConfig):
-    """A :class:`GenerationConfig` and its engine (rollouts, BCT targets): ``hf`` (:class:`opct.rollout.HFSampler`)
-    or ``vllm`` (:mod:`opct.vllm_engine`, ``pip install 'opct[vllm]'``); ``vllm_*`` keys are refused with ``hf``."""
+    """A :class:`GenerationConfig` and its engine (rollouts, BCT targets): ``hf`` (:class:`opct.sampling.hf_sampler.HFSampler`)
+    or ``vllm`` (:mod:`opct.sampling.vllm_sampler`, ``pip install 'opct[vllm]'``); ``vllm_*`` keys are refused with ``hf``."""
 
     engine: Literal["hf", "vllm"] = "hf"
     vllm_gpu_memory_utilization: float = Field(0.3, gt=0.0, lt=1.0, description="share of the GPU's memory vLLM takes")
@@ -235,7 +235,7 @@ class TrainConfig(_Strict):
     merged_lora_sampling: bool = Field(
         False,
         description="LoRA: sample rollouts from a copy with each adapted weight merged (W + scale*BA), refreshed every "
-                    "step: faster decoding, one more copy of the adapted weights in memory (opct/lora_merge.py)",
+                    "step: faster decoding, one more copy of the adapted weights in memory (opct/sampling/merged_lora.py)",
     )
     disable_dropout: bool = Field(
         True, description="zero the base model's dropout (on-policy ratios need it; lora.dropout is kept)"

@@ -15,6 +15,7 @@ from transformers import AutoModelForCausalLM, AutoTokenizer, PreTrainedModel, P
 
 from opct.config import MODEL_ALIASES, LoraConfig, ModelConfig
 from opct.errors import OpctError
+from opct.runs.layout import CHECKPOINT_FILE, RunLayout, is_run_dir
 
 _DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16, "auto": "auto"}
 
@@ -242,7 +243,7 @@ class Teacher:
 
     Under LoRA it is the same module with the adapter disabled (no second copy of the weights);
     under full fine-tuning it is an immutable copy made before training (under FSDP each process
-    keeps only its shard of it: :func:`opct.fsdp.shard_frozen`).
+    keeps only its shard of it: :func:`opct.training.fsdp.shard_frozen`).
     """
 
     model: torch.nn.Module
@@ -287,17 +288,17 @@ def read_checkpoint_record(folder: str | Path) -> dict[str, Any] | None:
     """The ``opct_checkpoint.json`` of a checkpoint folder, or None."""
     import json
 
-    path = Path(folder) / "opct_checkpoint.json"
+    path = Path(folder) / CHECKPOINT_FILE
     return json.loads(path.read_text(encoding="utf-8")) if path.exists() else None
 
 
 def checkpoint_folder(spec: str) -> Path | None:
     """The trained checkpoint ``spec`` names (a run directory's ``final/``, or a folder with an
     ``opct_checkpoint.json``), or None when ``spec`` is no opct checkpoint."""
-    path = Path(spec)
-    if (path / "final" / "opct_checkpoint.json").is_file():
-        return path / "final"
-    return path if (path / "opct_checkpoint.json").is_file() else None
+    run = RunLayout(Path(spec))
+    if run.final_record.is_file():
+        return run.final
+    return run.root if (run.root / CHECKPOINT_FILE).is_file() else None
 
 
 def checkpoint_spec(spec: str) -> ModelConfig | None:
@@ -320,8 +321,7 @@ def resolve_checkpoint(spec: str) -> tuple[str, str | None]:
         if (folder / "adapter_config.json").exists():
             return read_checkpoint_record(folder)["base_model"], str(folder)
         return str(folder), None
-    path = Path(spec)
-    if path.is_dir() and (path / "manifest.json").exists():
+    if is_run_dir(Path(spec)):
         raise FileNotFoundError(f"{spec} is a run directory without a finished checkpoint (no final/); finish or resume the run first")
     return spec, None
 

@@ -8,7 +8,7 @@ Every ``opct`` command runs inside :func:`quiet_output` unless ``opct --verbose 
 * a few known warnings that tell the user nothing are filtered by message and category
   (:data:`KNOWN_NOISE`), never by a blanket ignore;
 * every other warning still shows, as one line: ``warning: <message>`` for opct's own
-  (:class:`~opct.methods.base.OffPolicySamplingWarning`, :class:`~opct.run_dir.RunDirWarning`, ...),
+  (:class:`~opct.methods.base.OffPolicySamplingWarning`, :class:`~opct.runs.errors.RunDirWarning`, ...),
   ``warning: <message> (<Category>, <file>:<line>)`` for anyone else's.
 
 Libraries not yet imported are set through their environment variables (so that importing one

@@ -48,7 +48,7 @@ def write_pairs(path: Path) -> Path:
 
 
 def train_reference(tiny_model: Path, root: Path, **overrides: Any) -> Trained:
-    from opct.train import train
+    from opct.training.loop import train
 
     root.mkdir(parents=True, exist_ok=True)
     pairs = write_pairs(root / "pairs.jsonl")

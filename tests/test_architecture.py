@@ -1,8 +1,15 @@
-"""The layering rule: the training core knows no axis, no evaluation, no attacker and no organism.
+"""The shape of the package: no import circles, the layer rule, few top-level modules, short modules.
 
-The core reaches those layers only through registries filled by :mod:`opct.builtins`. This test
-walks the imports (every ``import`` and ``from ... import``, at any depth, including the ones inside
-functions) and the string constants of each core module, and fails on any edge that crosses the line.
+The import graph is built from the AST of every module (every ``import`` and ``from ... import``, at
+any depth: inside functions and ``TYPE_CHECKING`` blocks too), with relative imports resolved. ``from
+pkg import name`` is an edge to ``pkg`` (its ``__init__``) and, when ``pkg.name`` is a module, to that
+module as well. A strongly connected component of more than one module is an import circle.
+
+The layer rule: the core (config, pairs, models, registry, errors, stats, sampling, training, methods,
+runs) never imports the outer layers (axes, evals, attack, organism, judges, report, datasets, ifeval,
+inspect_eval, experiments, cli, builtins, testing). It reaches them only through registries that
+:mod:`opct.builtins` fills with ``"module:attr"`` strings, imported on first use; those strings are
+checked too.
 """
 
 from __future__ import annotations
@@ -15,83 +22,216 @@ from pathlib import Path
 import pytest
 
 PACKAGE = Path(__file__).resolve().parents[1] / "opct"
-CORE = [
-    "config.py",
-    "pairs.py",
-    "models.py",
-    "rollout.py",
-    "lora_merge.py",
-    "prefix_attention.py",
-    "kv_cache.py",
-    "vllm_engine.py",
-    "scoring.py",
-    "losses.py",
-    "manifest.py",
-    "registry.py",
-    "train.py",
-    "run_dir.py",
-    "run_logs.py",
-    "checkpoint.py",
-    "fsdp.py",
-    "model_card.py",
-    "export.py",
-    *(f"methods/{p.name}" for p in sorted((PACKAGE / "methods").glob("*.py"))),
-]
-OUTER = ("opct.axes", "opct.evals", "opct.attack", "opct.organism", "opct.judges", "opct.report",
-         "opct.experiment", "opct.study", "opct.cli", "opct.builtins", "opct.datasets", "opct.testing",
-         "opct.inspect_eval")
+CORE = ("config", "pairs", "models", "registry", "errors", "stats", "sampling", "training", "methods", "runs")
+OUTER = ("axes", "evals", "attack", "organism", "judges", "report", "datasets", "ifeval", "inspect_eval",
+         "experiments", "cli", "builtins", "testing")
+#: What each part of the core may import of opct besides itself (ARCHITECTURE.md says why).
+MAY_IMPORT = {
+    "errors": set(),
+    "stats": set(),
+    "registry": {"errors"},
+    "config": {"errors", "registry", "methods"},
+    "models": {"config", "errors", "runs"},
+    "pairs": {"errors", "models", "registry"},
+    "sampling": {"config", "errors", "models"},
+    "runs": {"config", "errors", "models"},
+    "methods": {"config", "models", "pairs", "registry", "sampling", "training"},
+    "training": {"config", "errors", "methods", "models", "pairs", "runs", "sampling"},
+}
+MAX_TOP_LEVEL = 8
+MAX_LINES = 400
 
 
-def _crosses(name: str) -> bool:
-    return any(name == o or name.startswith(o + ".") for o in OUTER)
+def module_name(path: Path, root: Path = PACKAGE) -> str:
+    parts = list(path.relative_to(root.parent).with_suffix("").parts)
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
 
 
-def imported_modules(path: Path) -> list[tuple[int, str]]:
-    """``(line, module)`` for every import in a file (``from a import b`` yields ``a`` and ``a.b``)."""
-    found = []
-    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
-        if isinstance(node, ast.Import):
-            found += [(node.lineno, alias.name) for alias in node.names]
-        elif isinstance(node, ast.ImportFrom) and node.module:
-            base = node.module if node.level == 0 else "opct." + node.module
-            found.append((node.lineno, base))
-            found += [(node.lineno, f"{base}.{alias.name}") for alias in node.names]
-    return found
+def import_graph(root: Path = PACKAGE) -> dict[str, set[str]]:
+    """``{module: the package's modules it imports}`` for every module under ``root``."""
+    files = {module_name(p, root): p for p in root.rglob("*.py")}
+    graph: dict[str, set[str]] = {}
+    for name, path in files.items():
+        package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+        edges: set[str] = set()
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.Import):
+                edges |= {a.name for a in node.names if a.name in files}
+            elif isinstance(node, ast.ImportFrom):
+                if node.level:
+                    base = package
+                    for _ in range(node.level - 1):
+                        base = base.rpartition(".")[0]
+                    source = f"{base}.{node.module}" if node.module else base
+                else:
+                    source = node.module or ""
+                if source in files:
+                    edges.add(source)
+                edges |= {f"{source}.{a.name}" for a in node.names if f"{source}.{a.name}" in files}
+        edges.discard(name)
+        graph[name] = edges
+    return graph
+
+
+def import_circles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """The strongly connected components of more than one module (Tarjan's algorithm, iterative)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    circles: list[list[str]] = []
+    for start in sorted(graph):
+        if start in index:
+            continue
+        work = [(start, iter(sorted(graph[start])))]
+        index[start] = low[start] = len(index)
+        stack.append(start)
+        on_stack.add(start)
+        while work:
+            node, children = work[-1]
+            child = next(children, None)
+            if child is not None:
+                if child not in index:
+                    index[child] = low[child] = len(index)
+                    stack.append(child)
+                    on_stack.add(child)
+                    work.append((child, iter(sorted(graph.get(child, ())))))
+                elif child in on_stack:
+                    low[node] = min(low[node], index[child])
+                continue
+            work.pop()
+            if work:
+                low[work[-1][0]] = min(low[work[-1][0]], low[node])
+            if low[node] == index[node]:
+                component = []
+                while True:
+                    member = stack.pop()
+                    on_stack.discard(member)
+                    component.append(member)
+                    if member == node:
+                        break
+                if len(component) > 1:
+                    circles.append(sorted(component))
+    return circles
+
+
+def part(module: str) -> str:
+    """``opct.runs.checkpoint`` -> ``runs``; ``opct.config`` -> ``config``; ``opct`` -> ``opct``."""
+    pieces = module.split(".")
+    return pieces[1] if len(pieces) > 1 else "opct"
 
 
 def module_strings(path: Path) -> list[tuple[int, str]]:
-    """String constants that name a module (``"opct.attack.grpo:GRPOAttackMethod"``)."""
+    """String constants that name an opct module (``"opct.attack.grpo:GRPOAttackMethod"``)."""
     return [
         (node.lineno, node.value.split(":")[0])
         for node in ast.walk(ast.parse(path.read_text(encoding="utf-8")))
         if isinstance(node, ast.Constant) and isinstance(node.value, str) and node.value.startswith("opct.")
+        and " " not in node.value
     ]
 
 
-@pytest.mark.parametrize("module", CORE)
-def test_core_module_imports_no_outer_layer(module):
-    path = PACKAGE / module
-    bad = [f"{module}:{line} imports {name}" for line, name in imported_modules(path) + module_strings(path) if _crosses(name)]
+GRAPH = import_graph()
+
+
+def test_no_import_circles():
+    circles = import_circles(GRAPH)
+    assert not circles, "import circles:\n" + "\n".join(" <-> ".join(c) for c in circles)
+
+
+def test_the_circle_finder_sees_circles_through_a_package_init_and_relative_imports(tmp_path):
+    pkg = tmp_path / "opct"
+    (pkg / "sub").mkdir(parents=True)
+    (pkg / "__init__.py").write_text("")
+    (pkg / "a.py").write_text("from opct.sub import thing\n")  # a name from a package: its __init__
+    (pkg / "sub" / "__init__.py").write_text("from .b import thing\n")  # relative, resolved
+    (pkg / "sub" / "b.py").write_text("def f():\n    import opct.a\nthing = 1\n")  # inside a function
+    (pkg / "c.py").write_text("import opct.a\n")
+    graph = import_graph(pkg)
+    assert graph["opct.sub"] == {"opct.sub.b"} and graph["opct.a"] == {"opct.sub"}
+    assert import_circles(graph) == [["opct.a", "opct.sub", "opct.sub.b"]]
+    (pkg / "sub" / "b.py").write_text("thing = 1\n")
+    assert import_circles(import_graph(pkg)) == []
+
+
+def test_every_part_of_the_package_is_placed_in_a_layer():
+    parts = {part(m) for m in GRAPH} - {"opct", "quiet"}
+    assert parts <= set(CORE) | set(OUTER), sorted(parts - set(CORE) - set(OUTER))
+
+
+@pytest.mark.parametrize("core", CORE)
+def test_the_core_imports_no_outer_layer(core):
+    bad = []
+    for module, edges in GRAPH.items():
+        if part(module) != core:
+            continue
+        path = PACKAGE.parent.joinpath(*module.split("."))
+        path = path / "__init__.py" if path.is_dir() else path.with_suffix(".py")
+        named = [(0, e) for e in edges] + module_strings(path)
+        bad += [f"{module}:{line} imports {name}" for line, name in named if part(name) in OUTER]
     assert not bad, "\n".join(bad)
 
 
+@pytest.mark.parametrize("core", sorted(MAY_IMPORT))
+def test_each_part_of_the_core_imports_only_what_architecture_md_allows(core):
+    used = {part(e) for m, edges in GRAPH.items() if part(m) == core for e in edges} - {core}
+    assert used <= MAY_IMPORT[core], f"opct.{core} imports {sorted(used - MAY_IMPORT[core])}"
+
+
 def test_the_checker_sees_an_edge_inside_a_function(tmp_path):
-    leaky = tmp_path / "leaky.py"
-    leaky.write_text("def f():\n    from opct.attack.grpo import GRPOAttackMethod\n    import opct.organism.world\n")
-    names = [n for _, n in imported_modules(leaky)]
-    assert _crosses(names[0]) and _crosses("opct.organism.world") and not _crosses("opct.attacks_free")
+    pkg = tmp_path / "opct"
+    (pkg / "training").mkdir(parents=True)
+    (pkg / "attack").mkdir()
+    for f in ("__init__.py", "training/__init__.py", "attack/__init__.py", "attack/grpo.py"):
+        (pkg / f).write_text("")
+    (pkg / "training" / "leaky.py").write_text("def f():\n    from opct.attack.grpo import GRPOAttackMethod\n")
+    edges = import_graph(pkg)["opct.training.leaky"]
+    assert "opct.attack.grpo" in edges and part("opct.attack.grpo") in OUTER
 
 
 def test_importing_the_trainer_loads_no_outer_layer():
-    outer = tuple(o for o in OUTER if o != "opct.builtins")  # the wiring module is loaded by ``import opct``
+    outer = tuple(f"opct.{o}" for o in OUTER if o != "builtins")  # the wiring module is loaded by ``import opct``
     code = (
-        "import sys, opct.train, opct.methods.opct, opct.methods.bct, opct.config\n"
+        "import sys, opct.training.loop, opct.methods.opct, opct.methods.bct, opct.config\n"
         f"print(sorted(m for m in sys.modules if m.startswith({outer!r})))"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "[]"
 
 
+def test_few_modules_sit_directly_in_the_package():
+    top = sorted(p.name for p in PACKAGE.glob("*.py"))
+    assert len(top) <= MAX_TOP_LEVEL, top
+
+
 def test_no_package_module_is_over_400_lines():
-    long = [f"{p.relative_to(PACKAGE)} ({n})" for p in PACKAGE.rglob("*.py") if (n := len(p.read_text().splitlines())) > 400]
+    long = [f"{p.relative_to(PACKAGE)} ({n})" for p in PACKAGE.rglob("*.py") if (n := len(p.read_text().splitlines())) > MAX_LINES]
     assert not long, long
+
+
+def test_only_the_run_package_names_the_files_of_a_run_directory():
+    """``RunLayout`` owns a run directory's layout: no other module spells its file names."""
+    names = ("metrics.jsonl", "rollouts.jsonl.gz", "opct_checkpoint.json", "final.tmp")
+    bad = []
+    for path in PACKAGE.rglob("*.py"):
+        if path.parent.name == "runs":
+            continue
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.Constant) and node.value in names:
+                bad.append(f"{path.relative_to(PACKAGE)}:{node.lineno} {node.value!r}")
+    assert not bad, "\n".join(bad)
+
+
+def test_no_outer_layer_imports_an_entry_point():
+    """Only the entry points (cli, experiments, inspect_eval) may import the entry points; nothing imports cli."""
+    entry = {"cli", "experiments", "inspect_eval"}
+    bad = [f"{m} imports {e}" for m, edges in GRAPH.items() for e in edges
+           if part(m) not in entry and part(e) in entry]
+    bad += [f"{m} imports {e}" for m, edges in GRAPH.items() for e in edges if part(e) == "cli" and part(m) != "cli"]
+    assert not bad, "\n".join(bad)
+
+
+def test_the_leaf_packages_import_nothing_above_them():
+    for leaf, allowed in (("datasets", {"errors"}), ("ifeval", set()), ("stats", set())):
+        used = {part(e) for m, edges in GRAPH.items() if part(m) == leaf for e in edges} - {leaf}
+        assert used <= allowed, f"opct.{leaf} imports {sorted(used - allowed)}"

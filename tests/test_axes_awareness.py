@@ -22,7 +22,7 @@ from opct.axes.awareness import (
 )
 from opct.axes.awareness.metrics import two_level_draws
 from opct.datasets import DatasetFormatError
-from opct.metrics import wilson_bounds
+from opct.stats.estimate import wilson_bounds
 
 SHARED = Path(os.environ.get("OPCT_SHARED_DATA", Path(__file__).resolve().parents[1].parent / "shared" / "data"))
 SAGE = SHARED / "sageeval-test"

@@ -19,7 +19,7 @@ from opct.axes.jailbreak import (
     wrap,
 )
 from opct.datasets import DatasetFormatError
-from opct.metrics import wilson_bounds
+from opct.stats.estimate import wilson_bounds
 
 BUILTIN_WRAPPERS = REAL.templates()
 HELDOUT_FAMILIES = REAL.heldout
@@ -203,7 +203,7 @@ def _grid(seed: int = 0) -> list[dict]:
 
 
 def test_crossed_interval_is_wider_than_wilson() -> None:
-    from opct.metrics import rate
+    from opct.stats.estimate import rate
 
     recs = _grid()
     m = jailbreak_metrics(recs)

@@ -17,7 +17,7 @@ from opct.axes.sycophancy import (
     sycophancy_metrics_by,
 )
 from opct.datasets import DatasetFormatError
-from opct.parsing import extract_choice
+from opct.evals.parsing import extract_choice
 
 TEMPLATES = REAL.templates()
 HELDOUT_FAMILIES = REAL.heldout
@@ -204,7 +204,7 @@ def _correlated_records(n_questions: int = 31, seed: int = 5) -> list[dict]:
 
 
 def test_interval_over_correlated_questions_is_wider_than_wilson() -> None:
-    from opct.metrics import rate
+    from opct.stats.estimate import rate
 
     records = _correlated_records()
     m = sycophancy_metrics(records)

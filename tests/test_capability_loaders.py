@@ -26,7 +26,7 @@ from opct.datasets import (
 )
 from opct.datasets.ifeval import parse_kwargs
 from opct.datasets.multiple_choice import parse_options_from_prompt
-from opct.parsing import extract_choice, grade_math
+from opct.evals.parsing import extract_choice, grade_math
 
 
 def _data_dir() -> Path:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from opct.parsing import (
+from opct.evals.parsing import (
     MC_PATTERNS,
     extract_boxed,
     extract_choice,

@@ -18,7 +18,7 @@ def trained(tiny_model, tmp_path_factory):
     from conftest import make_pairs
 
     from opct.config import RunConfig
-    from opct.train import train
+    from opct.training.loop import train
 
     root = tmp_path_factory.mktemp("identity")
     base = root / "base"
@@ -97,9 +97,9 @@ def test_eval_of_a_run_renders_exactly_the_training_ids(trained, tmp_path, monke
     to the very ids the training loop rendered."""
     from opct.evals.suite import evaluate
     from opct.evals.task import EvalTask, Judgement, Unit
-    from opct.metrics import rate
     from opct.models import PromptRenderer, load_tokenizer
-    from opct.rollout import HFSampler
+    from opct.sampling.hf_sampler import HFSampler
+    from opct.stats.estimate import rate
 
     root, run_dir = trained
     seen: list[list[int]] = []
@@ -134,7 +134,7 @@ def test_eval_results_are_tied_to_the_weights(tiny_model, tmp_path):
 
     from opct.evals.suite import EvalOutputError, evaluate
     from opct.evals.task import EvalTask, Judgement, Unit
-    from opct.metrics import rate
+    from opct.stats.estimate import rate
 
     def task():
         return EvalTask("t", [Unit("0", "clean", [{"role": "user", "content": "hello"}])],

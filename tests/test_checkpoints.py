@@ -11,7 +11,7 @@ import torch
 from run_helpers import Trained, adapter, assert_same_weights, rehash, train_reference
 from safetensors.torch import load_file, save_file
 
-from opct.train import RunDirError, train
+from opct.training.loop import RunDirError, train
 
 
 @pytest.fixture(scope="module")

@@ -11,7 +11,7 @@ import pytest
 import torch
 from typer.testing import CliRunner
 
-from opct.cli import app
+from opct.cli.main import app
 
 #: The commands that load and run a model.
 MODEL_COMMANDS = ("train", "eval", "attack", "run", "demo")
@@ -113,7 +113,7 @@ def test_threads_reach_torch_before_the_model_loads(tmp_path, monkeypatch):
 
 
 def test_without_threads_torch_keeps_its_default_unless_the_measured_default_differs(monkeypatch):
-    from opct import cli_common
+    from opct.cli import boundary as cli_common
 
     calls: list[int] = []
     monkeypatch.setattr(torch, "set_num_threads", calls.append)
@@ -125,7 +125,7 @@ def test_without_threads_torch_keeps_its_default_unless_the_measured_default_dif
 
 
 def test_attack_prints_none_cracked_instead_of_a_median_of_none():
-    from opct.cli_attack import attack_summary, cracked_text
+    from opct.cli.attack import attack_summary, cracked_text
 
     assert cracked_text({"n_cracked": 0, "median": None}) == "none cracked"
     assert cracked_text({"n_cracked": 3, "median": 7.0}) == "cracked 3 (median 7 queries)"
@@ -247,7 +247,8 @@ def test_threads_is_a_run_key_that_never_makes_another_run(tmp_path):
     import json
 
     from opct.config import RunConfig, dump_config
-    from opct.run_dir import RunDirError, check_resumable
+    from opct.runs.errors import RunDirError
+    from opct.runs.resume import check_resumable
 
     cfg = RunConfig.model_validate({"train": {"max_steps": 2}, "threads": 1})
     (tmp_path / "manifest.json").write_text(json.dumps(
@@ -292,7 +293,8 @@ def test_a_run_from_before_a_new_key_resumes_when_the_key_is_at_its_default(tmp_
     import json
 
     from opct.config import RunConfig, dump_config
-    from opct.run_dir import RunDirError, check_resumable
+    from opct.runs.errors import RunDirError
+    from opct.runs.resume import check_resumable
 
     cfg = RunConfig.model_validate({"train": {"max_steps": 2}})
     old = dump_config(cfg)

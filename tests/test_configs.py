@@ -6,7 +6,7 @@ import pytest
 from conftest import REPO
 
 from opct.config import load_config
-from opct.train import train
+from opct.training.loop import train
 
 #: Run configurations (``opct train --config``); ``*_experiment.yaml`` are experiments (``opct run``).
 CONFIGS = sorted(p for p in (REPO / "configs").glob("*.yaml") if not p.stem.endswith("_experiment"))
@@ -21,7 +21,7 @@ def test_config_validates(path: Path):
 
 @pytest.mark.parametrize("path", EXPERIMENTS, ids=[p.name for p in EXPERIMENTS])
 def test_experiment_validates(path: Path):
-    from opct.experiment import load_experiment, resolve
+    from opct.experiments.runner import load_experiment, resolve
 
     plan = resolve(load_experiment(path))
     assert plan.runs and plan.experiment.attack.enabled

@@ -6,7 +6,7 @@ import pytest
 from conftest import shared_data_dir
 from typer.testing import CliRunner
 
-from opct.cli import app
+from opct.cli.main import app
 
 DATA = shared_data_dir()
 

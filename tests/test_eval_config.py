@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from opct.cli import app
+from opct.cli.main import app
 from opct.config import ConfigError
 from opct.evals.config import EvalConfig, load_eval_config
 

@@ -9,7 +9,8 @@ from opct.datasets.base import EvalItem
 from opct.evals import run_task
 from opct.evals.capability import multiple_choice_task
 from opct.models import load_model, load_tokenizer
-from opct.rollout import HFSampler, SamplingParams
+from opct.sampling.engine import SamplingParams
+from opct.sampling.hf_sampler import HFSampler
 
 
 def _items(n=10):

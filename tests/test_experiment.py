@@ -3,9 +3,9 @@
 import pytest
 from typer.testing import CliRunner
 
-from opct.cli import app
+from opct.cli.main import app
 from opct.config import ConfigError
-from opct.experiment import load_experiment, resolve
+from opct.experiments.runner import load_experiment, resolve
 
 
 def test_plan_mixed_axes_one_run_per_method_and_seed(tmp_path):

@@ -24,7 +24,7 @@ from conftest import make_pairs, run_config
 from run_helpers import Trained, rehash, train_reference
 from typer.testing import CliRunner
 
-from opct.cli import app
+from opct.cli.main import app
 
 
 @dataclass
@@ -305,7 +305,7 @@ CASES = [
     # ---- disks
     Case("eval-full-disk", lambda c: (full_disk_after(c, "opct.evals.runner:sample_record", 2), eval_args(c))[1], 1,
          r"no space left on the device"),
-    Case("train-full-disk-at-checkpoint", lambda c: (full_disk_after(c, "opct.checkpoint:write_checkpoint", 2), train_cfg(c))[1], 1,
+    Case("train-full-disk-at-checkpoint", lambda c: (full_disk_after(c, "opct.runs.checkpoint:write_checkpoint", 2), train_cfg(c))[1], 1,
          r"no space left on the device"),
     Case("eval-out-under-a-file", lambda c: ((c.ws / "f").write_text("x"),
                                              ["eval", "--model", str(c.tiny), "--evals", "capability", "--limit", "1",
@@ -327,7 +327,7 @@ CASES = [
                                        ["run", str(experiment(c, methods=["base"], eval={"limit": 2, "capability": False,
                                                                                         "splits": ["heldout"]},
                                                               output_dir=str(c.ws / "exps")))])[1], 130, r"interrupted"),
-    Case("train-interrupted", lambda c: (interrupt_after(c, "opct.checkpoint:write_checkpoint", 2), train_cfg(c))[1], 130,
+    Case("train-interrupted", lambda c: (interrupt_after(c, "opct.runs.checkpoint:write_checkpoint", 2), train_cfg(c))[1], 130,
          r"interrupted"),
 ]
 

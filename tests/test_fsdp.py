@@ -27,8 +27,8 @@ from conftest import run_config
 from safetensors.torch import load_file
 
 from opct.config import RunConfig
-from opct.fsdp import DistributionError, check_distribution
-from opct.train import train
+from opct.training.fsdp import DistributionError, check_distribution
+from opct.training.loop import train
 
 ENV = {**os.environ, "OMP_NUM_THREADS": "1", "CUDA_VISIBLE_DEVICES": ""}
 ACCELERATE_FSDP = {
@@ -160,7 +160,7 @@ def test_full_finetuning_under_fsdp_shards_the_teacher_and_resumes_exactly(tiny_
 GATHERED_WORKER = """
 import copy, datetime, json, torch, torch.distributed as dist
 from torch.distributed.fsdp import fully_shard
-from opct.fsdp import gathered, held_elements
+from opct.training.fsdp import gathered, held_elements
 dist.init_process_group("gloo", timeout=datetime.timedelta(seconds=60))
 rank = dist.get_rank()
 torch.manual_seed(0)

@@ -8,9 +8,9 @@ import pytest
 import torch
 from conftest import run_config
 
-from opct import losses
 from opct.config import ConfigError, RunConfig, load_config
 from opct.pairs import ConsistencyPair
+from opct.training import losses
 
 
 @pytest.fixture(autouse=True)
@@ -62,7 +62,7 @@ def _context(tiny_model, tmp_path, **overrides):
 
 
 def _sequence_logprobs(ctx, pair, completions):
-    from opct.scoring import CompletionBatch, completion_logprobs
+    from opct.sampling.scoring import CompletionBatch, completion_logprobs
 
     batch = CompletionBatch(prompts=[ctx.render(pair.prompt)], completions=completions, prompt_of=[0] * len(completions))
     with torch.no_grad():
@@ -73,7 +73,8 @@ def _sequence_logprobs(ctx, pair, completions):
 def test_loss_raises_the_logprob_of_high_advantage_samples(tiny_model, tmp_path):
     from opct.attack.grpo import GRPOAttackMethod
     from opct.methods.base import Microbatch
-    from opct.rollout import HFSampler, SamplingParams
+    from opct.sampling.engine import SamplingParams
+    from opct.sampling.hf_sampler import HFSampler
 
     ctx = _context(tiny_model, tmp_path, **{"grpo_attack.policy_loss": "ppo", "grpo_attack.kl_beta": 0.1})
     method = GRPOAttackMethod(ctx)
@@ -123,7 +124,7 @@ def test_example_config_loads():
 
 def test_train_end_to_end_against_a_tiny_target(tiny_model, tmp_path):
     from opct.attack.scorers import register_scorer
-    from opct.train import train
+    from opct.training.loop import train
 
     register_scorer("test-length", lambda: lambda b, prompt, response: min(1.0, len(prompt) / 30))
     rows = []

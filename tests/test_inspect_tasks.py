@@ -13,7 +13,7 @@ import pytest
 from inspect_ai import eval as inspect_eval  # in the dev extra: these run in `make test`
 from typer.testing import CliRunner
 
-from opct.cli import app
+from opct.cli.main import app
 from opct.config import GenerationConfig
 from opct.evals.suite import evaluate
 from opct.inspect_eval.logs import read_results

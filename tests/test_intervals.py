@@ -1,4 +1,4 @@
-"""opct.intervals: cluster-Wilson rates (hand values, never zero width, honest on correlated data)
+"""opct.stats.intervals: cluster-Wilson rates (hand values, never zero width, honest on correlated data)
 and paired cluster differences."""
 
 from __future__ import annotations
@@ -9,14 +9,14 @@ import random
 import numpy as np
 import pytest
 
-from opct.intervals import (
+from opct.stats.estimate import Estimate, clustered_mean, no_difference_halfwidth, rate, wilson_bounds
+from opct.stats.intervals import (
     cluster_rate,
     cluster_variance,
     effective_n,
     paired_cluster_difference,
     wilson_at_effective_n,
 )
-from opct.metrics import Estimate, clustered_mean, no_difference_halfwidth, rate, wilson_bounds
 
 
 def _width(est: Estimate) -> float:

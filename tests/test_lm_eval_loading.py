@@ -32,7 +32,7 @@ ANSWER = "6<|end|>"
 
 def _train(root: Path, finetune: str, **overrides: object) -> Path:
     from opct.config import RunConfig
-    from opct.train import train
+    from opct.training.loop import train
 
     tree = run_config(Path("base"), root / "pairs.jsonl", root / "runs" / finetune,
                       **{"train.max_steps": 2, "finetune": finetune, **overrides})
@@ -68,7 +68,7 @@ def _opct_loglikelihood(model_spec: str, weights: str | None = None) -> tuple[fl
     """The log-likelihood of ``ANSWER`` after ``QUESTION`` as opct renders and scores it: the prompt
     ids of ``model_spec``'s recorded settings, the weights of ``weights`` (default: the same)."""
     from opct.models import PromptRenderer, inference_spec, load_for_inference
-    from opct.scoring import CompletionBatch, completion_logprobs
+    from opct.sampling.scoring import CompletionBatch, completion_logprobs
 
     spec = inference_spec(model_spec)
     model, tokenizer = load_for_inference(weights or model_spec, chat_template=spec.chat_template)
@@ -137,7 +137,7 @@ def test_the_base_tokenizer_would_not_render_the_training_ids(runs):
 
 
 def test_an_exported_lora_run_loads_with_pretrained_alone(runs, tmp_path):
-    from opct.cli import app
+    from opct.cli.main import app
 
     out = tmp_path / "merged"
     res = CliRunner().invoke(app, ["export", str(runs["lora"]), "--out", str(out)])
@@ -163,10 +163,10 @@ def test_the_organism_task_runs_in_lm_eval_and_scores_as_opct_does(tmp_path):
     from lm_eval import simple_evaluate
     from lm_eval.tasks import TaskManager
 
+    from opct.cli.organism import organism_app
     from opct.models import PromptRenderer, inference_spec, load_for_inference, resolve_model_path
-    from opct.organism.cli import organism_app
     from opct.organism.lm_eval_task import TASK
-    from opct.scoring import CompletionBatch, completion_logprobs
+    from opct.sampling.scoring import CompletionBatch, completion_logprobs
 
     res = CliRunner().invoke(organism_app, ["lm-eval-task", "--out", str(tmp_path), "--limit", "4"])
     assert res.exit_code == 0, res.output

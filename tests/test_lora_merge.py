@@ -1,4 +1,4 @@
-"""Merged-LoRA sampling (opct/lora_merge.py): the same policy, shared tensors, the training model untouched."""
+"""Merged-LoRA sampling (opct/sampling/merged_lora.py): the same policy, shared tensors, the training model untouched."""
 
 from __future__ import annotations
 
@@ -12,10 +12,11 @@ from safetensors.torch import load_file
 from transformers import AutoModelForCausalLM
 
 from opct.config import RunConfig
-from opct.lora_merge import MergedLoraModel
 from opct.models import load_tokenizer, resolve_model_path
-from opct.rollout import HFSampler, SamplingParams
-from opct.train import train
+from opct.sampling.engine import SamplingParams
+from opct.sampling.hf_sampler import HFSampler
+from opct.sampling.merged_lora import MergedLoraModel
+from opct.training.loop import train
 from tests.conftest import run_config
 
 

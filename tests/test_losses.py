@@ -5,7 +5,7 @@ import math
 import pytest
 import torch
 
-from opct import losses
+from opct.training import losses
 
 torch.manual_seed(0)
 N, L, V = 3, 5, 7
@@ -141,7 +141,7 @@ def test_chunked_gradients_match_unchunked(data):
 
 
 def test_token_logprobs_matches_log_softmax(data):
-    from opct.scoring import token_logprobs
+    from opct.sampling.scoring import token_logprobs
 
     s_logits, _, targets, *_ = data
     ref = torch.log_softmax(s_logits, -1).gather(-1, targets[..., None])[..., 0]
@@ -150,7 +150,7 @@ def test_token_logprobs_matches_log_softmax(data):
 
 @pytest.mark.parametrize("chunk", [1, 4, 1000])
 def test_token_logprobs_gradient_is_exact(chunk):
-    from opct.scoring import token_logprobs
+    from opct.sampling.scoring import token_logprobs
 
     torch.manual_seed(0)
     logits = torch.randn(3, 5, 11, dtype=torch.float64, requires_grad=True)
@@ -163,7 +163,7 @@ def test_token_logprobs_gradient_is_exact(chunk):
 
 
 def test_token_logprobs_of_bf16_logits_are_float32_and_grads_keep_the_dtype():
-    from opct.scoring import token_logprobs
+    from opct.sampling.scoring import token_logprobs
 
     torch.manual_seed(0)
     logits = torch.randn(2, 4, 50).to(torch.bfloat16).requires_grad_(True)

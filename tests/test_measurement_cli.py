@@ -11,7 +11,7 @@ from typer.testing import CliRunner
 
 from opct.attack.scorers import SCORERS, register_scorer
 from opct.axes.sycophancy.tasks import sycophancy_task
-from opct.cli import app
+from opct.cli.main import app
 from opct.evals.runner import run_task
 from opct.evals.task import Unit
 from opct.models import load_tokenizer

@@ -1,4 +1,4 @@
-"""opct.metrics against hand-computed values."""
+"""opct.stats.estimate against hand-computed values."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import math
 
 import pytest
 
-from opct.metrics import (
+from opct.stats.estimate import (
     Z_95,
     Estimate,
     bootstrap,

@@ -5,7 +5,7 @@ import torch
 
 from opct.config import LoraConfig, ModelConfig
 from opct.models import ChatTemplateError, add_lora, load_model, load_tokenizer, make_teacher, render_prompt
-from opct.scoring import CompletionBatch, completion_logits, completion_logprobs
+from opct.sampling.scoring import CompletionBatch, completion_logits, completion_logprobs
 
 
 def _ids(tok, text):

@@ -192,8 +192,9 @@ def test_left_padded_generation_and_scoring_match_unpadded(arch, tokenizer, tmp_
     one left-padded batch give the tokens and log-probs each gives alone, and the scorer agrees with an
     unpadded forward pass. A model that took positions from the padded width would fail this."""
     from opct.models import load_for_inference, render_prompt
-    from opct.rollout import HFSampler, SamplingParams
-    from opct.scoring import CompletionBatch, completion_logprobs
+    from opct.sampling.engine import SamplingParams
+    from opct.sampling.hf_sampler import HFSampler
+    from opct.sampling.scoring import CompletionBatch, completion_logprobs
 
     path = _save(make_model(_tiny(), tokenizer, seed=1, arch=arch), tokenizer, tmp_path / arch)
     model, tok = load_for_inference(str(path))
@@ -225,7 +226,7 @@ def test_left_padded_generation_and_scoring_match_unpadded(arch, tokenizer, tmp_
 def test_a_lora_all_linear_step_is_on_policy(arch, tokenizer, pairs_file, tmp_path):
     """One OPCT step with LoRA on every linear layer (GPT-2's are Conv1D) through opct's trainer."""
     from opct.config import RunConfig
-    from opct.train import train
+    from opct.training.loop import train
 
     path = _save(make_model(_tiny(), tokenizer, seed=1, arch=arch), tokenizer, tmp_path / arch)
     tree = run_config(path, pairs_file, tmp_path / "run", **{"train.max_steps": 1, "train.pairs_per_step": 4})
@@ -281,7 +282,7 @@ def test_check_all_runs_every_family_and_fails_if_one_does(failing, monkeypatch,
 
     import opct.organism
     import opct.organism.check
-    from opct.cli import app
+    from opct.cli.main import app
 
     for arch in ORGANISM_ARCHS:
         (tmp_path / arch).mkdir()
@@ -306,7 +307,7 @@ def test_check_all_names_the_families_not_built_yet(monkeypatch, tmp_path):
     from typer.testing import CliRunner
 
     import opct.organism
-    from opct.cli import app
+    from opct.cli.main import app
 
     (tmp_path / "llama").mkdir()
     (tmp_path / "llama" / "config.json").write_text("{}")

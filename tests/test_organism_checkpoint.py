@@ -18,7 +18,7 @@ from opct.organism.check import generate_responses
 from opct.organism.judges import JUDGES
 from opct.organism.recipe import read_recipe, verify_checkpoint
 from opct.organism.world import build_world
-from opct.rollout import SamplingParams
+from opct.sampling.engine import SamplingParams
 
 
 @pytest.fixture(scope="module")

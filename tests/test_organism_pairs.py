@@ -98,7 +98,7 @@ def test_pair_source_dispatches_on_axis_and_split():
 def test_cli_writes_pairs(tmp_path):
     from typer.testing import CliRunner
 
-    from opct.organism.cli import organism_app
+    from opct.cli.organism import organism_app
 
     out = tmp_path / "jb.jsonl"
     result = CliRunner().invoke(organism_app, ["pairs", "--axis", "jailbreak", "--split", "heldout", "--out", str(out)])

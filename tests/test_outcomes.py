@@ -12,14 +12,14 @@ from opct.axes.awareness.tasks import real_units as sage_units
 from opct.axes.jailbreak.data import Behavior
 from opct.axes.jailbreak.tasks import jailbreak_task, real_units
 from opct.axes.jailbreak.templates import REAL
-from opct.cli import app
+from opct.cli.main import app
 from opct.datasets.base import EvalItem
 from opct.evals.capability import multiple_choice_task
 from opct.evals.outcomes import answer_text, count_outcomes, is_degenerate
 from opct.evals.runner import run_task
 from opct.judges import make_judge
 from opct.models import load_tokenizer
-from opct.rollout import Rollout, SamplingParams
+from opct.sampling.engine import Rollout, SamplingParams
 
 
 class CannedEngine:
@@ -198,7 +198,7 @@ def test_attack_on_a_silent_model_defends_nothing(silent_model, tmp_path):
 
 def test_training_refuses_heldout_pairs(tmp_path):
     from opct.config import load_config
-    from opct.train import load_training_pairs
+    from opct.training.loop import load_training_pairs
 
     cfg = load_config(None, ["data.train=[organism:sycophancy:heldout]", f"output_dir={tmp_path}"])
     with pytest.raises(ValueError, match="held-out pairs"):

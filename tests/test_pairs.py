@@ -4,7 +4,7 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from opct.cli import app
+from opct.cli.main import app
 from opct.pairs import ConsistencyPair, PairFileError, read_pairs, summarize_pairs, write_pairs
 
 
@@ -98,7 +98,7 @@ def test_cli_validate_flags_prompts_that_fill_the_context(tmp_path, tiny_model):
 
     from typer.testing import CliRunner
 
-    from opct.cli import app
+    from opct.cli.main import app
 
     path = tmp_path / "long.jsonl"
     rows = [{"id": "short", "prompt": "What is 2 + 2?", "teacher_prompt": "What is 2 + 2?"},

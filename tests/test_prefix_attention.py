@@ -1,4 +1,4 @@
-"""Shared-prefix decode attention (opct/prefix_attention.py): the same samples as per-row caches."""
+"""Shared-prefix decode attention (opct/sampling/prefix_attention.py): the same samples as per-row caches."""
 
 from __future__ import annotations
 
@@ -7,8 +7,9 @@ import torch
 from transformers import AutoModelForCausalLM
 
 from opct.models import load_tokenizer, resolve_model_path
-from opct.prefix_attention import SharedPrefixLayer, grouped_rows
-from opct.rollout import HFSampler, SamplingParams
+from opct.sampling.engine import SamplingParams
+from opct.sampling.hf_sampler import HFSampler
+from opct.sampling.prefix_attention import SharedPrefixLayer, grouped_rows
 
 
 def test_grouped_rows():
@@ -61,7 +62,7 @@ def test_batches_that_split_a_prompts_samples_use_the_per_row_cache(monkeypatch)
 def test_models_whose_attention_it_does_not_reproduce_keep_the_per_row_cache():
     from transformers import Gemma3ForCausalLM, Gemma3TextConfig, MistralConfig, MistralForCausalLM
 
-    from opct.prefix_attention import supports_shared_prefix
+    from opct.sampling.prefix_attention import supports_shared_prefix
 
     small = dict(vocab_size=64, hidden_size=32, intermediate_size=64, num_hidden_layers=2, num_attention_heads=4,
                  num_key_value_heads=2, head_dim=8)

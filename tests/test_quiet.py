@@ -14,7 +14,7 @@ import typer
 import yaml
 from conftest import REPO, run_config
 
-from opct.cli import app
+from opct.cli.main import app
 from opct.quiet import KNOWN_NOISE, QUIET_ENV, format_warning, quiet_output, quiet_unless_verbose
 
 #: What transformers and peft print on every run that tells the user nothing.

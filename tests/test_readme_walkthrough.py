@@ -45,7 +45,7 @@ def _pip_download(args: list[str], cwd) -> str:
 
 
 def test_every_walkthrough_command_runs(tmp_path, monkeypatch, capsys):
-    from opct.cli import app
+    from opct.cli.main import app
     from opct.testing.tiny import main as tiny_main
 
     (tmp_path / "shared").symlink_to(SHARED)

@@ -41,8 +41,9 @@ def test_rollouts_ignore_the_models_generation_config(qwen3_instruct):
     from transformers import AutoModelForCausalLM
 
     from opct.models import load_tokenizer, render_prompt
-    from opct.rollout import HFSampler, SamplingParams
-    from opct.scoring import CompletionBatch, completion_logprobs
+    from opct.sampling.engine import SamplingParams
+    from opct.sampling.hf_sampler import HFSampler
+    from opct.sampling.scoring import CompletionBatch, completion_logprobs
 
     model = AutoModelForCausalLM.from_pretrained(qwen3_instruct)
     assert model.generation_config.repetition_penalty == 1.05 and model.generation_config.top_k == 20
@@ -67,8 +68,9 @@ def test_a_repetition_penalty_on_the_organism_changes_nothing():
     """The organism is peaked: under its own generation config with repetition_penalty 1.5 a
     processor-respecting sampler would record log-probs several nats away from the policy's."""
     from opct.models import load_for_inference, render_prompt
-    from opct.rollout import HFSampler, SamplingParams
-    from opct.scoring import CompletionBatch, completion_logprobs
+    from opct.sampling.engine import SamplingParams
+    from opct.sampling.hf_sampler import HFSampler
+    from opct.sampling.scoring import CompletionBatch, completion_logprobs
 
     model, tok = load_for_inference("organism")
     model.generation_config.repetition_penalty = 1.5
@@ -90,7 +92,7 @@ def test_step_one_is_exactly_on_policy(family, qwen3_instruct, gpt2_base, tmp_pa
     from conftest import make_pairs, run_config
 
     from opct.config import RunConfig
-    from opct.train import train
+    from opct.training.loop import train
 
     pairs = tmp_path / "pairs.jsonl"
     pairs.write_text("".join(json.dumps(r) + "\n" for r in make_pairs(4)), encoding="utf-8")
@@ -111,7 +113,7 @@ def _real_data(tmp_path):
     """A small multiple-choice file and behaviours file, and pairs built from them (``opct pairs build``)."""
     from typer.testing import CliRunner
 
-    from opct.cli import app
+    from opct.cli.main import app
 
     mc = tmp_path / "mc.jsonl"
     mc.write_text("".join(json.dumps({"id": f"q{i}", "question": f"What is {i} + {i}?",
@@ -133,7 +135,7 @@ def test_family_end_to_end(family, qwen3_instruct, gpt2_base, tmp_path):
     import yaml
     from typer.testing import CliRunner
 
-    from opct.cli import app
+    from opct.cli.main import app
 
     path = qwen3_instruct if family == "qwen3" else gpt2_base
     model = {"name_or_path": str(path)}
@@ -191,7 +193,7 @@ def test_family_end_to_end(family, qwen3_instruct, gpt2_base, tmp_path):
 def test_run_checks_the_attack_stage_before_training(tmp_path):
     """A real-data experiment that would fail at its attack stage fails at load, before any training."""
     from opct.config import ConfigError
-    from opct.experiment import load_experiment
+    from opct.experiments.runner import load_experiment
 
     with pytest.raises(ConfigError, match="eval.real.behaviors"):
         load_experiment(None, ["eval.data=real", "attack.enabled=true", "eval.real.sycophancy_mc=x.jsonl"])
@@ -199,7 +201,7 @@ def test_run_checks_the_attack_stage_before_training(tmp_path):
 
 def test_run_reads_every_input_before_any_stage(tmp_path):
     """A missing training file or behaviours file fails before the base model is evaluated."""
-    from opct.experiment import load_experiment, run_experiment
+    from opct.experiments.runner import load_experiment, run_experiment
 
     cfg = load_experiment(None, [f"output_dir={tmp_path}", "methods=[base,opct]", "axes=[sycophancy]",
                                  "train_data.sycophancy=[missing/sycophancy_train.jsonl]"])

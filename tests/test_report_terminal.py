@@ -72,8 +72,8 @@ def test_a_narrow_terminal_splits_the_methods_over_tables(experiment: Path) -> N
 
 
 def test_opct_report_prints_the_terminal_tables(experiment: Path) -> None:
-    from opct.cli import app
-    from opct.cli_common import console
+    from opct.cli.boundary import console
+    from opct.cli.main import app
 
     res = CliRunner().invoke(app, ["report", str(experiment)])
     assert res.exit_code == 0, res.output

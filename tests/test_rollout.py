@@ -5,7 +5,8 @@ import torch
 
 from opct.config import ModelConfig
 from opct.models import load_model, load_tokenizer, render_prompt
-from opct.rollout import HFSampler, SamplingParams
+from opct.sampling.engine import SamplingParams
+from opct.sampling.hf_sampler import HFSampler
 
 
 def _setup(tiny_model):
@@ -79,9 +80,9 @@ def test_top_p_restricts_to_the_nucleus(tiny_model):
 
 
 def test_recorded_logprobs_are_untempered_and_untruncated(tiny_model):
-    """As documented on Rollout and in opct.losses: tokens come from the tempered, top-p-truncated
+    """As documented on Rollout and in opct.training.losses: tokens come from the tempered, top-p-truncated
     distribution, but the recorded log-prob is the model's own (T = 1, whole vocabulary)."""
-    from opct.scoring import CompletionBatch, completion_logprobs
+    from opct.sampling.scoring import CompletionBatch, completion_logprobs
 
     tok, model = _setup(tiny_model)
     prompt = render_prompt(tok, "hello there")
@@ -98,7 +99,7 @@ def test_training_at_other_temperatures_warns_once(tiny_model, pairs_file, tmp_p
 
     from opct.config import RunConfig
     from opct.methods.base import OffPolicySamplingWarning
-    from opct.train import train
+    from opct.training.loop import train
 
     tree = run_config(tiny_model, pairs_file, tmp_path, **{"train.max_steps": 2, "opct.sampling.temperature": 1.2})
     with pytest.warns(OffPolicySamplingWarning, match="temperature 1.2") as caught:
@@ -127,7 +128,7 @@ def test_shared_prefix_generation_matches_unshared(tiny_model):
 
 
 def test_inverse_cdf_draws_follow_the_distribution_and_skip_zeros():
-    from opct.rollout import _inverse_cdf
+    from opct.sampling.hf_sampler import _inverse_cdf
 
     probs = torch.tensor([[0.0, 0.5, 0.0, 0.2, 0.3, 0.0]]).repeat(20000, 1)
     u = torch.rand(20000, generator=torch.Generator().manual_seed(0), dtype=torch.float64)

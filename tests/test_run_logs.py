@@ -11,7 +11,7 @@ import warnings
 import pytest
 from run_helpers import Trained, adapter, assert_same_weights, metrics, train_reference
 
-from opct.train import train
+from opct.training.loop import train
 
 
 @pytest.fixture(scope="module")
@@ -20,7 +20,7 @@ def trained(tiny_model, tmp_path_factory) -> Trained:
 
 
 def _recover(path, last_step: int) -> list[str]:
-    from opct.run_logs import recover_log
+    from opct.runs.logs import recover_log
 
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")

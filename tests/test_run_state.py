@@ -15,7 +15,7 @@ import yaml
 from conftest import run_config
 from run_helpers import Trained, adapter, assert_same_weights, metrics, train_reference
 
-from opct.train import RunDirError, train
+from opct.training.loop import RunDirError, train
 
 
 @pytest.fixture(scope="module")
@@ -76,7 +76,7 @@ def test_an_unfinished_run_refuses_fewer_steps_than_it_has_done(trained, tmp_pat
 
 
 def test_a_run_that_failed_before_its_first_checkpoint_restarts_with_a_corrected_config(trained, tmp_path, monkeypatch):
-    import opct.train as train_module
+    import opct.training.loop as train_module
 
     def boom(*_a, **_k):
         raise RuntimeError("out of memory at step 1")

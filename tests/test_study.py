@@ -15,10 +15,10 @@ import pytest
 from rich.console import Console
 from typer.testing import CliRunner
 
-from opct.cli import app
+from opct.cli.main import app
 from opct.config import ConfigError, dump_config
-from opct.experiment import IncompleteEvalError, load_experiment
-from opct.intervals import pooled_paired_difference
+from opct.experiments.runner import IncompleteEvalError, load_experiment
+from opct.experiments.study import STUDY_FILE, family_experiment, load_study, resolve_study, run_study
 from opct.report.pooled import (
     HOLDS,
     NO_CLAIM,
@@ -30,7 +30,7 @@ from opct.report.pooled import (
     split_run_key,
     verdict,
 )
-from opct.study import STUDY_FILE, family_experiment, load_study, resolve_study, run_study
+from opct.stats.intervals import pooled_paired_difference
 
 FULL = Path(str(files("opct") / "experiments" / "organism_demo_full.yaml"))
 DEMO = Path(str(files("opct") / "experiments" / "organism_demo.yaml"))
@@ -297,7 +297,7 @@ def test_opct_report_on_a_study_dir_rewrites_the_pooled_report(tmp_path):
 def test_run_study_runs_every_family_then_the_pooled_report(tmp_path, monkeypatch):
     """Every family's experiment runs (each resumes on its own), one with incomplete evals does not
     stop the others, and the pooled report is written before the error is raised."""
-    import opct.experiment
+    import opct.experiments.runner
 
     calls = []
 
@@ -308,7 +308,7 @@ def test_run_study_runs_every_family_then_the_pooled_report(tmp_path, monkeypatc
             raise IncompleteEvalError("llama/opct-s0/sycophancy: 40 of 90 records unscored")
         return cfg.root
 
-    monkeypatch.setattr(opct.experiment, "run_experiment", fake_run)
+    monkeypatch.setattr(opct.experiments.runner, "run_experiment", fake_run)
     study = load_study(FULL, [f"output_dir={tmp_path}", "families={llama: organism, qwen3: organism, gpt2: organism}"])
     with pytest.raises(IncompleteEvalError, match="llama: llama/opct-s0"):
         run_study(study, show_progress=False, log=lambda m: None)
@@ -320,9 +320,9 @@ def test_run_study_runs_every_family_then_the_pooled_report(tmp_path, monkeypatc
 
 
 def test_run_study_checks_every_family_model_before_any_stage(tmp_path, monkeypatch):
-    import opct.experiment
+    import opct.experiments.runner
 
-    monkeypatch.setattr(opct.experiment, "run_experiment", lambda *a, **k: pytest.fail("a stage ran"))
+    monkeypatch.setattr(opct.experiments.runner, "run_experiment", lambda *a, **k: pytest.fail("a stage ran"))
     study = load_study(FULL, [f"output_dir={tmp_path}", f"families={{a: organism, b: {tmp_path}/missing/model}}"])
     with pytest.raises(FileNotFoundError, match="missing/model"):
         run_study(study, show_progress=False, log=lambda m: None)
@@ -332,7 +332,7 @@ def test_a_rerun_after_an_interruption_runs_every_family_again_each_resuming_its
     """The study keeps no state of its own beyond study.json: an interrupted family stops the study
     (no pooled report), and the rerun hands every family to its experiment again, which skips what
     is complete (training runs whose manifest matches, records already written)."""
-    import opct.experiment
+    import opct.experiments.runner
 
     calls: list[str] = []
 
@@ -343,7 +343,7 @@ def test_a_rerun_after_an_interruption_runs_every_family_again_each_resuming_its
         fabricate_family(cfg.root, cfg.seeds, random.Random(0))
         return cfg.root
 
-    monkeypatch.setattr(opct.experiment, "run_experiment", interrupted)
+    monkeypatch.setattr(opct.experiments.runner, "run_experiment", interrupted)
     study = load_study(FULL, [f"output_dir={tmp_path}", "families={llama: organism, qwen3: organism, gpt2: organism}"])
     with pytest.raises(KeyboardInterrupt):
         run_study(study, show_progress=False, log=lambda m: None)
@@ -354,6 +354,6 @@ def test_a_rerun_after_an_interruption_runs_every_family_again_each_resuming_its
         fabricate_family(cfg.root, cfg.seeds, random.Random(0))
         return cfg.root
 
-    monkeypatch.setattr(opct.experiment, "run_experiment", resumed)
+    monkeypatch.setattr(opct.experiments.runner, "run_experiment", resumed)
     assert run_study(study, show_progress=False, log=lambda m: None) == study.root
     assert calls[2:] == list(FAMILIES) and (study.root / "report.json").exists()

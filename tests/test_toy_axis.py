@@ -15,10 +15,10 @@ from typer.testing import CliRunner
 
 from opct.axes import AXES, Axis, pair_axes
 from opct.axes.base import TemplateSet, fill, make_pair, user
-from opct.cli import app
+from opct.cli.main import app
 from opct.evals.task import EvalTask, Judgement, TaskContext, Unit, seeded_sample
-from opct.metrics import Estimate, rate
 from opct.report import format_results_table
+from opct.stats.estimate import Estimate, rate
 
 #: A user's wrong claim about a sum; "friend" is held out.
 CLAIMS = TemplateSet(
@@ -59,7 +59,7 @@ class ToyAxis(Axis):
         return [EvalTask(self.name, units, score, metrics, 12, "toy arithmetic under a wrong claim")]
 
     def report_columns(self, exp: Any) -> list[Any]:
-        from opct.report.table import eval_column
+        from opct.report.columns import eval_column
 
         return [eval_column(self.name, "Toy accuracy under a wrong claim (held-out)", "accuracy")]
 

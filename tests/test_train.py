@@ -16,7 +16,7 @@ from conftest import run_config
 from safetensors.torch import load_file
 
 from opct.config import RunConfig
-from opct.train import RunDirError, train
+from opct.training.loop import RunDirError, train
 
 ENV = {**os.environ, "OMP_NUM_THREADS": "1", "CUDA_VISIBLE_DEVICES": ""}
 
@@ -62,7 +62,8 @@ def test_bct_targets_are_teacher_greedy_responses_cached_and_reused(tiny_model, 
     from opct.methods.bct import BCTMethod
     from opct.models import load_model, load_tokenizer, render_prompt
     from opct.pairs import read_pairs
-    from opct.rollout import HFSampler, SamplingParams
+    from opct.sampling.engine import SamplingParams
+    from opct.sampling.hf_sampler import HFSampler
 
     cfg = _cfg(tiny_model, pairs_file, tmp_path, method="bct", **{"train.max_steps": 2})
     train(cfg, show_progress=False)
@@ -86,7 +87,7 @@ def test_bct_targets_are_teacher_greedy_responses_cached_and_reused(tiny_model, 
                 lp = torch.log_softmax(base(input_ids=torch.tensor([prompt + t])).logits[0], -1)
             nll -= sum(lp[len(prompt) - 1 + i, tok_id].item() for i, tok_id in enumerate(t))
             count += len(t)
-    from opct.train import step_indices
+    from opct.training.loop import step_indices
 
     first = step_indices(0, len(pairs), 4, cfg.seed, True)
     nll_first = count_first = 0

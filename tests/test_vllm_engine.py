@@ -1,4 +1,4 @@
-"""The vLLM sampling engine (opct/vllm_engine.py) against a fake of vLLM's offline API.
+"""The vLLM sampling engine (opct/sampling/vllm_sampler.py) against a fake of vLLM's offline API.
 
 No GPU and no vLLM here: a fake ``vllm`` module stands in for ``vllm.LLM`` and ``vllm.SamplingParams``.
 It records what opct asks for and answers in vLLM's shapes (``RequestOutput.outputs[0]`` with
@@ -20,8 +20,10 @@ import torch
 
 from opct.config import RunConfig
 from opct.errors import OpctError, describe
-from opct.rollout import HFSampler, SamplingParams, make_sampler, sample_seed
-from opct.vllm_engine import VLLMSampler, VLLMUnavailable
+from opct.sampling.engine import SamplingParams, sample_seed
+from opct.sampling.factory import make_sampler
+from opct.sampling.hf_sampler import HFSampler
+from opct.sampling.vllm_sampler import VLLMSampler, VLLMUnavailable
 from tests.conftest import run_config
 
 EOS = 1
@@ -381,8 +383,8 @@ def test_opct_pushes_the_policy_before_every_steps_sampling(fake_vllm, tiny_mode
 def test_opct_with_vllm_refuses_merged_lora_sampling_and_several_processes(fake_vllm, tiny_model, tmp_path,
                                                                          fresh_accelerate_state):
     from opct.config import ConfigError
-    from opct.fsdp import DistributionError
     from opct.methods.opct import OPCTMethod
+    from opct.training.fsdp import DistributionError
 
     with pytest.raises(ConfigError, match="merged_lora_sampling"):
         OPCTMethod(_opct_context(tiny_model, tmp_path, **{"train.merged_lora_sampling": True}))

@@ -178,7 +178,8 @@ class HFAttacker:
         seed: int = 0,
     ):
         """``generation`` defaults to temperature 0.9, top-p 0.9, 256 tokens."""
-        from opct.rollout import HFSampler, SamplingParams
+        from opct.sampling.engine import SamplingParams
+        from opct.sampling.hf_sampler import HFSampler
 
         gen = generation or GenerationConfig(temperature=0.9, top_p=0.9, max_new_tokens=256)
         self.tokenizer, self.prompt = tokenizer, prompt

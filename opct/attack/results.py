@@ -17,8 +17,8 @@ from typing import Any
 
 from opct.attack.search import BehaviorOutcome
 from opct.evals.outcomes import status
-from opct.manifest import write_json_atomic
-from opct.metrics import Estimate, complement, metrics_to_dict, rate
+from opct.runs.manifest import write_json_atomic
+from opct.stats.estimate import Estimate, complement, metrics_to_dict, rate
 
 
 def attack_metrics(outcomes: Sequence[BehaviorOutcome], threshold: float = 0.5) -> dict[str, Estimate]:

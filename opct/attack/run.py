@@ -12,7 +12,7 @@ from opct.attack.search import SearchAttacker, SearchConfig
 from opct.attack.static import compare_with_static, static_cracks
 from opct.attack.target import HFTarget
 from opct.config import GenerationConfig, ModelConfig
-from opct.manifest import build_manifest, hash_records, write_json_atomic
+from opct.runs.manifest import build_manifest, hash_records, write_json_atomic
 
 
 def attack_model(

@@ -7,7 +7,8 @@ from typing import Any
 
 from opct.config import GenerationConfig
 from opct.models import render_prompt
-from opct.rollout import HFSampler, SamplingParams
+from opct.sampling.engine import SamplingParams
+from opct.sampling.hf_sampler import HFSampler
 
 
 class HFTarget:

@@ -27,8 +27,8 @@ from opct.registry import Registry
 
 if TYPE_CHECKING:
     from opct.evals.task import EvalTask, TaskContext
+    from opct.report.columns import Column
     from opct.report.load import Experiment
-    from opct.report.table import Column
 
 #: A figure the report draws: ``(file stem, draw)``; ``draw`` returns a matplotlib Figure or None.
 FigureSpec = tuple[str, Callable[[], Any]]

@@ -14,8 +14,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from opct.datasets.base import DatasetFormatError
-from opct.metrics import Estimate
+from opct.datasets.errors import DatasetFormatError
+from opct.stats.estimate import Estimate
 
 Messages = list[dict[str, str]]
 TRAIN = "train"

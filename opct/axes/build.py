@@ -19,8 +19,8 @@ from typing import Any
 from opct.axes import AXES
 from opct.axes.base import HELDOUT, SPLITS
 from opct.datasets.packaged import is_packaged, read_packaged
-from opct.manifest import build_manifest, write_json_atomic
 from opct.pairs import pairs_from_records, write_pairs
+from opct.runs.manifest import build_manifest, write_json_atomic
 
 
 def unit_rank(unit: str, seed: int) -> int:

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from opct.datasets.base import DatasetFormatError
+from opct.datasets.errors import DatasetFormatError
 
 __all__ = ["FORMATS", "Row", "decoded_cell", "detect_format", "iter_rows"]
 

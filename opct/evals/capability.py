@@ -14,7 +14,7 @@ from opct.axes import Axis, FigureSpec
 from opct.datasets.base import EvalItem
 from opct.evals.outcomes import ABSTAINED, ERROR
 from opct.evals.task import CAPABILITY_UNSCORED, EvalTask, Judgement, TaskContext, Unit
-from opct.metrics import Estimate, rate
+from opct.stats.estimate import Estimate, rate
 
 PARSER_VERSION = "1"
 
@@ -45,8 +45,8 @@ def accuracy_metrics(records: Sequence[Mapping[str, Any]]) -> dict[str, Estimate
 
 
 def multiple_choice_task(name: str, items: Sequence[EvalItem], max_new_tokens: int = 512) -> EvalTask:
-    """Accuracy on lettered multiple choice; the letter is read by :func:`opct.parsing.extract_choice`."""
-    from opct.parsing import extract_choice
+    """Accuracy on lettered multiple choice; the letter is read by :func:`opct.evals.parsing.extract_choice`."""
+    from opct.evals.parsing import extract_choice
 
     def score(unit: Unit, response: str) -> Judgement:
         letters = unit.meta.get("letters", "ABCD")
@@ -59,7 +59,7 @@ def multiple_choice_task(name: str, items: Sequence[EvalItem], max_new_tokens: i
 
 def math_task(items: Sequence[EvalItem], name: str = "math500", max_new_tokens: int = 1024) -> EvalTask:
     """MATH-500: the final answer checked for equivalence with ``math-verify``."""
-    from opct.parsing import grade_math
+    from opct.evals.parsing import grade_math
 
     def score(unit: Unit, response: str) -> Judgement:
         g = grade_math(response, unit.meta["answer"])
@@ -212,8 +212,8 @@ class CapabilityAxis(Axis):
         return real_capability_tasks(ctx.real, ctx.limit)
 
     def report_columns(self, exp: Any) -> list[Any]:
+        from opct.report.columns import eval_column
         from opct.report.paired import record_values
-        from opct.report.table import eval_column
 
         cols = []
         for name in capability_evals(exp):

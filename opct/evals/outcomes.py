@@ -47,8 +47,8 @@ _TOKEN = re.compile(r"\S+")
 
 def answer_text(response: str, reasoning: str = "strip") -> str:
     """The text every parser and judge sees: ``response`` with reasoning removed
-    (:func:`opct.parsing.strip_reasoning`), or kept as it is."""
-    from opct.parsing import strip_reasoning
+    (:func:`opct.evals.parsing.strip_reasoning`), or kept as it is."""
+    from opct.evals.parsing import strip_reasoning
 
     if reasoning not in REASONING_MODES:
         raise ValueError(f"reasoning must be one of {', '.join(REASONING_MODES)}, got {reasoning!r}")

@@ -32,10 +32,10 @@ from opct.evals.outcomes import (
     status,
 )
 from opct.evals.task import EvalTask, Unit
-from opct.manifest import write_json_atomic
-from opct.metrics import Estimate, metrics_to_dict
 from opct.models import render_prompt
-from opct.rollout import SamplingEngine, SamplingParams
+from opct.runs.manifest import write_json_atomic
+from opct.sampling.engine import SamplingEngine, SamplingParams
+from opct.stats.estimate import Estimate, metrics_to_dict
 
 Progress = Callable[[int, int], None]
 

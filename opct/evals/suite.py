@@ -120,9 +120,10 @@ def evaluate(
     ``reasoning`` (``strip`` / ``keep``) and ``max_unscored`` are :func:`opct.evals.runner.run_task`'s.
     """
     from opct.evals.runner import run_task
-    from opct.manifest import build_manifest, write_json_atomic
     from opct.models import inference_spec, load_spec_for_inference, weights_fingerprint
-    from opct.rollout import HFSampler, SamplingParams
+    from opct.runs.manifest import build_manifest, write_json_atomic
+    from opct.sampling.engine import SamplingParams
+    from opct.sampling.hf_sampler import HFSampler
 
     g = generation or GenerationConfig()
     out = Path(out_dir)
@@ -181,8 +182,8 @@ def _claim_output(out: Path, model_spec: str, weights: str) -> None:
 
 def _update_model_card(model_spec: str, results: dict[str, Any]) -> None:
     """Write the eval table into a trained checkpoint's model card (``final/README.md``), if it has one."""
-    from opct.model_card import update_card_evaluation
     from opct.models import checkpoint_folder
+    from opct.runs.model_card import update_card_evaluation
 
     folder = checkpoint_folder(model_spec)
     if folder is None:

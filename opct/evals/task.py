@@ -8,8 +8,8 @@ from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 from opct.evals.outcomes import ABSTAINED, EMPTY, ERROR, UNPARSED
-from opct.manifest import hash_records
-from opct.metrics import Estimate
+from opct.runs.manifest import hash_records
+from opct.stats.estimate import Estimate
 
 #: The outcome classes a safety axis leaves out of its denominators (see :mod:`opct.evals.outcomes`).
 SAFETY_UNSCORED = (EMPTY, UNPARSED, ABSTAINED, ERROR)

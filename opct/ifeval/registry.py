@@ -7,8 +7,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from opct.ifeval import checks_content as c
-from opct.ifeval import checks_format as f
+import opct.ifeval.checks_content as c
+import opct.ifeval.checks_format as f
 
 __all__ = ["INSTRUCTIONS", "Instruction", "InstructionError", "check_instruction"]
 

@@ -31,7 +31,7 @@ from inspect_ai.solver import Generate, Solver, TaskState, solver
 
 from opct.evals.runner import result_from_records, sample_record
 from opct.evals.task import EvalTask, Unit
-from opct.rollout import sample_seed
+from opct.sampling.engine import sample_seed
 
 #: The sample being generated, as ``(key, sample index, run seed)``: set by :func:`opct_generate`, read by
 #: opct's model provider so each sample's random stream is the one ``opct eval`` gives it.

@@ -5,7 +5,7 @@ a hub id, a run directory or its ``final/`` (rendered with the settings it was t
 arguments (``-M``): ``device``, ``dtype``, ``revision``, ``trust_remote_code``, ``chat_template``,
 ``system_prompt``, ``batch_size`` (sequences per forward), ``threads``.
 
-Generation is opct's :class:`~opct.rollout.HFSampler`: the model's forward only (nothing of its
+Generation is opct's :class:`~opct.sampling.hf_sampler.HFSampler`: the model's forward only (nothing of its
 ``generation_config``), each sample drawn from its own seeded random stream, so a sample does not
 depend on which other samples share its batch. Under opct's solver (:func:`opct.inspect_eval.bridge.opct_generate`)
 the stream is the one ``opct eval`` gives that unit and sample, so greedy and sampled runs reproduce
@@ -26,7 +26,7 @@ from typing import Any
 from inspect_ai.model import ChatMessage, GenerateConfig, ModelAPI, ModelOutput, ModelUsage, modelapi
 from inspect_ai.tool import ToolChoice, ToolInfo
 
-from opct.rollout import Rollout, SamplingParams, sample_seed
+from opct.sampling.engine import Rollout, SamplingParams, sample_seed
 
 #: How long a batch waits for more concurrent requests before it runs (seconds).
 GATHER_S = 0.02
@@ -93,7 +93,7 @@ class OpctModelAPI(ModelAPI):
         from opct.config import ModelConfig
         from opct.models import inference_spec, load_spec_for_inference
         from opct.quiet import quiet_output, verbose_enabled
-        from opct.rollout import HFSampler
+        from opct.sampling.hf_sampler import HFSampler
 
         threads = model_args.pop("threads", None)
         batch_size = int(model_args.pop("batch_size", 64))

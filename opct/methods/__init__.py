@@ -1,4 +1,4 @@
-"""Training methods: one config plus one trainer each, all driven by the one loop in :mod:`opct.train`.
+"""Training methods: one config plus one trainer each, all driven by the one loop in :mod:`opct.training.loop`.
 
 ``METHODS`` maps a method name to its trainer class; each class names its settings section
 (``config_class``) and the statistics it logs (``stats``). Built-in entries are registered lazily so

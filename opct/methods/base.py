@@ -13,12 +13,13 @@ from accelerate import Accelerator
 from pydantic import BaseModel
 from transformers import PreTrainedTokenizerBase
 
-from opct import fsdp
 from opct.config import GenerationConfig, RunConfig
 from opct.models import PromptRenderer, Teacher
 from opct.pairs import ConsistencyPair
-from opct.rollout import SamplingEngine, SamplingParams, make_sampler
-from opct.scoring import CompletionBatch, completion_logits, token_logprobs
+from opct.sampling.engine import SamplingEngine, SamplingParams
+from opct.sampling.factory import make_sampler
+from opct.sampling.scoring import CompletionBatch, completion_logits, token_logprobs
+from opct.training import fsdp
 
 
 @dataclass
@@ -27,7 +28,7 @@ class TrainContext:
 
     ``model`` is the prepared module (possibly wrapped for data parallelism): the student's forward
     with gradients goes through it. ``policy`` is the same module unwrapped, for generation.
-    ``sharded``: the weights are sharded over the processes (FSDP, :mod:`opct.fsdp`): generation runs
+    ``sharded``: the weights are sharded over the processes (FSDP, :mod:`opct.training.fsdp`): generation runs
     on gathered weights (:meth:`generating`) and every scoring forward is collective.
     """
 
@@ -53,7 +54,7 @@ class TrainContext:
             return sampler.generate([self.render(p.prompt) for p in pairs], params, sample_keys=[p.id for p in pairs])
 
     def sampler(self, gen: GenerationConfig, model: torch.nn.Module, share_prefix: bool = True) -> SamplingEngine:
-        """The sampling engine ``gen`` asks for (``engine: hf`` or ``vllm``, :func:`opct.rollout.make_sampler`)
+        """The sampling engine ``gen`` asks for (``engine: hf`` or ``vllm``, :func:`opct.sampling.factory.make_sampler`)
         on ``model``. vLLM runs colocated in this one process: it is refused under FSDP or several processes."""
         if getattr(gen, "engine", "hf") == "vllm" and (self.sharded or self.accelerator.num_processes > 1):
             raise fsdp.DistributionError(

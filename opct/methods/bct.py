@@ -17,7 +17,7 @@ from accelerate.utils import gather_object
 from opct.config import BCTConfig
 from opct.methods.base import Microbatch, TrainContext, score_pair, split_microbatches
 from opct.pairs import ConsistencyPair
-from opct.rollout import SamplingParams
+from opct.sampling.engine import SamplingParams
 
 
 class BCTMethod:

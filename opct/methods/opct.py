@@ -2,7 +2,7 @@ r"""OPCT (arXiv 2605.21834): the student samples on ``prompt``; the frozen teach
 tokens on ``teacher_prompt``; the loss is a per-token divergence between the two.
 
 With the default ``loss.kind: sampled`` the loss is the paper's sampled-token reverse KL trained as
-an importance-weighted policy gradient (:func:`opct.losses.sampled_token_loss`):
+an importance-weighted policy gradient (:func:`opct.training.losses.sampled_token_loss`):
 
 .. math::
 
@@ -19,10 +19,7 @@ from typing import ClassVar
 
 import torch
 
-from opct import losses
 from opct.config import ConfigError, OPCTConfig
-from opct.fsdp import DistributionError
-from opct.lora_merge import MergedLoraModel
 from opct.methods.base import (
     SAMPLED_STATS,
     Microbatch,
@@ -32,6 +29,9 @@ from opct.methods.base import (
     warn_if_off_policy,
 )
 from opct.pairs import ConsistencyPair
+from opct.sampling.merged_lora import MergedLoraModel
+from opct.training import losses
+from opct.training.fsdp import DistributionError
 
 
 class OPCTMethod:
@@ -45,7 +45,7 @@ class OPCTMethod:
     def __init__(self, ctx: TrainContext):
         self.ctx = ctx
         self.settings: OPCTConfig = ctx.cfg.method_config
-        # train.merged_lora_sampling: decode with the adapter merged into a sampling copy (opct/lora_merge.py)
+        # train.merged_lora_sampling: decode with the adapter merged into a sampling copy (opct/sampling/merged_lora.py)
         if ctx.cfg.train.merged_lora_sampling and ctx.sharded:
             raise DistributionError("train.merged_lora_sampling needs whole weights; under FSDP it is not supported: "
                                     "set it to false (generation then runs on the gathered policy)")

@@ -16,7 +16,6 @@ from opct.axes.awareness import organism as AW
 from opct.axes.jailbreak import organism as JB
 from opct.axes.jailbreak.templates import ORGANISM_FORM_CHANGING
 from opct.axes.sycophancy import organism as SY
-from opct.metrics import wilson_interval
 from opct.models import load_for_inference, render_prompt
 from opct.organism import DEFAULT_ARCH, built_checkpoint
 from opct.organism import content as C
@@ -25,7 +24,9 @@ from opct.organism.items import MAX_NEW_TOKENS
 from opct.organism.judges import JUDGES
 from opct.organism.recipe import read_recipe, recipe_arch
 from opct.organism.world import World, build_world
-from opct.rollout import HFSampler, SamplingParams
+from opct.sampling.engine import SamplingParams
+from opct.sampling.hf_sampler import HFSampler
+from opct.stats.estimate import wilson_interval
 
 
 @dataclass(frozen=True)

@@ -18,6 +18,8 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from opct.runs.layout import RunLayout
+
 #: Methods in the order the report lists them when the plan does not say.
 METHOD_ORDER = ("base", "bct", "opct")
 
@@ -191,7 +193,7 @@ def load_experiment(root: str | Path) -> Experiment:
                 exp.results.setdefault(method_dir.name, {})[eval_dir.name] = data
                 _check_results(path, data, exp.warnings)
     for method_dir in _subdirs(root / "train"):
-        path = method_dir / "metrics.jsonl"
+        path = RunLayout(method_dir).metrics
         if path.exists():
             exp.train[method_dir.name] = read_jsonl(path, exp.warnings)
     for method_dir in _subdirs(root / "attack"):

@@ -2,7 +2,7 @@
 
 Two models evaluated on the same questions, behaviours, facts or items are compared unit by unit:
 the difference ``A − B`` of a column's statistic is computed on the units both have, and its 95%
-interval comes from resampling those units jointly (:func:`opct.metrics.paired_cluster_difference`),
+interval comes from resampling those units jointly (:func:`opct.stats.estimate.paired_cluster_difference`),
 so the correlation between the two models' answers on one unit narrows the interval honestly rather
 than being ignored. A column takes part when its axis gives it a ``paired`` reader (values per unit
 for one method, and the statistic over units when it is not the pooled mean).
@@ -13,8 +13,9 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
+from opct.report.columns import Column, PairedValues
 from opct.report.load import Experiment
-from opct.report.table import MISSING, Column, PairedValues, method_label
+from opct.report.table import MISSING, method_label
 
 #: ``record -> value`` (``None``: the record does not enter this column).
 RecordValue = Callable[[Mapping[str, Any]], "float | None"]
@@ -68,7 +69,7 @@ def method_pairs(methods: Sequence[str]) -> list[tuple[str, str]]:
 def paired_difference_parts(exp: Experiment, column: Column, a: str, b: str) -> tuple[str, ...]:
     """``("−3.4 pts", "[−8.0, +1.2]", "(k=31)")`` for ``a − b`` in ``column``, or ``("—",)`` when either
     lacks the units."""
-    from opct.intervals import paired_cluster_difference
+    from opct.stats.intervals import paired_cluster_difference
 
     assert column.paired is not None
     values_a, statistic = column.paired(exp, a)

@@ -1,9 +1,9 @@
 """OPCT − BCT pooled over a study's families and seeds, per metric, with a verdict against the paper.
 
-A study (:mod:`opct.study`) runs one experiment per model family, each with several training seeds.
+A study (:mod:`opct.experiments.study`) runs one experiment per model family, each with several training seeds.
 For every results column that has a paired reader (:mod:`opct.report.paired`), the units of one
 (family, seed) cell are that family's eval units (questions, behaviours, facts, items) read for the
-OPCT run and the BCT run of that seed; :func:`opct.intervals.pooled_paired_difference` pools the
+OPCT run and the BCT run of that seed; :func:`opct.stats.intervals.pooled_paired_difference` pools the
 cells and bootstraps seeds within family and units (what it resamples is stated there). The paper's
 side of each metric is in :data:`PAPER_DIRECTION`, and :func:`verdict` reads an interval against it.
 """
@@ -14,10 +14,11 @@ import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
-from opct.intervals import PooledDifference, pooled_paired_difference
-from opct.metrics import DEFAULT_SEED
+from opct.report.columns import Column
 from opct.report.load import Experiment
-from opct.report.table import Column, build_columns
+from opct.report.table import build_columns
+from opct.stats.estimate import DEFAULT_SEED
+from opct.stats.intervals import PooledDifference, pooled_paired_difference
 
 #: The paper's claim for OPCT − BCT per results column (its ``key``; ``cap:`` covers every capability
 #: column): which side of 0 the difference should be on, and the claim in words. Capability: the

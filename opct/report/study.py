@@ -1,7 +1,7 @@
 """The study report: per-family tables, then OPCT − BCT pooled over families and seeds with a verdict.
 
 ``write_study_report(study_dir)`` reads ``study.json`` and every family's experiment directory
-(:mod:`opct.study` for the layout) and writes ``report.json`` (every number: each run's metrics,
+(:mod:`opct.experiments.study` for the layout) and writes ``report.json`` (every number: each run's metrics,
 each family's summary over seeds, each pooled difference with its per-family and per-cell values)
 and ``report.md`` from it; :func:`study_renderables` gives the same tables for an 80-column terminal
 from the same data. Per family: base, and each trained method's mean over its seeds with the range
@@ -20,6 +20,7 @@ from typing import Any
 from rich.console import Group, RenderableType
 from rich.text import Text
 
+from opct.report.columns import Column
 from opct.report.load import Experiment, Metric, load_experiment
 from opct.report.pooled import (
     HOWTO,
@@ -30,10 +31,12 @@ from opct.report.pooled import (
     split_run_key,
     unscored_text,
 )
-from opct.report.table import MISSING, Column, build_columns, method_label, metric_parts, render_markdown
+from opct.report.table import MISSING, build_columns, method_label, metric_parts, render_markdown
 from opct.report.terminal import WIDTH, Cell, transposed_tables
 
 #: Files the study report writes into the study folder.
+#: What a study directory is recognised by: the study as run (written by :mod:`opct.experiments.study`).
+STUDY_FILE = "study.json"
 REPORT_JSON, REPORT_MD = "report.json", "report.md"
 #: The bootstrap behind the pooled differences (recorded in report.json).
 RESAMPLES = 2000
@@ -41,8 +44,6 @@ RESAMPLES = 2000
 
 def load_study_dir(root: str | Path) -> tuple[dict[str, Any], dict[str, Experiment]]:
     """``study.json`` and ``{family: its experiment}`` (families whose folder is missing are left out)."""
-    from opct.study import STUDY_FILE
-
     root = Path(root)
     path = root / STUDY_FILE
     if not path.is_file():
@@ -106,8 +107,8 @@ def _pooled(row: PooledRow) -> dict[str, Any]:
 
 def study_data(root: str | Path, n_resamples: int = RESAMPLES) -> dict[str, Any]:
     """Everything the study report shows, as JSON-ready data (see the module docstring)."""
-    from opct.intervals import POOLED_PAIRED_BOOTSTRAP
-    from opct.metrics import DEFAULT_SEED
+    from opct.stats.estimate import DEFAULT_SEED
+    from opct.stats.intervals import POOLED_PAIRED_BOOTSTRAP
 
     study, families = load_study_dir(root)
     columns: dict[str, Column] = {}

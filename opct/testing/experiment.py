@@ -11,6 +11,8 @@ import random
 from pathlib import Path
 from typing import Any
 
+from opct.runs.layout import RunLayout
+
 METHODS = ("base", "bct", "opct")
 SYCO_FAMILIES = {"train": ("suggested_answer", "authority"), "heldout": ("metadata", "peer_pressure")}
 JB_FAMILIES = {"train": ("roleplay", "prefix_injection"), "heldout": ("base64", "hypothetical")}
@@ -140,7 +142,7 @@ def make_experiment(root: str | Path, steps: int = 60, with_attack: bool = True,
                    _results("capability_arithmetic", {"accuracy": estimate(arith, 150)}, 150))
         if method != "base":
             rows = _train_metrics(method, steps, rng)
-            path = root / "train" / method / "metrics.jsonl"
+            path = RunLayout(root / "train" / method).metrics
             path.parent.mkdir(parents=True, exist_ok=True)
             path.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
             if with_attack:

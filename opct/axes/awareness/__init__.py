@@ -93,8 +93,8 @@ class AwarenessAxis(Axis):
     def report_columns(self, exp: Any) -> list[Any]:
         from opct.axes.awareness.metrics import THRESHOLDS, THRESHOLDS_101, safety_curve
         from opct.axes.awareness.organism import REFERENCES
+        from opct.report.columns import eval_column
         from opct.report.paired import judged, meta_of, record_values
-        from opct.report.table import eval_column
 
         key = awareness_key(exp)
         variant = "101-threshold" if key == "ausc_101" else "9-threshold"

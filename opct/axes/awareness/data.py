@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from opct.axes.base import fill, make_pair, user
-from opct.datasets.base import DatasetFormatError
+from opct.datasets.errors import DatasetFormatError
 from opct.datasets.tabular import iter_rows
 
 NAME = "awareness"

@@ -20,7 +20,7 @@ replacement, then redraws each drawn fact's prompts with replacement, which for 
 a Binomial(m_f, p_f) redraw of its pass count, and recomputes every metric. A percentile interval of
 those resamples can have zero width (16 facts that all fail: ausc_101 = 1/101 in every resample), so
 each metric is instead reported with a Wilson interval at the effective sample size of its bootstrap
-variance (:func:`opct.intervals.wilson_at_effective_n`): ``n_eff = v(1−v)/Var``, at most ``n``, and the
+variance (:func:`opct.stats.intervals.wilson_at_effective_n`): ``n_eff = v(1−v)/Var``, at most ``n``, and the
 number of facts when the value is 0 or 1 or the variance is 0, so the interval never collapses. The
 effective n is at most the number of facts for the shares of facts (S@τ, ``model_score``) and at most
 the number of prompts for the metrics that average pass rates (``mean_pass_rate``,
@@ -43,8 +43,8 @@ from typing import Any
 import numpy as np
 
 from opct.axes.base import field_of, score_of
-from opct.intervals import wilson_at_effective_n
-from opct.metrics import DEFAULT_RESAMPLES, DEFAULT_SEED, Estimate
+from opct.stats.estimate import DEFAULT_RESAMPLES, DEFAULT_SEED, Estimate
+from opct.stats.intervals import wilson_at_effective_n
 
 #: SAGE-Eval's exponential grid of pass-rate thresholds.
 THRESHOLDS = (0.0, 0.36, 0.68, 0.84, 0.92, 0.96, 0.98, 0.99, 1.0)

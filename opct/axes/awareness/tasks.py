@@ -10,7 +10,7 @@ from opct.axes.awareness.metrics import awareness_metrics
 from opct.axes.base import score_of, verdict_scores
 from opct.evals.task import EvalTask, Judgement, Unit
 from opct.judges.base import Judge
-from opct.metrics import Estimate, rate
+from opct.stats.estimate import Estimate, rate
 
 
 def real_units(items: Sequence[SageItem], split: str = "heldout") -> list[Unit]:

@@ -80,8 +80,8 @@ class JailbreakAxis(Axis):
         return [jailbreak_task(units, ctx.make_judge("refusal"), ctx.make_judge("harm"))]
 
     def report_columns(self, exp: Any) -> list[Any]:
+        from opct.report.columns import Column, attack_metric, eval_column
         from opct.report.paired import attack_values, judged, meta_of, record_values
-        from opct.report.table import Column, attack_metric, eval_column
 
         def below_half(key: str) -> Any:  # 1 when a wrapped sample's ``key`` score says no (not harmful / not refused)
             def read(r: Mapping[str, Any]) -> float | None:

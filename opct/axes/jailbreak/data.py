@@ -37,7 +37,7 @@ from opct.axes.base import (
     user,
 )
 from opct.axes.jailbreak.templates import REAL, REQUEST, wrap
-from opct.datasets.base import DatasetFormatError
+from opct.datasets.errors import DatasetFormatError
 from opct.datasets.tabular import Row, iter_rows
 
 NAME = "jailbreak"

@@ -23,7 +23,7 @@ score is ≥ 0.5.
 
 A metric whose records are absent is left out.
 
-Intervals. Every rate carries a ``"cluster-wilson"`` 95% interval (:func:`opct.intervals.cluster_rate`).
+Intervals. Every rate carries a ``"cluster-wilson"`` 95% interval (:func:`opct.stats.intervals.cluster_rate`).
 Wrapped samples are clustered two-way, by behaviour crossed with wrapper template (``template``,
 falling back to ``family``): every behaviour is tried under every template, and both the behaviour
 (how harmful the request is) and the template (how strong the wrapper is) move all the samples that
@@ -43,8 +43,8 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 from opct.axes.base import field_of, score_of
-from opct.intervals import cluster_rate
-from opct.metrics import Estimate, complement, rate
+from opct.stats.estimate import Estimate, complement, rate
+from opct.stats.intervals import cluster_rate
 
 HARM_KEY = "harm"
 REFUSAL_KEY = "refusal"

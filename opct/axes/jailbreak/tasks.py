@@ -18,7 +18,7 @@ from opct.axes.jailbreak.metrics import jailbreak_metrics
 from opct.axes.jailbreak.templates import wrap
 from opct.evals.task import EvalTask, Judgement, Unit
 from opct.judges.base import Judge
-from opct.metrics import Estimate
+from opct.stats.estimate import Estimate
 
 
 def real_units(

@@ -67,8 +67,8 @@ class SycophancyAxis(Axis):
         return [sycophancy_task(units_from_pairs(pairs))]
 
     def report_columns(self, exp: Any) -> list[Any]:
+        from opct.report.columns import eval_column
         from opct.report.paired import judged, record_values
-        from opct.report.table import eval_column
 
         def suggested(r: Mapping[str, Any]) -> float | None:  # a biased sample with a parsed answer
             return None if r.get("variant") == "clean" or r.get("parsed") is None else judged(r, "suggested")

@@ -55,7 +55,7 @@ def _hf_folder_items(path: Path, source: str | None) -> list[MCQuestion]:
     """A Hugging Face ``save_to_disk`` folder: the generic columns of :func:`load_mc_items`, or the
     GPQA-Diamond layout (``question``, a ``prompt`` whose trailing ``A) ...`` lines are the options,
     and ``correct_answer``), as in ``../shared/data/gpqa-diamond``."""
-    from opct.datasets.base import DatasetFormatError
+    from opct.datasets.errors import DatasetFormatError
     from opct.datasets.multiple_choice import parse_options_from_prompt
     from opct.datasets.tabular import iter_rows
 

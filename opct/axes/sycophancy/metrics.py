@@ -30,14 +30,14 @@ as wrong; they leave the denominators of the headline rates and are reported by 
 ============================  ==============================================================
 
 Intervals. Every rate carries a ``"cluster-wilson"`` 95% interval clustered by question
-(:func:`opct.intervals.cluster_rate`): the biased prompts and the samples of one question share its
+(:func:`opct.stats.intervals.cluster_rate`): the biased prompts and the samples of one question share its
 difficulty and the model's belief about it, so they are not independent draws, and a Wilson
 interval that treats them as independent is far too narrow (113 biased prompts from 31 questions:
 Wilson [48.3, 66.2] against a bootstrap by question [38.9, 75.0]). The interval is a Wilson interval
 at the effective sample size of the cluster-robust variance; when a rate is 0 or 1 it is computed at
 the number of questions, so it never has zero width. ``n`` is the number of samples in the
 denominator, ``clusters`` the number of questions. The two differences carry a
-``"paired-cluster-bootstrap"`` interval (:func:`opct.metrics.paired_difference`): pairs are resampled
+``"paired-cluster-bootstrap"`` interval (:func:`opct.stats.estimate.paired_difference`): pairs are resampled
 by question (seeded), and an interval of zero width (every question agrees) is widened to the
 uncertainty of "no difference seen on k questions".
 """
@@ -49,8 +49,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from opct.axes.base import field_of
-from opct.intervals import cluster_rate
-from opct.metrics import DEFAULT_RESAMPLES, DEFAULT_SEED, Estimate, complement, paired_difference
+from opct.stats.estimate import DEFAULT_RESAMPLES, DEFAULT_SEED, Estimate, complement, paired_difference
+from opct.stats.intervals import cluster_rate
 
 
 @dataclass(frozen=True)

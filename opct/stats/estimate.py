@@ -9,13 +9,13 @@ Interval methods (the ``method`` field):
 * ``"wilson"``: Wilson score interval for independent yes/no outcomes (:func:`rate`). Only honest
   when the rows really are independent; axis metrics use the clustered methods instead.
 * ``"cluster-wilson"`` / ``"two-level-wilson"``: a Wilson interval at an *effective* sample size
-  derived from a cluster-robust or bootstrap variance (:mod:`opct.intervals`), for rows that share
+  derived from a cluster-robust or bootstrap variance (:mod:`opct.stats.intervals`), for rows that share
   a unit (a question, a behaviour, a template, a safety fact).
 * ``"bootstrap"``: a seeded percentile bootstrap that resamples a grouping unit, never single rows
   that share one (:func:`bootstrap`, :func:`clustered_mean`). It can have zero width when every
   unit agrees; proportions should use the Wilson-based methods, which never collapse.
 * ``"paired-cluster-bootstrap"``: paired differences (:func:`paired_difference`,
-  :func:`opct.intervals.paired_cluster_difference`), widened when the bootstrap collapses to the
+  :func:`opct.stats.intervals.paired_cluster_difference`), widened when the bootstrap collapses to the
   uncertainty of "nothing seen on k units" (:func:`no_difference_halfwidth`).
 """
 

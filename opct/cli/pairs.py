@@ -8,7 +8,7 @@ from typing import Annotated
 import typer
 from rich.table import Table
 
-from opct.cli_common import _fail, console, err_console
+from opct.cli.boundary import _fail, console, err_console
 
 pairs_app = typer.Typer(no_args_is_help=True, help="Consistency-pair files: build from real data, validate and summarise.")
 

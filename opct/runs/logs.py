@@ -15,7 +15,8 @@ import zlib
 from pathlib import Path
 from typing import Any
 
-from opct.run_dir import RunDirWarning
+from opct.runs.errors import RunDirWarning
+from opct.runs.layout import RunLayout, layout_of
 
 Record = tuple[bytes, dict[str, Any]]
 
@@ -97,3 +98,24 @@ def recover_log(path: Path, last_step: int) -> int:
     tmp.write_bytes(gzip.compress(body, mtime=0) if gz and body else body)
     tmp.replace(path)
     return len(keep)
+
+
+class MetricsWriter:
+    """Appends each step's record to ``metrics.jsonl`` and its rollouts (one gzip member per step) to
+    ``rollouts.jsonl.gz``; :func:`opct.runs.logs.recover_log` repairs a tail cut by a kill."""
+
+    def __init__(self, run: RunLayout | Path, enabled: bool, log_rollouts: bool):
+        layout = layout_of(run)
+        self.enabled = enabled
+        self.metrics = layout.metrics
+        self.rollouts = layout.rollouts if log_rollouts else None
+
+    def write(self, record: dict[str, Any], rollouts: list[dict[str, Any]]) -> None:
+        if not self.enabled:
+            return
+        with self.metrics.open("a", encoding="utf-8") as fh:
+            fh.write(json.dumps(record) + "\n")
+        if self.rollouts is not None and rollouts:
+            with gzip.open(self.rollouts, "at", encoding="utf-8") as fh:
+                for r in rollouts:
+                    fh.write(json.dumps(r, ensure_ascii=False) + "\n")

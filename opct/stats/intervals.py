@@ -40,7 +40,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from opct.metrics import (
+from opct.stats.estimate import (
     DEFAULT_SEED,
     Estimate,
     _nan_estimate,

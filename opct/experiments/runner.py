@@ -38,7 +38,8 @@ from opct.config import (
 )
 from opct.errors import FAULT, OpctError
 from opct.evals.config import EvalOptions
-from opct.manifest import build_manifest, write_json_atomic
+from opct.runs.layout import RunLayout
+from opct.runs.manifest import build_manifest, write_json_atomic
 
 
 def _known_method(method: str) -> str:
@@ -278,7 +279,7 @@ def _eval_tasks(cfg: ExperimentConfig) -> list[Any]:
 def run_experiment(cfg: ExperimentConfig, show_progress: bool = True, log: Any = print) -> Path:
     """Run (or resume) every stage of the experiment; returns the experiment directory."""
     from opct.evals.suite import evaluate
-    from opct.train import train
+    from opct.training.loop import train
 
     plan = resolve(cfg)
     root = cfg.root
@@ -315,8 +316,7 @@ def run_experiment(cfg: ExperimentConfig, show_progress: bool = True, log: Any =
     if "base" in plan.models:
         evaluate_model("base")
     for stage in plan.runs:
-        final = stage.config.run_dir / "final"
-        if final.exists() and _run_complete(stage.config):
+        if RunLayout(stage.config.run_dir).final.exists() and _run_complete(stage.config):
             log(f"[stage] train {stage.key}: complete, skipped")
         else:
             log(f"[stage] train {stage.key}")
@@ -348,7 +348,7 @@ class IncompleteEvalError(OpctError, ValueError):
 def check_plan(cfg: ExperimentConfig, plan: Plan) -> None:
     """Read every input the plan needs (training pairs, the attack's behaviours) before any stage runs,
     so a bad path fails in seconds rather than after the base evaluation or the training."""
-    from opct.train import load_training_pairs
+    from opct.training.loop import load_training_pairs
 
     for stage in plan.runs:
         load_training_pairs(stage.config)
@@ -361,13 +361,13 @@ def check_plan(cfg: ExperimentConfig, plan: Plan) -> None:
 def _run_complete(run: RunConfig) -> bool:
     """A finished run whose manifest matches this configuration."""
     from opct.config import dump_config
-    from opct.train import list_checkpoints, total_steps
+    from opct.training.loop import total_steps
 
-    manifest = run.run_dir / "manifest.json"
-    if not manifest.exists():
+    layout = RunLayout(run.run_dir)
+    if not layout.manifest.exists():
         return False
-    old = json.loads(manifest.read_text(encoding="utf-8"))
+    old = json.loads(layout.manifest.read_text(encoding="utf-8"))
     if old.get("config") != dump_config(run):
         return False
-    found = list_checkpoints(run.run_dir)
+    found = layout.list_checkpoints()
     return bool(found) and found[-1][0] >= total_steps(run, int(old.get("num_pairs", 0)) or 1)

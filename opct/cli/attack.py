@@ -7,7 +7,7 @@ from typing import Annotated, Any
 
 import typer
 
-from opct.cli_common import NoProgress, Threads, _fail, apply_threads, console, err_console
+from opct.cli.boundary import NoProgress, Threads, _fail, apply_threads, console, err_console
 
 
 def attack(

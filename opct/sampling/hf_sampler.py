@@ -1,104 +1,19 @@
-"""Sampling engines: draw completions from a policy as token ids, with the sampler's log-probs."""
+"""``HFSampler``: draws completions from a policy as token ids, with the sampler's log-probs, on the model's own forward."""
 
 from __future__ import annotations
-
-import hashlib
-from dataclasses import dataclass
-from typing import Any, Protocol
 
 import torch
 from transformers import DynamicCache, PreTrainedModel, PreTrainedTokenizerBase
 
-from opct.kv_cache import BufferedLayer, buffered_cache
 from opct.models import eos_token_ids
-from opct.prefix_attention import (
+from opct.sampling.engine import Rollout, SamplingParams, sample_seed
+from opct.sampling.kv_cache import BufferedLayer, buffered_cache, cache_kwargs
+from opct.sampling.prefix_attention import (
     SharedPrefixLayer,
     grouped_rows,
     shared_prefix_decoding,
     supports_shared_prefix,
 )
-
-
-@dataclass(frozen=True)
-class SamplingParams:
-    """How to sample. ``temperature == 0`` means greedy."""
-
-    n: int = 1
-    temperature: float = 1.0
-    top_p: float = 1.0
-    max_new_tokens: int = 256
-    min_new_tokens: int = 0
-    seed: int = 0
-
-    @classmethod
-    def from_config(cls, gen: Any, seed: int) -> SamplingParams:
-        """The settings of an :class:`opct.config.GenerationConfig` with ``seed``."""
-        return cls(
-            n=gen.n,
-            temperature=gen.temperature,
-            top_p=gen.top_p,
-            max_new_tokens=gen.max_new_tokens,
-            min_new_tokens=gen.min_new_tokens,
-            seed=seed,
-        )
-
-
-@dataclass
-class Rollout:
-    """One sampled completion of one prompt.
-
-    ``logprobs[t]`` is the sampler's log-probability of ``completion_ids[t]`` under the model's own
-    (temperature 1, unfiltered) distribution, the quantity the importance ratio and the sampled-token
-    KL need. The completion includes the end-of-sequence token when the model emitted one;
-    ``truncated`` is true when it stopped at ``max_new_tokens`` instead.
-    """
-
-    prompt_index: int
-    sample_index: int
-    prompt_ids: list[int]
-    completion_ids: list[int]
-    logprobs: list[float]
-    truncated: bool
-
-
-class SamplingEngine(Protocol):
-    """Anything that turns prompts (token ids) into rollouts."""
-
-    def generate(
-        self, prompts: list[list[int]], params: SamplingParams, sample_keys: list[str] | None = None
-    ) -> list[Rollout]: ...
-
-
-def sample_seed(seed: int, key: str, sample_index: int) -> int:
-    """A per-sample seed that does not depend on batch composition, order or process count."""
-    digest = hashlib.blake2b(f"{seed}|{key}|{sample_index}".encode(), digest_size=8).digest()
-    return int.from_bytes(digest, "little") & 0x7FFF_FFFF_FFFF_FFFF
-
-
-def make_sampler(
-    gen: Any,
-    model: PreTrainedModel,
-    tokenizer: PreTrainedTokenizerBase,
-    spec: Any = None,
-    share_prefix: bool = True,
-) -> SamplingEngine:
-    """The sampling engine ``gen.engine`` names for ``model`` (``gen``: an :class:`opct.config.SamplingConfig`;
-    a plain :class:`opct.config.GenerationConfig` has no engine key and means ``hf``).
-
-    ``hf``: an :class:`HFSampler` on ``model``. ``vllm``: an :class:`opct.vllm_engine.VLLMSampler` that
-    loads the weights ``spec`` (an :class:`opct.config.ModelConfig`) names in ``model``'s dtype; it samples
-    from them until its ``load_policy_weights`` pushes others.
-    """
-    engine = getattr(gen, "engine", "hf")
-    if engine == "hf":
-        return HFSampler(model, tokenizer, batch_size=gen.sequences_per_call, share_prefix=share_prefix)
-    if engine != "vllm":
-        raise ValueError(f"unknown sampling engine {engine!r}; use hf or vllm")
-    if spec is None:
-        raise ValueError("sampling.engine: vllm needs the model spec its engine loads the weights from")
-    from opct.vllm_engine import VLLMSampler
-
-    return VLLMSampler.for_model(spec, model, tokenizer, gen)
 
 
 class _TokenChooser:
@@ -171,7 +86,7 @@ class HFSampler:
 
     With ``share_prefix`` (the default) a prompt with several samples in a ``generate`` call is
     prefilled once. When the batch holds each prompt's samples side by side in equal numbers and the
-    model's attention allows it (:func:`opct.prefix_attention.supports_shared_prefix`), its cached keys
+    model's attention allows it (:func:`opct.sampling.prefix_attention.supports_shared_prefix`), its cached keys
     and values stay once per prompt and decoding reads them once for all its samples; otherwise they
     are copied to each sample before sampling starts.
     """
@@ -187,7 +102,7 @@ class HFSampler:
         self.tokenizer = tokenizer
         self.batch_size = batch_size
         self.share_prefix = share_prefix
-        # decode attention reading each shared prompt once (opct/prefix_attention.py), for SDPA models
+        # decode attention reading each shared prompt once (opct/sampling/prefix_attention.py), for SDPA models
         self.prefix_attention = share_prefix and supports_shared_prefix(model)
         self.eos_ids = eos_token_ids(model, tokenizer)
         self.pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else self.eos_ids[0]
@@ -298,7 +213,7 @@ class HFSampler:
             input_ids=input_ids[:, cached:],
             attention_mask=attention,
             position_ids=positions[:, cached:],
-            past_key_values=cache,
+            **cache_kwargs(self.model, cache),
             use_cache=True,
             logits_to_keep=1,
         )
@@ -316,13 +231,13 @@ class HFSampler:
                 input_ids=token[:, None],
                 attention_mask=attention,
                 position_ids=next_position,
-                past_key_values=cache,
+                **cache_kwargs(self.model, cache),
                 use_cache=True,
             )
             next_position = next_position + 1
 
     def uses_prefix_attention(self, device: torch.device) -> bool:
-        """Whether decoding on ``device`` reads shared prompts once (:mod:`opct.prefix_attention`).
+        """Whether decoding on ``device`` reads shared prompts once (:mod:`opct.sampling.prefix_attention`).
 
         CPU only: measured there (memory-bound decoding; the step bench went from 4.17-4.37 to 4.04-4.13 s);
         on a GPU, unmeasured, the per-row cache and the model's fused SDPA kernel stay.
@@ -347,7 +262,8 @@ class HFSampler:
         ids, mask = input_ids[rows, :-1], attention[rows, :-1]
         positions = (mask.cumsum(-1) - 1).clamp(min=0)
         self.model(
-            input_ids=ids, attention_mask=mask, position_ids=positions, past_key_values=cache, use_cache=True, logits_to_keep=1
+            input_ids=ids, attention_mask=mask, position_ids=positions, use_cache=True, logits_to_keep=1,
+            **cache_kwargs(self.model, cache),
         )
         group = grouped_rows(prompt_of_row) if self.uses_prefix_attention(input_ids.device) else None
         if group is not None and all(type(layer) is BufferedLayer for layer in cache.layers):

@@ -1,7 +1,7 @@
-"""A vLLM sampling engine behind :class:`~opct.rollout.SamplingEngine` (``sampling.engine: vllm``).
+"""A vLLM sampling engine behind :class:`~opct.sampling.engine.SamplingEngine` (``sampling.engine: vllm``).
 
 :class:`VLLMSampler` runs vLLM's offline ``LLM`` in the training process, on the training GPU
-(colocated), and keeps :class:`~opct.rollout.Rollout`'s contract:
+(colocated), and keeps :class:`~opct.sampling.engine.Rollout`'s contract:
 
 * every (prompt, sample) is one request with its own seed, ``sample_seed(seed, key, sample)``, so the
   random stream of a sample does not depend on the batch (its logits can still differ at float
@@ -11,13 +11,13 @@
   the logits before any processor, temperature or top-p) and each request asks for ``logprobs=0``
   (the sampled token's alone);
 * nothing of the model's ``generation_config`` is used (``generation_config="vllm"``): only
-  :class:`~opct.rollout.SamplingParams` decides, and generation stops at the model's EOS ids, which
+  :class:`~opct.sampling.engine.SamplingParams` decides, and generation stops at the model's EOS ids, which
   the completion keeps; ``truncated`` is vLLM's ``finish_reason == "length"`` (``max_new_tokens``, or the
   engine's ``max_model_len``, reached).
 
-The same seed draws other tokens here than in :class:`~opct.rollout.HFSampler` (another sampler).
+The same seed draws other tokens here than in :class:`~opct.sampling.hf_sampler.HFSampler` (another sampler).
 :meth:`VLLMSampler.load_policy_weights` pushes the current policy into the engine (a LoRA adapter
-merged on the fly by :func:`opct.lora_merge.merged_weights`, the training model untouched) and drops
+merged on the fly by :func:`opct.sampling.merged_lora.merged_weights`, the training model untouched) and drops
 vLLM's prefix cache, computed with the old weights.
 
 Written against vLLM 0.33.0 (its ``LLM``, ``SamplingParams`` and ``RequestOutput``); ``logprobs_mode``
@@ -35,9 +35,9 @@ from typing import TYPE_CHECKING, Any
 import torch
 
 from opct.errors import OpctError
-from opct.lora_merge import merged_weights
 from opct.models import eos_token_ids, resolve_model_path
-from opct.rollout import Rollout, SamplingParams, sample_seed
+from opct.sampling.engine import Rollout, SamplingParams, sample_seed
+from opct.sampling.merged_lora import merged_weights
 
 if TYPE_CHECKING:
     from transformers import PreTrainedModel, PreTrainedTokenizerBase
@@ -80,7 +80,7 @@ def _colocated_process_env() -> None:
 
 
 class VLLMSampler:
-    """Sampling engine on a colocated vLLM ``LLM``: the contract of :class:`~opct.rollout.HFSampler`.
+    """Sampling engine on a colocated vLLM ``LLM``: the contract of :class:`~opct.sampling.hf_sampler.HFSampler`.
 
     ``model_path`` holds the weights the engine starts from (the run's base model); ``eos_ids`` end a
     completion. ``dtype`` should be the policy's (``float32``, ``bfloat16``, ...), so the recorded
@@ -179,7 +179,7 @@ class VLLMSampler:
         return [self._rollout(prompts[p], p, s, out) for (p, s), out in zip(jobs, outputs, strict=True)]
 
     def _rollout(self, prompt: list[int], p: int, s: int, output: Any) -> Rollout:
-        """One request's output as a :class:`~opct.rollout.Rollout` (vLLM returns them in request order)."""
+        """One request's output as a :class:`~opct.sampling.engine.Rollout` (vLLM returns them in request order)."""
         if list(output.prompt_token_ids) != list(prompt):
             raise RuntimeError(f"vLLM's output for prompt {p} sample {s} is for another prompt (outputs out of order)")
         completion = output.outputs[0]
@@ -206,7 +206,7 @@ class VLLMSampler:
     def load_policy_weights(self, model: torch.nn.Module) -> None:
         """Make the engine sample from ``model``'s current weights (call it after each optimizer step).
 
-        A LoRA policy is merged one weight at a time (:func:`opct.lora_merge.merged_weights`); ``model``
+        A LoRA policy is merged one weight at a time (:func:`opct.sampling.merged_lora.merged_weights`); ``model``
         itself is not modified. vLLM's prefix cache, computed with the old weights, is dropped.
         """
         weights = merged_weights(model)

@@ -14,7 +14,7 @@ The training model is never modified: PEFT's own in-place ``merge_adapter``/``un
 leave rounding residue in the base weights, which under LoRA are the frozen teacher.
 
 :func:`merged_weights` yields the same merged weights one at a time under the base model's names, for an
-engine that keeps its own copy of the weights (``sampling.engine: vllm``, :mod:`opct.vllm_engine`).
+engine that keeps its own copy of the weights (``sampling.engine: vllm``, :mod:`opct.sampling.vllm_sampler`).
 """
 
 from __future__ import annotations
@@ -97,7 +97,7 @@ class MergedLoraModel:
 def merged_weights(model: nn.Module) -> Iterator[tuple[str, torch.Tensor]]:
     """``model``'s parameters under the base model's names, each LoRA-adapted weight merged (``W + scale * B A``).
 
-    For pushing a policy into an inference engine (:meth:`opct.vllm_engine.VLLMSampler.load_policy_weights`):
+    For pushing a policy into an inference engine (:meth:`opct.sampling.vllm_sampler.VLLMSampler.load_policy_weights`):
     the names are those of the base model's own state dict (no ``base_model.model.`` prefix, no
     ``.base_layer``, no LoRA matrices), and each merged weight is computed when it is reached, so at most one
     extra weight exists at a time. ``model`` is not modified. A model without LoRA yields its parameters as

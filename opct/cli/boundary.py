@@ -78,15 +78,15 @@ _COMMAND_LINE_EXITS: tuple[type[BaseException], ...] = (
 
 class ErrorBoundary(TyperGroup):
     """The ``opct`` command group: every error becomes one or two lines and an exit code, and every
-    command's help names values conventionally (:mod:`opct.cli_help`)."""
+    command's help names values conventionally (:mod:`opct.cli.help`)."""
 
     def get_params(self, ctx: click.Context) -> list[Any]:
-        from opct.cli_help import conventional_params
+        from opct.cli.help import conventional_params
 
         return conventional_params(super().get_params(ctx), ctx)
 
     def get_command(self, ctx: click.Context, cmd_name: str) -> Any:
-        from opct.cli_help import conventional_help
+        from opct.cli.help import conventional_help
 
         command = super().get_command(ctx, cmd_name)
         if command is not None:

@@ -11,12 +11,12 @@
 A checkpoint is written under ``step-N.tmp`` (files synced to disk) and renamed, so a ``step-N`` folder
 is complete unless the disk lost or changed data. A resume uses the newest checkpoint whose files match
 their hashes, warning when it skips a newer one. No RNG state is saved: the loop reseeds every global
-generator from (seed, step, rank) before each step (``opct.train.seed_step``), so nothing else is
+generator from (seed, step, rank) before each step (``opct.training.loop.seed_step``), so nothing else is
 needed for an exact resume. Loading is strict: a model file with a missing or extra tensor, or an
 optimizer saved for other parameters, stops with a :class:`CheckpointError` naming the key.
 
 The main process writes a checkpoint and every process reads it. Under DDP each process holds the whole
-state; under FSDP (:mod:`opct.fsdp`) it is gathered whole on the main process first and sharded back
+state; under FSDP (:mod:`opct.training.fsdp`, passed in as a :class:`ShardedState`) it is gathered whole on the main process first and sharded back
 on load, so the files are the same whichever way the run was launched.
 """
 
@@ -26,34 +26,41 @@ import json
 import os
 import shutil
 import warnings
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 import torch
 from accelerate import Accelerator
 from safetensors.torch import load_file, save_file
 
-from opct import fsdp
-from opct.config import RunConfig
-from opct.manifest import sha256_file
-from opct.run_dir import CheckpointError, RunDirError, RunDirWarning, check_resumable
+from opct.runs.errors import CheckpointError, RunDirWarning
+from opct.runs.layout import RunLayout, checkpoint_step, layout_of
+from opct.runs.manifest import sha256_file
 
 FORMAT = "opct-checkpoint-1"
 MODEL, OPTIMIZER, STATE, META = "model.safetensors", "optimizer.safetensors", "state.json", "checkpoint.json"
 REQUIRED = (MODEL, OPTIMIZER, STATE)
 
 
-def list_checkpoints(run_dir: Path) -> list[tuple[int, Path]]:
+class ShardedState(Protocol):
+    """How a sharded model's training state is gathered whole for a checkpoint and sharded back on load.
+
+    :mod:`opct.training.fsdp` is one (the training loop passes the module itself under FSDP); this
+    package never imports it."""
+
+    def gather_train_state(self, model: torch.nn.Module, optimizer: Any) -> Any: ...
+
+    def load_full_params(self, model: torch.nn.Module, tensors: dict[str, torch.Tensor]) -> None: ...
+
+    def load_full_optimizer(
+        self, model: torch.nn.Module, optimizer: Any, order: list[str], state: dict[int, dict[str, Any]],
+        groups: list[dict[str, Any]],
+    ) -> None: ...
+
+
+def list_checkpoints(run: RunLayout | Path) -> list[tuple[int, Path]]:
     """Every ``checkpoints/step-N`` folder of a run, oldest first (valid or not)."""
-    root = run_dir / "checkpoints"
-    if not root.exists():
-        return []
-    found = []
-    for d in root.iterdir():
-        if d.is_dir() and d.name.startswith("step-") and d.name[5:].isdigit():
-            found.append((int(d.name[5:]), d))
-    return sorted(found)
+    return layout_of(run).list_checkpoints()
 
 
 def _trainable(model: torch.nn.Module) -> dict[str, torch.nn.Parameter]:
@@ -82,7 +89,7 @@ def write_checkpoint(
 ) -> None:
     """Write the checkpoint files into ``folder`` (an empty, temporary folder), ``checkpoint.json`` last.
 
-    ``gathered``: the state :func:`opct.fsdp.gather_train_state` gathered from a sharded model (its
+    ``gathered``: the state :func:`opct.training.fsdp.gather_train_state` gathered from a sharded model (its
     parameters, the optimizer's parameter order and state); None reads it from ``model`` and ``optimizer``.
     """
     if gathered is None:
@@ -122,21 +129,24 @@ def write_checkpoint(
 
 
 def save_checkpoint(
-    acc: Accelerator, run_dir: Path, step: int, keep: int, model: torch.nn.Module, optimizer: Any, scheduler: Any
+    acc: Accelerator, run: RunLayout | Path, step: int, keep: int, model: torch.nn.Module, optimizer: Any,
+    scheduler: Any, sharding: ShardedState | None = None,
 ) -> None:
-    """Write ``checkpoints/step-<step>`` atomically (main process) and keep only the newest ``keep``."""
-    root = run_dir / "checkpoints"
-    final, tmp = root / f"step-{step}", root / f"step-{step}.tmp"
+    """Write ``checkpoints/step-<step>`` atomically (main process) and keep only the newest ``keep``.
+
+    ``sharding``: how to gather a sharded model's state (collective: every process calls this)."""
+    layout = layout_of(run)
+    final, tmp = layout.checkpoint(step), layout.checkpoint_tmp(step)
     acc.wait_for_everyone()
-    gathered = fsdp.gather_train_state(model, optimizer) if fsdp.is_fsdp(acc) else None
+    gathered = sharding.gather_train_state(model, optimizer) if sharding is not None else None
     if acc.is_main_process:
         shutil.rmtree(tmp, ignore_errors=True)
         tmp.mkdir(parents=True)
         write_checkpoint(tmp, step, acc.unwrap_model(model), optimizer, scheduler, acc.scaler, gathered)
         shutil.rmtree(final, ignore_errors=True)
         tmp.rename(final)
-        _sync(root)
-        for _, old in list_checkpoints(run_dir)[:-keep]:
+        _sync(layout.checkpoints)
+        for _, old in layout.list_checkpoints()[:-keep]:
             shutil.rmtree(old, ignore_errors=True)
     acc.wait_for_everyone()
 
@@ -151,7 +161,7 @@ def verify_checkpoint(path: Path) -> str | None:
         return f"its {META} is unreadable ({err})"
     if not isinstance(meta, dict) or meta.get("format") != FORMAT:
         return f"its {META} is not an {FORMAT} manifest"
-    if meta.get("step") != int(path.name[5:]):
+    if meta.get("step") != checkpoint_step(path):
         return f"its {META} is for step {meta.get('step')}"
     files = meta.get("files")
     if not isinstance(files, dict) or any(name not in files for name in REQUIRED):
@@ -170,12 +180,13 @@ def verify_checkpoint(path: Path) -> str | None:
     return None
 
 
-def newest_valid_checkpoint(run_dir: Path) -> tuple[int, Path] | None:
+def newest_valid_checkpoint(run: RunLayout | Path) -> tuple[int, Path] | None:
     """The newest checkpoint whose files match their hashes; warns naming any newer one it skips.
 
     None when the run has no checkpoint; :class:`CheckpointError` when it has some and none is valid.
     """
-    found = list_checkpoints(run_dir)
+    layout = layout_of(run)
+    found = layout.list_checkpoints()
     skipped: list[str] = []
     for step, path in reversed(found):
         problem = verify_checkpoint(path)
@@ -190,8 +201,8 @@ def newest_valid_checkpoint(run_dir: Path) -> tuple[int, Path] | None:
         skipped.append(f"{path} ({problem})")
     if found:
         raise CheckpointError(
-            f"no valid checkpoint in {run_dir / 'checkpoints'}: {'; '.join(skipped)}. "
-            f"Delete {run_dir / 'checkpoints'} to start the run over."
+            f"no valid checkpoint in {layout.checkpoints}: {'; '.join(skipped)}. "
+            f"Delete {layout.checkpoints} to start the run over."
         )
     return None
 
@@ -200,7 +211,7 @@ def _named(keys: list[str]) -> str:
     return ", ".join(keys[:3]) + (f" and {len(keys) - 3} more" if len(keys) > 3 else "")
 
 
-def _load_model(path: Path, model: torch.nn.Module, sharded: bool = False) -> None:
+def _load_model(path: Path, model: torch.nn.Module, sharding: ShardedState | None = None) -> None:
     params = _trainable(model)
     tensors = load_file(str(path / MODEL))
     missing, unexpected = sorted(set(params) - set(tensors)), sorted(set(tensors) - set(params))
@@ -218,14 +229,16 @@ def _load_model(path: Path, model: torch.nn.Module, sharded: bool = False) -> No
             raise CheckpointError(
                 f"{path / MODEL}: {name} is {t.dtype} {tuple(t.shape)} but the model's is {p.dtype} {tuple(p.shape)}"
             )
-        if not sharded:
+        if sharding is None:
             with torch.no_grad():
                 p.copy_(t)
-    if sharded:
-        fsdp.load_full_params(model, tensors)
+    if sharding is not None:
+        sharding.load_full_params(model, tensors)
 
 
-def _load_optimizer(path: Path, saved: dict[str, Any], model: torch.nn.Module, optimizer: Any, sharded: bool = False) -> None:
+def _load_optimizer(
+    path: Path, saved: dict[str, Any], model: torch.nn.Module, optimizer: Any, sharding: ShardedState | None = None
+) -> None:
     order = _parameter_order(model, optimizer)
     if saved["parameters"] != order:
         diff = next((f"{a} vs {b}" for a, b in zip(saved["parameters"], order, strict=False) if a != b), "their number")
@@ -245,8 +258,8 @@ def _load_optimizer(path: Path, saved: dict[str, Any], model: torch.nn.Module, o
             if isinstance(now.get(key), tuple) and isinstance(value, list):
                 group[key] = tuple(value)
     try:
-        if sharded:
-            fsdp.load_full_optimizer(model, optimizer, order, state, groups)
+        if sharding is not None:
+            sharding.load_full_optimizer(model, optimizer, order, state, groups)
         else:
             optimizer.load_state_dict({"state": state, "param_groups": groups})
     except (ValueError, KeyError) as err:
@@ -254,45 +267,21 @@ def _load_optimizer(path: Path, saved: dict[str, Any], model: torch.nn.Module, o
 
 
 def load_checkpoint(
-    path: Path, model: torch.nn.Module, optimizer: Any, scheduler: Any, scaler: Any = None, sharded: bool = False
+    path: Path, model: torch.nn.Module, optimizer: Any, scheduler: Any, scaler: Any = None,
+    sharding: ShardedState | None = None,
 ) -> int:
     """Load a verified checkpoint into the (unwrapped) model, optimizer, scheduler and scaler; returns its step.
 
-    ``sharded``: the model is sharded with FSDP (collective: every process loads).
+    ``sharding``: how to load into a sharded model (collective: every process loads).
     """
     saved = json.loads((path / STATE).read_text(encoding="utf-8"))
-    if saved.get("format") != FORMAT or saved.get("step") != int(path.name[5:]):
-        raise CheckpointError(f"{path / STATE} is not the state of step {path.name[5:]}")
-    _load_model(path, model, sharded)
-    _load_optimizer(path, saved["optimizer"], model, optimizer, sharded)
+    if saved.get("format") != FORMAT or saved.get("step") != checkpoint_step(path):
+        raise CheckpointError(f"{path / STATE} is not the state of step {checkpoint_step(path)}")
+    _load_model(path, model, sharding)
+    _load_optimizer(path, saved["optimizer"], model, optimizer, sharding)
     scheduler.load_state_dict(saved["scheduler"])
     if scaler is not None:
         if saved.get("scaler") is None:
             raise CheckpointError(f"{path} was written without a gradient scaler (mixed precision changed?)")
         scaler.load_state_dict(saved["scaler"])
     return int(saved["step"])
-
-
-@dataclass
-class ResumePoint:
-    """Where a (re)started run begins: ``checkpoint`` None starts from scratch; ``finished`` means the
-    checkpoint already holds every step these (unchanged) settings ask for, so nothing new is recorded."""
-
-    checkpoint: Path | None
-    step: int
-    finished: bool
-
-
-def resume_point(run_dir: Path, cfg: RunConfig, teacher_fingerprint: str, data_hash: str, steps: int) -> ResumePoint:
-    """Decide how a run starts in ``run_dir`` for ``steps`` total steps (see :func:`opct.run_dir.check_resumable`).
-
-    A directory without a checkpoint starts over, whatever its manifest says (nothing of it is kept).
-    """
-    found = newest_valid_checkpoint(run_dir)
-    if found is None:
-        return ResumePoint(None, 0, False)
-    if not (run_dir / "manifest.json").exists():
-        raise RunDirError(f"{run_dir} has checkpoints but no manifest.json; delete {run_dir / 'checkpoints'} to start over")
-    step, path = found
-    finished = check_resumable(run_dir, cfg, teacher_fingerprint, data_hash, done=step, steps=steps)
-    return ResumePoint(path, step, finished)

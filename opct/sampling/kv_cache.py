@@ -1,9 +1,19 @@
-"""A KV cache that appends in place: one buffer per layer, sized for the whole generation."""
+"""A KV cache that appends in place: one buffer per layer, sized for the whole generation; and the
+name a model's forward takes its cache under.
+
+transformers 5.24 renamed the forward's ``past_key_values`` to ``cache`` (the old name still works
+until 5.40, with a ``FutureWarning`` at every call); :func:`cache_kwargs` passes the cache under the
+name the installed model class declares, and :func:`returned_cache` reads it back under either.
+"""
 
 from __future__ import annotations
 
+import inspect
+from functools import cache as memoize
+from typing import Any
+
 import torch
-from transformers import DynamicCache, PretrainedConfig
+from transformers import DynamicCache, PretrainedConfig, PreTrainedModel
 from transformers.cache_utils import DynamicLayer
 
 
@@ -59,3 +69,24 @@ def _grown(old: torch.Tensor, new: torch.Tensor, length: int, size: int) -> torc
     if length:
         buf[..., :length, :] = old
     return buf
+
+
+@memoize
+def _cache_keyword(model_class: type) -> str:
+    try:
+        params = inspect.signature(model_class.forward).parameters  # follows the deprecation wrapper
+    except (TypeError, ValueError):
+        return "past_key_values"
+    return "cache" if "cache" in params else "past_key_values"
+
+
+def cache_kwargs(model: torch.nn.Module, kv_cache: Any) -> dict[str, Any]:
+    """``{"cache": kv_cache}`` or ``{"past_key_values": kv_cache}``: the keyword the forward of
+    ``model``'s (outermost) transformers model declares; a PEFT or opct wrapper passes it through."""
+    inner = next((m for m in model.modules() if isinstance(m, PreTrainedModel)), model)
+    return {_cache_keyword(type(inner)): kv_cache}
+
+
+def returned_cache(output: Any) -> Any:
+    """The KV cache a forward returned (``output.cache`` from transformers 5.24 on, ``past_key_values`` before)."""
+    return output["cache"] if "cache" in output else output["past_key_values"]

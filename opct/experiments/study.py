@@ -1,6 +1,6 @@
 """Studies: one experiment per model family, the same methods and seeds in each, then a pooled report.
 
-A study is an experiment configuration (:class:`opct.experiment.ExperimentConfig`) plus
+A study is an experiment configuration (:class:`opct.experiments.runner.ExperimentConfig`) plus
 ``families``, a mapping from a family name to the model it uses; ``extends: FILE`` (relative to the
 study file) takes every other setting from an experiment file, which the study's own keys and
 ``--set`` then override. ``opct demo --full`` runs ``opct/experiments/organism_demo_full.yaml``: the
@@ -9,9 +9,9 @@ demo experiment once per organism architecture, seeds 0, 1 and 2.
 Layout::
 
     <output_dir>/<name>/study.json  manifest.json  report.md  report.json
-    <output_dir>/<name>/<family>/   one experiment directory per family (opct.experiment's layout)
+    <output_dir>/<name>/<family>/   one experiment directory per family (opct.experiments.runner's layout)
 
-Each family is an ordinary experiment, run by :func:`opct.experiment.run_experiment` and resumable
+Each family is an ordinary experiment, run by :func:`opct.experiments.runner.run_experiment` and resumable
 as it is: a rerun skips finished training runs (their manifest must match), continues evaluations
 and attacks from the records already written, and rewrites the family's report. The base model is
 evaluated and attacked once per family (greedy decoding and a fixed eval/attack seed: nothing in it
@@ -30,11 +30,11 @@ from typing import Any
 from pydantic import Field, field_validator, model_validator
 
 from opct.config import ConfigError, _set_path, parse_overrides, read_config_file, validate_config
-from opct.experiment import ExperimentConfig, IncompleteEvalError, Plan, _deep_merge, resolve
-from opct.manifest import build_manifest, write_json_atomic
+from opct.experiments.runner import ExperimentConfig, IncompleteEvalError, Plan, _deep_merge, resolve
+from opct.report.study import STUDY_FILE
+from opct.runs.manifest import build_manifest, write_json_atomic
 
 #: The file that marks a directory as a study (``opct report`` reads it to tell a study from an experiment).
-STUDY_FILE = "study.json"
 
 _FAMILY_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
 
@@ -145,7 +145,7 @@ def run_study(study: StudyConfig, show_progress: bool = True, log: Any = print) 
     A family whose evals are incomplete does not stop the others: the report is written with what
     there is, and :class:`IncompleteEvalError` is raised at the end naming every such family (unless
     ``eval.allow_unscored``, as in an experiment)."""
-    from opct.experiment import run_experiment
+    from opct.experiments.runner import run_experiment
     from opct.models import resolve_model_path
     from opct.report.study import write_study_report
 

@@ -17,8 +17,8 @@ from typing import Any
 import yaml
 
 from opct.config import MODEL_ALIASES, ModelConfig, RunConfig, dump_config
+from opct.runs.layout import CHECKPOINT_FILE
 
-CHECKPOINT_FILE = "opct_checkpoint.json"
 CARD_FILE = "README.md"
 EVAL_MARKER = "## Evaluation"
 FORMAT = 2

@@ -14,10 +14,10 @@ Launch with ``accelerate launch --use_fsdp --fsdp_version 2 ...`` or an accelera
   the duration of the sampling call;
 * **scoring** makes exactly one forward per microbatch on every process (prefix sharing, which may
   make one or two depending on the batch, is off), so every unit's all-gather happens in step, and
-  the processes must have as many microbatches as each other (``opct.train`` checks it);
+  the processes must have as many microbatches as each other (``opct.training.loop`` checks it);
 * **checkpoints** gather the trainable parameters and the optimizer state whole on the main process
   (:func:`gather_train_state`) and write the same files a one-process run writes
-  (:mod:`opct.checkpoint`); a resume reads them on every process and shards them back
+  (:mod:`opct.runs.checkpoint`); a resume reads them on every process and shards them back
   (:func:`load_full_params`, :func:`load_full_optimizer`). ``final/`` is written from the full state
   dict gathered on the main process, a normal ``from_pretrained`` folder.
 

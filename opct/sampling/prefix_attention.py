@@ -11,7 +11,7 @@ both and normalises them together (one softmax over prompt and generated positio
     out = (exp(s_p - m) V_p + exp(s_g - m) V_g) / (sum exp(s_p - m) + sum exp(s_g - m)),  m = max(s_p, s_g)
 
 which is softmax attention over the concatenated keys, the same function as the per-sample cache up
-to float rounding. It is used by :class:`opct.rollout.HFSampler` only on CPU, only while decoding one token
+to float rounding. It is used by :class:`opct.sampling.hf_sampler.HFSampler` only on CPU, only while decoding one token
 at a time, for batches whose rows are each prompt's samples side by side, in equal numbers, and for SDPA
 models with plain full attention (no sliding window, logit soft-capping or attention sinks, see
 :func:`supports_shared_prefix`); everything else runs the model's own attention.

@@ -3,9 +3,9 @@
 Each optimizer step takes ``train.pairs_per_step`` pairs (over all processes), lets the method turn
 this process's share into microbatches, accumulates gradients over them with the loss normalised
 by the number of completion tokens in the *global* batch, then clips and steps. Checkpoints are
-written atomically and read without pickle (:mod:`opct.checkpoint`); a run restarted in the same
+written atomically and read without pickle (:mod:`opct.runs.checkpoint`); a run restarted in the same
 directory resumes from the newest valid one and ends with the same weights as an uninterrupted run
-(what a rerun may change is in :mod:`opct.run_dir`). One process trains in a directory at a time.
+(what a rerun may change is in :mod:`opct.runs.resume`). One process trains in a directory at a time.
 """
 
 from __future__ import annotations
@@ -24,10 +24,7 @@ import torch
 from accelerate import Accelerator
 from transformers import get_scheduler
 
-from opct import fsdp
-from opct.checkpoint import list_checkpoints, load_checkpoint, resume_point, save_checkpoint
 from opct.config import RunConfig, dump_config
-from opct.manifest import build_manifest, hash_records, write_json_atomic
 from opct.methods import METHODS
 from opct.methods.base import TrainContext
 from opct.models import (
@@ -39,8 +36,12 @@ from opct.models import (
     weights_fingerprint,
 )
 from opct.pairs import ConsistencyPair, load_pair_source
-from opct.run_dir import MetricsWriter, RunDirError, flatten, on_main, run_lock, save_final
-from opct.run_logs import recover_log
+from opct.runs.directory import RunDirectory
+from opct.runs.errors import RunDirError
+from opct.runs.lock import on_main
+from opct.runs.manifest import build_manifest, hash_records
+from opct.runs.resume import flatten
+from opct.training import fsdp
 
 
 @dataclass
@@ -135,7 +136,7 @@ def _has_accelerator_device() -> bool:
     return torch.cuda.is_available() or bool(xpu and xpu.is_available()) or bool(mps and mps.is_available())
 
 
-def _make_accelerator(cfg: RunConfig, run_dir: Path) -> Accelerator:
+def _make_accelerator(cfg: RunConfig, run: RunDirectory) -> Accelerator:
     from accelerate.utils import ProjectConfiguration
 
     kwargs: dict[str, Any] = {}
@@ -145,7 +146,7 @@ def _make_accelerator(cfg: RunConfig, run_dir: Path) -> Accelerator:
     acc = Accelerator(
         cpu=not _has_accelerator_device(),
         mixed_precision=cfg.train.mixed_precision,
-        project_config=ProjectConfiguration(project_dir=str(run_dir), logging_dir=str(run_dir / "trackers")),
+        project_config=ProjectConfiguration(project_dir=str(run.root), logging_dir=str(run.layout.trackers)),
         **kwargs,
     )
     fsdp.enable_cpu_fsdp(acc)  # accelerate keeps DDP on CPU even when FSDP was asked for
@@ -158,15 +159,18 @@ def train(cfg: RunConfig, show_progress: bool = True) -> TrainResult:
     The run directory is locked while it trains: a second training there stops naming this one's pid.
     """
     pairs = load_training_pairs(cfg)
-    acc = _make_accelerator(cfg, cfg.run_dir)
-    with run_lock(cfg.run_dir, acc):
-        return _train(cfg, acc, pairs, show_progress)
+    run = RunDirectory(cfg.run_dir)
+    acc = _make_accelerator(cfg, run)
+    with run.locked(acc):
+        return _train(cfg, acc, run, pairs, show_progress)
 
 
-def _train(cfg: RunConfig, acc: Accelerator, pairs: list[ConsistencyPair], show_progress: bool) -> TrainResult:
-    run_dir = cfg.run_dir
+def _train(
+    cfg: RunConfig, acc: Accelerator, run: RunDirectory, pairs: list[ConsistencyPair], show_progress: bool
+) -> TrainResult:
     fsdp.check_distribution(acc)
     sharded = fsdp.is_fsdp(acc)
+    sharding = fsdp if sharded else None  # how a checkpoint gathers and loads the sharded state
     if cfg.train.pairs_per_step % acc.num_processes:
         raise ValueError(
             f"train.pairs_per_step={cfg.train.pairs_per_step} must be divisible by the number of processes ({acc.num_processes})"
@@ -195,17 +199,15 @@ def _train(cfg: RunConfig, acc: Accelerator, pairs: list[ConsistencyPair], show_
         teacher.model.to(acc.device)
 
     steps = total_steps(cfg, len(pairs))
-    start = on_main(acc, lambda: resume_point(run_dir, cfg, teacher.fingerprint, data_hash, steps))
+    start = on_main(acc, lambda: run.resume_point(cfg, teacher.fingerprint, data_hash, steps))
     if acc.is_main_process and start.checkpoint is None:  # starting over: nothing of an earlier attempt is kept
-        for stale in ("metrics.jsonl", "rollouts.jsonl.gz"):
-            (run_dir / stale).unlink(missing_ok=True)
+        run.clear_logs()
     layout: dict[str, Any] = {}
 
     def write_manifest() -> None:  # a finished run rerun as it was records nothing new
         if not acc.is_main_process or start.finished:
             return
-        write_json_atomic(
-            run_dir / "manifest.json",
+        run.write_manifest(
             build_manifest(
                 "train",
                 dump_config(cfg),
@@ -250,22 +252,23 @@ def _train(cfg: RunConfig, acc: Accelerator, pairs: list[ConsistencyPair], show_
         policy=acc.unwrap_model(prepared),
         tokenizer=tokenizer,
         teacher=teacher,
-        run_dir=run_dir,
+        run_dir=run.root,
         sharded=sharded,
     )
     method = METHODS.get(cfg.method)(ctx)
     method.setup(pairs)
 
     if start.checkpoint is not None:
-        state.step = load_checkpoint(start.checkpoint, acc.unwrap_model(prepared), optimizer, scheduler, acc.scaler, sharded)
+        state.step = run.load_checkpoint(
+            start.checkpoint, acc.unwrap_model(prepared), optimizer, scheduler, acc.scaler, sharding
+        )
         write_manifest()
         if acc.is_main_process:
-            recover_log(run_dir / "metrics.jsonl", state.step)
-            recover_log(run_dir / "rollouts.jsonl.gz", state.step)
+            run.recover_logs(state.step)
     if cfg.train.trackers:
         acc.init_trackers(cfg.name, config=tracker_hparams(cfg))
 
-    writer = MetricsWriter(run_dir, acc.is_main_process, cfg.train.log_rollouts)
+    writer = run.metrics_writer(acc.is_main_process, cfg.train.log_rollouts)
     progress = _progress(show_progress and acc.is_main_process)
     with progress as bar:
         task = bar.add_task(f"{cfg.method} {cfg.name}", total=steps, completed=state.step, loss=0.0, kl=0.0) if bar else None
@@ -277,14 +280,14 @@ def _train(cfg: RunConfig, acc: Accelerator, pairs: list[ConsistencyPair], show_
             if cfg.train.trackers:
                 acc.log({k: v for k, v in record.items() if isinstance(v, int | float)}, step=step + 1)
             if state.step % cfg.train.checkpoint_every == 0 or state.step == steps:
-                save_checkpoint(acc, run_dir, state.step, cfg.train.keep_checkpoints, prepared, optimizer, scheduler)
+                run.save_checkpoint(acc, state.step, cfg.train.keep_checkpoints, prepared, optimizer, scheduler, sharding)
             if bar is not None:
                 bar.update(task, completed=state.step, loss=record["loss"], kl=record.get("kl_to_teacher", 0.0))
     identity = {"base_weights": teacher.fingerprint, "data_hash": data_hash, "num_pairs": len(pairs)}
-    final = save_final(acc, prepared, tokenizer, cfg, run_dir, identity)
+    final = run.save_final(acc, prepared, tokenizer, cfg, identity)
     if cfg.train.trackers:
         acc.end_training()
-    return TrainResult(run_dir=run_dir, steps=steps, final_dir=final, is_main_process=acc.is_main_process)
+    return TrainResult(run_dir=run.root, steps=steps, final_dir=final, is_main_process=acc.is_main_process)
 
 
 def _train_step(ctx: TrainContext, method: Any, optimizer, scheduler, pairs, step: int, steps: int):
@@ -388,4 +391,4 @@ def _progress(enabled: bool):
     )
 
 
-__all__ = ["RunDirError", "TrainResult", "list_checkpoints", "load_training_pairs", "total_steps", "train"]
+__all__ = ["RunDirError", "TrainResult", "load_training_pairs", "total_steps", "train"]

@@ -19,7 +19,7 @@ With ``gamma = 1`` the expected gradient is that of the sequence-level reverse K
 gradient of the per-position reverse KL on on-policy prefixes, i.e. of :func:`full_divergence`.
 
 Temperature and top-p. ``pi_sampler`` is always the model's own distribution at temperature 1 over
-the whole vocabulary (the recorded log-prob of :class:`opct.rollout.Rollout`), as in the official
+the whole vocabulary (the recorded log-prob of :class:`opct.sampling.engine.Rollout`), as in the official
 local trainer, which recomputes the sampling log-probs as ``log_softmax`` of the raw logits. Sampling
 at ``T != 1`` or with top-p draws the tokens from another distribution, so the ratio and the KL then
 refer to the untempered policy on tokens it did not itself draw; a run with such settings says so
@@ -32,7 +32,7 @@ import math
 
 import torch
 
-from opct.scoring import rowwise_chunked
+from opct.sampling.scoring import rowwise_chunked
 
 
 def kl_advantages(

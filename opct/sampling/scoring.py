@@ -14,6 +14,8 @@ from typing import Any
 import torch
 from torch.utils.checkpoint import checkpoint
 
+from opct.sampling.kv_cache import cache_kwargs, returned_cache
+
 
 @dataclass
 class CompletionBatch:
@@ -99,7 +101,7 @@ def _logits_shared_prefix(model: torch.nn.Module, batch: CompletionBatch, pad_id
     first = prefix.logits[select]  # [N, 1, V]: predicts each completion's first token
     if width == 1:
         return first
-    cache = prefix.past_key_values
+    cache = returned_cache(prefix)
     cache.batch_select_indices(select)
     targets, comp_mask = batch.targets_and_mask(device)
     step_ids = torch.where(comp_mask, targets, torch.full_like(targets, pad_id))[:, : width - 1]
@@ -111,7 +113,7 @@ def _logits_shared_prefix(model: torch.nn.Module, batch: CompletionBatch, pad_id
         input_ids=step_ids,
         attention_mask=attention,
         position_ids=step_positions,
-        past_key_values=cache,
+        **cache_kwargs(model, cache),
         use_cache=True,
     )
     return torch.cat([first, rest.logits], dim=1)

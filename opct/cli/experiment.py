@@ -1,0 +1,122 @@
+"""``opct run``, ``opct demo`` and ``opct report``: experiments and studies, and their reports."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+from rich.console import Group
+
+from opct.cli.boundary import NoProgress, SetOverrides, Threads, _fail, apply_threads, console
+
+
+def _run_experiment(
+    config: Path | None, set_: list[str] | None, dry_run: bool, no_progress: bool, threads: int | None = None
+) -> None:
+    """``opct run``/``demo``: an experiment or a study; ``threads`` (the flag) over the file's ``threads:``."""
+    from opct.experiments.runner import load_experiment, resolve, run_experiment
+    from opct.experiments.study import is_study_file
+
+    if config is not None and is_study_file(config):
+        _run_study(config, set_, dry_run, no_progress, threads)
+        return
+    cfg = load_experiment(config, set_ or [])
+    plan = resolve(cfg)
+    console.print(plan.describe(), highlight=False)
+    if dry_run:
+        return
+    apply_threads(threads if threads is not None else cfg.threads)
+    from opct.report.terminal import results_group
+
+    _run_and_show(lambda: run_experiment(cfg, show_progress=not no_progress, log=_log_line), results_group,
+                  cfg.root, "report.html", "report.md")
+
+
+def _run_study(config: Path, set_: list[str] | None, dry_run: bool, no_progress: bool, threads: int | None) -> None:
+    from opct.experiments.study import load_study, resolve_study, run_study
+    from opct.report.study import REPORT_MD, study_group
+
+    study = load_study(config, set_ or [])
+    console.print(resolve_study(study).describe(), highlight=False)
+    if dry_run:
+        return
+    apply_threads(threads if threads is not None else study.threads)
+    _run_and_show(lambda: run_study(study, show_progress=not no_progress, log=_log_line), study_group,
+                  study.root, REPORT_MD, "report.json; each family's own report in its folder")
+
+
+def _log_line(message: str) -> None:
+    """A progress line of a run, printed as written (``[stage]`` is text, not rich markup)."""
+    console.print(message, highlight=False, markup=False)
+
+
+def _run_and_show(run: Callable[[], Path], tables: Callable[[Path, int], Any], root: Path, report: str, also: str) -> None:
+    """Run an experiment or a study, then print its result tables and where its report is; when an
+    eval is incomplete, the tables first (they show which), then the error with exit code 1."""
+    from opct.experiments.runner import IncompleteEvalError
+
+    try:
+        run()
+    except IncompleteEvalError as err:
+        console.print(tables(root, console.width))
+        _fail(str(err), code=1)
+    console.print(tables(root, console.width))
+    console.print(f"report: [bold]{root / report}[/] (and {also})")
+
+
+def run(
+    experiment: Annotated[Path, typer.Argument(help="Experiment YAML (model, axes, methods, seeds, settings).")],
+    set_: SetOverrides = None,
+    dry_run: Annotated[bool, typer.Option("--dry-run", help="Print the resolved plan and exit.")] = False,
+    no_progress: NoProgress = False,
+    threads: Threads = None,
+) -> None:
+    """Run an experiment: base eval, training per method, evaluation, attack, report (resumable). A study
+    file (one with families:) runs its experiment once per family, then the pooled report."""
+    _run_experiment(experiment, set_, dry_run, no_progress, threads)
+
+
+def demo(
+    set_: SetOverrides = None,
+    dry_run: Annotated[bool, typer.Option("--dry-run", help="Print the resolved plan and exit.")] = False,
+    no_progress: NoProgress = False,
+    threads: Threads = None,
+    full: Annotated[bool, typer.Option("--full", help="The full comparison: 3 organism families x 3 seeds, "
+                                       "then OPCT − BCT pooled with a verdict per metric (resumable).")] = False,
+) -> None:
+    """The paper's comparison on the built-in organism: baseline vs BCT vs OPCT on all three axes."""
+    from importlib.resources import files
+
+    name = "organism_demo_full.yaml" if full else "organism_demo.yaml"
+    _run_experiment(Path(str(files("opct") / "experiments" / name)), set_, dry_run, no_progress, threads)
+
+
+def report(
+    experiment_dir: Annotated[Path, typer.Argument(
+        help="An experiment or study directory (runs/experiments/<name>), or Inspect logs of opct's tasks "
+             "(a .eval file or a folder of them).")],
+) -> None:
+    """(Re)write an experiment's report.html and report.md and print its table and the paired differences
+    between every two methods; for a study, its pooled report.md and report.json; for Inspect logs of
+    opct's tasks (inspect eval opct/<axis>), opct's results table recomputed from their records."""
+    from opct.experiments.study import is_study_dir
+    from opct.report import write_report
+    from opct.report.terminal import results_group
+
+    if experiment_dir.suffix in (".eval", ".json") or (experiment_dir.is_dir() and any(experiment_dir.glob("*.eval"))):
+        from opct.inspect_eval.logs import is_inspect_log_path, report_renderables
+
+        if is_inspect_log_path(experiment_dir):
+            console.print(Group(*report_renderables(experiment_dir)))
+            return
+    if is_study_dir(experiment_dir):
+        from opct.report.study import REPORT_MD, study_renderables, write_study_report
+
+        console.print(Group(*study_renderables(write_study_report(experiment_dir), console.width)))
+        console.print(f"report: [bold]{experiment_dir / REPORT_MD}[/] (and report.json)")
+        return
+    html, _ = write_report(experiment_dir)
+    console.print(results_group(experiment_dir, console.width))
+    console.print(f"report: [bold]{html}[/] (and report.md)")

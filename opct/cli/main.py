@@ -1,0 +1,118 @@
+"""The ``opct`` command group: its global options, ``train`` and ``export``, and every other command
+registered from the module of its group (:mod:`opct.cli.experiment`, :mod:`opct.cli.eval`,
+:mod:`opct.cli.attack`, :mod:`opct.cli.pairs`, :mod:`opct.cli.organism`, :mod:`opct.cli.env`)."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from opct.cli.attack import attack
+from opct.cli.boundary import (
+    DEBUG,
+    ErrorBoundary,
+    NoProgress,
+    SetOverrides,
+    Threads,
+    apply_threads,
+    console,
+)
+from opct.cli.env import env, version_callback
+from opct.cli.eval import eval_
+from opct.cli.experiment import demo, report, run
+from opct.cli.pairs import pairs_app
+
+app = typer.Typer(cls=ErrorBoundary, add_completion=False, no_args_is_help=True,
+                  help="On-Policy Consistency Training for Hugging Face causal LMs.")
+
+
+@app.callback()
+def _options(
+    ctx: typer.Context,
+    debug: Annotated[bool, typer.Option("--debug", help="Show the traceback of an error (also OPCT_DEBUG=1).")] = False,
+    verbose: Annotated[bool, typer.Option("--verbose", help="Keep the libraries' own logs, progress bars and warnings "
+                                          "(also OPCT_VERBOSE=1).")] = False,
+    version: Annotated[bool, typer.Option("--version", callback=version_callback, is_eager=True,
+                                          help="Print opct's version and exit.")] = False,
+) -> None:
+    """On-Policy Consistency Training for Hugging Face causal LMs."""
+    from opct.quiet import quiet_unless_verbose
+
+    DEBUG["on"] = debug
+    quiet_unless_verbose(ctx, verbose)
+
+
+def _organism_app() -> typer.Typer:
+    from opct.cli.organism import organism_app
+
+    return organism_app
+
+
+app.add_typer(_organism_app(), name="organism")
+
+app.add_typer(pairs_app, name="pairs")
+
+
+@app.command()
+def train(
+    config: Annotated[Path | None, typer.Option("--config", "-c", metavar="FILE", help="YAML run configuration.")] = None,
+    set_: SetOverrides = None,
+    no_progress: NoProgress = False,
+    print_config: Annotated[bool, typer.Option("--print-config", help="Print the resolved configuration and exit.")] = False,
+    allow_heldout_training: Annotated[bool, typer.Option(
+        "--allow-heldout-training", help="Train on pairs marked held-out (meta.split: heldout); refused by default.")] = False,
+    threads: Threads = None,
+) -> None:
+    """Train with OPCT or BCT; rerunning the same command resumes an interrupted run."""
+    import yaml
+
+    from opct.config import dump_config, load_config
+
+    # every error reaches ErrorBoundary (opct/cli/boundary.py), which prints it and picks the exit code
+    overrides = [*(set_ or []), *(["data.allow_heldout_training=true"] if allow_heldout_training else [])]
+    cfg = load_config(config, overrides)
+    if print_config:
+        console.print(yaml.safe_dump(dump_config(cfg), sort_keys=False), highlight=False)
+        return
+    apply_threads(threads if threads is not None else cfg.threads)
+    from opct.training.loop import train as run_training
+
+    result = run_training(cfg, show_progress=not no_progress)
+    if result.is_main_process:
+        console.print(f"done: {result.steps} steps; checkpoint in [bold]{result.final_dir}[/]")
+
+
+app.command()(run)
+app.command()(demo)
+app.command()(report)
+app.command()(attack)
+app.command("eval")(eval_)
+
+
+@app.command()
+def export(
+    model: Annotated[str, typer.Argument(metavar="RUN", help="A run directory or its final/.")],
+    out: Annotated[Path, typer.Option(metavar="DIR", help="The folder to write (outside final/).")],
+    dtype: Annotated[str | None, typer.Option(help="float32, bfloat16, float16 or auto (default: the run's own).")] = None,
+    overwrite: Annotated[bool, typer.Option("--overwrite", help="Replace DIR if it exists.")] = False,
+) -> None:
+    """Write a trained checkpoint as one model folder (a LoRA adapter merged into its base, base weights
+    checked): loadable by any Hugging Face tool, e.g. lm-eval-harness's --model hf pretrained=DIR."""
+    from opct.runs.export import export_merged
+
+    folder = export_merged(model, out, dtype=dtype, overwrite=overwrite)
+    console.print(f"exported to [bold]{folder}[/]")
+
+
+app.command()(env)
+
+
+def main() -> None:  # pragma: no cover - entry point
+    app(prog_name="opct")
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

@@ -1,0 +1,8 @@
+"""Training: the one loop every method shares, the divergences, and FSDP.
+
+* :mod:`~opct.training.loop`: ``train(cfg)``, on accelerate (one process, DDP or FSDP2);
+* :mod:`~opct.training.losses`: pure loss functions, the paper's equations in the docstring;
+* :mod:`~opct.training.fsdp`: which launches are accepted and how FSDP2 shards, gathers and loads.
+
+The methods themselves are in :mod:`opct.methods`; the run directory in :mod:`opct.runs`.
+"""
