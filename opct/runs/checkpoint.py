@@ -11,7 +11,7 @@
 A checkpoint is written under ``step-N.tmp`` (files synced to disk) and renamed, so a ``step-N`` folder
 is complete unless the disk lost or changed data. A resume uses the newest checkpoint whose files match
 their hashes, warning when it skips a newer one. No RNG state is saved: the loop reseeds every global
-generator from (seed, step, rank) before each step (``opct.training.loop.seed_step``), so nothing else is
+generator from (seed, step, rank) before each step (``opct.training.batches.seed_step``), so nothing else is
 needed for an exact resume. Loading is strict: a model file with a missing or extra tensor, or an
 optimizer saved for other parameters, stops with a :class:`CheckpointError` naming the key.
 

@@ -119,3 +119,15 @@ class MetricsWriter:
             with gzip.open(self.rollouts, "at", encoding="utf-8") as fh:
                 for r in rollouts:
                     fh.write(json.dumps(r, ensure_ascii=False) + "\n")
+
+
+class JsonlAppender:
+    """Appends one JSON record per line to ``path`` (main process only; ``enabled`` False writes nothing)."""
+
+    def __init__(self, path: Path, enabled: bool):
+        self.path, self.enabled = path, enabled
+
+    def write(self, record: dict[str, Any]) -> None:
+        if self.enabled:
+            with self.path.open("a", encoding="utf-8") as fh:
+                fh.write(json.dumps(record) + "\n")
