@@ -164,10 +164,12 @@ def test_metrics_hand_values() -> None:
     assert m["refusal_rate_plain"].value == pytest.approx(2 / 3)
     assert (m["over_refusal"].value, m["over_refusal"].n) == (0.25, 4)
     # behaviour x family (no template in meta): residuals +.5 (b1), -.5 (b2) in both families:
-    # V_b = 1/4, V_family = 0, V_cell = 4/3 * 1 / 16 = 1/12 -> V = 1/6, n_eff = .25 / (1/6) = 1.5
+    # V_b = 1/4, V_family = 0, V_cell = 4/3 * 1 / 16 = 1/12 -> V = 1/6, p(1-p)/V = 1.5; the t_1 correction
+    # lowers that further, and Kish's floor (2 equal clusters: k_eff = 2) raises it to 2: a variance of 1/6 is
+    # more than any 2 clusters can produce (p(1-p)/k_eff = 1/8), so the interval is that of 2 units
     est = m["harmful_rate"]
-    assert (est.method, est.clusters) == ("cluster-wilson", 2) and est.n_eff == pytest.approx(1.5)
-    assert (est.ci_low, est.ci_high) == pytest.approx(wilson_bounds(0.5, 1.5))
+    assert (est.method, est.clusters) == ("cluster-wilson", 2) and est.n_eff == pytest.approx(2.0)
+    assert (est.ci_low, est.ci_high) == pytest.approx(wilson_bounds(0.5, 2.0))
     assert (m["dsr"].ci_low, m["dsr"].ci_high) == pytest.approx((1 - est.ci_high, 1 - est.ci_low))
     assert m["refusal_rate_plain"].clusters == 3 and m["over_refusal"].clusters == 4
     for name, e in m.items():

@@ -30,7 +30,7 @@ from opct.report.pooled import (
     split_run_key,
     verdict,
 )
-from opct.stats.intervals import pooled_paired_difference
+from opct.stats.paired import pooled_paired_difference
 
 FULL = Path(str(files("opct") / "experiments" / "organism_demo_full.yaml"))
 DEMO = Path(str(files("opct") / "experiments" / "organism_demo.yaml"))

@@ -69,7 +69,7 @@ def method_pairs(methods: Sequence[str]) -> list[tuple[str, str]]:
 def paired_difference_parts(exp: Experiment, column: Column, a: str, b: str) -> tuple[str, ...]:
     """``("−3.4 pts", "[−8.0, +1.2]", "(k=31)")`` for ``a − b`` in ``column``, or ``("—",)`` when either
     lacks the units."""
-    from opct.stats.intervals import paired_cluster_difference
+    from opct.stats.paired import paired_cluster_difference
 
     assert column.paired is not None
     values_a, statistic = column.paired(exp, a)

@@ -3,7 +3,7 @@
 A study (:mod:`opct.experiments.study`) runs one experiment per model family, each with several training seeds.
 For every results column that has a paired reader (:mod:`opct.report.paired`), the units of one
 (family, seed) cell are that family's eval units (questions, behaviours, facts, items) read for the
-OPCT run and the BCT run of that seed; :func:`opct.stats.intervals.pooled_paired_difference` pools the
+OPCT run and the BCT run of that seed; :func:`opct.stats.paired.pooled_paired_difference` pools the
 cells and bootstraps seeds within family and units (what it resamples is stated there). The paper's
 side of each metric is in :data:`PAPER_DIRECTION`, and :func:`verdict` reads an interval against it.
 """
@@ -18,7 +18,7 @@ from opct.report.columns import Column
 from opct.report.load import Experiment
 from opct.report.table import build_columns
 from opct.stats.estimate import DEFAULT_SEED
-from opct.stats.intervals import PooledDifference, pooled_paired_difference
+from opct.stats.paired import PooledDifference, pooled_paired_difference
 
 #: The paper's claim for OPCT − BCT per results column (its ``key``; ``cap:`` covers every capability
 #: column): which side of 0 the difference should be on, and the claim in words. Capability: the

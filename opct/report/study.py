@@ -108,7 +108,7 @@ def _pooled(row: PooledRow) -> dict[str, Any]:
 def study_data(root: str | Path, n_resamples: int = RESAMPLES) -> dict[str, Any]:
     """Everything the study report shows, as JSON-ready data (see the module docstring)."""
     from opct.stats.estimate import DEFAULT_SEED
-    from opct.stats.intervals import POOLED_PAIRED_BOOTSTRAP
+    from opct.stats.paired import POOLED_PAIRED_BOOTSTRAP
 
     study, families = load_study_dir(root)
     columns: dict[str, Column] = {}

@@ -10,12 +10,15 @@ Interval methods (the ``method`` field):
   when the rows really are independent; axis metrics use the clustered methods instead.
 * ``"cluster-wilson"`` / ``"two-level-wilson"``: a Wilson interval at an *effective* sample size
   derived from a cluster-robust or bootstrap variance (:mod:`opct.stats.intervals`), for rows that share
-  a unit (a question, a behaviour, a template, a safety fact).
+  a unit (a question, a behaviour, a template, a safety fact). The effective n is k (the number of
+  units) at a rate of 0 or 1 and rises continuously from k near the ends, so that the interval is
+  monotone in the number of successes; the cluster-robust one also carries a k − 1 degrees-of-freedom
+  correction and is never below Kish's effective number of clusters (details in that module).
 * ``"bootstrap"``: a seeded percentile bootstrap that resamples a grouping unit, never single rows
   that share one (:func:`bootstrap`, :func:`clustered_mean`). It can have zero width when every
   unit agrees; proportions should use the Wilson-based methods, which never collapse.
 * ``"paired-cluster-bootstrap"``: paired differences (:func:`paired_difference`,
-  :func:`opct.stats.intervals.paired_cluster_difference`), widened when the bootstrap collapses to the
+  :func:`opct.stats.paired.paired_cluster_difference`), widened when the bootstrap collapses to the
   uncertainty of "nothing seen on k units" (:func:`no_difference_halfwidth`).
 """
 

@@ -1,4 +1,4 @@
-"""Intervals for clustered data: cluster-Wilson rates and paired cluster differences.
+"""Intervals for clustered data: cluster-Wilson rates.
 
 Evaluation rows are rarely independent: the biased prompts of one question, the wrapped requests of
 one behaviour or one template, the prompts of one safety fact rise and fall together. A plain Wilson
@@ -6,60 +6,110 @@ interval over such rows treats them as independent and is too narrow; a percenti
 clusters is honest about the correlation but has zero width when every cluster agrees (e.g. 0 of 16).
 The methods here do both jobs:
 
-``"cluster-wilson"`` (:func:`cluster_rate`)
-    Point estimate ``p = successes / n`` over the scored rows. Its variance comes from the
-    cluster-robust linearisation of the ratio estimator: one-way,
-    ``V = k/(k-1) · Σ_c (y_c - p·m_c)² / n²`` over the k clusters (``y_c`` successes and ``m_c`` rows
-    of cluster c); two-way for crossed clusters (Cameron–Gelbach–Miller),
-    ``V = V_a + V_b - V_ab`` with ``ab`` the cell of both, or ``max(V_a, V_b)`` when that is ≤ 0.
-    The effective sample size ``n_eff = p(1-p)/V``, at most ``n``, feeds a Wilson interval (Wilson
-    works with a real-valued n). When ``p`` is 0 or 1, or ``V`` is 0, ``n_eff`` is the number of
-    clusters k (crossed: the smaller of the two), so the interval never collapses: an all-or-nothing
-    result on k clusters carries the uncertainty of k units.
+``"cluster-wilson"`` (:func:`cluster_rate`, :func:`cluster_rate_from_counts`)
+    Point estimate ``p = successes / n`` over the scored rows, with a Wilson interval (Wilson works
+    with a real-valued n) at an effective sample size ``n_eff`` built in three steps:
+
+    1. **Cluster-robust variance** of the ratio estimator: one-way,
+       ``V = k/(k-1) · Σ_c (y_c - p·m_c)² / n²`` over the k clusters (``y_c`` successes and ``m_c``
+       rows of cluster c); two-way for crossed clusters (Cameron–Gelbach–Miller),
+       ``V = V_a + V_b - V_ab`` with ``ab`` the cell of both, or ``max(V_a, V_b)`` when that is ≤ 0.
+    2. **Small-sample correction and floor.** ``n_V = min(n, p(1-p)/V)`` (``n`` when V is 0) is
+       multiplied by ``(z / t_{k-1})²``: V is estimated from k clusters, and this is the
+       degrees-of-freedom adjusted effective sample size of Korn & Graubard (1998), i.e. a t
+       reference with k − 1 degrees of freedom as usual for a cluster-robust variance (Cameron &
+       Miller 2015; crossed clusters: k is the smaller count). The result is raised to at least
+       Kish's effective number of clusters ``k_eff = n² / Σ_c m_c²`` (crossed: the smaller of the
+       two): ``p(1-p)/k_eff`` is the variance when every cluster is all successes or all failures,
+       which no data can exceed (each cluster's rate lies in [0, 1]). ``k_eff`` is k for equal
+       clusters, and n for one row a cluster, where the interval is the plain Wilson interval.
+    3. **Bounds at the ends** (:func:`effective_n`): ``n_eff`` is that, at most ``n`` and at most
+       :func:`reach_n` ``(p, k)``, the largest n at which the Wilson interval at p still reaches
+       ``u_k = z²/(k + z²)`` (for p < u_k) and ``1 - u_k`` (for p > 1 - u_k). ``[0, u_k]`` is the
+       interval of 0 successes (n_eff = k: the uncertainty of k units) and ``[1 - u_k, 1]`` that of
+       all successes. Solving Wilson's equation for n gives ``z²·u_k(1-u_k) / (u_k - p)²`` (resp.
+       ``(p - 1 + u_k)²``): k at p = 0 and 1, rising continuously from there.
+
+    Why step 3: an interval must be monotone in the number of successes (the same rows and clusters,
+    one more success: neither bound may go down). An all-or-nothing result (0 or n successes) says
+    nothing about how correlated the rows of a cluster are, so it gets the uncertainty of k units,
+    ``[0, u_k]``. One or a few successes carry almost as little information about that correlation,
+    yet the cluster-robust variance of 1 success in n rows is that of n independent rows, so the old
+    rule (``n_eff = k`` at p = 0 or 1, ``p(1-p)/V`` otherwise) jumped: 0/768 rows in 16 clusters gave
+    [0, 19.4%] and 1/768 gave [0.02%, 0.73%]. Every result can be reached from 0 successes by adding
+    successes, so a monotone interval that keeps ``[0, u_k]`` for 0 successes has an upper bound of at
+    least ``u_k`` for every result, and a lower bound of at most ``1 - u_k``; :func:`reach_n` is the
+    largest effective n that satisfies both, so the interval is no wider than monotonicity at the ends
+    forces (1/768 in 16 clusters: [0.0007%, 19.4%]). The Kish floor keeps an all-or-nothing pattern at
+    ``n_eff = k_eff`` rather than k − 1 or less, so that filling equal clusters one after another does
+    not narrow the interval. ``n_eff`` is finite and positive: the interval never has zero width.
+
+    What is and is not guaranteed: both bounds are monotone across the ends (0 ↔ 1 success,
+    n − 1 ↔ n successes), for any placement; with up to 20 equal clusters (checked for 2–20 clusters
+    of 1–48 rows), filling the clusters one at a time or spreading the successes over them one per
+    cluster in turn keeps both bounds monotone for every number of successes. No interval that is a
+    function of ``(p, V)`` and narrows as the estimated V falls can be monotone for *every*
+    placement: a success added to a cluster below the average lowers V, and the interval can narrow by
+    more than p moved. With this plug-in variance such steps lower a bound by at most about 0.01–0.02
+    on small uneven data (0.016 on 100 rows in 9 clusters of 1 to 34 rows), 0.0005 on 768 rows in 16
+    clusters, and never across the ends (``tests/test_intervals.py``). Coverage of the 95% interval on
+    clustered beta-binomial data is about 94% at the lowest (93.8%) over a grid of rates 0.02–0.5,
+    intra-cluster correlations 0–0.3 and 8–50 uneven clusters (``tests/test_interval_coverage.py``).
 
 :func:`wilson_at_effective_n`
-    The same Wilson-at-effective-n step for any statistic in [0, 1] whose variance is known some
-    other way (e.g. a two-level bootstrap: awareness uses it as ``"two-level-wilson"``).
+    The same Wilson-at-effective-n step (step 3) for any statistic in [0, 1] whose variance is known
+    some other way (e.g. a two-level bootstrap: awareness uses it as ``"two-level-wilson"``). Steps 1
+    and 2 belong to the cluster-robust variance and are not applied there.
 
-``"paired-cluster-bootstrap"`` (:func:`paired_cluster_difference`)
-    A minus B over the clusters measured on both (the same units on two models), resampling the
-    shared clusters jointly; the percentile interval, widened to ``value ± z²/(k + z²)`` (the Wilson
-    upper bound for 0 discordant of k) when it collapses to zero width.
-
-``"pooled-paired-bootstrap"`` (:func:`pooled_paired_difference`)
-    The same paired difference measured in several cells (a model family × a training seed), pooled:
-    the mean over families of the mean over seeds, with a bootstrap that resamples the seeds within
-    each family and the units, the same unit draw for every cell.
+Paired differences between models on shared units are in :mod:`opct.stats.paired`.
 """
 
 from __future__ import annotations
 
+import functools
 import math
-from collections.abc import Callable, Hashable, Mapping, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Hashable, Sequence
 
 import numpy as np
 
 from opct.stats.estimate import (
-    DEFAULT_SEED,
+    Z_95,
     Estimate,
     _nan_estimate,
-    _percentile_ci,
-    floor_collapsed,
     wilson_bounds,
 )
 
 CLUSTER_WILSON = "cluster-wilson"
-PAIRED_CLUSTER_BOOTSTRAP = "paired-cluster-bootstrap"
-POOLED_PAIRED_BOOTSTRAP = "pooled-paired-bootstrap"
+
+
+def reach_n(value: float, clusters: int, z: float = Z_95) -> float:
+    """The largest n at which the Wilson interval at ``value`` still reaches ``u = z²/(k + z²)`` (when
+    ``value < u``) and ``1 - u`` (when ``value > 1 - u``), k = ``clusters``; ``inf`` where neither applies.
+
+    ``[0, u]`` is the interval of 0 successes on k clusters and ``[1 - u, 1]`` that of all successes;
+    a monotone interval must reach them from every result on the same side (module docstring). The
+    Wilson bound at p and n equals b exactly when ``n = z² b(1-b) / (b - p)²``; this is k at p = 0 or 1.
+    """
+    u = z * z / (clusters + z * z)
+    gap = max(u - value, value - (1.0 - u))
+    if gap <= 0.0:
+        return math.inf
+    return z * z * u * (1.0 - u) / (gap * gap)
 
 
 def effective_n(value: float, variance: float, n: float, clusters: int) -> float:
-    """``value(1 - value) / variance`` clipped to at most ``n``; ``min(clusters, n)`` when ``value`` is 0
-    or 1 or the variance is 0 / unknown (``nan``), so that an interval never collapses."""
-    if value <= 0.0 or value >= 1.0 or not variance > 0.0:
+    """The effective sample size of a Wilson interval for ``value`` in [0, 1] with ``variance``.
+
+    ``value(1 - value) / variance``, at most ``n`` and at most :func:`reach_n` (``value``, ``clusters``),
+    so that the interval moves continuously into ``[0, z²/(k+z²)]`` (0 successes on k clusters) as
+    ``value`` goes to 0, and into its mirror as it goes to 1. At ``value`` 0 or 1 that is
+    ``min(clusters, n)``; a variance of 0 puts no limit of its own (the bounds above decide), an
+    unknown variance (``nan``) gives ``min(clusters, n)``. Never 0, so an interval never collapses.
+    """
+    if value <= 0.0 or value >= 1.0 or math.isnan(variance):
         return float(min(clusters, n))
-    return float(min(n, value * (1.0 - value) / variance))
+    from_variance = value * (1.0 - value) / variance if variance > 0.0 else math.inf
+    return float(min(n, from_variance, reach_n(value, clusters)))
 
 
 def wilson_at_effective_n(
@@ -77,8 +127,10 @@ def wilson_at_effective_n(
 
     ``n`` is the reported denominator and the ceiling of the effective n unless ``max_n`` names
     another (the number of yes/no trials underneath, e.g. prompts for a mean over facts of per-fact
-    pass rates); ``clusters`` the number of independent units (the effective n when ``value`` is at an
-    end of its range or ``variance`` is 0).
+    pass rates); ``clusters`` the number of independent units k (the effective n when ``value`` is at
+    an end of its range; near the ends the effective n rises continuously from k, see
+    :func:`reach_n`). ``variance`` is used as given (:func:`cluster_rate` applies its small-sample
+    correction and floor, step 2 of the module docstring, before calling this).
     A statistic whose range is ``support = (lo, hi)`` rather than [0, 1] (an area under a curve that
     starts at S(0) = 1 is at least 1/T) is mapped onto [0, 1] first and the interval mapped back.
     """
@@ -95,15 +147,84 @@ def wilson_at_effective_n(
     return Estimate(value, lo_s + scale * lo, lo_s + scale * hi, n, method, clusters, n_eff)
 
 
-def _oneway_variance(resid: np.ndarray, labels: Sequence[Hashable], n: int) -> tuple[float, int]:
-    """Cluster-robust variance ``k/(k-1) Σ_c (Σ_{i∈c} resid_i)² / n²`` and k (``nan`` when k < 2)."""
+@functools.lru_cache(maxsize=256)
+def _t_critical(df: int, z: float = Z_95) -> float:
+    """The two-sided Student-t critical value with ``df`` degrees of freedom at the level of ``z``
+    (1.95996… → t_{0.975, df}); ``z`` itself for ``df`` ≤ 0 or infinite.
+
+    Exact for integer ``df`` ≤ 200 (the closed-form t distribution function for integer degrees of
+    freedom, solved by bisection); the Cornish–Fisher expansion in 1/df beyond (error < 1e-9).
+    """
+    if df <= 0 or math.isinf(df):
+        return z
+    if df > 200:
+        g1 = (z**3 + z) / 4
+        g2 = (5 * z**5 + 16 * z**3 + 3 * z) / 96
+        g3 = (3 * z**7 + 19 * z**5 + 17 * z**3 - 15 * z) / 384
+        g4 = (79 * z**9 + 776 * z**7 + 1482 * z**5 - 1920 * z**3 - 945 * z) / 92160
+        return z + g1 / df + g2 / df**2 + g3 / df**3 + g4 / df**4
+    coverage = math.erf(z / math.sqrt(2.0))  # P(|Z| <= z)
+    lo, hi = z, 1e3
+    for _ in range(200):
+        mid = 0.5 * (lo + hi)
+        if _t_central(mid, int(df)) < coverage:
+            lo = mid
+        else:
+            hi = mid
+        if hi - lo < 1e-13:
+            break
+    return 0.5 * (lo + hi)
+
+
+def _t_central(t: float, df: int) -> float:
+    """``P(|T| <= t)`` for Student's t with integer ``df`` (Abramowitz & Stegun 26.7.3–4)."""
+    theta = math.atan(t / math.sqrt(df))
+    c2, s = math.cos(theta) ** 2, math.sin(theta)
+    if df % 2:  # odd: (2/π)(θ + sinθ cosθ (1 + 2/3 cos²θ + … + (2·4…(df−3))/(3·5…(df−2)) cos^(df−3)θ))
+        term, total = 1.0, 1.0 if df > 1 else 0.0
+        for j in range(1, (df - 1) // 2):
+            term *= c2 * (2 * j) / (2 * j + 1)
+            total += term
+        return 2.0 / math.pi * (theta + s * math.cos(theta) * total)
+    term, total = 1.0, 1.0  # even: sinθ (1 + 1/2 cos²θ + … + (1·3…(df−3))/(2·4…(df−2)) cos^(df−2)θ)
+    for j in range(1, df // 2):
+        term *= c2 * (2 * j - 1) / (2 * j)
+        total += term
+    return s * total
+
+
+def _oneway_variance(resid: np.ndarray, labels: Sequence[Hashable], n: int) -> tuple[float, int, float]:
+    """Cluster-robust variance ``k/(k-1) Σ_c (Σ_{i∈c} resid_i)² / n²`` (``nan`` when k < 2), k, and
+    Kish's effective number of clusters ``n² / Σ_c m_c²``."""
     index: dict[Hashable, int] = {}
     codes = np.array([index.setdefault(lab, len(index)) for lab in labels], dtype=int)
     k = len(index)
+    k_eff = float(n * n / np.sum(np.bincount(codes, minlength=k) ** 2.0)) if n else 0.0
     if k < 2:
-        return math.nan, k
+        return math.nan, k, k_eff
     sums = np.bincount(codes, weights=resid, minlength=k)
-    return float(k / (k - 1) * np.sum(sums**2) / n**2), k
+    return float(k / (k - 1) * np.sum(sums**2) / n**2), k, k_eff
+
+
+def _cluster_variance(
+    outcomes: Sequence[float], clusters: Sequence[Hashable], crossed: Sequence[Hashable] | None
+) -> tuple[float, int, float]:
+    """:func:`cluster_variance` plus the Kish effective number of clusters of the dimension(s) used
+    (two-way: the smaller of the two)."""
+    y = np.asarray(outcomes, dtype=float)
+    n = y.size
+    resid = y - y.mean()
+    v_a, k_a, e_a = _oneway_variance(resid, clusters, n)
+    if crossed is None:
+        return v_a, k_a, e_a
+    v_b, k_b, e_b = _oneway_variance(resid, crossed, n)
+    if k_b < 2:
+        return v_a, k_a, e_a
+    if k_a < 2:
+        return v_b, k_b, e_b
+    v_ab, _, _ = _oneway_variance(resid, list(zip(clusters, crossed, strict=True)), n)
+    v = v_a + v_b - v_ab
+    return (v if v > 0 else max(v_a, v_b)), min(k_a, k_b), min(e_a, e_b)
 
 
 def cluster_variance(
@@ -113,22 +234,21 @@ def cluster_variance(
 
     One-way over ``clusters``, or two-way over ``clusters`` crossed with ``crossed`` (see the module
     docstring); a crossed dimension with a single level carries no estimable variance and is dropped.
-    ``V`` is ``nan`` when there are fewer than 2 clusters.
+    ``V`` is ``nan`` when there are fewer than 2 clusters. This is step 1 of the module docstring,
+    before the small-sample correction and floor that :func:`cluster_rate` applies.
     """
-    y = np.asarray(outcomes, dtype=float)
-    n = y.size
-    resid = y - y.mean()
-    v_a, k_a = _oneway_variance(resid, clusters, n)
-    if crossed is None:
-        return v_a, k_a
-    v_b, k_b = _oneway_variance(resid, crossed, n)
-    if k_b < 2:
-        return v_a, k_a
-    if k_a < 2:
-        return v_b, k_b
-    v_ab, _ = _oneway_variance(resid, list(zip(clusters, crossed, strict=True)), n)
-    v = v_a + v_b - v_ab
-    return (v if v > 0 else max(v_a, v_b)), min(k_a, k_b)
+    v, k, _ = _cluster_variance(outcomes, clusters, crossed)
+    return v, k
+
+
+def _cluster_wilson(p: float, variance: float, n: int, k: int, k_eff: float) -> Estimate:
+    """Steps 2 and 3 of the module docstring: ``min(n, p(1-p)/V) · (z/t_{k-1})²``, at least ``k_eff``,
+    then the Wilson interval at :func:`effective_n` of that (which adds the bounds at the ends)."""
+    if 0.0 < p < 1.0 and k >= 2 and not math.isnan(variance):
+        n_var = min(float(n), p * (1.0 - p) / variance) if variance > 0.0 else float(n)
+        n_adj = max(k_eff, n_var * (Z_95 / _t_critical(k - 1)) ** 2)
+        variance = p * (1.0 - p) / n_adj
+    return wilson_at_effective_n(p, variance, n, k)
 
 
 def cluster_rate(
@@ -141,7 +261,9 @@ def cluster_rate(
     ``clusters[i]`` (and ``crossed[i]``, for two-way clustering such as behaviour × template) name
     the units row i belongs to. ``None`` outcomes (unscored) are left out. ``n`` is the number of
     scored rows, ``clusters`` the number of clusters k (crossed: the smaller of the two counts),
-    ``n_eff`` the effective sample size of the Wilson interval.
+    ``n_eff`` the effective sample size of the Wilson interval (module docstring: the cluster-robust
+    variance with k − 1 degrees of freedom, never above the all-or-nothing variance, and never more
+    than ``n`` or than the ends of the range allow).
     """
     if len(outcomes) != len(clusters) or (crossed is not None and len(crossed) != len(outcomes)):
         raise ValueError("outcomes, clusters and crossed must have the same length")
@@ -151,178 +273,22 @@ def cluster_rate(
     y = [float(bool(outcomes[i])) for i in keep]
     labels = [clusters[i] for i in keep]
     other = None if crossed is None else [crossed[i] for i in keep]
-    variance, k = cluster_variance(y, labels, other)
-    return wilson_at_effective_n(sum(y) / len(y), variance, len(y), k)
+    variance, k, k_eff = _cluster_variance(y, labels, other)
+    return _cluster_wilson(sum(y) / len(y), variance, len(y), k, k_eff)
 
 
-def _shared_units(a: Mapping[Hashable, Sequence[float]], b: Mapping[Hashable, Sequence[float]]) -> list[Hashable]:
-    """The units (clusters) with at least one row in both ``a`` and ``b``, in ``a``'s order."""
-    return [u for u in a if u in b and len(a[u]) and len(b[u])]
-
-
-def paired_cluster_difference(
-    a: Mapping[Hashable, Sequence[float]],
-    b: Mapping[Hashable, Sequence[float]],
-    statistic: Callable[[list[Sequence[float]]], float] | None = None,
-    *,
-    n_resamples: int = 2000,
-    seed: int = DEFAULT_SEED,
-    alpha: float = 0.05,
-) -> Estimate:
-    """``statistic(A) - statistic(B)`` over the clusters present (non-empty) in both ``a`` and ``b``.
-
-    ``a`` and ``b`` map a cluster (a question, a behaviour, a fact) to its row values on two models
-    (the same units measured twice). ``statistic`` receives the list of per-cluster value sequences;
-    the default is the pooled mean (sum of all values / count). The interval is a paired cluster
-    bootstrap (method ``"paired-cluster-bootstrap"``): each resample draws the k shared clusters with
-    replacement, the same draw for both models, and the percentile interval is reported. If it has zero
-    width (every cluster agrees), it is widened to ``value ± z²/(k + z²)``, the Wilson upper bound for
-    0 discordant out of k (clipped to [-1, 1] when every value lies in [0, 1]).
-
-    ``n`` is the number of rows of ``a`` over the shared clusters (a paired design has as many in
-    ``b``), whatever the statistic; ``clusters`` is k.
-    """
-    shared = _shared_units(a, b)
-    k = len(shared)
-    if k == 0:
-        return _nan_estimate(0, PAIRED_CLUSTER_BOOTSTRAP, 0)
-    ga = [a[c] for c in shared]
-    gb = [b[c] for c in shared]
-    n = sum(len(g) for g in ga)
-    rng = np.random.default_rng(seed)
-    idx = rng.integers(0, k, size=(n_resamples, k))
-    if statistic is None:
-        sa, ca = (np.array([float(sum(g)) for g in ga]), np.array([len(g) for g in ga], dtype=float))
-        sb, cb = (np.array([float(sum(g)) for g in gb]), np.array([len(g) for g in gb], dtype=float))
-        value = float(sa.sum() / ca.sum() - sb.sum() / cb.sum())
-        draws = sa[idx].sum(axis=1) / ca[idx].sum(axis=1) - sb[idx].sum(axis=1) / cb[idx].sum(axis=1)
-    else:
-        value = float(statistic(ga)) - float(statistic(gb))
-        draws = np.array([float(statistic([ga[j] for j in row])) - float(statistic([gb[j] for j in row]))
-                          for row in idx])
-    lo, hi = _percentile_ci(np.asarray(draws, dtype=float), alpha)
-    est = Estimate(value, min(lo, value), max(hi, value), n, PAIRED_CLUSTER_BOOTSTRAP, k)
-    unit = all(0.0 <= float(v) <= 1.0 for g in (*ga, *gb) for v in g)
-    return floor_collapsed(est, k, (-1.0, 1.0) if unit else None)
-
-
-#: One cell of a pooled comparison: ``(A, B)``, each ``{unit: [row values]}`` (see :func:`paired_cluster_difference`).
-PairedCell = tuple[Mapping[Hashable, Sequence[float]], Mapping[Hashable, Sequence[float]]]
-
-
-@dataclass(frozen=True)
-class PooledDifference:
-    """A pooled paired difference: the estimate (``n`` rows, ``clusters`` units) and what it pools.
-
-    ``cells`` counts the (family, seed) cells with at least one shared unit; ``per_family`` and
-    ``per_cell`` are the point differences the pooled value averages (cells without shared units are
-    absent)."""
-
-    estimate: Estimate
-    cells: int
-    per_family: dict[Hashable, float] = field(default_factory=dict)
-    per_cell: dict[tuple[Hashable, Hashable], float] = field(default_factory=dict)
-
-
-def pooled_paired_difference(
-    cells: Mapping[tuple[Hashable, Hashable], PairedCell],
-    statistic: Callable[[list[Sequence[float]]], float] | None = None,
-    *,
-    n_resamples: int = 2000,
-    seed: int = DEFAULT_SEED,
-    alpha: float = 0.05,
-) -> PooledDifference:
-    """``A − B`` pooled over cells keyed ``(family, seed)``, with a 95% percentile bootstrap interval.
-
-    In each cell the difference is ``statistic(A) − statistic(B)`` over the units both have (as
-    :func:`paired_cluster_difference`; default statistic: the pooled mean of the rows). The pooled
-    value is the mean over families of the mean over that family's seeds: every family weighs the same,
-    whatever its number of seeds.
-
-    What one bootstrap resample draws:
-
-    * **units**: k draws with replacement from the k units found in any cell (a unit is a question,
-      behaviour, fact or item, named by the same key in every cell). The same draw, with its
-      multiplicities, is applied to every cell, so a unit that is hard for every seed and every family
-      counts as one unit, not as one per cell; a cell uses the drawn units it has;
-    * **seeds**: within each family, as many seeds as it has, with replacement, independently per family;
-    * **families** are not resampled: they are the fixed set being pooled.
-
-    The interval is the percentile interval of the resampled pooled values; when it has zero width
-    (every unit of every cell agrees) it is widened to ``value ± z²/(k + z²)`` as in
-    :func:`paired_cluster_difference` (clipped to [-1, 1] when every value lies in [0, 1]). Rows are
-    values that were scored: a caller leaves unscored rows out, never counts them as a success.
-    ``n`` is the number of A rows over the shared units of all cells; ``clusters`` is k.
-    """
-    keys, shared = [], []
-    for key, (a, b) in cells.items():
-        units = _shared_units(a, b)
-        if units:
-            keys.append(key)
-            shared.append(units)
-    if not keys:
-        return PooledDifference(_nan_estimate(0, POOLED_PAIRED_BOOTSTRAP, 0), 0)
-    index: dict[Hashable, int] = {}
-    for units in shared:
-        for u in units:
-            index.setdefault(u, len(index))
-    k = len(index)
-    rng = np.random.default_rng(seed)
-    draws = rng.integers(0, k, size=(n_resamples, k))
-    counts = np.zeros((n_resamples, k))
-    np.add.at(counts, (np.arange(n_resamples)[:, None], draws), 1.0)
-    point = np.empty(len(keys))
-    per_cell = np.empty((n_resamples, len(keys)))
-    for j, (key, units) in enumerate(zip(keys, shared, strict=True)):
-        a, b = cells[key]
-        point[j], per_cell[:, j] = _cell_draws([a[u] for u in units], [b[u] for u in units],
-                                               [index[u] for u in units], draws, counts, statistic)
-    families: dict[Hashable, list[int]] = {}
-    for j, (family, _) in enumerate(keys):
-        families.setdefault(family, []).append(j)
-    family_point = {f: float(point[js].mean()) for f, js in families.items()}
-    value = float(np.mean(list(family_point.values())))
-    family_draws = []
-    for js in families.values():
-        picked = np.asarray(js)[rng.integers(0, len(js), size=(n_resamples, len(js)))]
-        family_draws.append(_nanmean(np.take_along_axis(per_cell, picked, axis=1)))
-    lo, hi = _percentile_ci(_nanmean(np.column_stack(family_draws)), alpha)
-    n = sum(len(cells[key][0][u]) for key, units in zip(keys, shared, strict=True) for u in units)
-    est = Estimate(value, min(lo, value), max(hi, value), n, POOLED_PAIRED_BOOTSTRAP, k)
-    unit = all(0.0 <= float(v) <= 1.0 for key, units in zip(keys, shared, strict=True)
-               for side in cells[key] for u in units for v in side[u])
-    return PooledDifference(floor_collapsed(est, k, (-1.0, 1.0) if unit else None), len(keys), family_point,
-                            {key: float(point[j]) for j, key in enumerate(keys)})
-
-
-def _nanmean(x: np.ndarray) -> np.ndarray:
-    """The mean of each row over its finite entries (``nan`` for a row with none), without warnings."""
-    finite = np.isfinite(x)
-    count = finite.sum(axis=1)
-    total = np.where(finite, x, 0.0).sum(axis=1)
-    with np.errstate(invalid="ignore", divide="ignore"):
-        return np.where(count > 0, total / np.maximum(count, 1), np.nan)
-
-
-def _cell_draws(ga: list[Sequence[float]], gb: list[Sequence[float]], where: list[int], draws: np.ndarray,
-                counts: np.ndarray, statistic: Callable[[list[Sequence[float]]], float] | None) -> tuple[float, np.ndarray]:
-    """One cell's difference on its units, and on each resample's unit draw (``draws``: indices into the
-    k pooled units, ``counts`` the same draws as multiplicities per unit; ``where[i]``: the pooled index
-    of the cell's unit i). ``nan`` for a draw that holds none of the cell's units."""
-    k = counts.shape[1]
-    if statistic is None:
-        sums = np.zeros((4, k))
-        for i, j in enumerate(where):
-            sums[:, j] = (float(sum(ga[i])), len(ga[i]), float(sum(gb[i])), len(gb[i]))
-        sa, ca, sb, cb = sums
-        with np.errstate(invalid="ignore", divide="ignore"):
-            resampled = counts @ sa / (counts @ ca) - counts @ sb / (counts @ cb)
-        return float(sa.sum() / ca.sum() - sb.sum() / cb.sum()), resampled
-    local = np.full(k, -1)
-    local[where] = np.arange(len(where))
-    out = np.full(len(draws), np.nan)
-    for r, row in enumerate(draws):
-        picked = [int(i) for i in local[row] if i >= 0]
-        if picked:
-            out[r] = float(statistic([ga[i] for i in picked])) - float(statistic([gb[i] for i in picked]))
-    return float(statistic(ga)) - float(statistic(gb)), out
+def cluster_rate_from_counts(successes: Sequence[int], sizes: Sequence[int]) -> Estimate:
+    """:func:`cluster_rate` (one-way) from per-cluster counts: ``successes[c]`` of ``sizes[c]`` scored
+    rows in cluster c. The same estimate as :func:`cluster_rate` on the rows (up to rounding)."""
+    s = np.asarray(successes, dtype=float)
+    m = np.asarray(sizes, dtype=float)
+    if s.shape != m.shape or s.ndim != 1 or np.any(s < 0) or np.any(s > m):
+        raise ValueError("need 0 <= successes[c] <= sizes[c], one entry a cluster")
+    m_pos = m > 0
+    s, m = s[m_pos], m[m_pos]
+    n, k = int(m.sum()), int(m.size)
+    if n == 0:
+        return _nan_estimate(0, CLUSTER_WILSON, 0)
+    p = float(s.sum() / n)
+    variance = float(k / (k - 1) * np.sum((s - p * m) ** 2) / n**2) if k >= 2 else math.nan
+    return _cluster_wilson(p, variance, n, k, float(n * n / np.sum(m * m)))
