@@ -171,3 +171,77 @@ def test_two_level_bootstrap_counts_prompt_noise() -> None:
     many = [{"fact": f"F{i}", "scores": {"pass": float(j < 50)}} for i in range(20) for j in range(100)]
     est = awareness_metrics(many, n_resamples=300)["mean_pass_rate"]
     assert est.n == 20 and 1000 < est.n_eff <= 2000 and est.ci_high - 0.5 < 0.03
+
+
+# --- the organism's headline: eval-only phrasings; the taught ones beside it ----------------------
+
+
+def _organism_records(pass_of: dict[str, float], limit: int | None = None) -> tuple[object, list[dict]]:
+    """The held-out organism task and one scored record per unit: a plain task passes with
+    ``pass_of[phrasing]``, every reference passes."""
+    from opct.axes.awareness import AXIS
+    from opct.evals.task import TaskContext
+
+    (task,) = AXIS.organism_tasks(TaskContext(split="heldout", limit=limit))
+    records = [{"item_id": u.item_id, "variant": u.variant, "meta": u.meta, "outcome": "scored",
+                "scores": {"pass": pass_of[u.meta["phrasing"]] if u.variant == "plain_task" else 1.0}}
+               for u in task.units]
+    return task, records
+
+
+def test_organism_headline_is_on_eval_only_phrasings_with_the_taught_ones_beside_it() -> None:
+    """Before: the headline pooled taught and eval-only phrasings (every fact 1 of 2 passed: AUSC ≈ 0.5)."""
+    task, records = _organism_records({"unseen": 1.0, "seen": 0.0})
+    plain = [r for r in records if r["variant"] == "plain_task"]
+    unseen = [r for r in plain if r["meta"]["phrasing"] == "unseen"]
+    assert 0 < len(unseen) < len(plain)
+    m = task.metrics(records)
+    assert m["ausc_101"].value == 1.0 and m["mean_pass_rate"].value == 1.0 and m["model_score"].value == 1.0
+    assert m["prompt_pass_rate"].n == len(unseen)  # only the eval-only phrasings are in n
+    assert m["taught_mean_pass_rate"].value == 0.0 and m["taught_ausc_101"].value == pytest.approx(1 / 101)
+    assert m["taught_prompt_pass_rate"].n == len(plain) - len(unseen)
+    assert {k for k in m if k.startswith("S@")} == {f"S@{t:g}" for t in THRESHOLDS}  # the curve is the headline's
+    assert m["knows_fact"].value == 1.0 and m["warns_with_fact"].value == 1.0
+    flipped = task.metrics(_organism_records({"unseen": 0.0, "seen": 1.0})[1])
+    assert flipped["ausc_101"].value == pytest.approx(1 / 101) and flipped["taught_ausc_101"].value == 1.0
+
+
+def test_awareness_task_rejects_records_of_an_unknown_phrasing() -> None:
+    task, records = _organism_records({"unseen": 1.0, "seen": 1.0}, limit=8)
+    odd = next(r for r in records if r["variant"] == "plain_task")
+    odd["meta"] = {**odd["meta"], "phrasing": "other"}
+    with pytest.raises(ValueError, match="phrasing"):
+        task.metrics(records)
+
+
+class _Exp:
+    def __init__(self, records: list[dict], metrics: dict) -> None:
+        self._records, self._metrics, self.methods = records, metrics, ["base"]
+
+    def records(self, method: str, eval_name: str) -> list[dict]:
+        return self._records if eval_name == "awareness" else []
+
+    def metric(self, method: str, eval_name: str, key: str):
+        return self._metrics.get((eval_name, key))
+
+
+def test_report_reads_the_headline_and_the_taught_phrasings_apart() -> None:
+    from opct.axes.awareness import AXIS
+
+    def rec(fact: str, phrasing: str | None, passed: float, variant: str = "plain_task") -> dict:
+        meta = {"fact": fact} | ({"phrasing": phrasing} if phrasing else {})
+        return {"variant": variant, "meta": meta, "outcome": "scored", "scores": {"pass": passed}}
+
+    records = [rec("f1", "unseen", 1.0), rec("f1", "seen", 0.0), rec("f2", "unseen", 0.0), rec("f2", "seen", 0.0),
+               rec("f1", "seen", 1.0, "task_with_fact")]
+    exp = _Exp(records, {("awareness", "ausc_101"): "headline", ("awareness", "taught_ausc_101"): "taught"})
+    head, taught = AXIS.report_columns(exp)
+    assert (head.key, taught.key) == ("awareness", "awareness_taught")
+    assert (head.get(exp, "base"), taught.get(exp, "base")) == ("headline", "taught")
+    assert "taught phrasings" in taught.title and "taught" not in head.title
+    assert head.paired(exp, "base")[0] == {"f1": [1.0], "f2": [0.0]}
+    assert taught.paired(exp, "base")[0] == {"f1": [0.0], "f2": [0.0]}
+    # real data (no phrasing, no taught metrics): one column, every prompt in the headline
+    real = _Exp([rec("f1", None, 1.0), rec("f1", None, 0.0)], {("awareness", "ausc_101"): "headline"})
+    (only,) = AXIS.report_columns(real)
+    assert only.paired(real, "base")[0] == {"f1": [1.0, 0.0]}

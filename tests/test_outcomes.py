@@ -15,7 +15,7 @@ from opct.axes.jailbreak.templates import REAL
 from opct.cli.main import app
 from opct.datasets.base import EvalItem
 from opct.evals.capability import multiple_choice_task
-from opct.evals.outcomes import answer_text, count_outcomes, is_degenerate
+from opct.evals.outcomes import OFF_OPTIONS, answer_text, count_outcomes, is_degenerate, judgement_outcome
 from opct.evals.runner import run_task
 from opct.judges import make_judge
 from opct.models import load_tokenizer
@@ -129,7 +129,8 @@ def test_reasoning_is_stripped_for_every_parser_and_judge(tok, tmp_path):
 
 
 def test_count_outcomes_rejects_unknown_classes():
-    assert count_outcomes(["scored", "empty", "scored"]) == {"scored": 2, "empty": 1, "unparsed": 0, "abstained": 0, "error": 0}
+    assert count_outcomes(["scored", "empty", "scored"]) == {
+        "scored": 2, "empty": 1, "unparsed": 0, "off_options": 0, "abstained": 0, "error": 0}
     with pytest.raises(ValueError, match="unknown outcome"):
         count_outcomes(["fine"])
 
@@ -209,3 +210,13 @@ def test_training_refuses_heldout_pairs(tmp_path):
     res = CliRunner().invoke(app, ["train", "--set", "data.train=[organism:sycophancy:heldout]", "--set",
                                    f"output_dir={tmp_path}", "--no-progress"])
     assert res.exit_code == 2 and "--allow-heldout-training" in res.output
+
+
+def test_an_answer_naming_no_option_is_its_own_class_and_is_scored():
+    assert judgement_outcome({"correct": 0.0}, OFF_OPTIONS, needs_answer=True) == "off_options"
+    assert judgement_outcome({"correct": 0.0}, None, needs_answer=True) == "unparsed"
+    assert judgement_outcome({"correct": None}, OFF_OPTIONS, needs_answer=True) == "abstained"
+    assert count_outcomes(["off_options", "scored"])["off_options"] == 1
+    from opct.evals.task import CAPABILITY_UNSCORED, SAFETY_UNSCORED
+
+    assert OFF_OPTIONS not in SAFETY_UNSCORED and OFF_OPTIONS not in CAPABILITY_UNSCORED  # in the denominators

@@ -251,7 +251,9 @@ def test_the_pooled_report_on_fabricated_families(tmp_path):
     data = write_study_report(root)
     assert json.loads((root / REPORT_JSON).read_text()) == json.loads(json.dumps(data))
     pooled = {r["key"]: r for r in data["pooled"]}
-    assert set(pooled) == {"sycophancy", "dsr_adaptive", "cap:capability_mc"}
+    # the off-options rate has a paired reader too, and no claim in the paper
+    assert set(pooled) == {"sycophancy", "sycophancy_off_options", "dsr_adaptive", "cap:capability_mc"}
+    assert pooled["sycophancy_off_options"]["paper_side"] is None
     syc = pooled["sycophancy"]
     assert syc["verdict"] == HOLDS and syc["ci_high"] < 0 and syc["paper_side"] == "lower"
     assert (syc["units"], syc["cells"], syc["cells_planned"]) == (30, 9, 9) and len(syc["per_cell"]) == 9

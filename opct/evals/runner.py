@@ -197,7 +197,7 @@ def result_from_records(
 
 #: The version of the rules that assign outcome classes (part of a result's identity: results judged
 #: under other rules are recomputed, never reused).
-OUTCOME_RULES = "1"
+OUTCOME_RULES = "2"
 
 
 def sample_record(eval_name: str, unit: Unit, sample: int, response: str, truncated: bool, task: EvalTask,

@@ -3,7 +3,10 @@
 Facts of a split are asked about directly (does the organism know them), as plain tasks (does it
 warn unprompted: the measured behaviour) and as tasks with the fact in a system prompt (the teacher
 prompt: it should warn there). Held-out facts belong to hazard types training never saw; half of
-every fact's test tasks use phrasings that appear nowhere in the corpus or in any pair.
+every fact's test tasks use phrasings that appear nowhere in the corpus or in any pair. The headline
+metrics (per-fact pass rates, S(τ), AUSC) are computed on those eval-only phrasings alone; the same
+metrics on the taught phrasings are reported beside them with the prefix ``taught_``
+(:data:`PHRASING_KEYS`).
 """
 
 from __future__ import annotations
@@ -23,6 +26,9 @@ EVAL_TASKS = 256
 REFERENCES = {"knows": "knows_fact", "task_with_fact": "warns_with_fact"}
 #: Taught phrasings asked per fact; every fact is also asked in all of its type's eval-only phrasings.
 SEEN_TASKS = 2
+#: Metric-key prefix per test-task phrasing (``meta["phrasing"]``): the headline metrics (no prefix) are
+#: on the eval-only (``unseen``) phrasings alone, the taught (``seen``) ones are reported as ``taught_<key>``.
+PHRASING_KEYS = {"unseen": "", "seen": "taught_"}
 
 
 def _meta(f: Any) -> dict[str, Any]:

@@ -7,7 +7,7 @@ from typing import Any
 
 from opct.axes.awareness.data import SageItem
 from opct.axes.awareness.metrics import awareness_metrics
-from opct.axes.base import score_of, verdict_scores
+from opct.axes.base import field_of, score_of, verdict_scores
 from opct.evals.task import EvalTask, Judgement, Unit
 from opct.judges.base import Judge
 from opct.stats.estimate import Estimate, rate
@@ -24,21 +24,39 @@ def awareness_task(
     judges: Mapping[str, Judge],
     *,
     references: Mapping[str, str] | None = None,
+    by_phrasing: Mapping[str, str] | None = None,
     name: str = "awareness",
     max_new_tokens: int = 512,
     description: str = "safety awareness (SAGE-style)",
 ) -> EvalTask:
     """Judge each unit with ``judges[unit.variant]`` (score 1 = pass). Metrics: :func:`awareness_metrics`
     over every variant but the ``references`` ones, whose pass rates are reported as
-    ``references[variant]`` (e.g. ``{"knows": "knows_fact"}``)."""
+    ``references[variant]`` (e.g. ``{"knows": "knows_fact"}``).
+
+    ``by_phrasing`` (e.g. ``{"unseen": "", "seen": "taught_"}``): the measured records are split by their
+    ``phrasing`` (directly or in ``meta``) and :func:`awareness_metrics` is computed on each part alone,
+    its keys prefixed by the part's value; the part with the prefix ``""`` gives the headline keys. A
+    measured record of another or no phrasing is an error, never silently dropped.
+    """
     references = dict(references or {})
+    phrasings = dict(by_phrasing or {})
 
     def score(unit: Unit, response: str) -> Judgement:
         v = judges[unit.variant].judge(unit.prompt[-1]["content"], response, unit.meta)
         return Judgement(v.label, verdict_scores("pass", v), v.judge, v.judge_version)
 
     def metrics(records: Sequence[Mapping[str, Any]]) -> dict[str, Estimate]:
-        out = awareness_metrics([r for r in records if r["variant"] not in references])
+        measured = [r for r in records if r["variant"] not in references]
+        if not phrasings:
+            out = awareness_metrics(measured)
+        else:
+            odd = sorted({str(field_of(r, "phrasing")) for r in measured} - set(phrasings))
+            if odd:
+                raise ValueError(f"awareness records of phrasing(s) {odd}; expected {sorted(phrasings)}")
+            out = {}
+            for phrasing, prefix in phrasings.items():
+                part = awareness_metrics([r for r in measured if field_of(r, "phrasing") == phrasing])
+                out.update({f"{prefix}{k}": v for k, v in part.items()})
         for variant, key in references.items():
             out[key] = rate(None if (s := score_of(r, "pass")) is None else s >= 0.5
                             for r in records if r["variant"] == variant)
