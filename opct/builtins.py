@@ -20,6 +20,7 @@ from typing import Any
 from opct.config import MODEL_ALIASES
 from opct.methods import METHODS
 from opct.pairs import PAIR_SOURCES
+from opct.training.plugins import CAPABILITY_PROBES, VALIDATION_JUDGES
 
 #: The organism's families (:data:`opct.organism.ORGANISM_ARCHS`, named here so that registering the
 #: aliases imports nothing of the organism; a test keeps the two equal).
@@ -62,3 +63,7 @@ def register_builtins() -> None:
         PAIR_SOURCES.register("attacker", "opct.attack.attacker_data:file_attacker_pairs")
     if "grpo_attack" not in METHODS:
         METHODS.register("grpo_attack", "opct.attack.grpo:GRPOAttackMethod")
+    if "organism" not in VALIDATION_JUDGES:
+        VALIDATION_JUDGES.register("organism", "opct.organism.validation:judge_behaviour")
+    if "organism" not in CAPABILITY_PROBES:
+        CAPABILITY_PROBES.register("organism", "opct.organism.validation:capability_probe")

@@ -15,10 +15,8 @@ from pydantic import (
     BaseModel,
     BeforeValidator,
     ConfigDict,
-    Discriminator,
     Field,
     PrivateAttr,
-    Tag,
     ValidationError,
     field_validator,
     model_serializer,
@@ -37,6 +35,10 @@ MODEL_ALIASES: Registry = Registry("model alias")
 
 class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", validate_assignment=True)
+
+
+#: The base of every settings section (a method's own included): an unknown key is an error.
+StrictSettings = _Strict
 
 
 class ModelConfig(_Strict):
@@ -126,67 +128,6 @@ RolloutSettings = generation_settings(SamplingConfig, n=3, temperature=1.0, max_
 TargetSettings = generation_settings(SamplingConfig, n=1, temperature=0.0, max_new_tokens=1024)
 
 
-class SampledLoss(_Strict):
-    """The paper's loss: sampled-token reverse KL trained as an importance-weighted policy gradient."""
-
-    kind: Literal["sampled"] = "sampled"
-    kl_coef: float = 1.0
-    kl_discount: float = Field(0.0, ge=0.0, le=1.0, description="gamma: 0 = per-token KL, 1 = sequence KL")
-    policy_loss: Literal["importance_sampling", "ppo"] = "importance_sampling"
-    clip_eps: float | None = Field(None, gt=0.0, description="PPO clip range (policy_loss: ppo only; default 0.2)")
-
-    @model_validator(mode="after")
-    def _check(self) -> SampledLoss:
-        if self.policy_loss == "ppo" and self.clip_eps is None:
-            self.clip_eps = 0.2
-        elif self.policy_loss != "ppo" and self.clip_eps is not None:
-            raise ValueError("clip_eps is used only with policy_loss: ppo; remove it or set policy_loss: ppo")
-        return self
-
-
-class TopKLoss(_Strict):
-    """Reverse KL over the student's top-k tokens at each completion position."""
-
-    kind: Literal["topk"]
-    topk: int = Field(20, gt=0)
-
-
-class FullLoss(_Strict):
-    """A divergence over the whole vocabulary at each completion position."""
-
-    kind: Literal["full"]
-    divergence: Literal["reverse_kl", "forward_kl", "jsd"] = "reverse_kl"
-    jsd_beta: float | None = Field(None, gt=0.0, lt=1.0, description="JSD mixture weight (divergence: jsd only; default 0.5)")
-
-    @model_validator(mode="after")
-    def _check(self) -> FullLoss:
-        if self.divergence == "jsd" and self.jsd_beta is None:
-            self.jsd_beta = 0.5
-        elif self.divergence != "jsd" and self.jsd_beta is not None:
-            raise ValueError("jsd_beta is used only with divergence: jsd; remove it or set divergence: jsd")
-        return self
-
-
-#: The OPCT divergence, chosen by ``kind``; each kind accepts only its own keys.
-LossConfig = Annotated[
-    Annotated[SampledLoss, Tag("sampled")] | Annotated[TopKLoss, Tag("topk")] | Annotated[FullLoss, Tag("full")],
-    Discriminator(lambda v: v.get("kind", "sampled") if isinstance(v, dict) else getattr(v, "kind", None)),
-]
-
-
-class OPCTConfig(_Strict):
-    """``method: opct``: fresh student samples on ``prompt`` every step, scored by the frozen teacher."""
-
-    sampling: RolloutSettings
-    loss: LossConfig = Field(default_factory=SampledLoss)
-
-
-class BCTConfig(_Strict):
-    """``method: bct`` (SFT consistency): targets are the frozen model's responses to ``teacher_prompt``, made once."""
-
-    targets: TargetSettings = Field(description="n = responses per pair")
-
-
 class OptimConfig(_Strict):
     """AdamW and the learning-rate schedule."""
 
@@ -210,11 +151,35 @@ class DataConfig(_Strict):
     allow_heldout_training: bool = Field(
         False, description="train on pairs whose meta.split is heldout (off: they are refused, held-out data is for eval)"
     )
+    validation: list[str] = Field(
+        default_factory=list,
+        description="validation pair sources (e.g. organism:sycophancy:val): measured during training, never trained on",
+    )
 
-    @field_validator("train", mode="before")
+    @field_validator("train", "validation", mode="before")
     @classmethod
     def _one_or_many(cls, v: Any) -> Any:
         return [v] if isinstance(v, str) else v
+
+
+class ValidationConfig(_Strict):
+    """Measuring the policy on the validation pairs (``data.validation``) while it trains
+    (:mod:`opct.training.validation`): once before the first step, then every ``every`` steps."""
+
+    every: int | None = Field(None, gt=0, description="steps between measurements; None: no validation")
+    pairs_per_axis: int = Field(48, gt=0, description="a seeded sample of each axis's validation pairs")
+    samples: Annotated[
+        GenerationConfig,
+        BeforeValidator(lambda v: {"n": 2, "temperature": 1.0, "max_new_tokens": 256, **v} if isinstance(v, dict) else v),
+        Field(default_factory=lambda: GenerationConfig(n=2, temperature=1.0, max_new_tokens=256),
+              description="the student's own samples the teacher-KL is measured on (temperature 1: its policy)"),
+    ]
+    answers: GenerationConfig = Field(
+        default_factory=lambda: GenerationConfig(max_new_tokens=256),
+        description="the greedy answers the judge and the capability probe read",
+    )
+    judge: str | None = Field(None, description="registered behaviour judge (organism); None: no good-behaviour rate")
+    capability: str | None = Field(None, description="registered capability probe (organism); None: none")
 
 
 class TrainConfig(_Strict):
@@ -265,6 +230,7 @@ class RunConfig(_Strict):
     data: DataConfig = Field(default_factory=DataConfig)
     optim: OptimConfig = Field(default_factory=OptimConfig)
     train: TrainConfig = Field(default_factory=TrainConfig)
+    validation: ValidationConfig = Field(default_factory=ValidationConfig)
     threads: int | None = Field(
         None, gt=0, description="CPU threads for torch (--threads and OPCT_THREADS override it; None: torch's default)"
     )

@@ -35,8 +35,8 @@ MAY_IMPORT = {
     "pairs": {"errors", "models", "registry"},
     "sampling": {"config", "errors", "models"},
     "runs": {"config", "errors", "models"},
-    "methods": {"config", "models", "pairs", "registry", "sampling", "training"},
-    "training": {"config", "errors", "methods", "models", "pairs", "runs", "sampling"},
+    "methods": {"config", "models", "pairs", "registry", "runs", "sampling", "training"},
+    "training": {"config", "errors", "methods", "models", "pairs", "registry", "runs", "sampling"},
 }
 MAX_TOP_LEVEL = 8
 MAX_LINES = 400

@@ -46,7 +46,9 @@ class Axis:
         a line of help each. ``has_pairs``: it has consistency pairs (it can be trained on).
         ``per_split``: its tasks depend on the perturbation split (else they are built once).
         ``unit_key``: the ``meta`` key of a pair's unit of variation (the question, behaviour or fact),
-        by which ``opct pairs build`` splits items between train and held-out.
+        by which ``opct pairs build`` splits items between train and held-out. ``organism_cluster_key``:
+        the ``meta`` key of an organism pair's cluster (a person, a behaviour, a fact), by which its
+        training pairs are divided between ``train`` and ``val`` (:mod:`opct.organism.pairs`).
     """
 
     name: str = ""
@@ -58,6 +60,7 @@ class Axis:
     has_pairs: bool = True
     per_split: bool = True
     unit_key: str = ""
+    organism_cluster_key: str = ""
 
     def organism_pairs(self, split: str, seed: int | None = None) -> list[dict[str, Any]]:
         """Consistency pairs of the organism's world for ``split`` (world ``seed``, default the shipped one)."""

@@ -9,7 +9,7 @@ from typing import Annotated, Any
 import typer
 from rich.console import Group
 
-from opct.cli.boundary import NoProgress, SetOverrides, Threads, _fail, apply_threads, console
+from opct.cli.boundary import NoProgress, SetOverrides, Threads, _fail, apply_threads, console, err_console
 
 
 def _run_experiment(
@@ -85,12 +85,30 @@ def demo(
     threads: Threads = None,
     full: Annotated[bool, typer.Option("--full", help="The full comparison: 3 organism families x 3 seeds, "
                                        "then OPCT − BCT pooled with a verdict per metric (resumable).")] = False,
+    reselect: Annotated[bool, typer.Option("--reselect", help="Choose the recipes anew first (opct select on "
+                                           "organism_selection.yaml, resumable) instead of the shipped picks.")] = False,
+    rule: Annotated[str, typer.Option(help="With --reselect: the selection rule whose picks train "
+                                      "(teacher_kl or good_behaviour).")] = "teacher_kl",
 ) -> None:
-    """The paper's comparison on the built-in organism: baseline vs BCT vs OPCT on all three axes."""
+    """The paper's comparison on the built-in organism: baseline vs BCT vs OPCT on all three axes, each
+    method on its own recipe chosen on the validation split (shipped, or anew with --reselect)."""
     from importlib.resources import files
 
+    folder = Path(str(files("opct") / "experiments"))
+    overrides = list(set_ or [])
+    if reselect:
+        import json
+
+        from opct.experiments.selection import load_selection, run_selection
+
+        if rule not in ("teacher_kl", "good_behaviour"):
+            _fail(f"--rule {rule!r}: use teacher_kl or good_behaviour")
+        selection = load_selection(folder / "organism_selection.yaml")
+        path = run_selection(selection, jobs=2, log=lambda line: err_console.print(line, highlight=False))
+        picks = json.loads(path.read_text(encoding="utf-8"))["method_settings"][rule]
+        overrides += [f"method_settings={json.dumps(picks)}", f"selection={path.resolve()}"]
     name = "organism_demo_full.yaml" if full else "organism_demo.yaml"
-    _run_experiment(Path(str(files("opct") / "experiments" / name)), set_, dry_run, no_progress, threads)
+    _run_experiment(folder / name, overrides, dry_run, no_progress, threads)
 
 
 def report(
@@ -120,3 +138,34 @@ def report(
     html, _ = write_report(experiment_dir)
     console.print(results_group(experiment_dir, console.width))
     console.print(f"report: [bold]{html}[/] (and report.md)")
+
+
+def select(
+    config: Annotated[Path, typer.Argument(metavar="FILE", help="Selection YAML (an experiment plus a selection: block).")],
+    set_: SetOverrides = None,
+    jobs: Annotated[int, typer.Option(min=1, help="Candidate runs at a time (each its own process, 1 thread).")] = 1,
+    dry_run: Annotated[bool, typer.Option("--dry-run", help="List the candidate runs and exit.")] = False,
+    no_progress: NoProgress = False,
+    threads: Threads = None,
+) -> None:
+    """Choose each method's recipe on the validation split: train every candidate (resumable), apply the
+    fixed rules, write selection.json."""
+    from opct.experiments.selection import candidate_configs, load_selection, run_selection
+    from opct.report.selection import chosen_lines, selection_table
+
+    cfg = load_selection(config, set_)
+    runs = candidate_configs(cfg)
+    if dry_run:
+        for _cid, method, recipe, run in runs:
+            console.print(f"{run.name}: {method} {recipe} -> {run.run_dir}", highlight=False)
+        console.print(f"{len(runs)} candidate runs; selection.json in {cfg.root}")
+        return
+    apply_threads(threads if threads is not None else cfg.threads)
+    path = run_selection(cfg, jobs=jobs, log=lambda line: err_console.print(line, highlight=False))
+    import json
+
+    selection = json.loads(path.read_text(encoding="utf-8"))
+    console.print(selection_table(selection))
+    for line in chosen_lines(selection):
+        console.print(line, highlight=False, soft_wrap=True)
+    console.print(f"selection: [bold]{path}[/]")

@@ -22,7 +22,7 @@ from opct.cli.boundary import (
 )
 from opct.cli.env import env, version_callback
 from opct.cli.eval import eval_
-from opct.cli.experiment import demo, report, run
+from opct.cli.experiment import demo, report, run, select
 from opct.cli.pairs import pairs_app
 
 app = typer.Typer(cls=ErrorBoundary, add_completion=False, no_args_is_help=True,
@@ -88,6 +88,7 @@ def train(
 app.command()(run)
 app.command()(demo)
 app.command()(report)
+app.command()(select)
 app.command()(attack)
 app.command("eval")(eval_)
 

@@ -38,6 +38,7 @@ from opct.config import (
 )
 from opct.errors import FAULT, OpctError
 from opct.evals.config import EvalOptions
+from opct.experiments.recipes import recipe_summary
 from opct.runs.layout import RunLayout
 from opct.runs.manifest import build_manifest, write_json_atomic
 
@@ -111,7 +112,13 @@ class ExperimentConfig(_Strict):
         default_factory=dict,
         description="run settings shared by every method; a method's section (opct:, bct:) reaches only that method's runs",
     )
-    method_settings: dict[str, dict[str, Any]] = Field(default_factory=dict, description="per-method run settings")
+    method_settings: dict[str, dict[str, Any]] = Field(
+        default_factory=dict, description="per-method run settings: each method's own recipe (opct select writes them)"
+    )
+    validation_data: dict[str, list[str]] = Field(
+        default_factory=dict, description="axis -> validation pair sources; default organism:<axis>:val"
+    )
+    selection: str | None = Field(None, description="the selection.json the method_settings were chosen by (evidence)")
     eval: EvalSettings = Field(default_factory=EvalSettings)
     attack: AttackSettings = Field(default_factory=AttackSettings)
     threads: int | None = Field(
@@ -184,6 +191,8 @@ class Plan:
 def load_experiment(path: str | Path | None, overrides: list[str] | None = None) -> ExperimentConfig:
     """Read an experiment YAML (``--set key=value`` overrides); unknown keys are errors naming them."""
     tree, source = read_config_file(path, "experiment")
+    if path is not None:
+        tree = resolve_relative(tree, path)
     for key, value in parse_overrides(overrides or []):
         _set_path(tree, key, value)
     return validate_config(ExperimentConfig, tree, source)
@@ -204,6 +213,18 @@ def _pair_axes() -> list[str]:
 
 def _sources(cfg: ExperimentConfig, axis: str) -> list[str]:
     return cfg.train_data.get(axis, [f"organism:{axis}:train"])
+
+
+def _validation_sources(cfg: ExperimentConfig, axis: str) -> list[str]:
+    return cfg.validation_data.get(axis, [f"organism:{axis}:val"])
+
+
+def resolve_relative(tree: dict[str, Any], source: str | Path) -> dict[str, Any]:
+    """A configuration file's ``selection`` path, read relative to the file that names it."""
+    value = tree.get("selection")
+    if isinstance(value, str) and not Path(value).is_absolute():
+        tree["selection"] = str((Path(source).parent / value).resolve())
+    return tree
 
 
 def _unperturbed_axes() -> list[str]:
@@ -254,6 +275,8 @@ def resolve(cfg: ExperimentConfig) -> Plan:
                         "data": {"train": [s for a in axes for s in _sources(cfg, a)]},
                     },
                 )
+                if (tree.get("validation") or {}).get("every"):  # measured on the axes' validation splits
+                    tree["data"]["validation"] = [s for a in axes for s in _validation_sources(cfg, a)]
                 try:
                     run = RunConfig.model_validate(tree)
                 except ValidationError as err:
@@ -294,8 +317,12 @@ def run_experiment(cfg: ExperimentConfig, show_progress: bool = True, log: Any =
             "seeds": cfg.seeds,
             "evals": plan.evals,
             "stages": plan.stages,
+            "recipes": {r.key: recipe_summary(r.config) for r in plan.runs},
+            "selection": cfg.selection,
         },
     )
+    if cfg.selection:  # the evidence the recipes were chosen by, beside the results it led to
+        write_json_atomic(root / "selection.json", json.loads(Path(cfg.selection).read_text(encoding="utf-8")))
     write_json_atomic(root / "manifest.json", build_manifest("experiment", cfg.model_dump(mode="json")))
     tasks = _eval_tasks(cfg)
     check_plan(cfg, plan)

@@ -30,7 +30,14 @@ from typing import Any
 from pydantic import Field, field_validator, model_validator
 
 from opct.config import ConfigError, _set_path, parse_overrides, read_config_file, validate_config
-from opct.experiments.runner import ExperimentConfig, IncompleteEvalError, Plan, _deep_merge, resolve
+from opct.experiments.runner import (
+    ExperimentConfig,
+    IncompleteEvalError,
+    Plan,
+    _deep_merge,
+    resolve,
+    resolve_relative,
+)
 from opct.report.study import STUDY_FILE
 from opct.runs.manifest import build_manifest, write_json_atomic
 
@@ -66,11 +73,12 @@ def load_study(path: str | Path, overrides: list[str] | None = None) -> StudyCon
     """Read a study YAML: its ``extends`` experiment file first, then the study's own keys, then
     ``--set key=value`` overrides; unknown keys are errors naming them."""
     tree, source = read_config_file(path, "study")
+    tree = resolve_relative(tree, path)
     extends = tree.pop("extends", None)
     if extends is not None:
         base, _ = read_config_file(Path(path).parent / str(extends), "experiment")
         base.pop("extends", None)
-        tree = _deep_merge(base, tree)
+        tree = _deep_merge(resolve_relative(base, Path(path).parent / str(extends)), tree)
     for key, value in parse_overrides(overrides or []):
         _set_path(tree, key, value)
     return validate_config(StudyConfig, tree, source)

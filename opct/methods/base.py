@@ -18,7 +18,7 @@ from opct.models import PromptRenderer, Teacher
 from opct.pairs import ConsistencyPair
 from opct.sampling.engine import SamplingEngine, SamplingParams
 from opct.sampling.factory import make_sampler
-from opct.sampling.scoring import CompletionBatch, completion_logits, token_logprobs
+from opct.sampling.scoring import CompletionBatch, completion_logits, token_entropy_sum, token_logprobs
 from opct.training import fsdp
 
 
@@ -116,6 +116,7 @@ class Microbatch:
             "ratio_dev_sum": ((scores.student_lp.detach() - scores.sampler_lp).abs() * scores.mask).sum().item(),
             "sequences": float(len(self.completions)),
             "truncated": float(sum(self.truncated or [])),
+            "entropy_sum": scores.entropy_sum,
         }
 
 
@@ -148,12 +149,16 @@ def warn_if_off_policy(gen: GenerationConfig, method: str) -> None:
         )
 
 
+#: What every method logs: ``entropy``, the student's mean next-token entropy over the completion
+#: tokens it trains on (from :func:`score_pair`).
+ENTROPY_STATS: dict[str, tuple[str, str]] = {"entropy": ("entropy_sum", "tokens")}
 #: What every on-policy method logs beyond the loss: ``kl_to_teacher`` is the mean per-token
 #: ``log pi_sampler - log pi_ref``; ``ratio_abs_log_dev`` the mean ``|log pi_theta - log pi_sampler|``
 #: (0 when the rollouts are exactly on-policy).
 SAMPLED_STATS: dict[str, tuple[str, str]] = {
     "kl_to_teacher": ("kl_sum", "tokens"),
     "ratio_abs_log_dev": ("ratio_dev_sum", "tokens"),
+    **ENTROPY_STATS,
 }
 
 
@@ -168,6 +173,7 @@ class PairScores:
     reference_lp: torch.Tensor | None = None  # log pi_ref(y_t | reference prompt, y_<t), no gradients
     student_logits: torch.Tensor | None = None
     reference_logits: torch.Tensor | None = None
+    entropy_sum: float = 0.0  # summed entropy of the student's next-token distribution over the completion tokens
 
 
 def score_pair(
@@ -201,6 +207,7 @@ def score_pair(
         student_logits = completion_logits(ctx.model, student_batch, ctx.pad_id, share)
     targets, mask = targets.to(student_logits.device), mask.to(student_logits.device)
     student_lp = token_logprobs(student_logits, targets, chunk) * mask
+    entropy_sum = token_entropy_sum(student_logits.detach(), mask, chunk)
     return PairScores(
         mask=mask.to(student_lp.dtype),
         student_lp=student_lp,
@@ -208,6 +215,7 @@ def score_pair(
         reference_lp=reference_lp,
         student_logits=student_logits if keep_logits else None,
         reference_logits=reference_logits,
+        entropy_sum=entropy_sum,
     )
 
 

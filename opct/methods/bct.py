@@ -9,15 +9,36 @@ from __future__ import annotations
 
 import hashlib
 import json
+import random
 from typing import Any, ClassVar
 
 import torch
 from accelerate.utils import gather_object
+from pydantic import Field
 
-from opct.config import BCTConfig
-from opct.methods.base import Microbatch, TrainContext, score_pair, split_microbatches
+from opct.config import StrictSettings, TargetSettings
+from opct.methods.base import (
+    ENTROPY_STATS,
+    Microbatch,
+    TrainContext,
+    rollout_microbatches,
+    score_pair,
+    split_microbatches,
+)
+from opct.models import eos_token_ids
 from opct.pairs import ConsistencyPair
+from opct.runs.layout import RunLayout
+from opct.runs.manifest import write_json_atomic
 from opct.sampling.engine import SamplingParams
+
+#: Training pairs the off-policy gap of the targets is measured on (a seeded sample).
+DIAGNOSTIC_PAIRS = 64
+
+
+class BCTConfig(StrictSettings):
+    """``method: bct`` (SFT consistency): targets are the frozen model's responses to ``teacher_prompt``, made once."""
+
+    targets: TargetSettings = Field(description="n = responses per pair")
 
 
 class BCTMethod:
@@ -25,7 +46,7 @@ class BCTMethod:
 
     name: ClassVar[str] = "bct"
     config_class: ClassVar[type[BCTConfig]] = BCTConfig
-    stats: ClassVar[dict[str, tuple[str, str]]] = {}
+    stats: ClassVar[dict[str, tuple[str, str]]] = ENTROPY_STATS
     logs_rollouts: ClassVar[bool] = False
 
     def __init__(self, ctx: TrainContext):
@@ -55,7 +76,8 @@ class BCTMethod:
 
     def setup(self, pairs: list[ConsistencyPair]) -> None:
         acc = self.ctx.accelerator
-        path = self.ctx.run_dir / "bct_targets" / f"{self.cache_key(pairs)}.jsonl"
+        layout = RunLayout(self.ctx.run_dir)
+        path = layout.cache(self.name) / f"{self.cache_key(pairs)}.jsonl"
         if not path.exists():
             generated = self._generate(pairs)
             if acc.is_main_process:
@@ -69,6 +91,35 @@ class BCTMethod:
         with path.open(encoding="utf-8") as fh:
             self.targets = {row["id"]: row["targets"] for row in map(json.loads, fh)}
         self.cache_path = path
+        if not layout.diagnostics.exists():
+            diagnostics = self.off_policy_gap(pairs)  # the run-start policy: setup runs before a checkpoint loads
+            if acc.is_main_process:
+                write_json_atomic(layout.diagnostics, diagnostics)
+
+    def off_policy_gap(self, pairs: list[ConsistencyPair], size: int = DIAGNOSTIC_PAIRS) -> dict[str, Any]:
+        """How far BCT's targets are from the run-start student's own behaviour on the cued prompts: the
+        student's mean per-token NLL of the targets after ``prompt``, beside its NLL of its own samples
+        (temperature 1) of the same prompts. Targets the student would write itself score like its own
+        samples; the further above them, the more off-policy the SFT data (the paper's mechanism)."""
+        chosen = pairs if len(pairs) <= size else random.Random(f"bct-diagnostics-{self.ctx.cfg.seed}").sample(pairs, size)
+        chunk = self.ctx.cfg.train.sequences_per_microbatch
+        targets = [self.targets[p.id][0] for p in chosen]
+        with torch.no_grad():
+            target_nll = self._nll(split_microbatches(chosen, targets, list(range(len(chosen))), chunk))
+            params = SamplingParams(n=1, temperature=1.0, max_new_tokens=self.settings.targets.max_new_tokens,
+                                    seed=self.ctx.cfg.seed + 17)
+            own = self.ctx.sample(self.ctx.sampler(self.settings.targets, self.ctx.policy), chosen, params)
+            own_nll = self._nll(rollout_microbatches(chosen, own, chunk))
+        return {"method": self.name, "pairs": len(chosen), "target_nll_per_token": target_nll,
+                "own_sample_nll_per_token": own_nll, "gap": target_nll - own_nll}
+
+    def _nll(self, micro: list[Microbatch]) -> float:
+        total = tokens = 0.0
+        for mb in micro:
+            s = score_pair(self.ctx, mb)
+            total -= float(s.student_lp.sum())
+            tokens += float(s.mask.sum())
+        return total / max(tokens, 1.0)
 
     def _generate(self, pairs: list[ConsistencyPair]) -> dict[str, list[list[int]]]:
         gen = self.settings.targets
@@ -97,8 +148,20 @@ class BCTMethod:
             for target in self.targets[p.id]:
                 completions.append(target)
                 pair_of.append(i)
-        return split_microbatches(pairs, completions, pair_of, self.ctx.cfg.train.sequences_per_microbatch)
+        truncated = [self.is_truncated(c) for c in completions]
+        return split_microbatches(
+            pairs, completions, pair_of, self.ctx.cfg.train.sequences_per_microbatch, truncated=truncated
+        )
+
+    def is_truncated(self, target: list[int]) -> bool:
+        """Whether a target stopped at ``bct.targets.max_new_tokens`` rather than at an end-of-sequence
+        token (a completion keeps its EOS when the model emitted one)."""
+        if not hasattr(self, "_eos"):
+            self._eos = set(eos_token_ids(self.ctx.policy, self.ctx.tokenizer))
+        return len(target) >= self.settings.targets.max_new_tokens and (not target or target[-1] not in self._eos)
 
     def loss(self, mb: Microbatch) -> tuple[torch.Tensor, dict[str, float]]:
         s = score_pair(self.ctx, mb)  # s.student_lp: [sequences, completion_len], 0 past each target's end
-        return -s.student_lp.sum(), {"sequences": float(len(mb.completions)), "truncated": 0.0}
+        truncated = float(sum(mb.truncated or []))
+        return -s.student_lp.sum(), {"sequences": float(len(mb.completions)), "truncated": truncated,
+                                     "entropy_sum": s.entropy_sum}

@@ -15,11 +15,12 @@ with ``x = prompt``, ``x' = teacher_prompt``, ``beta = loss.kl_coef`` and ``gamm
 
 from __future__ import annotations
 
-from typing import ClassVar
+from typing import Annotated, ClassVar, Literal
 
 import torch
+from pydantic import Discriminator, Field, Tag, model_validator
 
-from opct.config import ConfigError, OPCTConfig
+from opct.config import ConfigError, RolloutSettings, StrictSettings
 from opct.methods.base import (
     SAMPLED_STATS,
     Microbatch,
@@ -32,6 +33,61 @@ from opct.pairs import ConsistencyPair
 from opct.sampling.merged_lora import MergedLoraModel
 from opct.training import losses
 from opct.training.fsdp import DistributionError
+
+
+class SampledLoss(StrictSettings):
+    """The paper's loss: sampled-token reverse KL trained as an importance-weighted policy gradient."""
+
+    kind: Literal["sampled"] = "sampled"
+    kl_coef: float = 1.0
+    kl_discount: float = Field(0.0, ge=0.0, le=1.0, description="gamma: 0 = per-token KL, 1 = sequence KL")
+    policy_loss: Literal["importance_sampling", "ppo"] = "importance_sampling"
+    clip_eps: float | None = Field(None, gt=0.0, description="PPO clip range (policy_loss: ppo only; default 0.2)")
+
+    @model_validator(mode="after")
+    def _check(self) -> SampledLoss:
+        if self.policy_loss == "ppo" and self.clip_eps is None:
+            self.clip_eps = 0.2
+        elif self.policy_loss != "ppo" and self.clip_eps is not None:
+            raise ValueError("clip_eps is used only with policy_loss: ppo; remove it or set policy_loss: ppo")
+        return self
+
+
+class TopKLoss(StrictSettings):
+    """Reverse KL over the student's top-k tokens at each completion position."""
+
+    kind: Literal["topk"]
+    topk: int = Field(20, gt=0)
+
+
+class FullLoss(StrictSettings):
+    """A divergence over the whole vocabulary at each completion position."""
+
+    kind: Literal["full"]
+    divergence: Literal["reverse_kl", "forward_kl", "jsd"] = "reverse_kl"
+    jsd_beta: float | None = Field(None, gt=0.0, lt=1.0, description="JSD mixture weight (divergence: jsd only; default 0.5)")
+
+    @model_validator(mode="after")
+    def _check(self) -> FullLoss:
+        if self.divergence == "jsd" and self.jsd_beta is None:
+            self.jsd_beta = 0.5
+        elif self.divergence != "jsd" and self.jsd_beta is not None:
+            raise ValueError("jsd_beta is used only with divergence: jsd; remove it or set divergence: jsd")
+        return self
+
+
+#: The OPCT divergence, chosen by ``kind``; each kind accepts only its own keys.
+LossConfig = Annotated[
+    Annotated[SampledLoss, Tag("sampled")] | Annotated[TopKLoss, Tag("topk")] | Annotated[FullLoss, Tag("full")],
+    Discriminator(lambda v: v.get("kind", "sampled") if isinstance(v, dict) else getattr(v, "kind", None)),
+]
+
+
+class OPCTConfig(StrictSettings):
+    """``method: opct``: fresh student samples on ``prompt`` every step, scored by the frozen teacher."""
+
+    sampling: RolloutSettings
+    loss: LossConfig = Field(default_factory=SampledLoss)
 
 
 class OPCTMethod:

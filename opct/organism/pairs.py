@@ -3,20 +3,39 @@
 Each axis builds its own pairs from the world (:meth:`opct.axes.Axis.organism_pairs`), so an axis
 registered in :data:`opct.axes.AXES` has organism pairs here, and through :func:`organism_pair_source`
 in ``data.train`` (``organism:<axis>[:<split>]``), with nothing else to change.
+
+Splits: ``heldout`` (held-out entities, behaviours and facts under held-out cue families: what the
+evaluation measures transfer on), and the axis's training pairs divided by whole clusters (a person,
+a behaviour, a safety fact: :attr:`opct.axes.Axis.organism_cluster_key`) into ``train`` and ``val``:
+a seeded :data:`VALIDATION_SHARE` of the clusters, under the *training* cue families, is held back for
+validation (recipe selection and training diagnostics). No validation pair shares a cluster with a
+training pair, and nothing of the held-out split ever enters validation.
 """
 
 from __future__ import annotations
 
+import random
 from typing import Any
 
 from opct.organism.world import DEFAULT_SEED
 
-SPLITS = ("train", "heldout")
+SPLITS = ("train", "val", "heldout")
+#: The share of a training split's clusters held back as the validation split.
+VALIDATION_SHARE = 0.125
+
+
+def validation_clusters(axis: str, pairs: list[dict[str, Any]], key: str, seed: int = DEFAULT_SEED) -> set[str]:
+    """The clusters (values of ``meta[key]``) of ``axis``'s training pairs held back for validation:
+    a seeded :data:`VALIDATION_SHARE` of them, at least one."""
+    clusters = sorted({str(p["meta"][key]) for p in pairs})
+    count = max(1, round(len(clusters) * VALIDATION_SHARE))
+    return set(random.Random(f"{seed}-validation-{axis}").sample(clusters, count))
 
 
 def build_pairs(axis: str, split: str, seed: int = DEFAULT_SEED) -> list[dict[str, Any]]:
     """Consistency pairs of one axis and split in the world of ``seed``.
 
+    ``train`` and ``val`` divide the axis's training pairs by cluster (see the module docstring).
     sycophancy: prompt = question with a user's suggested wrong option (one per wrong option per cue
     template of the split), teacher_prompt = the clean question. jailbreak: prompt = wrapped request,
     teacher_prompt = bare request. awareness: prompt = plain task, teacher_prompt = the task with the
@@ -29,7 +48,18 @@ def build_pairs(axis: str, split: str, seed: int = DEFAULT_SEED) -> list[dict[st
         raise ValueError(f"unknown axis {axis!r}; choose one of {', '.join(names)}")
     if split not in SPLITS:
         raise ValueError(f"unknown split {split!r}; choose one of {', '.join(SPLITS)}")
-    return AXES.get(axis).organism_pairs(split, seed)
+    spec = AXES.get(axis)
+    if split == "heldout":
+        return spec.organism_pairs(split, seed)
+    key = spec.organism_cluster_key
+    if not key and split == "train":
+        return spec.organism_pairs("train", seed)  # an axis without clusters keeps every training pair
+    if not key:
+        raise ValueError(f"axis {axis!r} names no organism_cluster_key, so its training pairs have no validation split")
+    pairs = spec.organism_pairs("train", seed)
+    held = validation_clusters(axis, pairs, key, seed)
+    chosen = [p for p in pairs if (str(p["meta"][key]) in held) == (split == "val")]
+    return [{**p, "meta": {**p["meta"], "split": split}} for p in chosen]
 
 
 def organism_pair_source(argument: str) -> list[dict[str, Any]]:

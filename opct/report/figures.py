@@ -235,31 +235,50 @@ def _ema(values: Sequence[float], span: int) -> list[float]:
     return out
 
 
+#: The training figure's panels: ``(key, title, source)``; ``validation`` keys start at step 0.
+TRAINING_PANELS = (
+    ("loss", "training loss", "train"),
+    ("kl_to_teacher", "KL to teacher on the rollouts (per token)", "train"),
+    ("val_teacher_kl", "validation teacher-KL (per token)", "validation"),
+    ("val_good", "validation good-behaviour rate", "validation"),
+    ("entropy", "entropy per completion token", "train"),
+    ("completion_len", "completion length (tokens)", "train"),
+    ("truncation_rate", "truncation rate", "train"),
+    ("grad_norm", "gradient norm", "train"),
+)
+
+
 def plot_training(exp: Experiment) -> Figure | None:
-    """Loss and KL to the teacher against optimizer step per trained method (raw faint, smoothed bold)."""
-    keys = [(k, t) for k, t in (("loss", "training loss"), ("kl_to_teacher", "KL to teacher (per token)"))
-            if any(k in r for rows in exp.train.values() for r in rows)]
+    """Every training and validation curve the runs logged, per trained method (raw faint, smoothed bold)."""
+    sources = {"train": exp.train, "validation": exp.validation}
+    keys = [(k, t, src) for k, t, src in TRAINING_PANELS
+            if any(isinstance(r.get(k), int | float) for rows in sources[src].values() for r in rows)]
     if not keys:
         return None
     colours = method_colours(exp.methods)
+    cols = min(4, len(keys))
+    rows = (len(keys) + cols - 1) // cols
     with matplotlib.rc_context(STYLE):
-        fig = _new_figure((5 * len(keys), 3.4))
-        axes = fig.subplots(1, len(keys), squeeze=False)
-        for ax, (key, title) in zip(axes[0], keys, strict=True):
+        fig = _new_figure((4.2 * cols, 3.2 * rows))
+        axes = fig.subplots(rows, cols, squeeze=False)
+        for ax in axes.flat[len(keys):]:
+            ax.set_visible(False)
+        for ax, (key, title, src) in zip(axes.flat, keys, strict=False):
             for method in exp.methods:
-                pts = [(r["step"], r[key]) for r in exp.train.get(method, []) if isinstance(r.get(key), int | float) and "step" in r]
+                pts = [(r["step"], r[key]) for r in sources[src].get(method, [])
+                       if isinstance(r.get(key), int | float) and "step" in r and r[key] == r[key]]
                 if not pts:
                     continue
                 steps, vals = [p[0] for p in pts], [p[1] for p in pts]
                 smooth = len(vals) >= 20
                 ax.plot(steps, vals, color=colours[method], alpha=0.3 if smooth else 1.0, linewidth=0.8,
-                        label=None if smooth else method_label(method))
+                        marker=None if smooth else ".", label=None if smooth else method_label(method))
                 if smooth:
                     ax.plot(steps, _ema(vals, max(5, len(vals) // 15)), color=colours[method], linewidth=1.8, label=method_label(method))
             ax.set_xlabel("optimizer step")
-            ax.set_title(title)
-            ax.legend(frameon=False)
-        fig.suptitle("Training curves", fontweight="bold")
+            ax.set_title(title, fontsize=9)
+            ax.legend(frameon=False, fontsize=8)
+        fig.suptitle("Training and validation curves", fontweight="bold")
         fig.tight_layout()
     return fig
 

@@ -55,6 +55,12 @@ class Experiment:
     train: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
     #: ``attack[method]`` is the adaptive attacker's ``results.json``.
     attack: dict[str, dict[str, Any]] = field(default_factory=dict)
+    #: ``validation[method]``: the run's validation measurements (``validation.jsonl``, from step 0).
+    validation: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
+    #: ``diagnostics[method]``: the run's once-per-run measurements (BCT's off-policy gap).
+    diagnostics: dict[str, dict[str, Any]] = field(default_factory=dict)
+    #: The ``selection.json`` the methods' recipes were chosen by, when the experiment names one.
+    selection: dict[str, Any] = field(default_factory=dict)
     #: Problems found while reading (unreadable files, incomplete results, ...), for the report.
     warnings: list[str] = field(default_factory=list)
     _records: dict[tuple[str, str], list[dict[str, Any]]] = field(default_factory=dict, repr=False)
@@ -193,9 +199,15 @@ def load_experiment(root: str | Path) -> Experiment:
                 exp.results.setdefault(method_dir.name, {})[eval_dir.name] = data
                 _check_results(path, data, exp.warnings)
     for method_dir in _subdirs(root / "train"):
-        path = RunLayout(method_dir).metrics
-        if path.exists():
-            exp.train[method_dir.name] = read_jsonl(path, exp.warnings)
+        layout = RunLayout(method_dir)
+        if layout.metrics.exists():
+            exp.train[method_dir.name] = read_jsonl(layout.metrics, exp.warnings)
+        if layout.validation.exists():
+            exp.validation[method_dir.name] = read_jsonl(layout.validation, exp.warnings)
+        if layout.diagnostics.exists() and (data := _read_json(layout.diagnostics, exp.warnings)):
+            exp.diagnostics[method_dir.name] = data
+    if (root / "selection.json").exists():
+        exp.selection = _read_json(root / "selection.json", exp.warnings) or {}
     for method_dir in _subdirs(root / "attack"):
         path = method_dir / "results.json"
         if path.exists() and (data := _read_json(path, exp.warnings)):

@@ -17,6 +17,14 @@ from opct.report.figures import FigureFile
 from opct.report.load import Experiment, Metric
 from opct.report.paired import HOWTO as PAIRED_HOWTO
 from opct.report.paired import paired_table
+from opct.report.selection import (
+    RECIPE_HEADERS,
+    best_rows,
+    chosen_lines,
+    off_policy_lines,
+    recipe_rows,
+    selection_markdown,
+)
 from opct.report.table import (
     MISSING,
     PAPER_HEADERS,
@@ -233,6 +241,19 @@ def render_html(exp: Experiment, table: ResultsTable, sections: Sequence[Section
         results_table_html(table), _tag("h3", "The paper's reported numbers, for reference"),
         simple_table_html(PAPER_HEADERS, PAPER_ROWS, "paper"), _tag("p", scale_note(exp), class_="note"), "</section>",
     ]
+    recipes = recipe_rows(exp.plan, exp.selection)
+    if recipes:
+        parts += ['<section id="recipes">', _tag("h2", "Recipes"), _tag("p", RECIPES_HOWTO, class_="howto"),
+                  simple_table_html(RECIPE_HEADERS, recipes)]
+        parts += [_tag("p", line, class_="note") for line in off_policy_lines(exp.diagnostics)]
+        if exp.selection:
+            sel = best_rows(exp.selection)
+            parts += [_tag("h3", "Recipe selection on the validation split"),
+                      simple_table_html(["candidate", "recipe", "best step (KL)", "val teacher-KL", "val good-behaviour", "eligible steps"],
+                                        [[r["id"], r["recipe"], str(r["step"]), f"{r['val_teacher_kl']:.3f}", f"{r['val_good']:.3f}",
+                                          r["eligible_steps"]] for r in sel])]
+            parts += [_tag("p", line, class_="note") for line in chosen_lines(exp.selection)]
+        parts.append("</section>")
     pheaders, prows = paired or paired_table(exp, table.columns)
     if prows:
         parts += ['<section id="paired">', _tag("h2", "Paired differences between methods"), _tag("p", PAIRED_HOWTO, class_="howto"),
@@ -263,6 +284,24 @@ def render_html(exp: Experiment, table: ResultsTable, sections: Sequence[Section
 
 # --------------------------------------------------------------------------- Markdown
 
+RECIPES_HOWTO = (
+    "Each method trains with its own recipe. When the experiment names a selection, the recipes were chosen by "
+    "`opct select` on the validation split (held back from the training families; held-out data never enters), "
+    "by the rule named in the last column; the selection table below shows every candidate."
+)
+
+
+def recipes_md(exp: Experiment) -> list[str]:
+    """The recipes section of the Markdown report (empty when the plan records no recipe)."""
+    rows = recipe_rows(exp.plan, exp.selection)
+    if not rows:
+        return []
+    out = ["## Recipes", "", RECIPES_HOWTO, "", render_markdown(RECIPE_HEADERS, rows), ""]
+    out += [f"*{line}*\n" for line in off_policy_lines(exp.diagnostics)]
+    if exp.selection:
+        out += [selection_markdown(exp.selection).replace("## Recipe selection", "### Recipe selection"), ""]
+    return out
+
 
 def render_md(exp: Experiment, table: ResultsTable, sections: Sequence[Section], generated: str, figures_dir: str = "figures",
               paired: Paired | None = None) -> str:
@@ -273,6 +312,7 @@ def render_md(exp: Experiment, table: ResultsTable, sections: Sequence[Section],
         out += ["**Warnings**", "", *(f"- {w}" for w in exp.warnings), ""]
     out += ["## Results", "", HOW_TO_READ["results"], "", render_markdown(table.headers, table.rows()), "",
             "### The paper's reported numbers, for reference", "", render_markdown(PAPER_HEADERS, PAPER_ROWS), "", f"*{scale_note(exp)}*", ""]
+    out += recipes_md(exp)
     pheaders, prows = paired or paired_table(exp, table.columns)
     if prows:
         out += ["## Paired differences between methods", "", PAIRED_HOWTO, "", render_markdown(pheaders, prows), ""]

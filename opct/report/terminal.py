@@ -105,6 +105,11 @@ def results_renderables(exp_dir: str | Path, width: int = WIDTH) -> list[Rendera
     exp = load_experiment(exp_dir)
     table = build_table(exp)
     out: list[RenderableType] = [Text(f"{exp.name} ({exp.model or 'model unknown'})", style="bold")]
+    from opct.report.selection import recipe_rows
+
+    for key, lr, steps, pps, loss, samples, chosen in recipe_rows(exp.plan, exp.selection):
+        detail = f"lr {lr}, {steps} steps x {pps} pairs" + (f", {loss} loss, n/T {samples}" if loss != "—" else "")
+        out.append(Text(f"recipe {key}: {detail} (chosen by {chosen})"))
     out += transposed_tables(
         "Results (95% intervals; n units)", "metric", [c.header for c in table.columns],
         [method_label(m) for m in table.methods],

@@ -188,6 +188,39 @@ def token_logprobs(logits: torch.Tensor, targets: torch.Tensor, chunk_size: int 
     return _TokenLogProb.apply(flat, targets.reshape(n * length).to(flat.device), chunk_size).reshape(n, length)
 
 
+@torch.no_grad()
+def token_entropy_sum(logits: torch.Tensor, mask: torch.Tensor, chunk_size: int = 512) -> float:
+    """Sum over masked positions of the entropy ``-sum_v p(v) log p(v)`` of ``softmax(logits)``
+    (``[N, L, V]`` logits, ``[N, L]`` mask), ``chunk_size`` positions at a time, in float32."""
+    flat = logits.reshape(-1, logits.shape[-1])
+    weights = mask.reshape(-1).to(flat.device)
+    total = 0.0
+    for start in range(0, flat.shape[0], chunk_size):
+        z = flat[start : start + chunk_size].float()
+        logp = torch.log_softmax(z, dim=-1)
+        entropy = -(logp.exp() * logp).sum(-1)
+        total += float((entropy * weights[start : start + chunk_size].float()).sum())
+    return total
+
+
+def reverse_kl_sum(
+    student_logits: torch.Tensor, teacher_logits: torch.Tensor, mask: torch.Tensor, chunk_size: int = 512
+) -> float:
+    """Sum over masked positions of ``KL(softmax(student) || softmax(teacher))`` over the whole vocabulary,
+    ``chunk_size`` positions at a time, in float32, without gradients."""
+    with torch.no_grad():
+        s = student_logits.reshape(-1, student_logits.shape[-1])
+        t = teacher_logits.reshape(-1, teacher_logits.shape[-1]).to(s.device)
+        weights = mask.reshape(-1).to(s.device)
+        total = 0.0
+        for start in range(0, s.shape[0], chunk_size):
+            ls = torch.log_softmax(s[start : start + chunk_size].float(), dim=-1)
+            lt = torch.log_softmax(t[start : start + chunk_size].float(), dim=-1)
+            kl = (ls.exp() * (ls - lt)).sum(-1)
+            total += float((kl * weights[start : start + chunk_size].float()).sum())
+        return total
+
+
 def completion_logprobs(
     model: torch.nn.Module,
     batch: CompletionBatch,

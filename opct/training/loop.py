@@ -11,15 +11,12 @@ directory resumes from the newest valid one and ends with the same weights as an
 from __future__ import annotations
 
 import json
-import math
-import random
 import time
 from contextlib import nullcontext
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 import torch
 from accelerate import Accelerator
 from transformers import get_scheduler
@@ -35,13 +32,21 @@ from opct.models import (
     make_teacher,
     weights_fingerprint,
 )
-from opct.pairs import ConsistencyPair, load_pair_source
+from opct.pairs import ConsistencyPair
 from opct.runs.directory import RunDirectory
 from opct.runs.errors import RunDirError
 from opct.runs.lock import on_main
 from opct.runs.manifest import build_manifest, hash_records
 from opct.runs.resume import flatten
 from opct.training import fsdp
+from opct.training.batches import load_training_pairs, seed_step, step_indices, total_steps
+from opct.training.plugins import VALIDATION_JUDGES
+from opct.training.validation import (
+    Validator,
+    check_disjoint,
+    judge_microbatches,
+    load_validation_pairs,
+)
 
 
 @dataclass
@@ -59,36 +64,6 @@ class TrainerState:
         self.step = 0
 
 
-def load_training_pairs(cfg: RunConfig) -> list[ConsistencyPair]:
-    """Read (and fully validate) every training pair source before any model is loaded.
-
-    Each ``data.train`` entry is a file, a dataset folder, or ``<source>:<argument>`` for a
-    registered pair source (:data:`opct.pairs.PAIR_SOURCES`, e.g. ``organism:sycophancy:train``).
-    """
-    if not cfg.data.train:
-        raise ValueError("no training data: set data.train to one or more pair files")
-    pairs: list[ConsistencyPair] = []
-    for source in cfg.data.train:
-        pairs.extend(load_pair_source(source, columns=cfg.data.columns or None, split=cfg.data.split))
-    if cfg.data.axes:
-        pairs = [p for p in pairs if p.axis in cfg.data.axes]
-        if not pairs:
-            raise ValueError(f"no pairs left after keeping axes {cfg.data.axes}")
-    heldout = [p for p in pairs if str(p.meta.get("split", "")) == "heldout"]
-    if heldout and not cfg.data.allow_heldout_training:
-        raise ValueError(
-            f"{len(heldout)} of {len(pairs)} training pairs are held-out pairs (meta.split: heldout; first: "
-            f"{heldout[0].id!r}): held-out perturbations are what evaluation measures transfer on, so training on "
-            "them voids that measurement. Train on the train split, or pass --allow-heldout-training "
-            "(data.allow_heldout_training: true) if this is really what you want."
-        )
-    ids = [p.id for p in pairs]
-    if len(set(ids)) != len(ids):
-        dup = next(i for i in ids if ids.count(i) > 1)
-        raise ValueError(f"pair id {dup!r} appears in more than one training file; ids must be unique")
-    return pairs
-
-
 def tracker_hparams(cfg: RunConfig) -> dict[str, int | float | str | bool]:
     """The configuration flattened to the scalar types every tracker accepts (TensorBoard's hparams
     take no None, list or dict): None becomes "none", lists and dicts their JSON text."""
@@ -101,33 +76,6 @@ def tracker_hparams(cfg: RunConfig) -> dict[str, int | float | str | bool]:
         else:
             out[key] = json.dumps(value)
     return out
-
-
-def total_steps(cfg: RunConfig, n_pairs: int) -> int:
-    if cfg.train.max_steps is not None:
-        return cfg.train.max_steps
-    return max(1, math.ceil(cfg.train.epochs * n_pairs / cfg.train.pairs_per_step))
-
-
-def step_indices(step: int, n_pairs: int, batch_size: int, seed: int, shuffle: bool) -> list[int]:
-    """Pair indices of a step's global batch: epochs are consecutive seeded permutations."""
-    out = []
-    for pos in range(step * batch_size, (step + 1) * batch_size):
-        epoch, offset = divmod(pos, n_pairs)
-        if shuffle:
-            order = torch.randperm(n_pairs, generator=torch.Generator().manual_seed(seed * 7919 + epoch))
-            out.append(int(order[offset]))
-        else:
-            out.append(offset)
-    return out
-
-
-def seed_step(seed: int, step: int, rank: int) -> None:
-    """Seed every global generator from (seed, step, rank), so a resumed step replays exactly."""
-    s = (seed * 1_000_003 + step * 10_007 + rank) % (2**31)
-    random.seed(s)
-    np.random.seed(s)
-    torch.manual_seed(s)
 
 
 def _has_accelerator_device() -> bool:
@@ -159,14 +107,17 @@ def train(cfg: RunConfig, show_progress: bool = True) -> TrainResult:
     The run directory is locked while it trains: a second training there stops naming this one's pid.
     """
     pairs = load_training_pairs(cfg)
+    validation = load_validation_pairs(cfg) if cfg.validation.every else []
+    check_disjoint(pairs, validation)
     run = RunDirectory(cfg.run_dir)
     acc = _make_accelerator(cfg, run)
     with run.locked(acc):
-        return _train(cfg, acc, run, pairs, show_progress)
+        return _train(cfg, acc, run, pairs, validation, show_progress)
 
 
 def _train(
-    cfg: RunConfig, acc: Accelerator, run: RunDirectory, pairs: list[ConsistencyPair], show_progress: bool
+    cfg: RunConfig, acc: Accelerator, run: RunDirectory, pairs: list[ConsistencyPair],
+    validation: list[ConsistencyPair], show_progress: bool,
 ) -> TrainResult:
     fsdp.check_distribution(acc)
     sharded = fsdp.is_fsdp(acc)
@@ -269,13 +220,22 @@ def _train(
         acc.init_trackers(cfg.name, config=tracker_hparams(cfg))
 
     writer = run.metrics_writer(acc.is_main_process, cfg.train.log_rollouts)
+    validator = Validator(ctx, validation) if validation else None
+    val_log = run.validation_writer(acc.is_main_process)
+    if validator is not None and start.checkpoint is None:
+        val_log.write(validator.measure(0))  # the run-start policy: every curve's first point
+    judge = VALIDATION_JUDGES.get(cfg.validation.judge) if cfg.validation.judge else None
     progress = _progress(show_progress and acc.is_main_process)
     with progress as bar:
         task = bar.add_task(f"{cfg.method} {cfg.name}", total=steps, completed=state.step, loss=0.0, kl=0.0) if bar else None
         while state.step < steps:
             step = state.step
-            record, rollouts = _train_step(ctx, method, optimizer, scheduler, pairs, step, steps)
+            record, rollouts = _train_step(ctx, method, optimizer, scheduler, pairs, step, judge)
             state.step = step + 1
+            if validator is not None and (state.step % (cfg.validation.every or 1) == 0 or state.step == steps):
+                measured = validator.measure(state.step)
+                val_log.write(measured)
+                record.update({k: v for k, v in measured.items() if k != "step"})
             writer.write(record, rollouts)
             if cfg.train.trackers:
                 acc.log({k: v for k, v in record.items() if isinstance(v, int | float)}, step=step + 1)
@@ -290,13 +250,14 @@ def _train(
     return TrainResult(run_dir=run.root, steps=steps, final_dir=final, is_main_process=acc.is_main_process)
 
 
-def _train_step(ctx: TrainContext, method: Any, optimizer, scheduler, pairs, step: int, steps: int):
+def _train_step(ctx: TrainContext, method: Any, optimizer, scheduler, pairs, step: int, judge: Any = None):
     cfg, acc = ctx.cfg, ctx.accelerator
     t0 = time.perf_counter()
     seed_step(cfg.seed, step, acc.process_index)
     indices = step_indices(step, len(pairs), cfg.train.pairs_per_step, cfg.seed, cfg.data.shuffle)
     mine = [pairs[i] for i in indices[acc.process_index :: acc.num_processes]]
     micro = method.prepare(mine, step)
+    judged = judge_microbatches(judge, micro, ctx.tokenizer) if judge is not None and method.logs_rollouts else {}
     if ctx.sharded:
         fsdp.check_microbatch_count(acc, len(micro))
     t_prepare = time.perf_counter() - t0
@@ -341,6 +302,7 @@ def _train_step(ctx: TrainContext, method: Any, optimizer, scheduler, pairs, ste
         record[name] = g[key] / per[unit]
     if grad_norm is not None:
         record["grad_norm"] = float(grad_norm)
+    record.update(judged)
     rollouts: list[dict[str, Any]] = []
     if cfg.train.log_rollouts and method.logs_rollouts:
         from accelerate.utils import gather_object

@@ -37,6 +37,7 @@ class JailbreakAxis(Axis):
     title = "Jailbreak robustness"
     howto = HOWTO
     unit_key = "behavior_id"
+    organism_cluster_key = "behavior"
     templates: ClassVar[Mapping[str, TemplateSet]] = {"organism": ORGANISM, "real": REAL}
     judges: ClassVar[Mapping[str, tuple[str, ...]]] = {"organism": ("refusal", "harm"), "real": ("refusal", "harm")}
     real_data: ClassVar[Mapping[str, str]] = {

@@ -1,0 +1,20 @@
+"""A method's recipe as the plan and the report name it (its learning rate, steps, and its own knobs)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from opct.config import RunConfig
+
+
+def recipe_summary(run: RunConfig) -> dict[str, Any]:
+    """The settings that make a method's recipe, as the report names them."""
+    out: dict[str, Any] = {"lr": run.optim.lr, "steps": run.train.max_steps, "pairs_per_step": run.train.pairs_per_step}
+    settings = run.method_config
+    if getattr(settings, "sampling", None) is not None:
+        out.update(n=settings.sampling.n, temperature=settings.sampling.temperature)
+    if getattr(settings, "loss", None) is not None:
+        out["loss"] = settings.loss.kind
+        if hasattr(settings.loss, "kl_coef"):
+            out["kl_coef"] = settings.loss.kl_coef
+    return out

@@ -1,0 +1,281 @@
+"""Recipe selection (``opct select``): each method's own recipe, chosen by one rule on validation data.
+
+A selection file is an experiment file (``extends:`` one, usually) plus a ``selection:`` block:
+for every trained method, a grid of settings (dotted keys, a list of values each, expanded as a
+product), the steps to train each candidate, how often to measure it, and the training seeds. Every
+method gets the same number of candidates and every candidate sees the same training pairs per step.
+Each candidate is trained once per seed with validation on (:mod:`opct.training.validation`: the
+validation pairs held back from the *training* families, ``organism:<axis>:val``), measured before
+its first step and every ``every`` steps. Checkpoint steps are part of the recipe: with a constant
+learning rate, a run of ``k`` steps is the first ``k`` steps of the longer run (resume is exact).
+
+The rules are fixed here, before any held-out number exists, and written into ``selection.json``:
+
+* **eligible**: on every seed, no capability task's validation accuracy is more than
+  ``capability_drop`` below the base model's (the run-start measurement);
+* **teacher_kl**: the eligible (candidate, step) with the lowest validation teacher-KL (mean over seeds);
+* **good_behaviour**: the eligible (candidate, step) with the highest validation good-behaviour rate
+  (mean over axes, then over seeds); ties go to the lower teacher-KL, then to fewer steps.
+
+OPCT minimises the teacher-KL directly, so the first rule may favour it; the second is
+method-neutral. Both picks are reported; the comparison is run for each rule whose picks differ.
+Held-out data never enters: the validation split is refused if it contains held-out pairs.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import math
+import statistics
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+from opct.config import RunConfig, _set_path, dump_config, parse_overrides, read_config_file, validate_config
+from opct.experiments.runner import ExperimentConfig, _deep_merge, resolve
+from opct.runs.layout import RunLayout
+from opct.runs.manifest import build_manifest, write_json_atomic
+
+SELECTION_FILE = "selection.json"
+RULES = {
+    "eligible": "on every seed, every capability task's validation accuracy >= the base model's - capability_drop",
+    "teacher_kl": "lowest validation teacher-KL (mean over seeds) among eligible (candidate, step)",
+    "good_behaviour": "highest validation good-behaviour rate (mean over axes, then seeds) among eligible "
+                      "(candidate, step); ties: lower teacher-KL, then fewer steps",
+}
+#: Keys a grid may not vary: every candidate sees the same pairs per step and is measured alike.
+FIXED_KEYS = ("train.pairs_per_step", "train.max_steps", "train.epochs", "validation", "data", "seed", "method")
+
+
+class SelectionSettings(BaseModel):
+    """The ``selection:`` block of a selection file."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    grid: dict[str, dict[str, list[Any]]] = Field(description="method -> {dotted setting: [values]}")
+    steps: int = Field(180, gt=0, description="steps each candidate trains")
+    every: int = Field(20, gt=0, description="steps between validation measurements (and checkpoints)")
+    seeds: list[int] = Field(default_factory=lambda: [0, 1], min_length=1)
+    validation: dict[str, Any] = Field(default_factory=dict, description="validation settings (ValidationConfig keys)")
+    validation_data: dict[str, list[str]] = Field(default_factory=dict, description="axis -> validation pair sources")
+    capability_drop: float = Field(0.03, ge=0.0, le=1.0)
+
+    @model_validator(mode="after")
+    def _equal_budget(self) -> SelectionSettings:
+        sizes = {m: len(expand(g)) for m, g in self.grid.items()}
+        if len(set(sizes.values())) > 1:
+            raise ValueError(f"every method gets the same number of candidates; the grid gives {sizes}")
+        for method, grid in self.grid.items():
+            fixed = [k for k in grid if any(k == f or k.startswith(f + ".") for f in FIXED_KEYS)]
+            if fixed:
+                raise ValueError(f"selection.grid.{method} varies {', '.join(fixed)}, which every candidate must share")
+        if self.steps % self.every:
+            raise ValueError("selection.steps must be a multiple of selection.every (the last step is measured)")
+        return self
+
+
+class SelectionConfig(ExperimentConfig):
+    """An experiment's settings (model, axes, training) and the selection to run on them."""
+
+    name: str = "selection"
+    output_dir: str = "runs/selection"
+    selection: SelectionSettings
+
+
+def load_selection(path: str | Path, overrides: list[str] | None = None) -> SelectionConfig:
+    """Read a selection file: its ``extends`` experiment file first, then its own keys, then ``--set``."""
+    tree, source = read_config_file(path, "selection")
+    extends = tree.pop("extends", None)
+    if extends is not None:
+        base, _ = read_config_file(Path(path).parent / str(extends), "experiment")
+        for key in ("extends", "method_settings", "selection"):  # a selection starts from the shared settings,
+            base.pop(key, None)                                    # never from an earlier pick
+        tree = _deep_merge(base, tree)
+    for key, value in parse_overrides(overrides or []):
+        _set_path(tree, key, value)
+    return validate_config(SelectionConfig, tree, source)
+
+
+def expand(grid: dict[str, list[Any]]) -> list[dict[str, Any]]:
+    """The product of a grid: one ``{dotted key: value}`` per candidate, in the order written."""
+    keys = list(grid)
+    return [dict(zip(keys, values, strict=True)) for values in itertools.product(*(grid[k] for k in keys))]
+
+
+def candidate_configs(cfg: SelectionConfig) -> list[tuple[str, str, dict[str, Any], RunConfig]]:
+    """``(candidate id, method, recipe, run config)`` for every candidate and seed."""
+    s = cfg.selection
+    experiment = ExperimentConfig.model_validate(
+        cfg.model_dump(mode="json", exclude={"selection", "method_settings"}) | {"seeds": [0]})
+    stages = {stage.config.method: stage.config for stage in resolve(experiment).runs}
+    missing = sorted(set(s.grid) - set(stages))
+    if missing:
+        raise ValueError(f"selection.grid names {', '.join(missing)}, which this experiment does not train")
+    out = []
+    for seed in s.seeds:  # every candidate's first seed before any second one
+        for method in sorted(s.grid):
+            for i, recipe in enumerate(expand(s.grid[method])):
+                cid = f"{method}-{i:02d}"
+                tree = dump_config(stages[method])
+                for key, value in recipe.items():
+                    _set_path(tree, key, value)
+                sources = [src for a in cfg.axes for src in s.validation_data.get(a, [f"organism:{a}:val"])]
+                tree = _deep_merge(tree, {
+                    "name": f"{cid}-s{seed}", "output_dir": str(cfg.root / "runs"), "seed": seed,
+                    "train": {"max_steps": s.steps, "checkpoint_every": s.every},
+                    "data": {"validation": sources},
+                    "validation": {**s.validation, "every": s.every},
+                })
+                out.append((cid, method, recipe, RunConfig.model_validate(tree)))
+    return out
+
+
+def run_candidates(cfg: SelectionConfig, jobs: int = 1, log: Callable[[str], Any] = print) -> None:
+    """Train every candidate on every seed (each resumable; a finished run is left as it is), ``jobs``
+    at a time, each in its own ``opct train`` process with one CPU thread when ``jobs > 1``."""
+    runs = candidate_configs(cfg)
+    folder = cfg.root / "configs"
+    folder.mkdir(parents=True, exist_ok=True)
+    start = time.perf_counter()
+    done = 0
+
+    def one(item: tuple[str, str, dict[str, Any], RunConfig]) -> str:
+        run = item[3]
+        path = folder / f"{run.name}.yaml"
+        path.write_text(yaml.safe_dump(dump_config(run), sort_keys=False), encoding="utf-8")
+        cmd = [sys.executable, "-m", "opct.cli", "train", "-c", str(path), "--no-progress"]
+        if jobs > 1:
+            cmd += ["--threads", "1"]
+        proc = subprocess.run(cmd, capture_output=True, text=True)
+        if proc.returncode != 0:
+            raise RuntimeError(f"candidate run {run.name} failed (exit {proc.returncode}):\n{proc.stderr[-2000:]}")
+        return run.name
+
+    with ThreadPoolExecutor(max_workers=jobs) as pool:
+        for name in pool.map(one, runs):
+            done += 1
+            log(f"[select] {done}/{len(runs)} {name} trained ({time.perf_counter() - start:.0f} s)")
+
+
+def _read_jsonl(path: Path) -> list[dict[str, Any]]:
+    return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
+
+
+def _mean(values: list[float]) -> float:
+    return statistics.fmean(values) if values and not any(math.isnan(v) for v in values) else math.nan
+
+
+def _compute(run_dir: Path, step: int) -> dict[str, float]:
+    """Compute spent by a run up to ``step``: tokens generated, scored by the teacher, backpropagated; seconds."""
+    layout = RunLayout(run_dir)
+    rows = [r for r in _read_jsonl(layout.metrics) if r["step"] <= step]
+    method = json.loads(layout.manifest.read_text(encoding="utf-8"))["method"]
+    trained = sum(r["completion_tokens"] for r in rows)
+    if method == "bct":
+        cached = list(layout.cache("bct").glob("*.jsonl"))
+        generated = sum(len(t) for f in cached for row in _read_jsonl(f) for t in row["targets"])
+        scored = 0
+    else:
+        generated = scored = trained
+    return {"tokens_generated": generated, "tokens_teacher_scored": scored, "tokens_backpropagated": trained,
+            "train_seconds": round(sum(r["step_time_s"] for r in rows), 1)}
+
+
+def score_candidates(cfg: SelectionConfig) -> dict[str, Any]:
+    """Read every candidate's validation records, apply the rules, and return ``selection.json``'s content."""
+    s = cfg.selection
+    runs = candidate_configs(cfg)
+    records: dict[str, dict[int, dict[int, dict[str, Any]]]] = {}  # cid -> seed -> step -> record
+    info: dict[str, tuple[str, dict[str, Any]]] = {}
+    for cid, method, recipe, run in runs:
+        path = RunLayout(run.run_dir).validation
+        if not path.exists():
+            raise FileNotFoundError(f"{path} is missing: run `opct select` to train the candidates first")
+        records.setdefault(cid, {})[run.seed] = {r["step"]: r for r in _read_jsonl(path)}
+        info[cid] = (method, recipe)
+    first = next(iter(next(iter(records.values())).values()))[0]
+    tasks = sorted(k for k in first if k.startswith("val_cap/"))
+    base = {t: _mean([recs[0][t] for by_seed in records.values() for recs in by_seed.values()]) for t in tasks}
+    candidates = []
+    for cid, by_seed in records.items():
+        method, recipe = info[cid]
+        steps = {}
+        for step in range(s.every, s.steps + 1, s.every):
+            at = [by_seed[seed][step] for seed in s.seeds if step in by_seed.get(seed, {})]
+            if len(at) < len(s.seeds):
+                raise ValueError(f"candidate {cid} has no validation record at step {step} for every seed: rerun `opct select`")
+            eligible = all(r[t] >= base[t] - s.capability_drop - 1e-12 for r in at for t in tasks)
+            steps[step] = {
+                "val_teacher_kl": _mean([r["val_teacher_kl"] for r in at]),
+                "val_teacher_kl_by_seed": [r["val_teacher_kl"] for r in at],
+                "val_good": _mean([r.get("val_good", math.nan) for r in at]),
+                "val_good_by_seed": [r.get("val_good", math.nan) for r in at],
+                "val_cap": {t: _mean([r[t] for r in at]) for t in tasks},
+                "eligible": eligible,
+                "compute": {k: _mean([_compute(cfg.root / "runs" / f"{cid}-s{seed}", step)[k] for seed in s.seeds])
+                            for k in ("tokens_generated", "tokens_teacher_scored", "tokens_backpropagated", "train_seconds")},
+            }
+        candidates.append({"id": cid, "method": method, "recipe": recipe, "steps": steps})
+    chosen = {method: {rule: pick(candidates, method, rule) for rule in ("teacher_kl", "good_behaviour")}
+              for method in sorted(s.grid)}
+    return {
+        "rules": RULES, "fixed_before_heldout": True, "capability_drop": s.capability_drop,
+        "seeds": s.seeds, "steps": s.steps, "every": s.every, "pairs_per_step": runs[0][3].train.pairs_per_step,
+        "budget": {m: sum(c["method"] == m for c in candidates) for m in sorted(s.grid)},
+        "base_validation": {"val_cap": base, "val_teacher_kl": _mean([recs[0]["val_teacher_kl"] for by in records.values() for recs in by.values()]),
+                            "val_good": _mean([recs[0].get("val_good", math.nan) for by in records.values() for recs in by.values()])},
+        "candidates": candidates, "chosen": chosen,
+        "method_settings": {rule: {m: recipe_tree(chosen[m][rule]) for m in chosen if chosen[m][rule]}
+                            for rule in ("teacher_kl", "good_behaviour")},
+    }
+
+
+def pick(candidates: list[dict[str, Any]], method: str, rule: str) -> dict[str, Any] | None:
+    """The (candidate, step) ``rule`` chooses for ``method`` among eligible ones, or None when none is eligible."""
+    rows = [(c, step, m) for c in candidates if c["method"] == method for step, m in c["steps"].items() if m["eligible"]]
+    if not rows:
+        return None
+    if rule == "teacher_kl":
+        key = lambda row: (row[2]["val_teacher_kl"], row[1], row[0]["id"])  # noqa: E731
+    else:
+        key = lambda row: (-_nan_low(row[2]["val_good"]), row[2]["val_teacher_kl"], row[1], row[0]["id"])  # noqa: E731
+    c, step, m = min(rows, key=key)
+    kl, good = m["val_teacher_kl_by_seed"], m["val_good_by_seed"]
+    return {"candidate": c["id"], "step": step, "recipe": c["recipe"], "val_teacher_kl": m["val_teacher_kl"],
+            "val_good": m["val_good"], "val_cap": m["val_cap"], "compute": m["compute"],
+            "seed_spread": {"val_teacher_kl": [min(kl), max(kl)], "val_good": [min(good), max(good)]}}
+
+
+def _nan_low(value: float) -> float:
+    return -math.inf if math.isnan(value) else value
+
+
+def recipe_tree(choice: dict[str, Any] | None) -> dict[str, Any]:
+    """A chosen recipe as the nested settings an experiment's ``method_settings.<method>`` takes."""
+    tree: dict[str, Any] = {}
+    if choice is None:
+        return tree
+    for key, value in choice["recipe"].items():
+        _set_path(tree, key, value)
+    _set_path(tree, "train.max_steps", choice["step"])
+    return tree
+
+
+def run_selection(cfg: SelectionConfig, jobs: int = 1, log: Callable[[str], Any] = print) -> Path:
+    """Train the candidates (resumable), score them, and write ``selection.json``; returns its path."""
+    root = cfg.root
+    root.mkdir(parents=True, exist_ok=True)
+    write_json_atomic(root / "manifest.json", build_manifest("selection", cfg.model_dump(mode="json")))
+    run_candidates(cfg, jobs, log)
+    result = score_candidates(cfg)
+    path = root / SELECTION_FILE
+    write_json_atomic(path, result)
+    return path

@@ -1,0 +1,139 @@
+"""Recipe selection: equal budgets, fixed rules applied to validation records only, both picks reported."""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+import pytest
+import yaml
+
+from opct.config import ConfigError
+from opct.experiments.selection import (
+    RULES,
+    candidate_configs,
+    expand,
+    load_selection,
+    pick,
+    recipe_tree,
+    score_candidates,
+)
+
+DEMO = Path(__file__).resolve().parents[1] / "opct" / "experiments" / "organism_demo.yaml"
+
+
+def _selection_file(tmp_path: Path, grid: dict, **selection) -> Path:
+    tree = {"extends": str(DEMO), "name": "sel", "output_dir": str(tmp_path / "out"),
+            "selection": {"steps": 4, "every": 2, "seeds": [0, 1], "grid": grid, **selection}}
+    path = tmp_path / "selection.yaml"
+    path.write_text(yaml.safe_dump(tree), encoding="utf-8")
+    return path
+
+
+def test_the_grid_expands_in_order_and_every_method_gets_the_same_budget(tmp_path):
+    assert expand({"a": [1, 2], "b": ["x", "y"]}) == [{"a": 1, "b": "x"}, {"a": 1, "b": "y"}, {"a": 2, "b": "x"},
+                                                      {"a": 2, "b": "y"}]
+    with pytest.raises(ConfigError, match="same number of candidates"):
+        load_selection(_selection_file(tmp_path, {"bct": {"optim.lr": [1e-3]}, "opct": {"optim.lr": [1e-3, 3e-3]}}))
+    with pytest.raises(ConfigError, match="must share"):
+        load_selection(_selection_file(tmp_path, {"bct": {"train.pairs_per_step": [4]}, "opct": {"optim.lr": [1e-3]}}))
+
+
+def test_candidates_share_everything_but_their_recipe_and_measure_the_validation_split(tmp_path):
+    cfg = load_selection(_selection_file(tmp_path, {"bct": {"optim.lr": [1e-4, 1e-3]},
+                                                    "opct": {"optim.lr": [1e-3], "opct.loss": [{"kind": "sampled"}, {"kind": "topk"}]}}))
+    runs = candidate_configs(cfg)
+    assert len(runs) == 8 and [r[3].seed for r in runs[:4]] == [0, 0, 0, 0]  # every first seed before any second
+    for _, method, _recipe, run in runs:
+        assert run.train.max_steps == 4 and run.train.checkpoint_every == 2 and run.validation.every == 2
+        assert run.train.pairs_per_step == 16 and run.method == method
+        assert run.data.validation == [f"organism:{a}:val" for a in ("sycophancy", "jailbreak", "awareness")]
+        assert all(s.endswith(":train") for s in run.data.train)
+    kinds = [run.method_config.loss.kind for _, m, _, run in runs if m == "opct"]
+    assert kinds == ["sampled", "topk", "sampled", "topk"]
+    assert [run.optim.lr for _, m, _, run in runs if m == "bct"] == [1e-4, 1e-3, 1e-4, 1e-3]
+
+
+def _candidate(cid: str, method: str, rows: dict[int, tuple[float, float, bool]]) -> dict:
+    return {"id": cid, "method": method, "recipe": {"optim.lr": 1e-3},
+            "steps": {step: {"val_teacher_kl": kl, "val_good": good, "eligible": ok,
+                             "val_teacher_kl_by_seed": [kl, kl], "val_good_by_seed": [good, good], "val_cap": {},
+                             "compute": {}} for step, (kl, good, ok) in rows.items()}}
+
+
+def test_the_rules_pick_among_eligible_steps_only_and_can_disagree():
+    candidates = [
+        _candidate("opct-00", "opct", {20: (0.10, 0.50, True), 40: (0.05, 0.60, False)}),  # best KL fails the guard
+        _candidate("opct-01", "opct", {20: (0.20, 0.90, True), 40: (0.08, 0.70, True)}),
+    ]
+    assert pick(candidates, "opct", "teacher_kl")["candidate"] == "opct-01" and pick(candidates, "opct", "teacher_kl")["step"] == 40
+    good = pick(candidates, "opct", "good_behaviour")
+    assert (good["candidate"], good["step"]) == ("opct-01", 20)
+    tie = [_candidate("a", "bct", {20: (0.3, 0.8, True), 40: (0.2, 0.8, True)})]
+    assert pick(tie, "bct", "good_behaviour")["step"] == 40  # a tie goes to the lower teacher-KL
+    assert pick([_candidate("b", "bct", {20: (0.1, 0.9, False)})], "bct", "teacher_kl") is None
+    nan = [_candidate("c", "bct", {20: (0.1, math.nan, True)}), _candidate("d", "bct", {20: (0.2, 0.1, True)})]
+    assert pick(nan, "bct", "good_behaviour")["candidate"] == "d"  # an unmeasured rate never wins
+    assert recipe_tree({"recipe": {"optim.lr": 3e-4, "opct.loss": {"kind": "topk"}}, "step": 60}) == {
+        "optim": {"lr": 3e-4}, "opct": {"loss": {"kind": "topk"}}, "train": {"max_steps": 60}}
+
+
+def test_scoring_reads_the_runs_validation_records_and_applies_the_capability_guard(tmp_path):
+    cfg = load_selection(_selection_file(tmp_path, {"bct": {"optim.lr": [1e-4]}, "opct": {"optim.lr": [1e-3]}},
+                                         capability_drop=0.03))
+    for _cid, method, _, run in candidate_configs(cfg):
+        run.run_dir.mkdir(parents=True)
+        (run.run_dir / "manifest.json").write_text(json.dumps({"method": method}))
+        (run.run_dir / "metrics.jsonl").write_text("".join(
+            json.dumps({"step": s, "completion_tokens": 100, "step_time_s": 1.0}) + "\n" for s in (1, 2, 3, 4)))
+        if method == "bct":
+            (run.run_dir / "bct_targets").mkdir()
+            (run.run_dir / "bct_targets" / "x.jsonl").write_text(json.dumps({"id": "p", "targets": [[1, 2, 3]]}) + "\n")
+        # opct: lower KL at step 4 but capability down 5 points there on seed 1 only
+        drop = 0.05 if (method == "opct" and run.seed == 1) else 0.0
+        rows = [{"step": 0, "val_teacher_kl": 0.5, "val_good": 0.2, "val_cap/capability_mc": 1.0},
+                {"step": 2, "val_teacher_kl": 0.3 if method == "opct" else 0.4, "val_good": 0.5, "val_cap/capability_mc": 1.0},
+                {"step": 4, "val_teacher_kl": 0.1, "val_good": 0.6, "val_cap/capability_mc": 1.0 - drop}]
+        (run.run_dir / "validation.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    result = score_candidates(cfg)
+    assert result["rules"] == RULES and result["budget"] == {"bct": 1, "opct": 1}
+    assert result["chosen"]["opct"]["teacher_kl"]["step"] == 2  # step 4 fails the guard on one seed
+    assert result["chosen"]["bct"]["teacher_kl"]["step"] == 4
+    opct = next(c for c in result["candidates"] if c["method"] == "opct")
+    assert opct["steps"][4]["eligible"] is False and opct["steps"][2]["compute"]["tokens_backpropagated"] == 200
+    bct = next(c for c in result["candidates"] if c["method"] == "bct")
+    assert bct["steps"][2]["compute"]["tokens_generated"] == 3 and bct["steps"][2]["compute"]["tokens_teacher_scored"] == 0
+    assert result["method_settings"]["teacher_kl"]["opct"] == {"optim": {"lr": 1e-3}, "train": {"max_steps": 2}}
+
+
+def test_the_demo_measures_every_run_on_the_validation_split_and_ships_its_picks():
+    from opct.experiments.runner import load_experiment, resolve
+
+    cfg = load_experiment(DEMO)
+    for stage in resolve(cfg).runs:
+        run = stage.config
+        assert run.validation.every == 20 and run.validation.judge == "organism"
+        assert run.data.validation == [f"organism:{a}:val" for a in cfg.axes]
+        assert all(s.endswith(":train") for s in run.data.train)
+    if cfg.selection:  # the shipped picks are the evidence file's own
+        evidence = json.loads(Path(cfg.selection).read_text())
+        rule = next(r for r, picks in evidence["method_settings"].items() if picks == cfg.method_settings)
+        assert rule in RULES
+
+
+def test_the_report_names_each_recipe_and_what_chose_it():
+    from opct.report.selection import off_policy_lines, recipe_rows
+
+    plan = {"recipes": {"bct": {"lr": 3e-4, "steps": 120, "pairs_per_step": 16},
+                        "opct": {"lr": 1e-3, "steps": 60, "pairs_per_step": 16, "n": 3, "temperature": 1.0,
+                                 "loss": "topk"}}}
+    selection = {"chosen": {"bct": {}, "opct": {}}, "method_settings": {"teacher_kl": {"bct": {}, "opct": {}}}}
+    rows = recipe_rows(plan, selection)
+    assert rows[0] == ["bct", "0.0003", "120", "16", "—", "—", "opct select (teacher_kl rule)"]
+    assert rows[1][4:6] == ["topk", "3, 1"]
+    assert recipe_rows(plan, {})[0][-1] == "the experiment file"
+    near = off_policy_lines({"bct": {"target_nll_per_token": 0.30, "own_sample_nll_per_token": 0.25, "gap": 0.05, "pairs": 64}})
+    assert "nearly on-policy" in near[0]
+    far = off_policy_lines({"bct": {"target_nll_per_token": 1.3, "own_sample_nll_per_token": 0.25, "gap": 1.05, "pairs": 64}})
+    assert "off-policy for the student" in far[0]
