@@ -87,27 +87,30 @@ def demo(
                                        "then OPCT − BCT pooled with a verdict per metric (resumable).")] = False,
     reselect: Annotated[bool, typer.Option("--reselect", help="Choose the recipes anew first (opct select on "
                                            "organism_selection.yaml, resumable) instead of the shipped picks.")] = False,
-    rule: Annotated[str, typer.Option(help="With --reselect: the selection rule whose picks train "
-                                      "(teacher_kl or good_behaviour).")] = "teacher_kl",
+    rule: Annotated[str, typer.Option(help="Whose picks train: teacher_kl (the default, as shipped) or "
+                                      "good_behaviour (the method-neutral rule; its own output folder).")] = "teacher_kl",
 ) -> None:
     """The paper's comparison on the built-in organism: baseline vs BCT vs OPCT on all three axes, each
     method on its own recipe chosen on the validation split (shipped, or anew with --reselect)."""
+    import json
     from importlib.resources import files
 
+    if rule not in ("teacher_kl", "good_behaviour"):
+        _fail(f"--rule {rule!r}: use teacher_kl or good_behaviour")
     folder = Path(str(files("opct") / "experiments"))
     overrides = list(set_ or [])
+    evidence = folder / "organism_selection.json"
     if reselect:
-        import json
-
         from opct.experiments.selection import load_selection, run_selection
 
-        if rule not in ("teacher_kl", "good_behaviour"):
-            _fail(f"--rule {rule!r}: use teacher_kl or good_behaviour")
         selection = load_selection(folder / "organism_selection.yaml")
-        path = run_selection(selection, jobs=2, log=lambda line: err_console.print(line, highlight=False))
-        picks = json.loads(path.read_text(encoding="utf-8"))["method_settings"][rule]
-        overrides += [f"method_settings={json.dumps(picks)}", f"selection={path.resolve()}"]
+        evidence = run_selection(selection, jobs=2, log=lambda line: err_console.print(line, highlight=False)).resolve()
+    if reselect or rule != "teacher_kl":
+        picks = json.loads(evidence.read_text(encoding="utf-8"))["method_settings"][rule]
+        overrides += [f"method_settings={json.dumps(picks)}", f"selection={evidence}"]
     name = "organism_demo_full.yaml" if full else "organism_demo.yaml"
+    if rule != "teacher_kl":
+        overrides.append(f"name={'organism-demo-full' if full else 'organism-demo'}-{rule.replace('_', '-')}")
     _run_experiment(folder / name, overrides, dry_run, no_progress, threads)
 
 

@@ -19,8 +19,8 @@ from pathlib import Path
 from typing import Any
 
 from opct.errors import OpctError
-from opct.runs.model_card import CARD_FILE, CHECKPOINT_FILE, merged_card
 from opct.models import checkpoint_folder, load_for_inference, read_checkpoint_record
+from opct.runs.model_card import CARD_FILE, CHECKPOINT_FILE, merged_card
 
 DTYPES = ("float32", "bfloat16", "float16", "auto")
 
