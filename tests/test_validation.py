@@ -134,3 +134,21 @@ def test_reverse_kl_and_entropy_match_a_hand_computation():
     assert reverse_kl_sum(s, t, mask, chunk_size=2) == pytest.approx(float((kl * mask).sum()), rel=1e-5)
     assert token_entropy_sum(s, mask, chunk_size=4) == pytest.approx(float((entropy * mask).sum()), rel=1e-5)
     assert reverse_kl_sum(s, s, mask) == pytest.approx(0.0, abs=1e-6)
+
+
+def test_a_resumed_run_keeps_the_measurements_an_uninterrupted_run_makes(tiny_model, pairs_file, tmp_path):
+    import shutil
+
+    from run_helpers import interrupt
+
+    val = _write(tmp_path / "val.jsonl", _val_rows())
+    whole = _cfg(tiny_model, pairs_file, val, tmp_path / "whole", **{"train.keep_checkpoints": 4})
+    train(whole, show_progress=False)
+    expected = _records(whole.run_dir / "validation.jsonl")
+    resumed = _cfg(tiny_model, pairs_file, val, tmp_path / "resumed", **{"train.keep_checkpoints": 4})
+    shutil.copytree(whole.run_dir, resumed.run_dir)
+    interrupt(resumed.run_dir, after_step=2)  # killed after step 2's checkpoint: step 4's record is a stale tail
+    train(resumed, show_progress=False)
+    got = _records(resumed.run_dir / "validation.jsonl")
+    assert [r["step"] for r in got] == [0, 2, 4]
+    assert got == expected  # the tail was cut, step 4 measured again, identically
