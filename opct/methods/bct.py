@@ -16,7 +16,7 @@ import torch
 from accelerate.utils import gather_object
 from pydantic import Field
 
-from opct.config import StrictSettings, TargetSettings
+from opct.config import GenerationConfig, StrictSettings, TargetSettings
 from opct.methods.base import (
     ENTROPY_STATS,
     Microbatch,
@@ -106,9 +106,10 @@ class BCTMethod:
         targets = [self.targets[p.id][0] for p in chosen]
         with torch.no_grad():
             target_nll = self._nll(split_microbatches(chosen, targets, list(range(len(chosen))), chunk))
-            params = SamplingParams(n=1, temperature=1.0, max_new_tokens=self.settings.targets.max_new_tokens,
-                                    seed=self.ctx.cfg.seed + 17)
-            own = self.ctx.sample(self.ctx.sampler(self.settings.targets, self.ctx.policy), chosen, params)
+            gen = GenerationConfig(n=1, temperature=1.0, max_new_tokens=self.settings.targets.max_new_tokens,
+                                   sequences_per_call=self.settings.targets.sequences_per_call)
+            sampler = self.ctx.sampler(gen, self.ctx.policy)  # the model's own forward, whatever engine made the targets
+            own = self.ctx.sample(sampler, chosen, SamplingParams.from_config(gen, seed=self.ctx.cfg.seed + 17))
             own_nll = self._nll(rollout_microbatches(chosen, own, chunk))
         return {"method": self.name, "pairs": len(chosen), "target_nll_per_token": target_nll,
                 "own_sample_nll_per_token": own_nll, "gap": target_nll - own_nll}
