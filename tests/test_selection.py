@@ -116,10 +116,11 @@ def test_the_demo_measures_every_run_on_the_validation_split_and_ships_its_picks
         assert run.validation.every == 20 and run.validation.judge == "organism"
         assert run.data.validation == [f"organism:{a}:val" for a in cfg.axes]
         assert all(s.endswith(":train") for s in run.data.train)
-    if cfg.selection:  # the shipped picks are the evidence file's own
-        evidence = json.loads(Path(cfg.selection).read_text())
-        rule = next(r for r, picks in evidence["method_settings"].items() if picks == cfg.method_settings)
-        assert rule in RULES
+    from opct.experiments.recipes import selection_rule
+
+    evidence = json.loads(Path(cfg.selection).read_text())  # the shipped picks are the evidence file's own
+    assert selection_rule(evidence, cfg.method_settings) == "teacher_kl"
+    assert selection_rule(evidence, {"bct": {"optim": {"lr": 1.0}}}) is None
 
 
 def test_the_report_names_each_recipe_and_what_chose_it():
@@ -129,9 +130,10 @@ def test_the_report_names_each_recipe_and_what_chose_it():
                         "opct": {"lr": 1e-3, "steps": 60, "pairs_per_step": 16, "n": 3, "temperature": 1.0,
                                  "loss": "topk"}}}
     selection = {"chosen": {"bct": {}, "opct": {}}, "method_settings": {"teacher_kl": {"bct": {}, "opct": {}}}}
-    rows = recipe_rows(plan, selection)
-    assert rows[0] == ["bct", "0.0003", "120", "16", "—", "—", "opct select (teacher_kl rule)"]
+    rows = recipe_rows({**plan, "selection_rule": "good_behaviour"}, selection)
+    assert rows[0] == ["bct", "0.0003", "120", "16", "—", "—", "opct select (good_behaviour rule)"]
     assert rows[1][4:6] == ["topk", "3, 1"]
+    assert recipe_rows({**plan, "selection_rule": None}, selection)[0][-1] == "the experiment file"
     assert recipe_rows(plan, {})[0][-1] == "the experiment file"
     near = off_policy_lines({"bct": {"target_nll_per_token": 0.30, "own_sample_nll_per_token": 0.25, "gap": 0.05, "pairs": 64}})
     assert "nearly on-policy" in near[0]

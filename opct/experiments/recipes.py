@@ -18,3 +18,8 @@ def recipe_summary(run: RunConfig) -> dict[str, Any]:
         if hasattr(settings.loss, "kl_coef"):
             out["kl_coef"] = settings.loss.kl_coef
     return out
+
+
+def selection_rule(evidence: dict[str, Any], method_settings: dict[str, Any]) -> str | None:
+    """The rule of ``selection.json`` (``evidence``) whose picks ``method_settings`` are, or None."""
+    return next((rule for rule, picks in evidence.get("method_settings", {}).items() if picks == method_settings), None)

@@ -38,7 +38,7 @@ from opct.config import (
 )
 from opct.errors import FAULT, OpctError
 from opct.evals.config import EvalOptions
-from opct.experiments.recipes import recipe_summary
+from opct.experiments.recipes import recipe_summary, selection_rule
 from opct.runs.layout import RunLayout
 from opct.runs.manifest import build_manifest, write_json_atomic
 
@@ -307,22 +307,15 @@ def run_experiment(cfg: ExperimentConfig, show_progress: bool = True, log: Any =
     plan = resolve(cfg)
     root = cfg.root
     root.mkdir(parents=True, exist_ok=True)
-    write_json_atomic(
-        root / "plan.json",
-        {
-            "name": cfg.name,
-            "model": cfg.model.name_or_path,
-            "methods": list(plan.models),
-            "axes": list(cfg.axes),
-            "seeds": cfg.seeds,
-            "evals": plan.evals,
-            "stages": plan.stages,
-            "recipes": {r.key: recipe_summary(r.config) for r in plan.runs},
-            "selection": cfg.selection,
-        },
-    )
-    if cfg.selection:  # the evidence the recipes were chosen by, beside the results it led to
-        write_json_atomic(root / "selection.json", json.loads(Path(cfg.selection).read_text(encoding="utf-8")))
+    evidence = json.loads(Path(cfg.selection).read_text(encoding="utf-8")) if cfg.selection else {}
+    if evidence:  # the evidence the recipes were chosen by, beside the results it led to
+        write_json_atomic(root / "selection.json", evidence)
+    write_json_atomic(root / "plan.json", {
+        "name": cfg.name, "model": cfg.model.name_or_path, "methods": list(plan.models), "axes": list(cfg.axes),
+        "seeds": cfg.seeds, "evals": plan.evals, "stages": plan.stages,
+        "recipes": {r.key: recipe_summary(r.config) for r in plan.runs}, "selection": cfg.selection,
+        "selection_rule": selection_rule(evidence, cfg.method_settings),
+    })
     write_json_atomic(root / "manifest.json", build_manifest("experiment", cfg.model_dump(mode="json")))
     tasks = _eval_tasks(cfg)
     check_plan(cfg, plan)

@@ -79,11 +79,11 @@ RECIPE_HEADERS = ["method", "lr", "steps", "pairs/step", "divergence", "samples 
 
 def recipe_rows(plan: dict[str, Any], selection: dict[str, Any]) -> list[list[str]]:
     """One row per trained run of an experiment: the recipe it trained with and what chose it."""
-    rule = next((r for r, by in selection.get("method_settings", {}).items() if by), None)
+    rule = plan.get("selection_rule")
     rows = []
     for key, r in (plan.get("recipes") or {}).items():
         method = key.split("-")[0]
-        chosen = f"opct select ({rule} rule)" if selection and method in selection.get("chosen", {}) else "the experiment file"
+        chosen = f"opct select ({rule} rule)" if rule and method in selection.get("chosen", {}) else "the experiment file"
         samples = f"{r['n']}, {r['temperature']:g}" if "n" in r else "—"
         rows.append([key, f"{r['lr']:g}", str(r["steps"]), str(r["pairs_per_step"]), str(r.get("loss", "—")), samples, chosen])
     return rows
