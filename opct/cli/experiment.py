@@ -144,9 +144,9 @@ def report(
 
 
 def select(
-    config: Annotated[Path, typer.Argument(metavar="FILE", help="Selection YAML (an experiment plus a selection: block).")],
+    config: Annotated[Path, typer.Argument(help="Selection YAML (an experiment plus a selection: block).")],
     set_: SetOverrides = None,
-    jobs: Annotated[int, typer.Option(min=1, help="Candidate runs at a time (each its own process, 1 thread).")] = 1,
+    jobs: Annotated[int, typer.Option(min=1, metavar="N", help="Candidate runs at a time (each its own process, 1 thread).")] = 1,
     dry_run: Annotated[bool, typer.Option("--dry-run", help="List the candidate runs and exit.")] = False,
     no_progress: NoProgress = False,
     threads: Threads = None,
