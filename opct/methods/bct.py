@@ -27,8 +27,8 @@ from opct.methods.base import (
 )
 from opct.models import eos_token_ids
 from opct.pairs import ConsistencyPair
+from opct.runs.directory import RunDirectory
 from opct.runs.layout import RunLayout
-from opct.runs.manifest import write_json_atomic
 from opct.sampling.engine import SamplingParams
 
 #: Training pairs the off-policy gap of the targets is measured on (a seeded sample).
@@ -94,7 +94,7 @@ class BCTMethod:
         if not layout.diagnostics.exists():
             diagnostics = self.off_policy_gap(pairs)  # the run-start policy: setup runs before a checkpoint loads
             if acc.is_main_process:
-                write_json_atomic(layout.diagnostics, diagnostics)
+                RunDirectory(self.ctx.run_dir).write_diagnostics(diagnostics)
 
     def off_policy_gap(self, pairs: list[ConsistencyPair], size: int = DIAGNOSTIC_PAIRS) -> dict[str, Any]:
         """How far BCT's targets are from the run-start student's own behaviour on the cued prompts: the

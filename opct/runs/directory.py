@@ -25,7 +25,7 @@ import torch
 from accelerate import Accelerator
 
 from opct.config import RunConfig
-from opct.runs.checkpoint import ShardedState, load_checkpoint, newest_valid_checkpoint, save_checkpoint
+from opct.runs.checkpoint import ShardedState, load_checkpoint, save_checkpoint
 from opct.runs.final import save_final
 from opct.runs.layout import RunLayout
 from opct.runs.lock import run_lock
@@ -83,14 +83,6 @@ class RunDirectory:
         write_json_atomic(self.layout.diagnostics, diagnostics)
 
     # -- checkpoints -----------------------------------------------------------------------------
-    def checkpoints(self) -> list[tuple[int, Path]]:
-        """Every ``checkpoints/step-N`` folder, oldest first (valid or not)."""
-        return self.layout.list_checkpoints()
-
-    def newest_valid_checkpoint(self) -> tuple[int, Path] | None:
-        """The newest checkpoint whose files match their hashes (:mod:`opct.runs.checkpoint`)."""
-        return newest_valid_checkpoint(self.layout)
-
     def save_checkpoint(
         self, acc: Accelerator, step: int, keep: int, model: torch.nn.Module, optimizer: Any, scheduler: Any,
         sharding: ShardedState | None = None,
