@@ -39,8 +39,9 @@ from typing import Any
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from opct.config import RunConfig, _set_path, dump_config, parse_overrides, read_config_file, validate_config
+from opct.config import RunConfig, _set_path, dump_config, validate_config
 from opct.experiments.runner import ExperimentConfig, _deep_merge, resolve
+from opct.experiments.study import read_extended
 from opct.runs.layout import RunLayout
 from opct.runs.manifest import build_manifest, write_json_atomic
 
@@ -91,16 +92,9 @@ class SelectionConfig(ExperimentConfig):
 
 
 def load_selection(path: str | Path, overrides: list[str] | None = None) -> SelectionConfig:
-    """Read a selection file: its ``extends`` experiment file first, then its own keys, then ``--set``."""
-    tree, source = read_config_file(path, "selection")
-    extends = tree.pop("extends", None)
-    if extends is not None:
-        base, _ = read_config_file(Path(path).parent / str(extends), "experiment")
-        for key in ("extends", "method_settings", "selection"):  # a selection starts from the shared settings,
-            base.pop(key, None)                                    # never from an earlier pick
-        tree = _deep_merge(base, tree)
-    for key, value in parse_overrides(overrides or []):
-        _set_path(tree, key, value)
+    """Read a selection file (:func:`~opct.experiments.study.read_extended`). A selection starts from the
+    extended experiment's shared settings, never from an earlier pick (its ``method_settings``)."""
+    tree, source = read_extended(path, "selection", overrides, drop=("method_settings", "selection"))
     return validate_config(SelectionConfig, tree, source)
 
 

@@ -69,19 +69,29 @@ class StudyConfig(ExperimentConfig):
         return self
 
 
-def load_study(path: str | Path, overrides: list[str] | None = None) -> StudyConfig:
-    """Read a study YAML: its ``extends`` experiment file first, then the study's own keys, then
-    ``--set key=value`` overrides; unknown keys are errors naming them."""
-    tree, source = read_config_file(path, "study")
+def read_extended(
+    path: str | Path, what: str, overrides: list[str] | None = None, drop: tuple[str, ...] = ()
+) -> tuple[dict[str, Any], str]:
+    """A configuration file's tree: its ``extends`` experiment file first (less the keys in ``drop``),
+    then the file's own keys, then ``--set key=value`` overrides; ``selection`` paths read relative to
+    the file that names them. Returns the tree and its source name for error messages."""
+    tree, source = read_config_file(path, what)
     tree = resolve_relative(tree, path)
     extends = tree.pop("extends", None)
     if extends is not None:
-        base, _ = read_config_file(Path(path).parent / str(extends), "experiment")
-        base.pop("extends", None)
-        tree = _deep_merge(resolve_relative(base, Path(path).parent / str(extends)), tree)
+        base_path = Path(path).parent / str(extends)
+        base, _ = read_config_file(base_path, "experiment")
+        for key in ("extends", *drop):
+            base.pop(key, None)
+        tree = _deep_merge(resolve_relative(base, base_path), tree)
     for key, value in parse_overrides(overrides or []):
         _set_path(tree, key, value)
-    return validate_config(StudyConfig, tree, source)
+    return tree, source
+
+
+def load_study(path: str | Path, overrides: list[str] | None = None) -> StudyConfig:
+    """Read a study YAML (:func:`read_extended`); unknown keys are errors naming them."""
+    return validate_config(StudyConfig, *read_extended(path, "study", overrides))
 
 
 def is_study_file(path: str | Path) -> bool:
