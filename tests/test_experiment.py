@@ -36,7 +36,7 @@ def test_plan_per_axis_runs():
 
 
 def test_experiment_errors_name_the_key(tmp_path):
-    with pytest.raises(ConfigError, match="methods.0"):
+    with pytest.raises(ConfigError, match="unknown method 'sft'"):
         load_experiment(None, ["methods=[sft]"])
     with pytest.raises(ConfigError, match="run bct: optim.learning_rate: unknown key"):
         resolve(load_experiment(None, ["train.optim.learning_rate=1"]))
@@ -76,3 +76,82 @@ def test_eval_and_attack_settings_errors_name_the_key():
         load_experiment(None, ["attack.settings.max_new_tokens=48"])
     with pytest.raises(ConfigError, match="unknown axis capability"):
         load_experiment(None, ["axes=[sycophancy, capability]"])
+
+
+def _variants_file(tmp_path, body: str):
+    path = tmp_path / "ablation.yaml"
+    path.write_text(
+        f"name: abl\noutput_dir: {tmp_path}\nseeds: [0, 1]\n"
+        "train: {train: {max_steps: 5}, optim: {lr: 1.0e-4}, opct: {sampling: {n: 3, temperature: 1.0}}}\n"
+        "method_settings: {opct: {opct: {loss: {kind: topk, topk: 5}}}}\n" + body
+    )
+    return path
+
+
+def test_variants_change_one_setting_over_the_methods_recipe(tmp_path):
+    path = _variants_file(tmp_path, (
+        "methods: [base, opct, opct-sampled, opct-n1]\nreference: opct\n"
+        "variants:\n"
+        "  opct-sampled: {method: opct, settings: {opct.loss: {kind: sampled, kl_coef: 0.5}}}\n"
+        "  opct-n1: {method: opct, settings: {opct.sampling.n: 1}}\n"
+    ))
+    plan = resolve(load_experiment(path))
+    runs = {r.key: r for r in plan.runs}
+    assert list(runs) == ["opct-s0", "opct-s1", "opct-sampled-s0", "opct-sampled-s1", "opct-n1-s0", "opct-n1-s1"]
+    ref, sampled, n1 = (runs[k].config for k in ("opct-s0", "opct-sampled-s0", "opct-n1-s1"))
+    assert (ref.method_config.loss.kind, ref.method_config.loss.topk, ref.method_config.sampling.n) == ("topk", 5, 3)
+    # a dict value replaces the whole block (topk's own key does not leak into the sampled loss)
+    assert sampled.method == "opct" and sampled.method_config.loss.kind == "sampled" and sampled.method_config.loss.kl_coef == 0.5
+    assert sampled.method_config.sampling.n == 3 and sampled.optim.lr == 1e-4
+    assert (n1.method_config.sampling.n, n1.method_config.loss.kind, n1.seed) == (1, "topk", 1)
+    assert runs["opct-n1-s1"].variant == "opct-n1" and runs["opct-s0"].variant is None
+    assert n1.run_dir == tmp_path / "abl" / "train" / "opct-n1-s1"
+    assert "opct-sampled-s0: opct, opct.loss={'kind': 'sampled', 'kl_coef': 0.5}" in plan.describe()
+
+
+@pytest.mark.parametrize(("body", "message"), [
+    ("methods: [opct, opct-x]\n", "unknown method 'opct-x'"),
+    ("methods: [opct]\nvariants: {opct-x: {method: dpo}}\n", "unknown method 'dpo'"),
+    ("methods: [opct]\nvariants: {bct: {method: opct}}\n", "has a method's name"),
+    ("methods: [opct]\nvariants: {opct-s2: {method: opct}}\n", "seed suffix"),
+    ("methods: [opct]\nvariants: {Opct X: {method: opct}}\n", "lower-case letters"),
+    ("methods: [opct]\nvariants: {opct-x: {method: opct, settings: {seed: 3}}}\n", "changes the recipe, not seed"),
+    ("methods: [opct]\nreference: bct\n", "reference 'bct' must be one of"),
+    ("methods: [base, opct]\nreference: base\n", "reference 'base' must be one of"),
+])
+def test_variant_errors_say_what_to_change(tmp_path, body, message):
+    with pytest.raises(ConfigError, match=message):
+        load_experiment(_variants_file(tmp_path, body))
+
+
+def test_a_variants_bad_setting_names_the_run(tmp_path):
+    path = _variants_file(tmp_path, "methods: [opct, opct-x]\nvariants: {opct-x: {method: opct, settings: {optim.lrate: 1}}}\n")
+    with pytest.raises(ConfigError, match="run opct-x-s0: optim.lrate: unknown key"):
+        resolve(load_experiment(path))
+
+
+def test_an_experiment_file_extends_another(tmp_path):
+    base = _variants_file(tmp_path, "methods: [base, opct]\n")
+    child = tmp_path / "child.yaml"
+    child.write_text(f"extends: {base.name}\nname: child\nseeds: [3]\n")
+    cfg = load_experiment(child, ["train.optim.lr=2.0e-4"])
+    assert (cfg.name, cfg.seeds, cfg.methods, cfg.train["optim"]["lr"]) == ("child", [3], ["base", "opct"], 2e-4)
+    assert cfg.method_settings["opct"]["opct"]["loss"]["topk"] == 5
+
+
+def test_the_shipped_ablation_changes_one_knob_of_the_demos_opct_recipe():
+    from importlib.resources import files
+
+    root = files("opct") / "experiments"
+    demo = {r.key: r.config for r in resolve(load_experiment(str(root / "organism_demo.yaml"))).runs}["opct"]
+    plan = resolve(load_experiment(str(root / "organism_ablation.yaml")))
+    assert plan.experiment.reference == "opct" and plan.experiment.seeds == [0, 1, 2]
+    keys = ("optim.lr", "train.max_steps", "opct.sampling.n", "opct.sampling.temperature", "opct.loss.kind")
+
+    def knobs(c):
+        return dict(zip(keys, (c.optim.lr, c.train.max_steps, c.method_config.sampling.n,
+                               c.method_config.sampling.temperature, c.method_config.loss.kind), strict=True))
+
+    for run in plan.runs:
+        changed = {k for k in keys if knobs(run.config)[k] != knobs(demo)[k]}
+        assert len(changed) == (0 if run.variant is None else 1), (run.key, changed)

@@ -13,95 +13,53 @@ import copy
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import Any
 
-from pydantic import (
-    AfterValidator,
-    BaseModel,
-    ConfigDict,
-    Field,
-    ValidationError,
-    field_validator,
-    model_validator,
-)
+from pydantic import Field, ValidationError, field_validator, model_validator
 
 from opct.config import (
     ConfigError,
     ModelConfig,
     RunConfig,
+    StrictSettings,
     _format_validation_error,
     _set_path,
-    generation_settings,
     parse_overrides,
     read_config_file,
     validate_config,
 )
 from opct.errors import FAULT, OpctError
-from opct.evals.config import EvalOptions
+from opct.experiments.files import deep_merge, read_extended
 from opct.experiments.recipes import recipe_summary, selection_rule
+from opct.experiments.settings import AttackSettings, EvalSettings, Variant, check_variant_name
 from opct.runs.layout import RunLayout
 from opct.runs.manifest import build_manifest, write_json_atomic
+
+
+def _is_method(name: str) -> bool:
+    from opct.methods import METHODS
+
+    return name in METHODS
 
 
 def _known_method(method: str) -> str:
     from opct.methods import METHODS
 
     if method != "base" and method not in METHODS:
-        raise ValueError(f"unknown method {method!r}; use base or one of {', '.join(METHODS.names())}")
+        raise ValueError(f"unknown method {method!r}; use base, a variant's name or one of {', '.join(METHODS.names())}")
     return method
 
 
-class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-
-
-class EvalSettings(EvalOptions):
-    """How every model of the experiment is evaluated: the training axes on each split, then capability."""
-
-    splits: list[Literal["heldout", "train"]] = Field(default_factory=lambda: ["heldout", "train"], min_length=1)
-    capability: bool = Field(True, description="also evaluate the axes without pairs (capability), once per model")
-    generation: generation_settings(max_new_tokens=64)  # type: ignore[valid-type]
-
-
-class AttackSettings(_Strict):
-    """The adaptive per-target attacker (search) run against every model: on the organism's held-out
-    behaviours, or on real data the behaviours file of ``eval.real.behaviors``."""
-
-    enabled: bool = False
-    budget: int = Field(24, gt=0, description="target queries per behaviour")
-    limit: int | None = Field(None, gt=0, description="real data: attack a seeded sample of this many behaviours")
-    threshold: float = Field(0.5, gt=0.0, le=1.0, description="a behaviour is cracked when a response scores at least this")
-    seed: int = 0
-    static_baseline: bool = Field(True, description="also try every single wrapper once and compare")
-    search: dict[str, Any] = Field(default_factory=dict, description="other search settings: top_k, ucb_c, max_depth")
-    generation: generation_settings(max_new_tokens=256) = Field(  # type: ignore[valid-type]
-        description="the target's replies: greedy, one per query (max_new_tokens, sequences_per_call)",
-    )
-
-    @model_validator(mode="after")
-    def _check(self) -> AttackSettings:
-        from opct.attack.search import SearchConfig
-
-        g = self.generation
-        if g.n != 1 or g.temperature != 0.0 or g.top_p != 1.0 or g.min_new_tokens != 0:
-            raise ValueError("attack.generation: the target answers each query once, greedily "
-                             "(n 1, temperature 0, top_p 1, min_new_tokens 0); set max_new_tokens and sequences_per_call")
-        fields = set(SearchConfig.__dataclass_fields__) - {"budget", "threshold", "seed"}
-        unknown = sorted(set(self.search) - fields)
-        if unknown:
-            raise ValueError(f"attack.search has unknown key(s) {unknown}; use {sorted(fields)}")
-        return self
-
-
-class ExperimentConfig(_Strict):
+class ExperimentConfig(StrictSettings):
     """What to compare: methods x seeds (x axes) on one model."""
 
     name: str = "experiment"
     output_dir: str = "runs/experiments"
     model: ModelConfig = Field(default_factory=ModelConfig)
     axes: list[str] = Field(default_factory=lambda: _pair_axes(), description="registered axes with pairs")
-    methods: list[Annotated[str, AfterValidator(_known_method)]] = Field(
-        default_factory=lambda: ["base", "bct", "opct"], description="base and registered training methods"
+    methods: list[str] = Field(
+        default_factory=lambda: ["base", "bct", "opct"],
+        description="base, registered training methods and the names of variants",
     )
     mix_axes: bool = Field(True, description="one training run on all axes mixed (else one run per axis)")
     seeds: list[int] = Field(default_factory=lambda: [0])
@@ -119,6 +77,12 @@ class ExperimentConfig(_Strict):
         default_factory=dict, description="axis -> validation pair sources; default organism:<axis>:val"
     )
     selection: str | None = Field(None, description="the selection.json the method_settings were chosen by (evidence)")
+    variants: dict[str, Variant] = Field(
+        default_factory=dict, description="name -> a method's recipe with some settings changed (an ablation's rows)"
+    )
+    reference: str | None = Field(
+        None, description="the method or variant every other trained one is compared with (an ablation's reference)"
+    )
     eval: EvalSettings = Field(default_factory=EvalSettings)
     attack: AttackSettings = Field(default_factory=AttackSettings)
     threads: int | None = Field(
@@ -138,6 +102,16 @@ class ExperimentConfig(_Strict):
     def _check(self) -> ExperimentConfig:
         for method in self.method_settings:
             _known_method(method)
+        for name, variant in self.variants.items():
+            check_variant_name(name)
+            _known_method(variant.method)
+            if name == "base" or name in self.method_settings or _is_method(name):
+                raise ValueError(f"variant {name!r} has a method's name; name it after what it changes")
+        for method in self.methods:
+            if method not in self.variants:
+                _known_method(method)
+        if self.reference is not None and (self.reference == "base" or self.reference not in self.methods):
+            raise ValueError(f"reference {self.reference!r} must be one of the trained methods or variants in methods")
         if self.attack.enabled and self.eval.data == "real" and "behaviors" not in self.eval.real_paths():
             raise ValueError(
                 "attack.enabled with eval.data: real needs the behaviours to attack: set eval.real.behaviors "
@@ -160,6 +134,7 @@ class TrainStage:
 
     key: str
     config: RunConfig
+    variant: str | None = None  # the variant of the experiment this run trains, if any
 
 
 @dataclass
@@ -180,29 +155,24 @@ class Plan:
         for r in self.runs:
             c = r.config
             what = f"{c.train.max_steps} steps" if c.train.max_steps else f"{c.train.epochs} epoch(s)"
+            changed = self.experiment.variants[r.variant].settings if r.variant else {}
             lines.append(
-                f"  {r.key}: {c.method}, {what}, {c.train.pairs_per_step} pairs/step, lr {c.optim.lr:g}, "
-                f"data {', '.join(c.data.train)}"
+                f"  {r.key}: {c.method}{''.join(f', {k}={v}' for k, v in changed.items())}, {what}, "
+                f"{c.train.pairs_per_step} pairs/step, lr {c.optim.lr:g}, data {', '.join(c.data.train)}"
             )
         lines.append(f"evaluations per model: {', '.join(self.evals)}")
         return "\n".join(lines)
 
 
 def load_experiment(path: str | Path | None, overrides: list[str] | None = None) -> ExperimentConfig:
-    """Read an experiment YAML (``--set key=value`` overrides); unknown keys are errors naming them."""
-    tree, source = read_config_file(path, "experiment")
-    if path is not None:
-        tree = resolve_relative(tree, path)
-    for key, value in parse_overrides(overrides or []):
-        _set_path(tree, key, value)
-    return validate_config(ExperimentConfig, tree, source)
-
-
-def _deep_merge(base: dict[str, Any], extra: dict[str, Any]) -> dict[str, Any]:
-    out = copy.deepcopy(base)
-    for k, v in extra.items():
-        out[k] = _deep_merge(out[k], v) if isinstance(v, dict) and isinstance(out.get(k), dict) else copy.deepcopy(v)
-    return out
+    """Read an experiment YAML (:func:`~opct.experiments.files.read_extended`: ``extends:``, ``--set
+    key=value`` overrides); unknown keys are errors naming them."""
+    if path is None:
+        tree, source = read_config_file(path, "experiment")
+        for key, value in parse_overrides(overrides or []):
+            _set_path(tree, key, value)
+        return validate_config(ExperimentConfig, tree, source)
+    return validate_config(ExperimentConfig, *read_extended(path, "experiment", overrides))
 
 
 def _pair_axes() -> list[str]:
@@ -219,11 +189,17 @@ def _validation_sources(cfg: ExperimentConfig, axis: str) -> list[str]:
     return cfg.validation_data.get(axis, [f"organism:{axis}:val"])
 
 
-def resolve_relative(tree: dict[str, Any], source: str | Path) -> dict[str, Any]:
-    """A configuration file's ``selection`` path, read relative to the file that names it."""
-    value = tree.get("selection")
-    if isinstance(value, str) and not Path(value).is_absolute():
-        tree["selection"] = str((Path(source).parent / value).resolve())
+def method_recipe(cfg: ExperimentConfig, name: str) -> dict[str, Any]:
+    """The run settings of a method or variant: the shared ``train`` settings (a method's own section
+    reaching only that method), then the method's ``method_settings``, then a variant's dotted settings."""
+    from opct.methods import METHODS
+
+    variant = cfg.variants.get(name)
+    method = variant.method if variant else name
+    shared = {k: v for k, v in cfg.train.items() if k == method or k not in METHODS}
+    tree = deep_merge(shared, cfg.method_settings.get(method, {}))
+    for key, value in (variant.settings if variant else {}).items():
+        _set_path(tree, key, copy.deepcopy(value))
     return tree
 
 
@@ -260,16 +236,13 @@ def resolve(cfg: ExperimentConfig) -> Plan:
                     key += f"-{group}"
                 if len(cfg.seeds) > 1:
                     key += f"-s{seed}"
-                from opct.methods import METHODS
-
-                shared = {k: v for k, v in cfg.train.items() if k == method or k not in METHODS}
-                tree = _deep_merge(shared, cfg.method_settings.get(method, {}))
-                tree = _deep_merge(
+                tree = method_recipe(cfg, method)
+                tree = deep_merge(
                     tree,
                     {
                         "name": key,
                         "output_dir": str(cfg.root / "train"),
-                        "method": method,
+                        "method": cfg.variants[method].method if method in cfg.variants else method,
                         "seed": seed,
                         "model": cfg.model.model_dump(),
                         "data": {"train": [s for a in axes for s in _sources(cfg, a)]},
@@ -281,7 +254,7 @@ def resolve(cfg: ExperimentConfig) -> Plan:
                     run = RunConfig.model_validate(tree)
                 except ValidationError as err:
                     raise ConfigError(_format_validation_error(err, f"experiment {cfg.name}, run {key}")) from None
-                runs.append(TrainStage(key, run))
+                runs.append(TrainStage(key, run, method if method in cfg.variants else None))
                 models[key] = str(cfg.root / "train" / key)
     stages = ["evaluate the base model"] if "base" in cfg.methods else []
     stages += [f"train {r.key}" for r in runs]
@@ -315,6 +288,7 @@ def run_experiment(cfg: ExperimentConfig, show_progress: bool = True, log: Any =
         "seeds": cfg.seeds, "evals": plan.evals, "stages": plan.stages,
         "recipes": {r.key: recipe_summary(r.config) for r in plan.runs}, "selection": cfg.selection,
         "selection_rule": selection_rule(evidence, cfg.method_settings),
+        "variants": {name: v.model_dump(mode="json") for name, v in cfg.variants.items()}, "reference": cfg.reference,
     })
     write_json_atomic(root / "manifest.json", build_manifest("experiment", cfg.model_dump(mode="json")))
     tasks = _eval_tasks(cfg)

@@ -40,8 +40,8 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from opct.config import RunConfig, _set_path, dump_config, validate_config
-from opct.experiments.runner import ExperimentConfig, _deep_merge, resolve
-from opct.experiments.study import read_extended
+from opct.experiments.files import deep_merge, read_extended
+from opct.experiments.runner import ExperimentConfig, resolve
 from opct.runs.layout import RunLayout
 from opct.runs.manifest import build_manifest, write_json_atomic
 
@@ -92,7 +92,7 @@ class SelectionConfig(ExperimentConfig):
 
 
 def load_selection(path: str | Path, overrides: list[str] | None = None) -> SelectionConfig:
-    """Read a selection file (:func:`~opct.experiments.study.read_extended`). A selection starts from the
+    """Read a selection file (:func:`~opct.experiments.files.read_extended`). A selection starts from the
     extended experiment's shared settings, never from an earlier pick (its ``method_settings``)."""
     tree, source = read_extended(path, "selection", overrides, drop=("method_settings", "selection"))
     return validate_config(SelectionConfig, tree, source)
@@ -122,7 +122,7 @@ def candidate_configs(cfg: SelectionConfig) -> list[tuple[str, str, dict[str, An
                 for key, value in recipe.items():
                     _set_path(tree, key, value)
                 sources = [src for a in cfg.axes for src in s.validation_data.get(a, [f"organism:{a}:val"])]
-                tree = _deep_merge(tree, {
+                tree = deep_merge(tree, {
                     "name": f"{cid}-s{seed}", "output_dir": str(cfg.root / "runs"), "seed": seed,
                     "train": {"max_steps": s.steps, "checkpoint_every": s.every},
                     "data": {"validation": sources},

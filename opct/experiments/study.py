@@ -29,14 +29,13 @@ from typing import Any
 
 from pydantic import Field, field_validator, model_validator
 
-from opct.config import ConfigError, _set_path, parse_overrides, read_config_file, validate_config
+from opct.config import ConfigError, read_config_file, validate_config
+from opct.experiments.files import read_extended
 from opct.experiments.runner import (
     ExperimentConfig,
     IncompleteEvalError,
     Plan,
-    _deep_merge,
     resolve,
-    resolve_relative,
 )
 from opct.report.study import STUDY_FILE
 from opct.runs.manifest import build_manifest, write_json_atomic
@@ -67,26 +66,6 @@ class StudyConfig(ExperimentConfig):
         if not self.mix_axes:
             raise ValueError("a study trains one run per method and seed on all axes mixed: set mix_axes: true")
         return self
-
-
-def read_extended(
-    path: str | Path, what: str, overrides: list[str] | None = None, drop: tuple[str, ...] = ()
-) -> tuple[dict[str, Any], str]:
-    """A configuration file's tree: its ``extends`` experiment file first (less the keys in ``drop``),
-    then the file's own keys, then ``--set key=value`` overrides; ``selection`` paths read relative to
-    the file that names them. Returns the tree and its source name for error messages."""
-    tree, source = read_config_file(path, what)
-    tree = resolve_relative(tree, path)
-    extends = tree.pop("extends", None)
-    if extends is not None:
-        base_path = Path(path).parent / str(extends)
-        base, _ = read_config_file(base_path, "experiment")
-        for key in ("extends", *drop):
-            base.pop(key, None)
-        tree = _deep_merge(resolve_relative(base, base_path), tree)
-    for key, value in parse_overrides(overrides or []):
-        _set_path(tree, key, value)
-    return tree, source
 
 
 def load_study(path: str | Path, overrides: list[str] | None = None) -> StudyConfig:

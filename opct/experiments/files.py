@@ -1,0 +1,49 @@
+"""Reading experiment files: ``extends:`` another file, ``--set`` overrides, paths relative to the file.
+
+Experiments, studies and selections are all read here (:func:`read_extended`), so a file means the
+same thing whichever command reads it.
+"""
+
+from __future__ import annotations
+
+import copy
+from pathlib import Path
+from typing import Any
+
+from opct.config import _set_path, parse_overrides, read_config_file
+
+
+def deep_merge(base: dict[str, Any], extra: dict[str, Any]) -> dict[str, Any]:
+    """``base`` with ``extra`` laid over it: dicts merge key by key, any other value replaces (copies, never aliases)."""
+    out = copy.deepcopy(base)
+    for k, v in extra.items():
+        out[k] = deep_merge(out[k], v) if isinstance(v, dict) and isinstance(out.get(k), dict) else copy.deepcopy(v)
+    return out
+
+
+def resolve_relative(tree: dict[str, Any], source: str | Path) -> dict[str, Any]:
+    """A configuration file's ``selection`` path, read relative to the file that names it."""
+    value = tree.get("selection")
+    if isinstance(value, str) and not Path(value).is_absolute():
+        tree["selection"] = str((Path(source).parent / value).resolve())
+    return tree
+
+
+def read_extended(
+    path: str | Path, what: str, overrides: list[str] | None = None, drop: tuple[str, ...] = ()
+) -> tuple[dict[str, Any], str]:
+    """A configuration file's tree: its ``extends`` experiment file first (less the keys in ``drop``),
+    then the file's own keys, then ``--set key=value`` overrides; ``selection`` paths read relative to
+    the file that names them. Returns the tree and its source name for error messages."""
+    tree, source = read_config_file(path, what)
+    tree = resolve_relative(tree, path)
+    extends = tree.pop("extends", None)
+    if extends is not None:
+        base_path = Path(path).parent / str(extends)
+        base, _ = read_config_file(base_path, "experiment")
+        for key in ("extends", *drop):
+            base.pop(key, None)
+        tree = deep_merge(resolve_relative(base, base_path), tree)
+    for key, value in parse_overrides(overrides or []):
+        _set_path(tree, key, value)
+    return tree, source

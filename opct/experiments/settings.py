@@ -1,0 +1,83 @@
+"""The experiment file's settings blocks: how every model is evaluated (``eval:``), attacked
+(``attack:``), and the named variants of a training method (``variants:``) an ablation compares."""
+
+from __future__ import annotations
+
+import re
+from typing import Any, Literal
+
+from pydantic import Field, field_validator, model_validator
+
+from opct.config import StrictSettings, generation_settings
+from opct.evals.config import EvalOptions
+
+
+class EvalSettings(EvalOptions):
+    """How every model of the experiment is evaluated: the training axes on each split, then capability."""
+
+    splits: list[Literal["heldout", "train"]] = Field(default_factory=lambda: ["heldout", "train"], min_length=1)
+    capability: bool = Field(True, description="also evaluate the axes without pairs (capability), once per model")
+    generation: generation_settings(max_new_tokens=64)  # type: ignore[valid-type]
+
+
+class AttackSettings(StrictSettings):
+    """The adaptive per-target attacker (search) run against every model: on the organism's held-out
+    behaviours, or on real data the behaviours file of ``eval.real.behaviors``."""
+
+    enabled: bool = False
+    budget: int = Field(24, gt=0, description="target queries per behaviour")
+    limit: int | None = Field(None, gt=0, description="real data: attack a seeded sample of this many behaviours")
+    threshold: float = Field(0.5, gt=0.0, le=1.0, description="a behaviour is cracked when a response scores at least this")
+    seed: int = 0
+    static_baseline: bool = Field(True, description="also try every single wrapper once and compare")
+    search: dict[str, Any] = Field(default_factory=dict, description="other search settings: top_k, ucb_c, max_depth")
+    generation: generation_settings(max_new_tokens=256) = Field(  # type: ignore[valid-type]
+        description="the target's replies: greedy, one per query (max_new_tokens, sequences_per_call)",
+    )
+
+    @model_validator(mode="after")
+    def _check(self) -> AttackSettings:
+        from opct.attack.search import SearchConfig
+
+        g = self.generation
+        if g.n != 1 or g.temperature != 0.0 or g.top_p != 1.0 or g.min_new_tokens != 0:
+            raise ValueError("attack.generation: the target answers each query once, greedily "
+                             "(n 1, temperature 0, top_p 1, min_new_tokens 0); set max_new_tokens and sequences_per_call")
+        fields = set(SearchConfig.__dataclass_fields__) - {"budget", "threshold", "seed"}
+        unknown = sorted(set(self.search) - fields)
+        if unknown:
+            raise ValueError(f"attack.search has unknown key(s) {unknown}; use {sorted(fields)}")
+        return self
+
+
+#: A variant's name is a model key and a folder name; ``-s<digits>`` is the seed suffix, so no name ends in it.
+_VARIANT_NAME = re.compile(r"^[a-z0-9][a-z0-9_.]*(-[a-z0-9_.]+)*$")
+_SEED_SUFFIX = re.compile(r"-s\d+$")
+
+
+class Variant(StrictSettings):
+    """A named variant of a training method: the method's recipe with some settings changed.
+
+    ``settings`` are dotted keys (``opct.loss``, ``optim.lr``, ``train.max_steps``), each replacing that
+    setting of the method's recipe (the experiment's shared ``train`` settings, then the method's
+    ``method_settings``); a dict value replaces the whole block, as in a selection grid."""
+
+    method: str = Field(description="the registered training method this is a variant of")
+    settings: dict[str, Any] = Field(default_factory=dict, description="dotted setting -> value, over the method's recipe")
+
+    @field_validator("settings")
+    @classmethod
+    def _recipe_only(cls, value: dict[str, Any]) -> dict[str, Any]:
+        fixed = [k for k in value if k.split(".")[0] in ("method", "seed", "name", "output_dir", "model", "data")]
+        if fixed:
+            raise ValueError(f"a variant changes the recipe, not {', '.join(fixed)} (the experiment sets those)")
+        return value
+
+
+def check_variant_name(name: str) -> str:
+    """``name`` when it can be a variant's model key and folder, else ValueError saying why."""
+    if not _VARIANT_NAME.match(name):
+        raise ValueError(f"variant name {name!r}: use lower-case letters, digits, '.', '_' and single '-'")
+    if _SEED_SUFFIX.search(name):
+        raise ValueError(f"variant name {name!r} ends like a seed suffix (-s<digits>); rename it")
+    return name
