@@ -42,6 +42,7 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 from opct.config import RunConfig, _set_path, dump_config, validate_config
 from opct.experiments.files import deep_merge, read_extended
 from opct.experiments.runner import ExperimentConfig, resolve
+from opct.runs.compute import run_compute
 from opct.runs.layout import RunLayout
 from opct.runs.manifest import build_manifest, write_json_atomic
 
@@ -167,22 +168,6 @@ def _mean(values: list[float]) -> float:
     return statistics.fmean(values) if values and not any(math.isnan(v) for v in values) else math.nan
 
 
-def _compute(run_dir: Path, step: int) -> dict[str, float]:
-    """Compute spent by a run up to ``step``: tokens generated, scored by the teacher, backpropagated; seconds."""
-    layout = RunLayout(run_dir)
-    rows = [r for r in _read_jsonl(layout.metrics) if r["step"] <= step]
-    method = json.loads(layout.manifest.read_text(encoding="utf-8"))["method"]
-    trained = sum(r["completion_tokens"] for r in rows)
-    if method == "bct":
-        cached = list(layout.cache("bct").glob("*.jsonl"))
-        generated = sum(len(t) for f in cached for row in _read_jsonl(f) for t in row["targets"])
-        scored = 0
-    else:
-        generated = scored = trained
-    return {"tokens_generated": generated, "tokens_teacher_scored": scored, "tokens_backpropagated": trained,
-            "train_seconds": round(sum(r["step_time_s"] for r in rows), 1)}
-
-
 def score_candidates(cfg: SelectionConfig) -> dict[str, Any]:
     """Read every candidate's validation records, apply the rules, and return ``selection.json``'s content."""
     s = cfg.selection
@@ -214,7 +199,7 @@ def score_candidates(cfg: SelectionConfig) -> dict[str, Any]:
                 "val_good_by_seed": [r.get("val_good", math.nan) for r in at],
                 "val_cap": {t: _mean([r[t] for r in at]) for t in tasks},
                 "eligible": eligible,
-                "compute": {k: _mean([_compute(cfg.root / "runs" / f"{cid}-s{seed}", step)[k] for seed in s.seeds])
+                "compute": {k: _mean([run_compute(cfg.root / "runs" / f"{cid}-s{seed}", step)[k] for seed in s.seeds])
                             for k in ("tokens_generated", "tokens_teacher_scored", "tokens_backpropagated", "train_seconds")},
             }
         candidates.append({"id": cid, "method": method, "recipe": recipe, "steps": steps})

@@ -24,7 +24,7 @@ def write_report(experiment_dir: Path) -> tuple[Path, Path]:
     """
     from opct.report.figures import make_figures
     from opct.report.paired import paired_table
-    from opct.report.render import build_sections, render_html, render_md
+    from opct.report.render import ablation_parts, build_sections, render_html, render_md
 
     root = Path(experiment_dir)
     exp = load_experiment(root)
@@ -33,8 +33,9 @@ def write_report(experiment_dir: Path) -> tuple[Path, Path]:
     generated = time.strftime("%Y-%m-%d %H:%M:%S %Z")
     html_path, md_path = root / "report.html", root / "report.md"
     paired = paired_table(exp, table.columns)  # the bootstraps run once for both documents
-    _write_atomic(html_path, render_html(exp, table, sections, generated, paired=paired))
-    _write_atomic(md_path, render_md(exp, table, sections, generated, paired=paired))
+    ablation = ablation_parts(exp)
+    _write_atomic(html_path, render_html(exp, table, sections, generated, paired=paired, ablation=ablation))
+    _write_atomic(md_path, render_md(exp, table, sections, generated, paired=paired, ablation=ablation))
     return html_path, md_path
 
 

@@ -19,6 +19,7 @@ from matplotlib.patches import Patch
 from matplotlib.ticker import PercentFormatter
 
 from opct.report.load import Experiment, Metric
+from opct.report.pooled import plan_seeds, split_run_key
 from opct.report.table import method_label
 
 FIXED_COLOURS = {"base": "#6E6E6E", "bct": "#E69F00", "opct": "#0072B2"}
@@ -249,13 +250,19 @@ TRAINING_PANELS = (
 
 
 def plot_training(exp: Experiment) -> Figure | None:
-    """Every training and validation curve the runs logged, per trained method (raw faint, smoothed bold)."""
+    """Every training and validation curve the runs logged, per trained method (raw faint, smoothed bold);
+    a method's (or variant's) seeds share its colour and its one legend entry."""
     sources = {"train": exp.train, "validation": exp.validation}
     keys = [(k, t, src) for k, t, src in TRAINING_PANELS
             if any(isinstance(r.get(k), int | float) for rows in sources[src].values() for r in rows)]
     if not keys:
         return None
-    colours = method_colours(exp.methods)
+    seeds = plan_seeds(exp)
+    group = {key: split_run_key(key, seeds)[0] for key in exp.methods}  # a method or variant's seeds share a colour
+    names = list(dict.fromkeys(group.values()))
+    colours = method_colours(names)
+    if len(names) > len(OTHER_COLOURS) + 1:  # an ablation's many variants: a palette with that many colours
+        colours = {name: matplotlib.colormaps["tab10" if len(names) <= 10 else "tab20"](i) for i, name in enumerate(names)}
     cols = min(4, len(keys))
     rows = (len(keys) + cols - 1) // cols
     with matplotlib.rc_context(STYLE):
@@ -264,20 +271,24 @@ def plot_training(exp: Experiment) -> Figure | None:
         for ax in axes.flat[len(keys):]:
             ax.set_visible(False)
         for ax, (key, title, src) in zip(axes.flat, keys, strict=False):
+            labelled: set[str] = set()
             for method in exp.methods:
                 pts = [(r["step"], r[key]) for r in sources[src].get(method, [])
                        if isinstance(r.get(key), int | float) and "step" in r and r[key] == r[key]]
                 if not pts:
                     continue
                 steps, vals = [p[0] for p in pts], [p[1] for p in pts]
-                smooth = len(vals) >= 20
-                ax.plot(steps, vals, color=colours[method], alpha=0.3 if smooth else 1.0, linewidth=0.8,
-                        marker=None if smooth else ".", label=None if smooth else method_label(method))
+                smooth, name = len(vals) >= 20, group[method]
+                label = None if name in labelled else method_label(name)
+                labelled.add(name)
+                ax.plot(steps, vals, color=colours[name], alpha=0.3 if smooth else 1.0, linewidth=0.8,
+                        marker=None if smooth else ".", label=None if smooth else label)
                 if smooth:
-                    ax.plot(steps, _ema(vals, max(5, len(vals) // 15)), color=colours[method], linewidth=1.8, label=method_label(method))
+                    ax.plot(steps, _ema(vals, max(5, len(vals) // 15)), color=colours[name], linewidth=1.8, label=label)
             ax.set_xlabel("optimizer step")
             ax.set_title(title, fontsize=9)
-            ax.legend(frameon=False, fontsize=8)
+            if len(names) <= 4 or ax is axes.flat[0]:  # many variants: one legend, on the first panel
+                ax.legend(frameon=False, fontsize=8 if len(names) <= 4 else 6)
         fig.suptitle("Training and validation curves", fontweight="bold")
         fig.tight_layout()
     return fig

@@ -85,9 +85,12 @@ def paired_difference_parts(exp: Experiment, column: Column, a: str, b: str) -> 
 def paired_parts(exp: Experiment, columns: Sequence[Column]) -> tuple[list[Column], list[tuple[str, list[tuple[str, ...]]]]]:
     """The results columns that have a paired reader, and per pair of methods with any difference
     ``("OPCT − BCT", [cell parts per column])`` (see :func:`paired_difference_parts`). No pairs when
-    fewer than two methods have results."""
+    fewer than two methods have results, or in an ablation (:mod:`opct.report.ablation` pools its pairs
+    over the seeds instead)."""
     cols = [c for c in columns if c.paired is not None]
     rows = []
+    if exp.plan.get("reference"):  # an ablation: its own table compares each variant with the reference
+        return cols, rows
     for a, b in method_pairs(exp.methods):
         cells = [paired_difference_parts(exp, c, a, b) for c in cols]
         if any(cell != (MISSING,) for cell in cells):

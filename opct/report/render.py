@@ -13,6 +13,8 @@ from dataclasses import dataclass, field
 from html import escape
 from typing import Any
 
+from opct.report.ablation import HOWTO as ABLATION_HOWTO
+from opct.report.ablation import ablation_rows, ablation_table, is_ablation, largest_moves
 from opct.report.figures import FigureFile
 from opct.report.load import Experiment, Metric
 from opct.report.paired import HOWTO as PAIRED_HOWTO
@@ -224,12 +226,22 @@ def _versions_html(manifest: dict[str, Any]) -> str:
 
 
 Paired = tuple[list[str], list[list[str]]]
+#: The ablation table (:func:`opct.report.ablation.ablation_table`) and its largest moves.
+Ablation = tuple[list[str], list[list[str]], list[str]]
+
+
+def ablation_parts(exp: Experiment) -> Ablation | None:
+    """The ablation section's table and largest moves, or None when the experiment is not an ablation."""
+    if not is_ablation(exp):
+        return None
+    rows = ablation_rows(exp)
+    return (*ablation_table(rows), largest_moves(rows))
 
 
 def render_html(exp: Experiment, table: ResultsTable, sections: Sequence[Section], generated: str,
-                paired: Paired | None = None) -> str:
+                paired: Paired | None = None, ablation: Ablation | None = None) -> str:
     """The whole report as one self-contained HTML document (``paired``: :func:`paired_table`'s result,
-    computed here when not given)."""
+    ``ablation``: :func:`ablation_parts`'s; computed here when not given)."""
     title = f"OPCT experiment report: {exp.name}"
     meta = f"model {exp.model or MISSING} · methods {', '.join(method_label(m) for m in exp.methods) or MISSING} · {exp.root}"
     parts = [_tag("h1", title), _tag("p", meta, class_="meta")]
@@ -253,6 +265,12 @@ def render_html(exp: Experiment, table: ResultsTable, sections: Sequence[Section
                                         [[r["id"], r["recipe"], str(r["step"]), f"{r['val_teacher_kl']:.3f}", f"{r['val_good']:.3f}",
                                           r["eligible_steps"]] for r in sel])]
             parts += [_tag("p", line, class_="note") for line in chosen_lines(exp.selection)]
+        parts.append("</section>")
+    ablation = ablation or ablation_parts(exp)
+    if ablation:
+        parts += ['<section id="ablation">', _tag("h2", "Ablation: each variant minus the reference"),
+                  _tag("p", ABLATION_HOWTO, class_="howto"), simple_table_html(ablation[0], ablation[1])]
+        parts += [_tag("p", "Largest resolved move per metric: " + "; ".join(ablation[2]), class_="note")] if ablation[2] else []
         parts.append("</section>")
     pheaders, prows = paired or paired_table(exp, table.columns)
     if prows:
@@ -304,7 +322,7 @@ def recipes_md(exp: Experiment) -> list[str]:
 
 
 def render_md(exp: Experiment, table: ResultsTable, sections: Sequence[Section], generated: str, figures_dir: str = "figures",
-              paired: Paired | None = None) -> str:
+              paired: Paired | None = None, ablation: Ablation | None = None) -> str:
     """The report as Markdown: the tables, how-to-read notes and links to the PNGs under ``figures_dir``."""
     out = [f"# OPCT experiment report: {exp.name}", "",
            f"Model `{exp.model or MISSING}`; methods {', '.join(method_label(m) for m in exp.methods) or MISSING}. Generated {generated}.", ""]
@@ -313,6 +331,10 @@ def render_md(exp: Experiment, table: ResultsTable, sections: Sequence[Section],
     out += ["## Results", "", HOW_TO_READ["results"], "", render_markdown(table.headers, table.rows()), "",
             "### The paper's reported numbers, for reference", "", render_markdown(PAPER_HEADERS, PAPER_ROWS), "", f"*{scale_note(exp)}*", ""]
     out += recipes_md(exp)
+    ablation = ablation or ablation_parts(exp)
+    if ablation:
+        out += ["## Ablation: each variant minus the reference", "", ABLATION_HOWTO, "", render_markdown(ablation[0], ablation[1]), ""]
+        out += ["Largest resolved move per metric:", "", *(f"- {line}" for line in ablation[2]), ""] if ablation[2] else []
     pheaders, prows = paired or paired_table(exp, table.columns)
     if prows:
         out += ["## Paired differences between methods", "", PAIRED_HOWTO, "", render_markdown(pheaders, prows), ""]

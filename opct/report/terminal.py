@@ -101,6 +101,7 @@ def results_renderables(exp_dir: str | Path, width: int = WIDTH) -> list[Rendera
     """What ``opct run`` / ``opct demo`` / ``opct report`` print at the end: the results, the paired
     differences between methods, the paper's numbers and how to compare them, each fitting ``width``."""
     from opct.report.paired import paired_parts
+    from opct.report.pooled import difference_parts
 
     exp = load_experiment(exp_dir)
     table = build_table(exp)
@@ -110,6 +111,19 @@ def results_renderables(exp_dir: str | Path, width: int = WIDTH) -> list[Rendera
     for key, lr, steps, pps, loss, samples, chosen in recipe_rows(exp.plan, exp.selection):
         detail = f"lr {lr}, {steps} steps x {pps} pairs" + (f", {loss} loss, n/T {samples}" if loss != "—" else "")
         out.append(Text(f"recipe {key}: {detail} (chosen by {chosen})"))
+    from opct.report.ablation import ablation_rows, is_ablation
+
+    if is_ablation(exp):  # one column per variant, pooled over its seeds; every run's numbers: report.md
+        rows = [r for r in ablation_rows(exp) if r.differences]
+        keys = list(dict.fromkeys(d.column.key for r in rows for d in r.differences))
+        cells = {(r.variant, d.column.key): tuple(p for p in difference_parts(d) if p) for r in rows for d in r.differences}
+        headers = {d.column.key: d.column.header for r in rows for d in r.differences}
+        out += transposed_tables(
+            f"Ablation: variant − {exp.plan['reference']} (pooled over seeds; 95% intervals)", "metric",
+            [headers[k] for k in keys], [r.variant for r in rows],
+            [[cells.get((r.variant, k), (MISSING,)) for r in rows] for k in keys], width)
+        out.append(Text(f"Every run's own numbers, and the compute per variant: {Path(exp_dir) / 'report.md'}"))
+        return out
     out += transposed_tables(
         "Results (95% intervals; n units)", "metric", [c.header for c in table.columns],
         [method_label(m) for m in table.methods],
