@@ -11,5 +11,6 @@ from opct.registry import Registry
 METHODS: Registry = Registry("training method")
 METHODS.register("opct", "opct.methods.opct:OPCTMethod")
 METHODS.register("bct", "opct.methods.bct:BCTMethod")
+METHODS.register("act", "opct.methods.act:ACTMethod")
 
 __all__ = ["METHODS"]

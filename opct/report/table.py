@@ -15,11 +15,13 @@ from opct.report.load import Experiment, Metric
 
 MISSING = "—"
 
-METHOD_LABELS = {"base": "base", "bct": "BCT", "opct": "OPCT"}
 
 def method_label(method: str) -> str:
-    """The display name of a method (``bct`` -> ``BCT``)."""
-    return METHOD_LABELS.get(method, method)
+    """The display name of a method: a registered training method's name in capitals (``bct`` -> ``BCT``,
+    ``act`` -> ``ACT``); anything else (``base``, a variant, a seed's run) as it is."""
+    from opct.methods import METHODS
+
+    return method.upper() if method in METHODS else method
 
 
 @dataclass(frozen=True)
