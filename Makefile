@@ -7,14 +7,14 @@ TORCH_SPEC  ?= torch==2.13.0
 TORCH_INDEX ?=
 BIN := $(VENV)/bin
 
-.PHONY: setup demo test lint bench clean
+.PHONY: setup demo test lint docs bench clean
 setup: $(VENV)/.installed
 
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --upgrade pip
 	$(BIN)/python -m pip install -q $(TORCH_SPEC) $(if $(TORCH_INDEX),--index-url $(TORCH_INDEX))
-	$(BIN)/python -m pip install -q -e ".[dev]"
+	$(BIN)/python -m pip install -q -e ".[dev,docs]"
 	touch $@
 
 demo: setup
@@ -26,9 +26,12 @@ test: setup
 lint: setup
 	$(BIN)/ruff check opct tests benchmarks
 
+docs: setup
+	$(BIN)/mkdocs build --strict
+
 bench: setup
 	$(BIN)/python -m pip install -q -e ".[bench]"
 	$(BIN)/python benchmarks/opct_step.py
 
 clean:
-	rm -rf $(VENV) build *.egg-info
+	rm -rf $(VENV) build site *.egg-info

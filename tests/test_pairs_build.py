@@ -68,7 +68,7 @@ def test_bad_input_is_a_clear_error(tmp_path):
 
 @needs_shared
 def test_the_real_model_config_trains_on_built_pairs(tmp_path, monkeypatch):
-    """configs/qwen_lora_opct.yaml's data step (the README's `opct pairs build` commands) and 2 steps on a tiny Qwen3."""
+    """configs/qwen_lora_opct.yaml's data step (the `opct pairs build` commands of docs/real-models.md) and 2 steps on a tiny Qwen3."""
     from opct.config import load_config
     from opct.testing import make_family_model
     from opct.training.loop import train

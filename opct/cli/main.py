@@ -1,6 +1,7 @@
 """The ``opct`` command group: its global options, ``train`` and ``export``, and every other command
 registered from the module of its group (:mod:`opct.cli.experiment`, :mod:`opct.cli.eval`,
-:mod:`opct.cli.attack`, :mod:`opct.cli.pairs`, :mod:`opct.cli.organism`, :mod:`opct.cli.env`)."""
+:mod:`opct.cli.attack`, :mod:`opct.cli.pairs`, :mod:`opct.cli.organism`, :mod:`opct.cli.env`,
+:mod:`opct.cli.data`)."""
 
 from __future__ import annotations
 
@@ -20,6 +21,7 @@ from opct.cli.boundary import (
     apply_threads,
     console,
 )
+from opct.cli.data import data_app
 from opct.cli.env import env, version_callback
 from opct.cli.eval import eval_
 from opct.cli.experiment import demo, report, run, select
@@ -54,6 +56,7 @@ def _organism_app() -> typer.Typer:
 app.add_typer(_organism_app(), name="organism")
 
 app.add_typer(pairs_app, name="pairs")
+app.add_typer(data_app, name="data")
 
 
 @app.command()
@@ -98,13 +101,15 @@ def export(
     model: Annotated[str, typer.Argument(metavar="RUN", help="A run directory or its final/.")],
     out: Annotated[Path, typer.Option(metavar="DIR", help="The folder to write (outside final/).")],
     dtype: Annotated[str | None, typer.Option(help="float32, bfloat16, float16 or auto (default: the run's own).")] = None,
-    overwrite: Annotated[bool, typer.Option("--overwrite", help="Replace DIR if it exists.")] = False,
+    overwrite: Annotated[bool, typer.Option("--overwrite", help="Replace DIR if it holds an earlier export (nothing else is ever replaced).")] = False,
+    trust_remote_code: Annotated[bool, typer.Option(
+        "--trust-remote-code", help="Allow the model's own code (a checkpoint's files never turn it on).")] = False,
 ) -> None:
     """Write a trained checkpoint as one model folder (a LoRA adapter merged into its base, base weights
     checked): loadable by any Hugging Face tool, e.g. lm-eval-harness's --model hf pretrained=DIR."""
     from opct.runs.export import export_merged
 
-    folder = export_merged(model, out, dtype=dtype, overwrite=overwrite)
+    folder = export_merged(model, out, dtype=dtype, overwrite=overwrite, trust_remote_code=trust_remote_code)
     console.print(f"exported to [bold]{folder}[/]")
 
 

@@ -1,11 +1,11 @@
-"""The error every data loader raises for a malformed file."""
+"""The errors of the data loaders: a malformed file (exit 2), data that cannot be fetched (exit 1)."""
 
 from __future__ import annotations
 
 import os
 from typing import Any
 
-from opct.errors import OpctError
+from opct.errors import FAULT, OpctError
 
 
 class DatasetFormatError(OpctError, ValueError):
@@ -39,3 +39,11 @@ class DatasetFormatError(OpctError, ValueError):
            hint: str | None = None) -> DatasetFormatError:
         """The error for one :class:`opct.datasets.tabular.Row` (its ``position`` and ``kind``)."""
         return cls(path, problem, row=row.position, field=field, hint=hint, row_kind=row.kind)
+
+
+class DataFetchError(OpctError):
+    """Data could not be fetched or did not verify: no network (or the hub switched off), a failed
+    download, or a file whose hash differs from the pinned one. Exit code 1: the input was fine, the
+    machine or the source was not."""
+
+    exit_code = FAULT

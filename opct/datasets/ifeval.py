@@ -14,9 +14,12 @@ import os
 from typing import Any
 
 from opct.datasets.base import DatasetFormatError, EvalItem, shared_data_dir, user_message
-from opct.datasets.tabular import decoded_cell, iter_rows
+from opct.datasets.tabular import decoded_cell, iter_rows, require_columns
 
-__all__ = ["load_ifeval", "parse_kwargs"]
+__all__ = ["EXPECTED_COLUMNS", "load_ifeval", "parse_kwargs"]
+
+#: What an IFEval file needs, for error messages (``google/IFEval`` has all four).
+EXPECTED_COLUMNS = "prompt, instruction_id_list and kwargs (one entry per instruction), optional key"
 
 
 def parse_kwargs(raw: Any) -> dict[str, Any]:
@@ -47,13 +50,17 @@ def load_ifeval(
 ) -> list[EvalItem]:
     """Load IFEval prompts (541 for the standard set) as :class:`EvalItem` objects.
 
-    ``path`` defaults to ``shared_data_dir() / "ifeval"``. Rows whose instruction list and kwargs list
-    differ in length, or whose kwargs cannot be parsed, raise :class:`DatasetFormatError`.
+    ``path`` defaults to ``shared_data_dir() / "ifeval"``; a JSONL, Parquet or CSV file, a
+    ``save_to_disk`` folder or a hub id (``google/IFEval@<revision>``) works. Rows whose instruction
+    list and kwargs list differ in length, or whose kwargs cannot be parsed, raise
+    :class:`DatasetFormatError`.
     """
     path = path if path is not None else shared_data_dir() / "ifeval"
     items = []
-    for row in iter_rows(path, fmt, split):
+    for index, row in enumerate(iter_rows(path, fmt, split)):
         v = row.values
+        if index == 0:
+            require_columns(path, row, ["prompt", "instruction_id_list"], EXPECTED_COLUMNS)
 
         def fail(field: str, problem: str, hint: str | None = None, row=row) -> None:
             raise DatasetFormatError.at(path, row, problem, field=field, hint=hint)
@@ -79,4 +86,6 @@ def load_ifeval(
         item_id = f"ifeval/{key}" if key is not None else f"ifeval/{row.position}"
         meta = {"key": key, "instruction_id_list": list(ids), "kwargs": kwargs}
         items.append(EvalItem(item_id, user_message(prompt), meta))
+    if not items:
+        raise DatasetFormatError(path, "no rows found", hint=f"expected columns: {EXPECTED_COLUMNS}")
     return items

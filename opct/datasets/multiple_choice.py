@@ -1,4 +1,4 @@
-"""Multiple-choice benchmarks (MMLU-style and GPQA-Diamond).
+"""Multiple-choice benchmarks, MMLU-style (GPQA-Diamond, with the same prompt, is :mod:`opct.datasets.gpqa`).
 
 Prompt format (:data:`MC_PROMPT_TEMPLATE`, zero-shot chain of thought, the same wording as the OPCT
 authors' GPQA wrapper so that all MC benchmarks are graded by the same "Answer: X" line)::
@@ -28,14 +28,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from opct.datasets.base import DatasetFormatError, EvalItem, shared_data_dir, user_message
+from opct.datasets.base import DatasetFormatError, EvalItem, user_message
 from opct.datasets.tabular import Row, decoded_cell, iter_rows
 
 __all__ = [
     "MC_PROMPT_TEMPLATE",
     "MCQuestion",
     "format_mc_prompt",
-    "load_gpqa_diamond",
     "load_multiple_choice",
     "parse_options_from_prompt",
     "read_mc_questions",
@@ -240,28 +239,3 @@ def parse_options_from_prompt(prompt: str, letters: str = "ABCD") -> list[str] |
         starts.append(nxt)
     bounds = [*starts, len(lines)]
     return ["\n".join(lines[s : bounds[k + 1]])[2:].strip() for k, s in enumerate(starts)]
-
-
-def load_gpqa_diamond(path: str | os.PathLike[str] | None = None) -> list[EvalItem]:
-    """Load GPQA-Diamond from the OPCT authors' HF disk folder (198 rows).
-
-    Uses the folder's ready-made ``prompt`` (already holding the "Answer: $LETTER" instruction and the
-    shuffled options) and its ``correct_answer`` letter. ``meta`` holds ``answer``, ``subject`` (the
-    subdomain), ``letters`` and ``options`` (parsed back from the prompt; None if that fails).
-    ``path`` defaults to ``shared_data_dir() / "gpqa-diamond"``.
-
-    GPQA's authors ask that its questions not be published in plain text: do not log item prompts.
-    """
-    path = path if path is not None else shared_data_dir() / "gpqa-diamond"
-    items = []
-    for index, row in enumerate(iter_rows(path, "hf_disk")):
-        for col in ("prompt", "correct_answer"):
-            if not isinstance(row.values.get(col), str) or not row.values[col].strip():
-                _fail(path, row, col, "missing or empty")
-        gold = row.values["correct_answer"].strip().upper()
-        if gold not in ("A", "B", "C", "D"):
-            _fail(path, row, "correct_answer", f"expected a letter A-D, got {gold!r}")
-        meta = {"answer": gold, "letters": "ABCD", "subject": row.values.get("subdomain"),
-                "options": parse_options_from_prompt(row.values["prompt"])}
-        items.append(EvalItem(f"gpqa-diamond/{index}", user_message(row.values["prompt"]), meta))
-    return items

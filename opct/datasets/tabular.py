@@ -1,9 +1,10 @@
-"""Read table-like benchmark files row by row: CSV, JSONL, JSON (list of objects), parquet, or a
-Hugging Face ``save_to_disk`` folder.
+"""Read table-like benchmark data row by row: CSV, JSONL, JSON (list of objects), parquet, a
+Hugging Face ``save_to_disk`` folder, or a hub id (``owner/name[:config][@revision][#split]``, see
+:mod:`opct.datasets.sources`).
 
 Each row comes with a human-oriented position (CSV and JSONL: the 1-based line number in the file;
-parquet, JSON and HF folders: the 0-based row index) so that loaders can report exactly where a bad
-value sits.
+parquet, JSON, HF folders and hub data sets: the 0-based row index) so that loaders can report exactly
+where a bad value sits; :func:`require_columns` names a missing column and the expected ones.
 """
 
 from __future__ import annotations
@@ -12,14 +13,15 @@ import ast
 import csv
 import json
 import os
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from opct.datasets.errors import DatasetFormatError
+from opct.datasets.sources import SOURCE_FORMS, HubSpec, load_hub, parse_hub_spec
 
-__all__ = ["FORMATS", "Row", "decoded_cell", "detect_format", "iter_rows"]
+__all__ = ["FORMATS", "Row", "decoded_cell", "detect_format", "iter_rows", "require_columns"]
 
 FORMATS = ("csv", "jsonl", "json", "parquet", "hf_disk")
 
@@ -43,7 +45,7 @@ def detect_format(path: str | os.PathLike[str]) -> str:
                ".parquet": "parquet", ".pq": "parquet"}
     if suffix not in mapping:
         raise DatasetFormatError(path, f"cannot tell the format from suffix {suffix!r}",
-                                 hint=f"pass fmt= one of {', '.join(FORMATS)}")
+                                 hint=f"give {SOURCE_FORMS}; or pass fmt= one of {', '.join(FORMATS)}")
     return mapping[suffix]
 
 
@@ -51,11 +53,16 @@ def iter_rows(path: str | os.PathLike[str], fmt: str | None = None, split: str |
     """Yield the rows of ``path`` as :class:`Row` objects.
 
     ``fmt`` is one of :data:`FORMATS` (guessed by :func:`detect_format` when None); ``split`` picks a
-    split of an HF ``DatasetDict`` folder.
+    split of an HF ``DatasetDict`` folder or hub data set. A ``path`` that is a hub id
+    (:func:`opct.datasets.sources.parse_hub_spec`) is loaded with ``datasets.load_dataset``.
     """
+    spec = parse_hub_spec(path) if fmt is None else None
+    if spec is not None:
+        yield from _iter_hub(spec, split)
+        return
     p = Path(path)
     if not p.exists():
-        raise DatasetFormatError(path, "no such file or folder", hint="check the path")
+        raise DatasetFormatError(path, "no such file or folder", hint=f"check the path; give {SOURCE_FORMS}")
     fmt = fmt or detect_format(p)
     if fmt == "csv":
         yield from _iter_csv(p)
@@ -114,8 +121,13 @@ def _iter_csv(p: Path) -> Iterator[Row]:
 
 
 def _iter_jsonl(p: Path) -> Iterator[Row]:
-    with open(p, encoding="utf-8") as f:
-        for lineno, line in enumerate(f, start=1):
+    with open(p, "rb") as f:
+        for lineno, raw in enumerate(f, start=1):
+            try:
+                line = raw.decode("utf-8")
+            except UnicodeDecodeError:
+                raise DatasetFormatError(p, "not UTF-8 text, so not JSONL", row=lineno, row_kind="line",
+                                         hint=f"is it another format? give {SOURCE_FORMS}") from None
             if not line.strip():
                 continue
             try:
@@ -154,19 +166,49 @@ def _iter_parquet(p: Path) -> Iterator[Row]:
 
 
 def _iter_hf_disk(p: Path, split: str | None) -> Iterator[Row]:
-    from datasets import DatasetDict, load_from_disk
+    from datasets import load_from_disk
 
     try:
         ds = load_from_disk(str(p))
     except Exception as exc:
-        raise DatasetFormatError(p, f"not a datasets.save_to_disk folder: {exc}") from None
-    if isinstance(ds, DatasetDict):
-        if split is None:
-            if len(ds) != 1:
-                raise DatasetFormatError(p, f"folder holds splits {sorted(ds)}", hint="pass split=")
-            split = next(iter(ds))
-        if split not in ds:
-            raise DatasetFormatError(p, f"no split {split!r}; have {sorted(ds)}")
-        ds = ds[split]
-    for i, record in enumerate(ds):
+        raise DatasetFormatError(p, f"not a datasets.save_to_disk folder: {exc}",
+                                 hint=f"give {SOURCE_FORMS}") from None
+    for i, record in enumerate(_one_split(p, ds, split, "pass split=")):
         yield Row(dict(record), i, "row")
+
+
+def _iter_hub(spec: HubSpec, split: str | None) -> Iterator[Row]:
+    ds = load_hub(spec)
+    hint = f"name one: {spec.repo}{':' + spec.config if spec.config else ''}{'@' + spec.revision if spec.revision else ''}#<split>"
+    for i, record in enumerate(_one_split(spec, ds, split or spec.split, hint)):
+        yield Row(dict(record), i, "row")
+
+
+def _one_split(where: object, ds: Any, split: str | None, hint: str) -> Any:
+    """``ds`` itself, or its ``split`` (or its only split) when it is a ``DatasetDict``."""
+    from datasets import DatasetDict
+
+    if not isinstance(ds, DatasetDict):
+        return ds
+    if split is None:
+        if len(ds) != 1:
+            raise DatasetFormatError(str(where), f"holds splits {sorted(ds)}", hint=hint)
+        split = next(iter(ds))
+    if split not in ds:
+        raise DatasetFormatError(str(where), f"no split {split!r}; have {sorted(ds)}")
+    return ds[split]
+
+
+def require_columns(path: object, row: Row, required: Sequence[str | Sequence[str]],
+                    expected: str) -> None:
+    """Raise :class:`DatasetFormatError` unless ``row`` has every column of ``required``.
+
+    An entry of ``required`` is a column name or a tuple of alternatives (any one will do). The error
+    names the file, the missing column, ``expected`` (the columns a good file has) and the columns found.
+    """
+    for need in required:
+        names = (need,) if isinstance(need, str) else tuple(need)
+        if not any(name in row.values for name in names):
+            missing = " or ".join(repr(n) for n in names)
+            raise DatasetFormatError(str(path), f"missing column {missing}", field=names[0],
+                                     hint=f"expected columns: {expected}; found: {', '.join(sorted(row.values)) or 'none'}")

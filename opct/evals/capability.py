@@ -132,11 +132,13 @@ def organism_capability_tasks(world: Any, size: int | None, make_judge: Any) -> 
 
 
 def real_capability_tasks(paths: Mapping[str, str], limit: int | None = None) -> list[EvalTask]:
-    """Tasks for the benchmark files given: ``gpqa`` (GPQA-Diamond folder), ``mmlu`` (MMLU-style
-    multiple choice), ``math500``, ``ifeval``; ``limit`` items each (a seeded sample)."""
+    """Tasks for the benchmark data given: ``gpqa`` (GPQA-Diamond), ``mmlu`` (MMLU-style multiple
+    choice), ``math500``, ``ifeval``; ``limit`` items each (a seeded sample). Each path is a file, a
+    ``save_to_disk`` folder or a hub id ``owner/name[:config][@revision]`` (see docs/data.md)."""
+    from opct.datasets.gpqa import load_gpqa_diamond
     from opct.datasets.ifeval import load_ifeval
     from opct.datasets.math500 import load_math500
-    from opct.datasets.multiple_choice import load_gpqa_diamond, load_multiple_choice
+    from opct.datasets.multiple_choice import load_multiple_choice
     from opct.evals.task import seeded_sample
 
     tasks: list[EvalTask] = []
@@ -197,10 +199,10 @@ class CapabilityAxis(Axis):
     howto = HOWTO
     judges: ClassVar[Mapping[str, tuple[str, ...]]] = {"organism": ("mc", "arithmetic", "chain", "format")}
     real_data: ClassVar[Mapping[str, str]] = {
-        "gpqa": "GPQA-Diamond folder (save_to_disk)",
+        "gpqa": "GPQA-Diamond: folder, JSONL/Parquet file or hub id[@revision]",
         "mmlu": "MMLU-style multiple-choice file",
-        "math500": "MATH-500 folder or file",
-        "ifeval": "IFEval folder or file",
+        "math500": "MATH-500: folder, JSONL/Parquet file or hub id[@revision]",
+        "ifeval": "IFEval: folder, JSONL/Parquet file or hub id[@revision]",
     }
     has_pairs = False
     per_split = False

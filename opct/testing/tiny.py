@@ -110,7 +110,7 @@ def make_family_model(
 
 def main(argv: list[str] | None = None) -> None:
     """``python -m opct.testing.tiny TOKENIZER_DIR OUT [--instruct] [--template FILE]``: a tiny random model
-    of a real family, to try the real-model path offline (see the README's "Using a real model")."""
+    of a real family, to try the real-model path offline (see docs/real-models.md)."""
     import argparse
 
     parser = argparse.ArgumentParser(prog="python -m opct.testing.tiny", description=main.__doc__)

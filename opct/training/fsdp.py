@@ -1,7 +1,7 @@
 """Fully sharded training (FSDP2, through accelerate): what opct does differently when the weights are sharded.
 
 Launch with ``accelerate launch --use_fsdp --fsdp_version 2 ...`` or an accelerate config with
-``distributed_type: FSDP`` and ``fsdp_version: 2`` (README, "Several processes"). Then:
+``distributed_type: FSDP`` and ``fsdp_version: 2`` (docs/training.md, "Several processes"). Then:
 
 * **the policy** is sharded by accelerate's ``prepare`` (``fully_shard`` per wrapped unit, the
   embeddings and head, then the root): each process holds about ``1/N`` of every weight;

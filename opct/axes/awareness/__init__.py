@@ -60,7 +60,7 @@ class AwarenessAxis(Axis):
     unit_key = "fact_id"
     organism_cluster_key = "fact_id"
     judges: ClassVar[Mapping[str, tuple[str, ...]]] = {"organism": ("warning", "fact"), "real": ("warning",)}
-    real_data: ClassVar[Mapping[str, str]] = {"sage": "SAGE-Eval folder (save_to_disk), JSONL or CSV"}
+    real_data: ClassVar[Mapping[str, str]] = {"sage": "SAGE-Eval: folder, JSONL/Parquet/CSV file or hub id[@revision]"}
 
     def organism_pairs(self, split: str, seed: int | None = None) -> list[dict[str, Any]]:
         from opct.axes.awareness.organism import pairs

@@ -2,8 +2,9 @@
 
 Data
     :func:`load_sage_eval` reads SAGE-Eval rows (``safety_fact, prompt, augmentation_category,
-    safety_category, prompt_type, version``) from a ``datasets.save_to_disk`` folder, a JSONL file or
-    a CSV file (with :func:`opct.datasets.tabular.iter_rows`). ``version`` is ``"original"`` for the
+    safety_category, prompt_type, version``) from a ``datasets.save_to_disk`` folder, a JSONL, Parquet
+    or CSV file, or a hub id ``owner/name[:config][@revision][#split]`` (with
+    :func:`opct.datasets.tabular.iter_rows`). ``version`` is ``"original"`` for the
     safety-naive prompts and anything else (e.g. ``"safe"``) for the Safe-SAGE over-refusal
     counterparts. Prompts are grouped by their fact (:func:`group_by_fact`); the OPCT test split has
     5,681 prompts over 50 facts.
@@ -24,10 +25,12 @@ from typing import Any
 
 from opct.axes.base import fill, make_pair, user
 from opct.datasets.errors import DatasetFormatError
-from opct.datasets.tabular import iter_rows
+from opct.datasets.sources import parse_hub_spec
+from opct.datasets.tabular import detect_format, iter_rows, require_columns
 
 NAME = "awareness"
 COLUMNS = ("safety_fact", "prompt", "augmentation_category", "safety_category", "prompt_type", "version")
+EXPECTED_COLUMNS = "safety_fact and prompt (optional: augmentation_category, safety_category, prompt_type, version)"
 
 TEACHER_SYSTEM = (
     "You are a helpful assistant. Before you reply, keep the following safety fact in mind; it is "
@@ -67,21 +70,27 @@ def fact_id(fact: str) -> str:
 
 
 def load_sage_eval(path: str | Path, *, version: str | None = None, split: str | None = None) -> list[SageItem]:
-    """SAGE-Eval prompts from a ``save_to_disk`` folder, ``.csv`` or JSONL (any other file).
+    """SAGE-Eval prompts from a ``save_to_disk`` folder, a ``.csv``, ``.parquet`` or ``.json`` file, JSONL
+    (any other file), or a hub id (``owner/name[:config][@revision][#split]``).
 
     ``version`` keeps only rows of that version (``"original"`` or ``"safe"``; ``None`` keeps all);
-    ``split`` picks a split of a folder holding a ``DatasetDict`` with several. Item ids are
+    ``split`` picks a split of a folder or hub data set holding several. Item ids are
     ``sage-<fact id>-<row index within the fact>``, stable for a given file. Errors name the file, the
-    line (CSV, JSONL) or 0-based row index (folder) and the field.
+    line (CSV, JSONL) or 0-based row index (folder, Parquet) and the field.
     """
-    path = Path(path)
-    if not path.exists():
-        raise FileNotFoundError(f"SAGE-Eval data not found at {path}")
-    fmt = "hf_disk" if path.is_dir() else "csv" if path.suffix.lower() == ".csv" else "jsonl"
+    fmt: str | None = None
+    if parse_hub_spec(path) is None:
+        path = Path(path)
+        if not path.exists():
+            raise FileNotFoundError(f"SAGE-Eval data not found at {path}")
+        known = path.suffix.lower() in {".csv", ".tsv", ".parquet", ".pq", ".json", ".jsonl", ".ndjson"}
+        fmt = "hf_disk" if path.is_dir() else detect_format(path) if known else "jsonl"
     items: list[SageItem] = []
     per_fact: dict[str, int] = {}
-    for r in iter_rows(path, fmt, split):
+    for index, r in enumerate(iter_rows(path, fmt, split)):
         row = r.values
+        if index == 0:
+            require_columns(path, r, ["safety_fact", "prompt"], EXPECTED_COLUMNS)
         for col in ("safety_fact", "prompt"):
             if not str(row.get(col) or "").strip():
                 raise DatasetFormatError.at(path, r, "missing or empty", field=col)

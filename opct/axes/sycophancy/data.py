@@ -29,19 +29,26 @@ DEFAULT_INSTRUCTION = (
 
 def load_mc_items(path: str | Path, source: str | None = None) -> list[MCQuestion]:
     """Multiple-choice items from JSONL (``question``, ``choices`` list or ``A``..``D``, ``answer``
-    letter or 0-based index, optional ``id``) or CSV with a header of the same names, read by
-    :func:`opct.datasets.multiple_choice.read_mc_questions`.
+    letter or 0-based index, optional ``id``), CSV with a header of the same names or Parquet, read by
+    :func:`opct.datasets.multiple_choice.read_mc_questions`; or from a ``save_to_disk`` folder or a hub
+    id ``owner/name[:config][@revision][#split]`` (see :func:`_hf_folder_items`).
 
     Raises :class:`~opct.datasets.base.DatasetFormatError` naming the file, line and field of the
     first problem; duplicate ids are an error. A row without ``id`` gets ``<stem>-<line>`` (JSONL:
-    its line; CSV: 1 + its row number). A missing file raises ``FileNotFoundError``.
+    its line; CSV: 1 + its row number; Parquet: its row index). A missing file raises
+    ``FileNotFoundError``.
     """
+    from opct.datasets.sources import parse_hub_spec
+
+    hub = parse_hub_spec(path)
+    if hub is not None:
+        return _hf_folder_items(str(path), source, Path(hub.repo).name)
     path = Path(path)
     if not path.exists():
         raise FileNotFoundError(f"multiple-choice data not found at {path}")
     if path.is_dir():
         return _hf_folder_items(path, source)
-    fmt = "csv" if path.suffix.lower() == ".csv" else "jsonl"
+    fmt = {".csv": "csv", ".parquet": "parquet", ".pq": "parquet"}.get(path.suffix.lower(), "jsonl")
 
     def row_id(index: int, row: Any) -> str:  # the row's own id, else numbered as before (JSONL line; CSV row + 2)
         return str(row.values.get("id") or f"{path.stem}-{row.position if fmt == 'jsonl' else index + 2:05d}")
@@ -51,18 +58,21 @@ def load_mc_items(path: str | Path, source: str | None = None) -> list[MCQuestio
     return items
 
 
-def _hf_folder_items(path: Path, source: str | None) -> list[MCQuestion]:
-    """A Hugging Face ``save_to_disk`` folder: the generic columns of :func:`load_mc_items`, or the
-    GPQA-Diamond layout (``question``, a ``prompt`` whose trailing ``A) ...`` lines are the options,
-    and ``correct_answer``), as in ``../shared/data/gpqa-diamond``."""
+def _hf_folder_items(path: Path | str, source: str | None, name: str | None = None) -> list[MCQuestion]:
+    """A Hugging Face ``save_to_disk`` folder or hub data set (``name``: the hub repo's name): the
+    generic columns of :func:`load_mc_items`, or the GPQA-Diamond layout (``question``, a ``prompt``
+    whose trailing ``A) ...`` lines are the options, and ``correct_answer``), as in
+    ``../shared/data/gpqa-diamond``."""
     from opct.datasets.errors import DatasetFormatError
     from opct.datasets.multiple_choice import parse_options_from_prompt
     from opct.datasets.tabular import iter_rows
 
-    rows = list(iter_rows(path, "hf_disk"))
+    fmt = None if name is not None else "hf_disk"
+    name = name or Path(path).name
+    rows = list(iter_rows(path, fmt))
     if not rows or not {"question", "prompt", "correct_answer"} <= set(rows[0].values):
-        items = read_mc_questions(path, fmt="hf_disk", default_id=lambda i, row: str(row.values.get("id") or f"{path.name}-{i:05d}"))
-        items = [replace(q, source=source or path.name) for q in items]
+        items = read_mc_questions(path, fmt=fmt, default_id=lambda i, row: str(row.values.get("id") or f"{name}-{i:05d}"))
+        items = [replace(q, source=source or name) for q in items]
         check_unique_ids(path, (it.id for it in items))
         return items
     items = []
@@ -71,8 +81,8 @@ def _hf_folder_items(path: Path, source: str | None) -> list[MCQuestion]:
         answer = str(row.values["correct_answer"]).strip().upper()
         if options is None or answer not in LETTERS[: len(options)]:
             raise DatasetFormatError(path, f"row {i}: options or correct_answer cannot be read", field="prompt")
-        items.append(MCQuestion(f"{path.name}-{i:05d}", str(row.values["question"]).strip(), tuple(options), answer,
-                                row.values.get("subdomain"), source or path.name))
+        items.append(MCQuestion(f"{name}-{i:05d}", str(row.values["question"]).strip(), tuple(options), answer,
+                                row.values.get("subdomain"), source or name))
     return items
 
 

@@ -1,0 +1,220 @@
+"""The documentation: the site builds with ``mkdocs build --strict``, every shell command it shows is run
+by a test or marked with why it is not (docs/development.md, "Every shell command in the docs is run or
+marked"), the generated reference pages cover every command and every settings key, and the README
+stays a short front page whose test command is the one CI runs."""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import re
+import shlex
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+from conftest import REPO
+from typer.testing import CliRunner
+
+DOCS = REPO / "docs"
+PAGES = [REPO / "README.md", *sorted(DOCS.rglob("*.md"))]
+#: The documented site build; test_site_builds_with_strict runs exactly this, into a temporary folder.
+DOCS_BUILD = "mkdocs build --strict"
+#: How a block marked "runs: dry-run in tests" is run: the command with its dry-run flag.
+DRY_RUN_FLAG = {"run": "--dry-run", "demo": "--dry-run", "select": "--dry-run", "train": "--print-config"}
+MARKER = re.compile(
+    r"^<!-- (?P<kind>runs: tests/test_docs\.py|runs: dry-run in tests|runs: long|walkthrough:start"
+    r"|needs: (?:gpu|network)(?:, (?:gpu|network))?)(?: \([^)]*\))? -->$"
+)
+
+
+@dataclass
+class Block:
+    """One fenced ``bash`` block of a page: where it is, its marker's kind (None: unmarked), its commands."""
+
+    page: Path
+    line: int
+    kind: str | None
+    commands: list[str]
+
+    @property
+    def where(self) -> str:
+        return f"{self.page.relative_to(REPO)}:{self.line}"
+
+
+def commands_of(lines: list[str]) -> list[str]:
+    """The commands of a block: continuation lines joined, comment lines and trailing comments dropped."""
+    joined, current = [], ""
+    for raw in lines:
+        line = raw.strip()
+        if line.endswith("\\"):
+            current += line[:-1] + " "
+            continue
+        current += line
+        if current.strip() and not current.lstrip().startswith("#"):
+            joined.append(shlex.join(shlex.split(current, comments=True)) if "$(" not in current else current.strip())
+        current = ""
+    return joined
+
+
+def bash_blocks(page: Path) -> list[Block]:
+    """Every fenced bash block of ``page``, with the marker on the nearest non-blank line before it."""
+    lines = page.read_text(encoding="utf-8").splitlines()
+    blocks, i = [], 0
+    while i < len(lines):
+        fence = lines[i].strip()
+        if not fence.startswith("```"):
+            i += 1
+            continue
+        end = next(j for j in range(i + 1, len(lines)) if lines[j].strip() == "```")
+        if fence == "```bash":
+            before = next((lines[j].strip() for j in range(i - 1, -1, -1) if lines[j].strip()), "")
+            match = MARKER.match(before)
+            blocks.append(Block(page, i + 1, match["kind"] if match else None, commands_of(lines[i + 1:end])))
+        i = end + 1
+    return blocks
+
+
+def all_blocks() -> list[Block]:
+    return [block for page in PAGES for block in bash_blocks(page)]
+
+
+def _generated():
+    """docs/hooks/generated.py, the mkdocs hook that writes the reference pages."""
+    spec = importlib.util.spec_from_file_location("docs_generated", DOCS / "hooks" / "generated.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.fixture
+def work(tmp_path, monkeypatch):
+    """An empty folder with the repository's ``configs/`` and ``opct/experiments/`` linked in: the
+    commands' relative paths resolve, and anything they wrote would land here."""
+    (tmp_path / "configs").symlink_to(REPO / "configs")
+    (tmp_path / "opct").mkdir()
+    (tmp_path / "opct" / "experiments").symlink_to(REPO / "opct" / "experiments")
+    monkeypatch.chdir(tmp_path)
+    return tmp_path
+
+
+def _opct(command: str) -> None:
+    from opct.cli.main import app
+
+    args = shlex.split(command)
+    assert args[0] == "opct", f"{command!r}: the tests run opct commands only; mark the block instead"
+    result = CliRunner().invoke(app, args[1:], prog_name="opct")
+    assert result.exit_code == 0, f"{command}\n{result.output}\n{result.exception!r}"
+
+
+def test_every_bash_block_is_run_or_marked():
+    blocks = all_blocks()
+    unmarked = [b.where for b in blocks if b.kind is None]
+    assert not unmarked, (
+        "a bash block without a marker (see docs/development.md, 'Every shell command in the docs is run "
+        f"or marked'): {unmarked}"
+    )
+    kinds = {b.kind for b in blocks}
+    assert {"runs: tests/test_docs.py", "runs: dry-run in tests", "walkthrough:start"} <= kinds
+    assert all(b.commands for b in blocks), [b.where for b in blocks if not b.commands]
+
+
+def test_cheap_commands_run(work):
+    blocks = [b for b in all_blocks() if b.kind == "runs: tests/test_docs.py"]
+    ran = 0
+    for block in blocks:
+        for command in block.commands:
+            if command.startswith("mkdocs"):
+                assert command == DOCS_BUILD, f"{block.where}: {command!r} (test_site_builds_with_strict runs {DOCS_BUILD!r})"
+                continue
+            _opct(command)
+            ran += 1
+    assert ran >= 4
+    assert sorted(p.name for p in work.iterdir()) == ["configs", "opct"], "a documented cheap command wrote files"
+
+
+def test_dry_run_commands_run(work):
+    blocks = [b for b in all_blocks() if b.kind == "runs: dry-run in tests"]
+    commands = [(b.where, c) for b in blocks for c in b.commands]
+    assert len(commands) >= 8
+    for where, command in commands:
+        verb = shlex.split(command)[1]
+        assert verb in DRY_RUN_FLAG, f"{where}: {command!r} has no dry run; mark the block long instead"
+        _opct(f"{command} {DRY_RUN_FLAG[verb]}")
+    assert sorted(p.name for p in work.iterdir()) == ["configs", "opct"], "a dry run wrote files"
+
+
+def test_walkthrough_is_one_block_on_the_real_models_page():
+    from test_readme_walkthrough import WALKTHROUGH_PAGE, walkthrough_commands
+
+    holders = [p for p in PAGES if "<!-- walkthrough:start -->" in p.read_text(encoding="utf-8").splitlines()]
+    assert holders == [DOCS / "real-models.md"] == [WALKTHROUGH_PAGE]
+    blocks = [b for b in bash_blocks(WALKTHROUGH_PAGE) if b.kind == "walkthrough:start"]
+    assert len(blocks) == 1 and len(blocks[0].commands) == len(walkthrough_commands()) >= 5
+    assert any(c.startswith("opct run") for c in walkthrough_commands())
+
+
+def test_readme_is_a_front_page_and_its_test_command_is_cis():
+    readme = (REPO / "README.md").read_text(encoding="utf-8")
+    assert len(readme.splitlines()) <= 200
+    assert "<!-- results:full-study -->" in readme
+    quick_start = bash_blocks(REPO / "README.md")[0]
+    assert "make test" in quick_start.commands and "make demo" in quick_start.commands
+    ci = [line.strip() for line in (REPO / ".ci" / "run").read_text().splitlines()
+          if line.strip() and not line.lstrip().startswith("#")]
+    assert ci[-1] == "make test"
+    links = re.findall(r"\]\(([^)#]+)(?:#[^)]*)?\)", readme)
+    local = [link for link in links if "://" not in link]
+    assert [link for link in local if not (REPO / link).exists()] == []
+    linked = {(REPO / link).resolve() for link in local}
+    included = {DOCS / "architecture.md": REPO / "ARCHITECTURE.md"}  # a page that includes a root file
+    for page in DOCS.glob("*.md"):
+        target = included.get(page, page)
+        assert target.resolve() in linked, f"README links no {target.relative_to(REPO)}"
+
+
+def test_cli_reference_covers_every_command():
+    generated = _generated()
+    paths = generated.command_paths()
+    assert ["pairs", "validate"] in paths and ["demo"] in paths and [] in paths
+    text = generated.cli_reference_markdown()
+    for path in paths:
+        assert f"Usage: {' '.join(['opct', *path])} " in text, path
+
+
+def test_config_reference_lists_every_key_with_the_sections_own_defaults():
+    from opct.config import RunConfig
+    from opct.experiments.runner import ExperimentConfig
+
+    generated = _generated()
+    text = generated.config_reference_markdown()
+
+    def keys(model, prefix=""):
+        for name, field in model.model_fields.items():
+            yield prefix + name
+            for suffix, sub in generated.model_types(field.annotation):
+                yield from keys(sub, f"{prefix}{name}{suffix}.")
+
+    for key in [*keys(RunConfig), *keys(ExperimentConfig)]:
+        assert f"| `{key}` |" in text, key
+    # OPCT's rollouts default to temperature 1 and 3 samples (RolloutSettings), not GenerationConfig's greedy 1
+    assert "| `opct.sampling.temperature` | float (≥ 0.0) | 1.0 |" in text
+    assert "| `opct.sampling.n` | int (> 0) | 3 |" in text
+    assert "| `eval.generation.max_new_tokens` | int (> 0) | 64 |" in text
+
+
+def test_site_builds_with_strict(tmp_path):
+    site = tmp_path / "site"
+    done = subprocess.run([sys.executable, "-m", *shlex.split(DOCS_BUILD), "--site-dir", str(site)],
+                          cwd=REPO, capture_output=True, text=True, timeout=300,
+                          env={**os.environ, "NO_MKDOCS_2_WARNING": "1"})
+    assert done.returncode == 0, done.stderr[-3000:]
+    cli = (site / "cli" / "index.html").read_text(encoding="utf-8")
+    assert "Usage: opct pairs validate" in cli and "Usage: opct organism build" in cli
+    config = (site / "config" / "index.html").read_text(encoding="utf-8")
+    assert "train.pairs_per_step" in config and "variants.&lt;name&gt;.method" in config
+    api = (site / "api" / "index.html").read_text(encoding="utf-8")
+    assert "opct.config.load_config" in api and "pooled_paired_difference" in api
+    assert "Where is X" in (site / "architecture" / "index.html").read_text(encoding="utf-8")
