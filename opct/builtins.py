@@ -46,6 +46,8 @@ def organism_source(argument: str) -> Sequence[Mapping[str, Any] | Any]:
     if axis == "attacker":
         from opct.attack.attacker_data import organism_attacker_pairs
 
+        if (split or "train") not in ("train", "heldout"):  # the world's behaviours are split in two
+            raise ValueError(f"organism pair source {argument!r}: unknown split {split!r}; choose one of train, heldout")
         return organism_attacker_pairs(split or "train")
     from opct.organism.pairs import organism_pair_source
 

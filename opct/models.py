@@ -15,7 +15,16 @@ from transformers import AutoModelForCausalLM, AutoTokenizer, PreTrainedModel, P
 
 from opct.config import MODEL_ALIASES, LoraConfig, ModelConfig
 from opct.errors import OpctError
-from opct.runs.layout import CHECKPOINT_FILE, RunLayout, is_run_dir
+from opct.runs.errors import ModelCheckpointError as CheckpointError  # the name callers of this module know
+from opct.runs.trained import (
+    check_loading_info,
+    check_remote_code_consent,
+    checkpoint_folder,
+    checkpoint_spec,
+    load_adapter,
+    read_checkpoint_record,
+    resolve_checkpoint,
+)
 
 _DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16, "auto": "auto"}
 
@@ -170,13 +179,21 @@ def eos_token_ids(model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase) ->
     return sorted(ids)
 
 
-def load_model(cfg: ModelConfig, device: str | torch.device | None = None) -> PreTrainedModel:
-    """Load a causal LM from a hub id or local path (``trust_remote_code`` only when asked)."""
+def load_model(cfg: ModelConfig, device: str | torch.device | None = None, strict: bool = False) -> PreTrainedModel:
+    """Load a causal LM from a hub id or local path (``trust_remote_code`` only when asked).
+
+    ``strict``: a trained checkpoint folder, whose weights must be exactly the model's tensors (a missing
+    one is an error, never a tensor left at its initial value: :func:`opct.runs.trained.check_loading_info`)."""
     kwargs: dict[str, Any] = {"revision": cfg.revision, "trust_remote_code": cfg.trust_remote_code}
     kwargs["dtype"] = _DTYPES[cfg.dtype]
     if cfg.attn_implementation:
         kwargs["attn_implementation"] = cfg.attn_implementation
-    model = AutoModelForCausalLM.from_pretrained(resolve_model_path(cfg.name_or_path), **kwargs)
+    path = resolve_model_path(cfg.name_or_path)
+    if strict:
+        model, info = AutoModelForCausalLM.from_pretrained(path, output_loading_info=True, **kwargs)
+        check_loading_info(info, path)
+    else:
+        model = AutoModelForCausalLM.from_pretrained(path, **kwargs)
     if device is not None:
         model.to(device)
     return model
@@ -280,52 +297,6 @@ def make_teacher(model: torch.nn.Module, fingerprint: str | None = None) -> Teac
     return Teacher(model=frozen, shares_weights=False, fingerprint=fingerprint or weights_fingerprint(frozen))
 
 
-class CheckpointError(OpctError, ValueError):
-    """A trained checkpoint that cannot be used as asked (its base weights changed, ...)."""
-
-
-def read_checkpoint_record(folder: str | Path) -> dict[str, Any] | None:
-    """The ``opct_checkpoint.json`` of a checkpoint folder, or None."""
-    import json
-
-    path = Path(folder) / CHECKPOINT_FILE
-    return json.loads(path.read_text(encoding="utf-8")) if path.exists() else None
-
-
-def checkpoint_folder(spec: str) -> Path | None:
-    """The trained checkpoint ``spec`` names (a run directory's ``final/``, or a folder with an
-    ``opct_checkpoint.json``), or None when ``spec`` is no opct checkpoint."""
-    run = RunLayout(Path(spec))
-    if run.final_record.is_file():
-        return run.final
-    return run.root if (run.root / CHECKPOINT_FILE).is_file() else None
-
-
-def checkpoint_spec(spec: str) -> ModelConfig | None:
-    """The model spec a trained checkpoint (run directory or its ``final/``) was trained with, or None."""
-    folder = checkpoint_folder(spec)
-    record = read_checkpoint_record(folder) if folder is not None else None
-    if record is None or "model" not in record:
-        return None
-    return ModelConfig.model_validate(record["model"])
-
-
-def resolve_checkpoint(spec: str) -> tuple[str, str | None]:
-    """Where the weights of ``spec`` are: ``(model_or_base, adapter_dir)``.
-
-    ``spec`` is ``organism``, a hub id or local model folder, a run's ``final/`` (or any folder with
-    an ``opct_checkpoint.json``), or a run directory (its ``final/`` is used).
-    """
-    folder = checkpoint_folder(spec)
-    if folder is not None:
-        if (folder / "adapter_config.json").exists():
-            return read_checkpoint_record(folder)["base_model"], str(folder)
-        return str(folder), None
-    if is_run_dir(Path(spec)):
-        raise FileNotFoundError(f"{spec} is a run directory without a finished checkpoint (no final/); finish or resume the run first")
-    return spec, None
-
-
 def default_device() -> str:
     """The first GPU when there is one, else the CPU."""
     return "cuda" if torch.cuda.is_available() else "cpu"
@@ -335,16 +306,17 @@ def inference_spec(spec: ModelConfig | str) -> ModelConfig:
     """The spec to evaluate or attack ``spec`` with.
 
     A trained checkpoint (a run directory or its ``final/``) fills every rendering setting the caller
-    did not set (chat template, its kwargs, system prompt, dtype, trust_remote_code, the base's hub
-    revision) from the spec it was trained with, so prompts become exactly the token ids training used.
+    did not set (chat template, its kwargs, system prompt, dtype, the base's hub revision) from the spec
+    it was trained with, so prompts become exactly the token ids training used. Never
+    ``trust_remote_code``: only the caller turns remote code on (a checkpoint that needs it is refused
+    at loading: :func:`opct.runs.trained.check_remote_code_consent`).
     """
     if isinstance(spec, str):
         spec = ModelConfig(name_or_path=spec)
     recorded = checkpoint_spec(spec.name_or_path)
     if recorded is None:
         return spec
-    inherited = ("chat_template", "chat_template_kwargs", "system_prompt", "dtype", "trust_remote_code", "attn_implementation",
-                 "revision")
+    inherited = ("chat_template", "chat_template_kwargs", "system_prompt", "dtype", "attn_implementation", "revision")
     return spec.model_copy(update={k: getattr(recorded, k) for k in inherited if k not in spec.model_fields_set})
 
 
@@ -372,24 +344,40 @@ def load_for_inference(
     """Load a model to generate with: a base model, or a base with its trained LoRA merged in
     (``revision``: the hub revision of the model, or of an adapter's base).
 
-    An adapter checkpoint records the sha256 of its base weights; loading it in the dtype it was
-    trained in verifies them, and a changed base is refused (:class:`CheckpointError`).
+    A trained checkpoint is loaded only as what it claims (:mod:`opct.runs.trained`): remote code only
+    when ``trust_remote_code`` is given here (a record asking for it is refused otherwise), exactly the
+    tensors of its files (a missing or extra one is refused), and an adapter's base weights checked
+    against the sha256 recorded at training, whatever ``dtype`` is asked: a changed base is refused
+    (:class:`CheckpointError`).
     """
+    folder = checkpoint_folder(spec)
+    record = read_checkpoint_record(folder) if folder is not None else None
+    if folder is not None and record is not None:
+        check_remote_code_consent(folder, record, trust_remote_code)
     base, adapter = resolve_checkpoint(spec)
-    model = load_model(ModelConfig(name_or_path=base, dtype=dtype, trust_remote_code=trust_remote_code, revision=revision), device)
-    tokenizer_source = adapter if adapter and (Path(adapter) / "tokenizer_config.json").exists() else base
+    base_spec = ModelConfig(name_or_path=base, dtype=dtype, trust_remote_code=trust_remote_code, revision=revision)
+    expected = (record or {}).get("base_weights_sha256") if adapter else None
+    trained_dtype = ((record or {}).get("model") or {}).get("dtype") or "float32"
+    if expected and trained_dtype not in _DTYPES:
+        raise CheckpointError(f"{adapter}: its record's model.dtype {trained_dtype!r} is not one of {', '.join(_DTYPES)}")
+    if expected and trained_dtype != dtype:  # hash the base as training loaded it (the hash covers its dtype)
+        _check_base_weights(load_model(base_spec.model_copy(update={"dtype": trained_dtype})), expected, adapter, base)
+    full_checkpoint = folder is not None and adapter is None  # its own weights: exactly the model's tensors
+    model = load_model(base_spec, device, strict=True) if full_checkpoint else load_model(base_spec, device)
+    if expected and trained_dtype == dtype:
+        _check_base_weights(model, expected, adapter, base)
     if adapter:
-        from peft import PeftModel
-
-        record = read_checkpoint_record(adapter) or {}
-        expected, trained_dtype = record.get("base_weights_sha256"), record.get("model", {}).get("dtype")
-        if expected and trained_dtype == dtype and (actual := weights_fingerprint(model)) != expected:
-            raise CheckpointError(
-                f"{adapter} was trained on base weights {expected}, but {base} now holds {actual}; "
-                "the adapter would be applied to a different model. Restore the base model or retrain."
-            )
-
-        model = PeftModel.from_pretrained(model, adapter).merge_and_unload()
+        model = load_adapter(model, adapter)
     model.eval()
+    tokenizer_source = adapter if adapter and (Path(adapter) / "tokenizer_config.json").exists() else base
     return model, load_tokenizer(tokenizer_source, chat_template, revision=revision if tokenizer_source == base else None,
                                  trust_remote_code=trust_remote_code)
+
+
+def _check_base_weights(model: torch.nn.Module, expected: str, adapter: str | None, base: str) -> None:
+    """Refuse an adapter whose base no longer holds the weights it was trained on."""
+    if (actual := weights_fingerprint(model)) != expected:
+        raise CheckpointError(
+            f"{adapter} was trained on base weights {expected}, but {base} now holds {actual}; "
+            "the adapter would be applied to a different model. Restore the base model or retrain."
+        )

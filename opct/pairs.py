@@ -7,7 +7,9 @@ lists; a plain string means one user message.
 
 from __future__ import annotations
 
+import dataclasses
 import json
+import re
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -44,6 +46,9 @@ class ConsistencyPair:
     teacher_prompt: list[Message]
     axis: str = ""
     meta: dict[str, Any] = field(default_factory=dict)
+    #: ``(file or source, line)`` the pair was read from, for messages; not part of the contract
+    #: (never written, hashed or compared).
+    where: tuple[str, int] = field(default=("", 0), compare=False, repr=False)
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -148,7 +153,8 @@ def pair_from_record(
         meta = {}
     if len(problems) > n_before:
         return None
-    return ConsistencyPair(id=str(raw_id), prompt=prompt, teacher_prompt=teacher, axis=str(axis), meta=dict(meta))
+    return ConsistencyPair(id=str(raw_id), prompt=prompt, teacher_prompt=teacher, axis=str(axis), meta=dict(meta),
+                           where=(file, line))
 
 
 def _records_from_jsonl(path: Path, problems: list[PairProblem]) -> Iterator[tuple[int, Any]]:
@@ -253,7 +259,10 @@ def pairs_from_records(records: Iterable[Mapping[str, Any] | ConsistencyPair], s
     problems: list[PairProblem] = []
     pairs = []
     for i, record in enumerate(records, start=1):
-        pair = record if isinstance(record, ConsistencyPair) else pair_from_record(record, (source, i), problems)
+        if isinstance(record, ConsistencyPair):
+            pair: ConsistencyPair | None = dataclasses.replace(record, where=(source, i))
+        else:
+            pair = pair_from_record(record, (source, i), problems)
         if pair is not None:
             pairs.append(pair)
     if problems:
@@ -261,12 +270,32 @@ def pairs_from_records(records: Iterable[Mapping[str, Any] | ConsistencyPair], s
     return pairs
 
 
+def _split_key(name: str) -> str:
+    """A split name without case, spaces or punctuation: ``Held-Out`` -> ``heldout``."""
+    return re.sub(r"[^a-z0-9]", "", str(name).lower())
+
+
+def is_heldout_split(name: str) -> bool:
+    """Whether ``name`` is the held-out split in any spelling (``heldout``, ``held-out``, ``HeldOut``,
+    ``held_out``, ``holdout``): held-out data is for the final evaluation, never for training."""
+    return _split_key(name) in {"heldout", "holdout"}
+
+
+def is_validation_split(name: str) -> bool:
+    """Whether ``name`` is the validation split in any spelling (``val``, ``Val``, ``validation``)."""
+    return _split_key(name) in {"val", "validation"}
+
+
 def load_pair_source(spec: str, columns: Mapping[str, str] | None = None, split: str | None = None) -> list[ConsistencyPair]:
     """Pairs from one ``data.train`` entry: ``<source>:<argument>`` for a registered pair source
     (e.g. ``organism:sycophancy:train``), else a JSONL/JSON file, a dataset folder or a hub id."""
     prefix, sep, argument = spec.partition(":")
     if sep and prefix in PAIR_SOURCES:
-        return pairs_from_records(PAIR_SOURCES.get(prefix)(argument), spec)
+        pairs = pairs_from_records(PAIR_SOURCES.get(prefix)(argument), spec)
+        if not pairs:  # e.g. a split name the source does not know
+            raise PairFileError([PairProblem(spec, 0, "", f"pair source {prefix!r} gave no pairs for {argument!r}; "
+                                                          "check the name after the colon")])
+        return pairs
     if sep and len(prefix) > 1 and prefix.isidentifier() and not Path(spec).exists():
         raise UnknownNameError("pair source", prefix, PAIR_SOURCES.names())
     return read_pairs(spec, columns=columns, split=split)

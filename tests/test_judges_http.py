@@ -258,7 +258,7 @@ def test_client_errors_that_are_not_outages_do_not_count(endpoint: FakeEndpoint,
 
 
 def test_judge_options_validate() -> None:
-    assert JudgeOptions() == JudgeOptions(timeout=60.0, max_retries=4, fail_after=5)
+    assert JudgeOptions() == JudgeOptions(timeout=15.0, max_retries=2, fail_after=3)
     for bad in ({"timeout": 0}, {"max_retries": -1}, {"fail_after": 0}):
         with pytest.raises(ValueError):
             JudgeOptions(**bad)
@@ -274,7 +274,7 @@ def test_factory_passes_options_and_cache_dir(monkeypatch: pytest.MonkeyPatch, e
     judge.judge("q", "r", {})
     assert list((tmp_path / "judge-cache").rglob("*.json"))
     default = make_judge("warning", "http:judge-model")
-    assert isinstance(default, HTTPJudge) and (default.timeout, default.max_retries, default.fail_after) == (60, 4, 5)
+    assert isinstance(default, HTTPJudge) and (default.timeout, default.max_retries, default.fail_after) == (15, 2, 3)
     monkeypatch.delenv("OPCT_JUDGE_CACHE")
     monkeypatch.setenv("HOME", str(tmp_path / "home"))
     assert make_judge("harm", "http:m").cache.root == tmp_path / "home" / ".cache" / "opct" / "judge"

@@ -2,7 +2,7 @@
 
 Two real runs on the tiny Llama (two steps each): LoRA, started from a base given by a *relative*
 path with its own chat template and a system prompt, and full fine-tuning. Each checkpoint is loaded
-the way the README says (full ``final/``: ``pretrained=<final>``; LoRA ``final/``:
+the way docs/inspect-lm-eval.md says (full ``final/``: ``pretrained=<final>``; LoRA ``final/``:
 ``pretrained=<base>,peft=<final>,tokenizer=<final>``; an ``opct export``: ``pretrained=<export>``) and
 must give, on a chat-rendered prompt, the log-likelihood that opct's own loaded model gives on the
 token ids opct renders (within 1e-4), and not the base model's.

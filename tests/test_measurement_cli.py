@@ -36,7 +36,7 @@ def test_attack_with_a_judge_that_always_abstains_defends_nothing(tiny_model, be
     assert res.exit_code == 1, res.output
     assert "not measured" in res.output and "2 unscored" in res.output and "100.0%" not in res.output
     attempts = [json.loads(x) for x in (tmp_path / "a" / "attempts.jsonl").read_text().splitlines()]
-    assert attempts and {a["outcome"] for a in attempts} == {"unscored"}
+    assert attempts and {a["outcome"] for a in attempts} <= {"unscored", "truncated"}  # replies cut at 4 tokens are not judged
 
 
 def test_eval_n_zero_is_refused_before_loading(tmp_path):

@@ -12,8 +12,10 @@ def attack_models(cfg: Any, models: dict[str, Any], out_root: Path, log: Any = p
     """Attack every model of the plan (``models``: key -> model spec); results under ``out_root/<key>/``.
 
     On the organism: its held-out behaviours with its exact harm judge. On real data: the behaviours
-    file of ``eval.real.behaviors`` (and ``wrappers`` if given) with the eval's judge. Returns one line
-    per incomplete attack (more unscored behaviours than ``eval.max_unscored``).
+    file of ``eval.real.behaviors`` (and ``wrappers`` if given) with the eval's judge. An attack already
+    there is reused when it measured the same weights with the same settings, continued when it was
+    interrupted, and run again from scratch otherwise. Returns one line per incomplete attack (more
+    unscored behaviours than ``eval.max_unscored``).
     """
     import json
 
@@ -23,8 +25,10 @@ def attack_models(cfg: Any, models: dict[str, Any], out_root: Path, log: Any = p
     paths = cfg.eval.real_paths()
     a = cfg.attack
     config = SearchConfig(budget=a.budget, threshold=a.threshold, seed=a.seed, **a.search)
+    # an attack whose model was retrained (other weights) or whose settings changed is run again from scratch;
+    # one with the same identity is reused, or continued from its journal
     options = {"generation": a.generation, "static_baseline": a.static_baseline, "reasoning": cfg.eval.reasoning,
-               "max_unscored": cfg.eval.max_unscored}
+               "max_unscored": cfg.eval.max_unscored, "discard_stale": True}
     unfinished = []
     for key, spec in models.items():
         log(f"[stage] attack {key}")

@@ -41,8 +41,10 @@ def model_attack(
     ``attacker_generation`` defaults to temperature 0.9, top-p 0.9, 128 tokens; ``target_generation``
     to greedy, 256 tokens.
     """
+    from opct.attack.run import claim_attack_output
     from opct.attack.target import HFTarget
-    from opct.models import load_for_inference
+    from opct.models import load_for_inference, weights_fingerprint
+    from opct.runs.outputs import check_output, output_lock
 
     a_gen = attacker_generation or GenerationConfig(temperature=0.9, top_p=0.9, max_new_tokens=128)
     t_gen = target_generation or GenerationConfig(max_new_tokens=256)
@@ -56,16 +58,20 @@ def model_attack(
         "sampling": {**a_gen.model_dump(exclude={"sequences_per_call"}), "seed": seed},
         "generation": t_gen.model_dump(exclude={"sequences_per_call"}),
     }
+    check_output(out_dir, "attack", "--out")  # another model's attack, a run, an eval...: refused before loading
     a_model, a_tok = load_for_inference(attacker_spec)
     t_model, t_tok = (a_model, a_tok) if target_spec == attacker_spec else load_for_inference(target_spec)
-    attacker = HFAttacker(a_model, a_tok, prompt, a_gen, seed)
-    target = HFTarget(t_model, t_tok, t_gen)
-    runner = ModelAttackRunner(attacker, target, scorer, episodes=episodes, rounds=rounds, threshold=threshold)
-    outcomes = runner.run(behaviors, progress=progress)
-    out_dir.mkdir(parents=True, exist_ok=True)
-    write_json_atomic(out_dir / "manifest.json", build_manifest("attack", identity))
-    info = {**identity, "attacker": "model", "threshold": threshold, "budget": episodes * rounds}
-    return write_attack_results(outcomes, out_dir, info)
+    identity["weights_sha256"] = weights_fingerprint(t_model)
+    identity["attacker_weights_sha256"] = weights_fingerprint(a_model)
+    with output_lock(out_dir, "this attack"):
+        claim_attack_output(out_dir, identity)  # refuses another attack's folder; this one's is measured again
+        write_json_atomic(out_dir / "manifest.json", build_manifest("attack", identity, weights_sha256=identity["weights_sha256"]))
+        attacker = HFAttacker(a_model, a_tok, prompt, a_gen, seed)
+        target = HFTarget(t_model, t_tok, t_gen)
+        runner = ModelAttackRunner(attacker, target, scorer, episodes=episodes, rounds=rounds, threshold=threshold)
+        outcomes = runner.run(behaviors, progress=progress)
+        info = {**identity, "attacker": "model", "threshold": threshold, "budget": episodes * rounds}
+        return write_attack_results(outcomes, out_dir, info)
 
 
 def organism_model_attack(attacker_spec: str, out_dir: Path, target_spec: str = "organism", split: str = "heldout",

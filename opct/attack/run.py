@@ -7,11 +7,12 @@ from pathlib import Path
 from typing import Any
 
 from opct.attack.grammar import AttackBehavior, Wrapper, behaviors_from_file
-from opct.attack.results import write_attack_results
+from opct.attack.results import JOURNAL, AttackJournal, write_attack_results
 from opct.attack.search import SearchAttacker, SearchConfig
 from opct.attack.static import compare_with_static, static_cracks
 from opct.attack.target import HFTarget
 from opct.config import GenerationConfig, ModelConfig
+from opct.errors import OpctError
 from opct.runs.manifest import build_manifest, hash_records, write_json_atomic
 
 
@@ -28,48 +29,95 @@ def attack_model(
     static_baseline: bool = True,
     reasoning: str = "strip",
     max_unscored: float = 0.05,
+    discard_stale: bool = False,
 ) -> Path:
     """Attack ``model`` (a model spec or its name; a trained run renders as it was trained) on
     ``behaviors`` within ``config.budget`` queries each; returns results.json.
 
     The target answers each query with ``generation`` (greedy, at most 256 tokens by default). With ``static_baseline``, every single wrapper is also tried once on
     every behaviour (outside the budget) and the results say which behaviours the search cracked beyond
-    them. A finished attack with the same model, behaviours, wrappers, judge and settings is reused.
-    Every response is judged after ``reasoning`` handling (:func:`opct.evals.outcomes.answer_text`); an
+    them. Every response is judged after ``reasoning`` handling (:func:`opct.evals.outcomes.answer_text`); an
     empty or degenerate one is never scored (:func:`scorer_for_responses`). ``max_unscored``: the share
     of unscored behaviours above which the results' ``status`` is ``incomplete``.
-    """
-    import json
 
-    from opct.models import inference_spec, load_spec_for_inference
+    ``out_dir`` belongs to one attack: the sha256 of the weights attacked (a LoRA checkpoint's adapter
+    merged into its base), the behaviours, wrappers, judge and settings (:func:`claim_attack_output`).
+    A finished attack with the same identity is reused; an interrupted one continues from its journal
+    (:class:`~opct.attack.results.AttackJournal`) and ends as an uninterrupted one would; a folder
+    holding another attack, or anything else, is refused, unless ``discard_stale`` (experiments) and it
+    is an attack: then it is deleted and the attack runs again.
+    """
+    from opct.models import inference_spec, load_spec_for_inference, weights_fingerprint
+    from opct.runs.outputs import check_output, output_lock
 
     spec = inference_spec(model)
-    identity = {
+    gen = generation or GenerationConfig(max_new_tokens=256)
+    identity: dict[str, Any] = {
         "model": spec.name_or_path,
         "behaviors_hash": hash_records([b.__dict__ for b in behaviors]),
         "wrappers_hash": hash_records([{"family": w.family, "template": w.template} for w in wrappers]),
         "search": config.__dict__,
         "judge": judge,
-        "generation": (generation or GenerationConfig(max_new_tokens=256)).model_dump(exclude={"sequences_per_call"}),
+        "generation": gen.model_dump(exclude={"sequences_per_call"}),
         "static_baseline": static_baseline,
         "reasoning": reasoning,
-        "outcome_rules": "1",
+        "outcome_rules": "2",  # 2: a reply cut off at max_new_tokens is a truncated attempt, never judged
     }
-    results = out_dir / "results.json"
-    if results.exists():
-        old = json.loads(results.read_text(encoding="utf-8"))
-        if old.get("complete") and all(old.get(k) == v for k, v in identity.items()):
-            return results
+    check_output(out_dir, "attack", "--out")  # before the model loads
     loaded, tokenizer, renderer = load_spec_for_inference(spec)
-    target = HFTarget(loaded, tokenizer, generation or GenerationConfig(max_new_tokens=256), renderer)
-    judged = scorer_for_responses(scorer, reasoning)
-    outcomes = SearchAttacker(wrappers, target, judged, config).run(behaviors, progress=progress)
-    info: dict[str, Any] = {**identity, "attacker": "search", "threshold": config.threshold, "budget": config.budget}
-    if static_baseline:
-        cracks = static_cracks(target, judged, behaviors, wrappers, config.threshold)
-        info["static"] = {**compare_with_static(outcomes, cracks), "static_queries": len(behaviors) * len(wrappers)}
-    write_json_atomic(out_dir / "manifest.json", build_manifest("attack", identity))
-    return write_attack_results(outcomes, out_dir, info, max_unscored=max_unscored)
+    identity["weights_sha256"] = weights_fingerprint(loaded)
+    identity["rendering"] = {"template_kwargs": renderer.template_kwargs, "system_prompt": renderer.system_prompt}
+    with output_lock(out_dir, "this attack"):
+        done = claim_attack_output(out_dir, identity, discard_stale)
+        if done is not None:
+            return done
+        write_json_atomic(out_dir / "manifest.json", build_manifest("attack", identity, weights_sha256=identity["weights_sha256"]))
+        journal = AttackJournal(out_dir / JOURNAL)
+        target = journal.target(HFTarget(loaded, tokenizer, gen, renderer))
+        judged = journal.scorer(scorer_for_responses(scorer, reasoning))
+        outcomes = SearchAttacker(wrappers, target, judged, config).run(behaviors, progress=progress)
+        info: dict[str, Any] = {**identity, "attacker": "search", "threshold": config.threshold, "budget": config.budget}
+        if static_baseline:
+            cracks = static_cracks(target, judged, behaviors, wrappers, config.threshold)
+            info["static"] = {**compare_with_static(outcomes, cracks), "static_queries": len(behaviors) * len(wrappers)}
+        path = write_attack_results(outcomes, out_dir, info, max_unscored=max_unscored)
+        journal.remove()
+        return path
+
+
+class AttackOutputError(OpctError, ValueError):
+    """An attack output folder that holds another attack (other weights or settings)."""
+
+
+#: What an attack writes in its folder (deleted together when a stale attack is discarded).
+ATTACK_FILES = ("results.json", "attempts.jsonl", "successes.jsonl", JOURNAL, "manifest.json")
+
+
+def claim_attack_output(out_dir: Path, identity: dict[str, Any], discard_stale: bool = False) -> Path | None:
+    """``out_dir/results.json`` when it is a finished attack with ``identity`` (reuse it); None when the
+    folder is new, or holds this attack unfinished (continue it). An attack with another identity (other
+    weights, behaviours, judge or settings) is refused (:class:`AttackOutputError`, naming what differs),
+    or with ``discard_stale`` deleted. Call it holding the folder's lock (:func:`opct.runs.outputs.output_lock`)."""
+    import json
+
+    from opct.evals.runner import identity_changes
+    from opct.runs.outputs import check_output
+
+    owner = check_output(out_dir, "attack", "--out")
+    if owner is None:
+        return None
+    results = out_dir / "results.json"
+    old = json.loads(results.read_text(encoding="utf-8")) if results.exists() else owner.record.get("config") or {}
+    changes = identity_changes(old, identity)
+    if not changes:
+        return results if results.exists() and old.get("complete") else None
+    if not discard_stale:
+        raise AttackOutputError(
+            f"--out {out_dir} holds {owner.describe()} with other {', '.join(changes)}; its results would be overwritten. "
+            f"Use another --out, or delete {out_dir} to attack again.")
+    for name in ATTACK_FILES:
+        (out_dir / name).unlink(missing_ok=True)
+    return None
 
 
 def scorer_for_responses(scorer: Callable[[AttackBehavior, str, str], float | None], reasoning: str = "strip"

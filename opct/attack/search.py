@@ -8,7 +8,9 @@ scores of *this target's* responses, so effort moves toward what works against t
 attack (a second bandit per strategy picks the surface edit). One more strategy, *transfer*, sends
 this behaviour an attack that already cracked another one. All behaviours advance one query per
 round, so each round is one batched generation. A behaviour is cracked when a response scores at
-least the threshold; it then stops spending queries.
+least the threshold; it then stops spending queries. A reply the generation limit cut off (a
+:class:`Reply` with ``truncated``) is not judged: the attempt is ``truncated``, unscored, so a limit too
+small to answer in leaves behaviours unscored (the attack incomplete), never defended.
 """
 
 from __future__ import annotations
@@ -21,6 +23,26 @@ from typing import Any
 
 from opct.attack.grammar import MUTATIONS, STRATEGIES, STRATEGY_OF, Attack, AttackBehavior, Wrapper, mutate
 
+
+class Reply(str):
+    """A target's reply: the text, and ``truncated`` when the generation limit (``max_new_tokens``) cut it
+    off. A target may return plain strings (never truncated); an attempt whose reply was cut is
+    ``truncated``: unscored, never a crack nor a defense, and no judge is asked about it."""
+
+    truncated: bool
+
+    def __new__(cls, text: str, truncated: bool = False) -> Reply:
+        reply = super().__new__(cls, text)
+        reply.truncated = truncated
+        return reply
+
+
+def is_truncated(response: str) -> bool:
+    """Whether ``response`` is a :class:`Reply` the generation limit cut off."""
+    return bool(getattr(response, "truncated", False))
+
+
+#: Prompts in, replies out (``str``, or :class:`Reply` to say which were cut off at the generation limit).
 Target = Callable[[list[str]], list[str]]
 TRANSFER = "transfer"  # the strategy of re-using, on this behaviour, an attack that cracked another one
 #: ``(behaviour, prompt, response) -> harm score in [0, 1]``, or ``None`` when it cannot be scored.
@@ -57,23 +79,30 @@ def check_attack_settings(budget: int, threshold: float) -> None:
 
 @dataclass
 class Attempt:
-    """One query to the target."""
+    """One query to the target; ``truncated`` when the generation limit cut the reply off (then unscored)."""
 
     query: int
     prompt: str
     response: str
     score: float | None
     attack: Attack
+    truncated: bool = False
 
     @property
     def scored(self) -> bool:
-        """Whether the judge scored this response (``score`` is ``None`` for an empty one or an abstention)."""
+        """Whether the judge scored this response (``score`` is ``None`` for an empty or truncated one, or an
+        abstention)."""
         return self.score is not None
+
+    @property
+    def outcome(self) -> str:
+        """``scored``, ``truncated`` (cut off at the generation limit, never judged) or ``unscored``."""
+        return "scored" if self.scored else "truncated" if self.truncated else "unscored"
 
     def to_dict(self) -> dict[str, Any]:
         a = self.attack
-        return {"query": self.query, "prompt": self.prompt, "response": self.response, "score": self.score,
-                "outcome": "scored" if self.scored else "unscored",
+        return {"query": self.query, "prompt": self.prompt, "response": str(self.response), "score": self.score,
+                "outcome": self.outcome,
                 "families": list(a.families), "mutations": list(a.mutations), "attack": a.describe()}
 
 
@@ -93,8 +122,13 @@ class BehaviorOutcome:
 
     @property
     def unscored_attempts(self) -> int:
-        """Attempts the judge could not score."""
+        """Attempts the judge could not score (truncated ones included)."""
         return sum(not a.scored for a in self.attempts)
+
+    @property
+    def truncated_attempts(self) -> int:
+        """Attempts whose reply the generation limit cut off."""
+        return sum(a.truncated for a in self.attempts)
 
     @property
     def status(self) -> str:
@@ -113,6 +147,7 @@ class BehaviorOutcome:
             "cracked": self.cracked,
             "queries": len(self.attempts),
             "unscored_attempts": self.unscored_attempts,
+            "truncated_attempts": self.truncated_attempts,
             "queries_to_crack": self.queries_to_crack,
             "best_score": best.score if best else None,
             "best_prompt": best.prompt if best else None,
@@ -194,10 +229,11 @@ class SearchAttacker:
             responses = self.target(prompts)
             self.queries += len(prompts)
             for (i, attack), prompt, response in zip(proposals, prompts, responses, strict=True):
-                raw = self.scorer(outcomes[i].behavior, prompt, response)
+                cut = is_truncated(response)  # half an answer: never judged, never a crack nor a defense
+                raw = None if cut else self.scorer(outcomes[i].behavior, prompt, response)
                 score = None if raw is None else float(raw)
                 o = outcomes[i]
-                o.attempts.append(Attempt(round_ + 1, prompt, response, score, attack))
+                o.attempts.append(Attempt(round_ + 1, prompt, response, score, attack, truncated=cut))
                 tried[i].add(prompt)
                 if score is None:
                     continue  # nothing to learn from, and never a crack

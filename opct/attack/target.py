@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from opct.attack.search import Reply
 from opct.config import GenerationConfig
 from opct.models import render_prompt
 from opct.sampling.engine import SamplingParams
@@ -30,6 +31,7 @@ class HFTarget:
         self.render = renderer or (lambda messages: render_prompt(tokenizer, messages))
 
     def __call__(self, prompts: list[str]) -> list[str]:
+        """One :class:`~opct.attack.search.Reply` per prompt (``truncated`` when cut off at ``max_new_tokens``)."""
         ids = [self.render([{"role": "user", "content": p}]) for p in prompts]
         rollouts = self.engine.generate(ids, self.params)
-        return [self.tokenizer.decode(r.completion_ids, skip_special_tokens=True) for r in rollouts]
+        return [Reply(self.tokenizer.decode(r.completion_ids, skip_special_tokens=True), r.truncated) for r in rollouts]

@@ -48,12 +48,15 @@ def eval_(
     wrappers: Annotated[str | None, typer.Option(help="Jailbreak wrapper templates (YAML/JSON/text with {request}).")] = None,
     benign: Annotated[str | None, typer.Option(help="Benign alarming-looking requests (over-refusal).")] = None,
     judge: Annotated[str | None, typer.Option(help="'rule' (default) or 'http:<model>' (OpenAI-compatible; OPCT_JUDGE_BASE_URL).")] = None,
-    judge_timeout: Annotated[float | None, typer.Option(help="Model judges: seconds per request (default 60).")] = None,
-    judge_retries: Annotated[int | None, typer.Option(help="Model judges: retries of a failed request (default 4).")] = None,
+    judge_timeout: Annotated[float | None, typer.Option(
+        help="Model judges: seconds one attempt may take, connect to last byte (default 15); a request with its "
+             "retries gets at most timeout x (retries + 1). The defaults stop a silent judge within 45 s.")] = None,
+    judge_retries: Annotated[int | None, typer.Option(help="Model judges: retries of a failed attempt (default 2).")] = None,
     judge_fail_after: Annotated[int | None, typer.Option(
-        help="Model judges: stop after this many failed requests in a row (default 5); records written so far are kept.")] = None,
+        help="Model judges: stop after this many failed attempts in a row (timeouts, HTTP 429/5xx; default 3); "
+             "records written so far are kept.")] = None,
     reasoning: Annotated[str | None, typer.Option(help="strip (default): drop <think> blocks before parsing and judging; keep.")] = None,
-    max_unscored: Annotated[float | None, typer.Option(help="Share of unscored records (empty, unparsed, judge abstained, error) "
+    max_unscored: Annotated[float | None, typer.Option(help="Share of unscored records (empty, truncated, unparsed, judge abstained, error) "
                                                              "above which an eval is incomplete (default 0.05).")] = None,
     allow_unscored: Annotated[bool | None, typer.Option("--allow-unscored", help="Exit 0 even when an eval is incomplete.")] = None,
     limit: Annotated[int | None, typer.Option(help="Evaluate at most this many items per benchmark (seeded sample).")] = None,
@@ -67,7 +70,8 @@ def eval_(
     revision: Annotated[str | None, typer.Option(help="Hub revision of the model.")] = None,
     chat_template: Annotated[str | None, typer.Option(help="Jinja chat template (text or .jinja file) for a model without one.")] = None,
     system_prompt: Annotated[str | None, typer.Option(help="System message before every prompt (a trained run's own by default).")] = None,
-    trust_remote_code: Annotated[bool | None, typer.Option("--trust-remote-code", help="Allow the model's own code.")] = None,
+    trust_remote_code: Annotated[bool | None, typer.Option(
+        "--trust-remote-code", help="Allow the model's own code (a checkpoint's files never turn it on).")] = None,
     no_progress: NoProgress = False,
     threads: Threads = None,
 ) -> None:

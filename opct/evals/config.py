@@ -45,9 +45,9 @@ class EvalOptions(_Strict):
     real: dict[str, str] = Field(default_factory=dict, description="real-data paths by key (sycophancy_mc, behaviors, sage, gpqa...)")
     data_dir: str | None = Field(None, description="folder with gpqa-diamond/, math-500/, ifeval/, sageeval-test/")
     judge: str = Field("rule", description="real-data judges: rule or http:<model>")
-    judge_timeout: float = Field(60.0, gt=0.0, description="model judges: seconds per request")
-    judge_retries: int = Field(4, ge=0, description="model judges: retries of a failed request")
-    judge_fail_after: int = Field(5, ge=1, description="model judges: stop the eval after this many failed requests in a row")
+    judge_timeout: float = Field(15.0, gt=0.0, description="model judges: seconds one attempt may take, connect to last byte")
+    judge_retries: int = Field(2, ge=0, description="model judges: retries of a failed attempt")
+    judge_fail_after: int = Field(3, ge=1, description="model judges: stop the eval after this many failed attempts in a row")
     limit: int | None = Field(None, gt=0, description="at most this many items per task (a seeded sample)")
     seed: int = 0
     templates: dict[str, str] = Field(

@@ -22,14 +22,13 @@ from typing import Any
 from opct.errors import OpctError
 from opct.evals.outcomes import (
     DEFAULT_MAX_UNSCORED,
-    EMPTY,
     ERROR,
     answer_text,
     count_outcomes,
-    is_degenerate,
     judgement_outcome,
     record_outcome,
     status,
+    unjudged_outcome,
 )
 from opct.evals.task import EvalTask, Unit
 from opct.models import render_prompt
@@ -88,6 +87,57 @@ def _estimate(raw: dict[str, Any]) -> Estimate:
     return Estimate(**{k: v for k, v in raw.items() if k in fields})
 
 
+class EvalOutputError(OpctError, ValueError):
+    """An eval output folder that holds results of other weights or settings (they would be overwritten)."""
+
+
+def task_identity(task: EvalTask, params: SamplingParams, model_id: str, model_identity: dict[str, Any] | None = None,
+                  reasoning: str = "strip") -> dict[str, Any]:
+    """What a task's records and results were measured with: its data, generation settings (``params``
+    as the task caps them), reasoning handling, outcome rules, judge (when the task names one), the
+    model as named, and ``model_identity`` (``weights_sha256``, rendering). Records are reused only
+    under an equal identity (:func:`same_identity`)."""
+    identity = {"data_hash": task.data_hash(), "generation_config": _params_dict(_task_params(task, params)),
+                "model": model_id, "reasoning": reasoning, "outcome_rules": OUTCOME_RULES, **(model_identity or {})}
+    if task.judge:
+        identity["judge"] = task.judge
+    return identity
+
+
+def same_identity(old: dict[str, Any], identity: dict[str, Any]) -> bool:
+    """Whether results recorded with ``old`` measured what ``identity`` describes: every key equal, except
+    the model's name when the weights' hash is there (the same weights under another path are the same model)."""
+    return not identity_changes(old, identity)
+
+
+def identity_changes(old: dict[str, Any], identity: dict[str, Any]) -> list[str]:
+    """The keys of ``identity`` whose value ``old`` does not have (``model`` only without ``weights_sha256``)."""
+    skip = {"model"} if identity.get("weights_sha256") else set()
+    return [k for k, v in identity.items() if k not in skip and old.get(k) != v]
+
+
+def stale_reason(task_dir: Path, identity: dict[str, Any]) -> str | None:
+    """Why the records or results in ``task_dir`` were not measured with ``identity`` (the settings or
+    weights that differ), or None when there is nothing there or they were."""
+    results_path, samples_path, state_path = task_dir / "results.json", task_dir / "samples.jsonl", task_dir / "state.json"
+    if results_path.exists():
+        done = json.loads(results_path.read_text(encoding="utf-8"))
+        if changes := identity_changes(done, identity):
+            return f"{results_path} was measured with other {', '.join(changes)}"
+    if _read_records(samples_path):
+        if not state_path.exists():
+            return f"{samples_path} has records whose settings are not recorded ({state_path.name} is missing)"
+        if changes := identity_changes(json.loads(state_path.read_text(encoding="utf-8")), identity):
+            return f"{samples_path} holds records measured with other {', '.join(changes)}"
+    return None
+
+
+def _task_params(task: EvalTask, params: SamplingParams) -> SamplingParams:
+    """``params`` with ``max_new_tokens`` capped at the task's (and ``min_new_tokens`` at that)."""
+    max_new = min(params.max_new_tokens, task.max_new_tokens)
+    return replace(params, max_new_tokens=max_new, min_new_tokens=min(params.min_new_tokens, max_new))
+
+
 def run_task(
     task: EvalTask,
     engine: SamplingEngine,
@@ -101,23 +151,27 @@ def run_task(
     progress: Progress | None = None,
     reasoning: str = "strip",
     max_unscored: float = DEFAULT_MAX_UNSCORED,
+    discard_stale: bool = True,
 ) -> EvalResult:
     """Evaluate ``task`` with ``engine``; resume from ``out_dir/<task>/samples.jsonl`` if present.
 
     ``reasoning``: ``strip`` removes ``<think>`` blocks before every parser and judge, ``keep`` judges
     the whole response. ``max_unscored``: the share of unscored records above which the result's
-    ``status`` is ``incomplete``.
+    ``status`` is ``incomplete``. Records and results are reused only when they were measured with the
+    same :func:`task_identity`; others are discarded and measured again, or, without
+    ``discard_stale``, refused (:class:`EvalOutputError`).
     """
     task_dir = out_dir / task.name
-    task_dir.mkdir(parents=True, exist_ok=True)
     samples_path, results_path = task_dir / "samples.jsonl", task_dir / "results.json"
-    max_new = min(params.max_new_tokens, task.max_new_tokens)
-    params = replace(params, max_new_tokens=max_new, min_new_tokens=min(params.min_new_tokens, max_new))
-    identity = {"data_hash": task.data_hash(), "generation_config": _params_dict(params), "model": model_id,
-                "reasoning": reasoning, "outcome_rules": OUTCOME_RULES, **(model_identity or {})}
+    params = _task_params(task, params)
+    identity = task_identity(task, params, model_id, model_identity, reasoning)
+    stale = stale_reason(task_dir, identity)
+    if stale and not discard_stale:
+        raise EvalOutputError(f"{stale}. Use another --out, or delete {task_dir} to measure it again.")
+    task_dir.mkdir(parents=True, exist_ok=True)
     if results_path.exists():
         done = json.loads(results_path.read_text(encoding="utf-8"))
-        if done.get("complete") and all(done.get(k) == v for k, v in identity.items()):
+        if done.get("complete") and same_identity(done, identity):
             metrics = {k: _estimate(v) for k, v in done["metrics"].items()}
             unscored = int(done["unscored"])
             return EvalResult(task.name, metrics, done["n_records"], unscored, results_path, reused=True,
@@ -125,10 +179,8 @@ def run_task(
                               status=status(unscored, done["n_records"], max_unscored), max_unscored=max_unscored)
         results_path.unlink()
 
-    records = _read_records(samples_path)
+    records = [] if stale else _read_records(samples_path)  # other weights, data or settings: start over
     state_path = task_dir / "state.json"
-    if records and state_path.exists() and json.loads(state_path.read_text()) != identity:
-        records = []  # different model, data or settings: start over
     write_json_atomic(state_path, identity)
     tmp = samples_path.with_name(samples_path.name + ".tmp")
     with tmp.open("w", encoding="utf-8") as fh:  # keep only the valid prefix
@@ -197,7 +249,7 @@ def result_from_records(
 
 #: The version of the rules that assign outcome classes (part of a result's identity: results judged
 #: under other rules are recomputed, never reused).
-OUTCOME_RULES = "2"
+OUTCOME_RULES = "3"  # 3: an answer cut off at max_new_tokens is ``truncated`` (unscored), never judged
 
 
 def sample_record(eval_name: str, unit: Unit, sample: int, response: str, truncated: bool, task: EvalTask,
@@ -205,8 +257,9 @@ def sample_record(eval_name: str, unit: Unit, sample: int, response: str, trunca
     """One sample's record: the raw response, what the judges saw, the judgement and its outcome class."""
     text = answer_text(response, reasoning)
     parsed, scores, judge, version, ok, error = None, {}, "", "", True, None
-    if is_degenerate(text):
-        outcome = EMPTY
+    unjudged = unjudged_outcome(text, truncated)  # empty, or cut off at max_new_tokens: no judge is asked
+    if unjudged:
+        outcome = unjudged
     else:
         try:
             j = task.score(unit, text)

@@ -7,8 +7,10 @@ its own tasks (:meth:`opct.axes.Axis.tasks`); this module only iterates :data:`o
 
 from __future__ import annotations
 
-import json
+import shutil
+import time
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -16,6 +18,7 @@ from opct.config import GenerationConfig, ModelConfig
 from opct.errors import OpctError
 from opct.evals.config import DATA_DIR_LAYOUT, EvalOptions
 from opct.evals.outcomes import DEFAULT_MAX_UNSCORED
+from opct.evals.runner import EvalOutputError, run_task, stale_reason, task_identity
 from opct.evals.task import EvalTask, TaskContext
 
 
@@ -36,8 +39,27 @@ def build_tasks(
 
     if source not in ("organism", "real"):
         raise ValueError(f"unknown data source {source!r}; use 'organism' or 'real'")
-    ctx = TaskContext(split, source, limit, dict(real or {}), judge, world_seed, dict(templates or {}), judge_options)
-    return [task for name in evals for task in AXES.get(name).tasks(ctx)]
+    tasks = []
+    for name in evals:
+        ctx = _JudgeRecordingContext(split, source, limit, dict(real or {}), judge, world_seed, dict(templates or {}),
+                                     judge_options)
+        built = AXES.get(name).tasks(ctx)
+        if source == "real" and ctx.roles:  # the judge spec is part of these results' identity
+            for task in built:
+                task.judge = judge
+        tasks.extend(built)
+    return tasks
+
+
+@dataclass(frozen=True)
+class _JudgeRecordingContext(TaskContext):
+    """A task context that notes the judge roles an axis asks for (an axis without judges: none)."""
+
+    roles: list[str] = field(default_factory=list)
+
+    def make_judge(self, role: str) -> Any:
+        self.roles.append(role)
+        return super().make_judge(role)
 
 
 class MissingEvalData(OpctError, ValueError):
@@ -112,89 +134,108 @@ def evaluate(
     show_progress: bool = True,
     reasoning: str = "strip",
     max_unscored: float = DEFAULT_MAX_UNSCORED,
+    discard_stale: bool = False,
 ) -> dict[str, Any]:
     """Run ``tasks`` on one model; returns ``{task: EvalResult}`` and writes a manifest beside them.
 
     ``model`` is a model spec (or its name): a trained checkpoint is rendered with the settings it
     was trained with (:func:`opct.models.inference_spec`), on ``model.device`` (default: a GPU if any).
     ``reasoning`` (``strip`` / ``keep``) and ``max_unscored`` are :func:`opct.evals.runner.run_task`'s.
+
+    ``out_dir`` belongs to one model, by the sha256 of the weights it measured (a LoRA checkpoint's
+    adapter merged into its base), and to one process at a time (an ``flock``). A folder that belongs
+    to something else (a run, an attack, an experiment, another model's eval) is refused
+    (:class:`~opct.runs.outputs.OutputOwnedError`, :class:`EvalOutputError`), and so are records
+    measured with other settings, unless ``discard_stale`` (experiments): then the stale results are
+    deleted and measured again. Nothing is written into the checkpoint measured: the table for its
+    model card is ``<out>/model_card_eval.md`` (:data:`MODEL_CARD_EVAL`).
     """
-    from opct.evals.runner import run_task
     from opct.models import inference_spec, load_spec_for_inference, weights_fingerprint
     from opct.runs.manifest import build_manifest, write_json_atomic
+    from opct.runs.outputs import check_output, output_lock
     from opct.sampling.engine import SamplingParams
     from opct.sampling.hf_sampler import HFSampler
 
     g = generation or GenerationConfig()
     out = Path(out_dir)
+    check_output(out, "eval", "--out")  # before the model loads
     spec = inference_spec(model)
     model_spec = spec.name_or_path
     loaded, tokenizer, renderer = load_spec_for_inference(spec)
     weights = weights_fingerprint(loaded)
-    _claim_output(out, model_spec, weights)
     engine = HFSampler(loaded, tokenizer, batch_size=g.sequences_per_call)
     params = SamplingParams.from_config(g, seed=seed)
-    write_json_atomic(
-        out / "manifest.json",
-        build_manifest(
-            "eval",
-            {"model": model_spec, "model_spec": spec.model_dump(mode="json"), "tasks": [t.name for t in tasks],
-             **g.model_dump(), "seed": seed, "reasoning": reasoning, "max_unscored": max_unscored},
-            data_hashes={t.name: t.data_hash() for t in tasks},
-            weights_sha256=weights,
-        ),
-    )
-    results = {}
-    with _progress(show_progress) as bar:
-        for task in tasks:
-            tid = bar.add_task(task.name, total=len(task.units)) if bar else None
+    identity = {"weights_sha256": weights,
+                "rendering": {"template_kwargs": renderer.template_kwargs, "system_prompt": renderer.system_prompt}}
+    with output_lock(out, "this eval"):
+        _claim_output(out, model_spec, weights, discard_stale)
+        stale = [why for t in tasks if (why := stale_reason(out / t.name, task_identity(t, params, model_spec, identity,
+                                                                                          reasoning)))]
+        if stale and not discard_stale:
+            raise EvalOutputError(f"{out} holds results of {model_spec} measured otherwise: {'; '.join(stale)}. Use another "
+                                  f"--out, or delete {out} to measure them again.")
+        write_json_atomic(
+            out / "manifest.json",
+            build_manifest(
+                "eval",
+                {"model": model_spec, "model_spec": spec.model_dump(mode="json"), "tasks": [t.name for t in tasks],
+                 **g.model_dump(), "seed": seed, "reasoning": reasoning, "max_unscored": max_unscored},
+                data_hashes={t.name: t.data_hash() for t in tasks},
+                weights_sha256=weights,
+            ),
+        )
+        results = {}
+        with _progress(show_progress) as bar:
+            for task in tasks:
+                tid = bar.add_task(task.name, total=len(task.units)) if bar else None
 
-            def report(done: int, total: int, tid: Any = tid) -> None:
-                if bar is not None:
-                    bar.update(tid, completed=done, total=total)
+                def report(done: int, total: int, tid: Any = tid) -> None:
+                    if bar is not None:
+                        bar.update(tid, completed=done, total=total)
 
-            identity = {"weights_sha256": weights,
-                        "rendering": {"template_kwargs": renderer.template_kwargs, "system_prompt": renderer.system_prompt}}
-            results[task.name] = run_task(task, engine, tokenizer, out, params, model_spec, identity, renderer=renderer,
-                                          batch_units=g.sequences_per_call, progress=report, reasoning=reasoning,
-                                          max_unscored=max_unscored)
-    _update_model_card(model_spec, results)
+                results[task.name] = run_task(task, engine, tokenizer, out, params, model_spec, identity, renderer=renderer,
+                                              batch_units=g.sequences_per_call, progress=report, reasoning=reasoning,
+                                              max_unscored=max_unscored, discard_stale=discard_stale)
+        (out / MODEL_CARD_EVAL).write_text(model_card_evaluation(model_spec, weights, results), encoding="utf-8")
     return results
 
 
-class EvalOutputError(OpctError, ValueError):
-    """An eval output folder that holds another model's results."""
+#: The eval's table as the Evaluation section of the measured checkpoint's model card (evaluation
+#: never writes into the checkpoint it measures; publish the section by pasting it into the card).
+MODEL_CARD_EVAL = "model_card_eval.md"
 
 
-def _claim_output(out: Path, model_spec: str, weights: str) -> None:
-    """Refuse an output folder whose results belong to other weights (they would be overwritten)."""
-    manifest = out / "manifest.json"
-    if not manifest.exists():
+def _claim_output(out: Path, model_spec: str, weights: str, discard_stale: bool) -> None:
+    """Refuse an eval folder whose results belong to other weights (they would be overwritten), or, with
+    ``discard_stale``, delete them (their task folders, manifest and model card section)."""
+    from opct.runs.outputs import check_output
+
+    owner = check_output(out, "eval", "--out")
+    if owner is None or not owner.weights or owner.weights == weights:
         return
-    old = json.loads(manifest.read_text(encoding="utf-8"))
-    old_weights = old.get("weights_sha256")
-    if old_weights and old_weights != weights:
+    if not discard_stale:
         raise EvalOutputError(
-            f"{out} holds the results of {old.get('config', {}).get('model', '?')} (weights {old_weights}); "
-            f"{model_spec} has weights {weights}. Use another --out, or delete {out} to start over."
+            f"{out} holds the results of {owner.model or '?'} (weights {owner.weights}); {model_spec} has weights "
+            f"{weights}. Use another --out, or delete {out} to start over."
         )
+    for part in out.iterdir():
+        if part.is_dir() and any((part / name).exists() for name in ("samples.jsonl", "results.json", "state.json")):
+            shutil.rmtree(part)
+    (out / MODEL_CARD_EVAL).unlink(missing_ok=True)
 
 
-def _update_model_card(model_spec: str, results: dict[str, Any]) -> None:
-    """Write the eval table into a trained checkpoint's model card (``final/README.md``), if it has one."""
-    from opct.models import checkpoint_folder
-    from opct.runs.model_card import update_card_evaluation
-
-    folder = checkpoint_folder(model_spec)
-    if folder is None:
-        return
+def model_card_evaluation(model_spec: str, weights: str, results: dict[str, Any]) -> str:
+    """The ``## Evaluation`` section of a model card for these results (Markdown): what was measured,
+    on which weights, and one row per (eval, metric); an incomplete eval is marked INCOMPLETE."""
     rows = ["| eval | metric | value | 95% interval | n | unscored |", "|---|---|---|---|---|---|"]
     for name, res in results.items():
         label = name if res.status == "ok" else f"{name} (INCOMPLETE)"
         for metric, est in res.metrics.items():
             rows.append(f"| {label} | {metric} | {est.value:.3f} | [{est.ci_low:.3f}, {est.ci_high:.3f}] | {est.n} | "
                         f"{unscored_text(res) or '0'} |")
-    update_card_evaluation(folder, "\n".join(rows))
+    head = (f"`opct eval` of `{model_spec}` (weights sha256 `{weights}`), {time.strftime('%Y-%m-%d')}; records and "
+            "results.json per eval beside this file.")
+    return "\n".join(["## Evaluation", "", head, "", *rows, ""])
 
 
 class _Quiet:

@@ -7,14 +7,15 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
-from opct.evals.outcomes import ABSTAINED, EMPTY, ERROR, UNPARSED
+from opct.evals.outcomes import ABSTAINED, EMPTY, ERROR, TRUNCATED, UNPARSED
 from opct.runs.manifest import hash_records
 from opct.stats.estimate import Estimate
 
 #: The outcome classes a safety axis leaves out of its denominators (see :mod:`opct.evals.outcomes`).
-SAFETY_UNSCORED = (EMPTY, UNPARSED, ABSTAINED, ERROR)
-#: Capability benchmarks count an unparsed answer as wrong (their convention): it is scored.
-CAPABILITY_UNSCORED = (EMPTY, ABSTAINED, ERROR)
+SAFETY_UNSCORED = (EMPTY, TRUNCATED, UNPARSED, ABSTAINED, ERROR)
+#: Capability benchmarks count an unparsed answer as wrong (their convention): it is scored; an answer
+#: cut off by the generation limit is not an answer, and stays unscored.
+CAPABILITY_UNSCORED = (EMPTY, TRUNCATED, ABSTAINED, ERROR)
 
 
 @dataclass(frozen=True)
@@ -58,6 +59,9 @@ class EvalTask:
     ``needs_answer``: the scorer reads an answer (a letter, a number) and a ``parsed`` of ``None``
     means it found none (outcome ``unparsed``). ``unscored_classes``: the outcome classes the
     metrics leave out of their denominators; their share decides whether the eval is incomplete.
+    ``max_new_tokens``: the task's own generation limit (the run's is capped at it); an answer cut off
+    at the limit is ``truncated`` and unscored, so a limit too small for the task shows as an
+    INCOMPLETE eval (see :mod:`opct.evals.outcomes`), not as refusals.
     """
 
     name: str
@@ -68,6 +72,9 @@ class EvalTask:
     description: str = ""
     needs_answer: bool = False
     unscored_classes: tuple[str, ...] = SAFETY_UNSCORED
+    #: The judge spec its scorer asks (``rule``, ``http:<model>``; empty for the organism's exact judges):
+    #: part of its results' identity, so results judged otherwise are never reused.
+    judge: str = ""
 
     def data_hash(self) -> str:
         return hash_records([u.to_dict() for u in self.units])

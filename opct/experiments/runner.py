@@ -19,6 +19,7 @@ from pydantic import Field, ValidationError, field_validator, model_validator
 
 from opct.config import (
     ConfigError,
+    FolderName,
     ModelConfig,
     RunConfig,
     StrictSettings,
@@ -53,7 +54,7 @@ def _known_method(method: str) -> str:
 class ExperimentConfig(StrictSettings):
     """What to compare: methods x seeds (x axes) on one model."""
 
-    name: str = "experiment"
+    name: FolderName = "experiment"
     output_dir: str = "runs/experiments"
     model: ModelConfig = Field(default_factory=ModelConfig)
     axes: list[str] = Field(default_factory=lambda: _pair_axes(), description="registered axes with pairs")
@@ -294,7 +295,9 @@ def run_experiment(cfg: ExperimentConfig, show_progress: bool = True, log: Any =
     tasks = _eval_tasks(cfg)
     check_plan(cfg, plan)
     # the base with the experiment's full model spec; a trained run with the spec its checkpoint records
-    specs = {key: cfg.model if key == "base" else ModelConfig(name_or_path=path, device=cfg.model.device)
+    # (remote code only as this experiment file allows it: a checkpoint never turns it on)
+    specs = {key: cfg.model if key == "base" else ModelConfig(name_or_path=path, device=cfg.model.device,
+                                                              trust_remote_code=cfg.model.trust_remote_code)
              for key, path in plan.models.items()}
     e = cfg.eval
     unfinished: list[str] = []
@@ -303,8 +306,8 @@ def run_experiment(cfg: ExperimentConfig, show_progress: bool = True, log: Any =
         from opct.evals.suite import incomplete
 
         log(f"[stage] evaluate {key}")
-        results = evaluate(specs[key], tasks, root / "eval" / key, e.generation, seed=e.seed,
-                           show_progress=show_progress, reasoning=e.reasoning, max_unscored=e.max_unscored)
+        results = evaluate(specs[key], tasks, root / "eval" / key, e.generation, seed=e.seed, show_progress=show_progress,
+                           reasoning=e.reasoning, max_unscored=e.max_unscored, discard_stale=True)  # retrained: measured again
         unfinished.extend(f"{key}/{line}" for line in incomplete(results))
 
     if "base" in plan.models:

@@ -29,7 +29,7 @@ from typing import Any
 
 from pydantic import Field, field_validator, model_validator
 
-from opct.config import ConfigError, read_config_file, validate_config
+from opct.config import ConfigError, FolderName, read_config_file, validate_config
 from opct.experiments.files import read_extended
 from opct.experiments.runner import (
     ExperimentConfig,
@@ -48,7 +48,7 @@ _FAMILY_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
 class StudyConfig(ExperimentConfig):
     """An experiment run once per model family; ``model:``'s other settings are shared by every family."""
 
-    name: str = "study"
+    name: FolderName = "study"
     families: dict[str, str] = Field(
         min_length=1, description="family name -> model (a registered alias, a hub id or a folder); one experiment each"
     )

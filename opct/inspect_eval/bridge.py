@@ -163,7 +163,9 @@ def inspect_task(
 ) -> Task:
     """One Inspect task over the units of ``tasks`` (one opct eval, or an axis's several), scored and
     measured as opct does. ``epochs`` is opct's ``n`` (samples per unit); the defaults are ``opct eval``'s
-    (greedy, one sample)."""
+    (greedy, one sample). A ``max_new_tokens`` below 1 is a ``ValueError`` (0 is not "no limit")."""
+    if isinstance(max_new_tokens, bool) or not isinstance(max_new_tokens, int) or max_new_tokens < 1:
+        raise ValueError(f"max_new_tokens must be a whole number of at least 1, got {max_new_tokens!r}")
     build = f"b{next(_ids)}"
     _BUILT[build] = {t.name: t for t in tasks}
     samples = [to_sample(t.name, u) for t in tasks for u in t.units]

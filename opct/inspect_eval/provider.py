@@ -13,6 +13,10 @@ the stream is the one ``opct eval`` gives that unit and sample, so greedy and sa
 
 Token counting uses the model's own tokenizer, never a downloaded one (Inspect's default counts
 with tiktoken, whose encodings are fetched from the internet), so the provider works offline.
+
+A model that cannot be loaded, or an unknown ``-M`` argument, is one line (``error: model opct/...:
+...``, :mod:`opct.inspect_eval.errors`), not a traceback. A ``max_tokens`` below 1 is an error (it
+used to be read as "no limit").
 """
 
 from __future__ import annotations
@@ -30,6 +34,8 @@ from opct.sampling.engine import Rollout, SamplingParams, sample_seed
 
 #: How long a batch waits for more concurrent requests before it runs (seconds).
 GATHER_S = 0.02
+#: The ``-M`` model arguments the provider reads itself; the others are :class:`opct.config.ModelConfig` fields.
+PROVIDER_ARGS = ("batch_size", "threads")
 
 
 @dataclass(frozen=True)
@@ -90,23 +96,38 @@ class OpctModelAPI(ModelAPI):
         **model_args: Any,
     ):
         super().__init__(model_name=model_name, base_url=base_url, api_key=api_key, config=config)
-        from opct.config import ModelConfig
-        from opct.models import inference_spec, load_spec_for_inference
-        from opct.quiet import quiet_output, verbose_enabled
+        from opct.inspect_eval.errors import one_line_errors
         from opct.sampling.hf_sampler import HFSampler
 
-        threads = model_args.pop("threads", None)
-        batch_size = int(model_args.pop("batch_size", 64))
+        with one_line_errors(f"model opct/{model_name}"):
+            batch_size = self._load(model_name, model_args)
+        self.engine = HFSampler(self.model, self.tokenizer, batch_size=batch_size)
+        self.batcher = _Batcher(self.engine, batch_size)
+
+    def _load(self, model_name: str, model_args: dict[str, Any]) -> int:
+        """Load the model, tokenizer and renderer ``-M`` asks for; returns the batch size."""
+        from opct.config import ConfigError, ModelConfig, validate_config
+        from opct.models import inference_spec, load_spec_for_inference
+        from opct.quiet import quiet_output, verbose_enabled
+
+        known = (*PROVIDER_ARGS, *(f for f in ModelConfig.model_fields if f != "name_or_path"))
+        unknown = sorted(set(model_args) - set(known))
+        if unknown:
+            raise ConfigError(f"-M {unknown[0]}: not a model argument of the opct provider; use {', '.join(known)}")
+        threads, batch_size = model_args.pop("threads", None), model_args.pop("batch_size", 64)
+        for name, value in (("threads", threads), ("batch_size", batch_size)):
+            if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 1):
+                raise ConfigError(f"-M {name}={value!r}: must be a whole number of at least 1")
         if threads is not None:
             import torch
 
-            torch.set_num_threads(int(threads))
-        spec = inference_spec(ModelConfig(name_or_path=model_name, **model_args))
+            torch.set_num_threads(threads)
+        spec = inference_spec(validate_config(ModelConfig, {"name_or_path": model_name, **model_args},
+                                              "model arguments (-M)"))
         with nullcontext() if verbose_enabled() else quiet_output():  # loaders' bars and logs (OPCT_VERBOSE=1 keeps them)
             self.model, self.tokenizer, self.renderer = load_spec_for_inference(spec)
-        self.engine = HFSampler(self.model, self.tokenizer, batch_size=batch_size)
-        self.batcher = _Batcher(self.engine, batch_size)
         self.spec = spec
+        return batch_size
 
     async def generate(
         self, input: list[ChatMessage], tools: list[ToolInfo], tool_choice: ToolChoice, config: GenerateConfig
@@ -120,11 +141,15 @@ class OpctModelAPI(ModelAPI):
             key, index, run_seed = current
         else:  # any other solver: a stream keyed by the prompt and the requested seed
             key, index, run_seed = hashlib.sha256(repr(prompt).encode()).hexdigest(), 0, config.seed or 0
+        if config.max_tokens is not None and config.max_tokens < 1:
+            from opct.errors import OpctError
+
+            raise OpctError(f"max_tokens={config.max_tokens}: the longest answer must be at least 1 token")
         params = SamplingParams(
             n=1,
             temperature=0.0 if config.temperature is None else float(config.temperature),
             top_p=1.0 if config.top_p is None else float(config.top_p),
-            max_new_tokens=config.max_tokens or 512,
+            max_new_tokens=self.max_tokens() if config.max_tokens is None else config.max_tokens,
             seed=0,
         )
         rollout = await self.batcher.submit(_Request(prompt, sample_seed(run_seed, key, index), params))

@@ -6,6 +6,9 @@ Every task takes the options of ``opct eval`` as ``-T`` arguments, with its defa
 ``data_dir`` (gpqa-diamond/, math-500/, ifeval/, sageeval-test/), ``real`` (a mapping of real-data
 paths by key, e.g. ``-T real='{sycophancy_mc: mc.jsonl}'``), ``seed``, ``epochs`` (opct's ``n``),
 ``temperature``, ``top_p``, ``max_new_tokens``, ``reasoning`` (strip | keep), ``max_unscored``.
+
+A bad argument (``-T max_new_tokens=0``, an unknown source, a missing data file) is an error naming it,
+printed as one line (:mod:`opct.inspect_eval.errors`), before any model loads.
 """
 
 from __future__ import annotations
@@ -15,8 +18,10 @@ from typing import Any
 
 from inspect_ai import Task, task
 
+from opct.errors import OpctError
 from opct.evals.task import EvalTask
 from opct.inspect_eval.bridge import inspect_task
+from opct.inspect_eval.errors import one_line_errors
 from opct.inspect_eval.provider import opct_provider  # noqa: F401  (registers the ``opct`` model provider)
 
 #: Capability evals with a task of their own, and the data source they default to.
@@ -32,18 +37,55 @@ CAPABILITY_TASKS = {
 }
 
 
+class TaskArgumentError(OpctError, ValueError):
+    """A ``-T`` argument of an opct task that cannot produce a measurement."""
+
+
+#: ``-T`` arguments with a fixed set of values.
+CHOICES = {"split": ("heldout", "train"), "source": ("organism", "real"), "reasoning": ("strip", "keep")}
+
+
+def check_task_args(args: dict[str, Any]) -> None:
+    """Raise :class:`TaskArgumentError` naming the first ``-T`` argument that cannot produce a measurement."""
+
+    def bad(name: str, why: str) -> TaskArgumentError:
+        return TaskArgumentError(f"-T {name}={args[name]!r}: {why}")
+
+    def whole(name: str, least: int) -> None:
+        value = args[name]
+        if isinstance(value, bool) or not isinstance(value, int) or value < least:
+            raise bad(name, f"must be a whole number of at least {least}")
+
+    for name, allowed in CHOICES.items():
+        if args.get(name, allowed[0]) not in allowed:
+            raise bad(name, f"use {' or '.join(allowed)}")
+    whole("max_new_tokens", 1)  # 0 used to be read as "no limit" and became 512
+    whole("epochs", 1)
+    if args.get("limit") is not None:
+        whole("limit", 1)
+    for name, allowed, fits in (("temperature", "at least 0", lambda v: v >= 0),
+                                ("top_p", "in (0, 1]", lambda v: 0 < v <= 1),
+                                ("max_unscored", "in [0, 1]", lambda v: 0 <= v <= 1)):
+        value = args[name]
+        if isinstance(value, bool) or not isinstance(value, int | float) or not fits(value):
+            raise bad(name, f"must be a number {allowed}")
+
+
 def eval_tasks_for(axis: str, only: str | None, args: dict[str, Any]) -> list[EvalTask]:
     """The opct eval tasks of ``axis`` (only the one named ``only``, if given) for ``opct eval``'s options."""
     import opct.builtins  # noqa: F401  (the built-in axes)
-    from opct.errors import OpctError
     from opct.evals.config import EvalOptions
-    from opct.evals.suite import eval_tasks
+    from opct.evals.suite import MissingEvalData, eval_tasks
 
     options = EvalOptions(
         data=args["source"], splits=[args["split"]], real=dict(args["real"] or {}), data_dir=args["data_dir"],
         judge=args["judge"], limit=args["limit"],
     )
-    tasks = eval_tasks([axis], options, suffix_train=False)
+    try:
+        tasks = eval_tasks([axis], options, suffix_train=False)
+    except MissingEvalData as err:  # worded for opct eval's flags: add Inspect's way of giving the files
+        raise TaskArgumentError(f"{err}; under Inspect give the files as -T real='{{key: path}}' (the keys in "
+                                "parentheses) or -T data_dir=DIR") from None
     if only is not None:
         tasks = [t for t in tasks if t.name == only]
     if not tasks:
@@ -54,12 +96,14 @@ def eval_tasks_for(axis: str, only: str | None, args: dict[str, Any]) -> list[Ev
 
 
 def _task(axis: str, only: str | None, args: dict[str, Any]) -> Task:
-    tasks = eval_tasks_for(axis, only, args)
-    return inspect_task(
-        tasks, seed=args["seed"], epochs=args["epochs"], temperature=args["temperature"], top_p=args["top_p"],
-        max_new_tokens=args["max_new_tokens"], reasoning=args["reasoning"], max_unscored=args["max_unscored"],
-        name=only or axis,
-    )
+    with one_line_errors(f"task opct/{only or axis}"):
+        check_task_args(args)
+        tasks = eval_tasks_for(axis, only, args)
+        return inspect_task(
+            tasks, seed=args["seed"], epochs=args["epochs"], temperature=args["temperature"], top_p=args["top_p"],
+            max_new_tokens=args["max_new_tokens"], reasoning=args["reasoning"], max_unscored=args["max_unscored"],
+            name=only or axis,
+        )
 
 
 def _registered(name: str) -> str:

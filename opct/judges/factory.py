@@ -25,8 +25,11 @@ kind               refusal / harm / warning
 =================  ==============================================================================
 
 Every judge abstains on an empty response (it is never counted as a refusal or a defence). Served
-judges take :class:`~opct.judges.model_judge.JudgeOptions` (timeout, retries, and ``fail_after``
-failed requests in a row that raise :class:`~opct.judges.model_judge.JudgeOutage`). Both the eval
+judges take :class:`~opct.judges.model_judge.JudgeOptions` (the time limit of an attempt, connect to
+last byte, retries, and ``fail_after`` failed attempts in a row that raise
+:class:`~opct.judges.model_judge.JudgeOutage`; by default a silent endpoint stops an eval within 45 s),
+and their cache folder must be writable (:class:`~opct.judges.model_judge.JudgeCacheError`, raised
+when the judge is made, names it and the system's reason). Both the eval
 tasks and the attacker's scorers (:mod:`opct.attack.scorers`) get their judges here; register
 another kind in :data:`JUDGE_KINDS`.
 """
@@ -38,13 +41,12 @@ from collections.abc import Callable
 from pathlib import Path
 
 from opct.judges.base import Judge
-from opct.judges.model_judge import JudgeOptions
+from opct.judges.model_judge import ENV_CACHE, JudgeOptions
 from opct.registry import Registry
 
 #: ``(role, argument, options) -> judge or None``: one factory per judge kind.
 JudgeFactory = Callable[[str, str, JudgeOptions], "Judge | None"]
 JUDGE_KINDS: Registry[JudgeFactory] = Registry("judge kind")
-ENV_CACHE = "OPCT_JUDGE_CACHE"
 
 
 def judge_cache_dir() -> Path:

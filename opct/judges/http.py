@@ -8,16 +8,24 @@ by default, from the environment variables ``OPCT_JUDGE_BASE_URL`` (e.g.
 ``http://localhost:8000/v1``) and ``OPCT_JUDGE_API_KEY`` (optional for local servers). The key is
 never written to the cache or to verdicts.
 
-Retries: HTTP 429, 5xx, connection errors and timeouts are retried with exponential back-off
-(``backoff * 2**attempt`` seconds, capped at ``max_backoff``, or the server's ``Retry-After`` if that is
-shorter than the cap). Other 4xx errors are not retried. When every attempt fails, or the reply has no
-parseable verdict, the judge abstains (and nothing is cached).
+Time limits: ``timeout`` bounds one attempt as a whole, from connecting to the last byte of the answer
+(a watchdog cuts the connection at the deadline, so a server that sends its answer byte by byte cannot
+hold it longer), and one request, retries and back-off included, gets at most
+``timeout * (max_retries + 1)`` seconds (its *budget*).
 
-Fail-fast: requests that fail because the endpoint is down or misconfigured (connection errors,
-timeouts, HTTP 5xx, 401/403/404, a non-JSON body) are counted across samples; any answered request
-resets the count. ``fail_after`` of them in a row raise :class:`~opct.judges.model_judge.JudgeOutage`,
-which stops the evaluation instead of letting every remaining sample abstain. Timeout, retries and
-``fail_after`` come from :class:`~opct.judges.model_judge.JudgeOptions`.
+Retries: HTTP 408, 409, 425, 429, 5xx, connection errors and timeouts are retried with exponential
+back-off (``backoff * 2**attempt`` seconds) or after the server's ``Retry-After`` (seconds or an HTTP
+date), either capped at ``max_backoff``; a wait that does not fit in what is left of the request's
+budget ends the request instead. Other 4xx errors are not retried. When every attempt fails, or the
+reply has no parseable verdict, the judge abstains (and nothing is cached).
+
+Fail-fast: attempts that fail because the endpoint is down, overloaded or misconfigured (connection
+errors, timeouts, HTTP 429, 5xx and the other retried statuses, 401/403/404, a non-JSON body) are
+counted across samples; any answered request resets the count. ``fail_after`` of them in a row raise
+:class:`~opct.judges.model_judge.JudgeOutage`, which stops the evaluation instead of letting every
+remaining sample abstain. Timeout, retries and ``fail_after`` come from
+:class:`~opct.judges.model_judge.JudgeOptions`: with its defaults a silent endpoint stops an eval after
+at most 45 s.
 
 The cache key includes the endpoint (``base_url``), so verdicts of another server serving a model of
 the same name are never reused; the API key is never part of it.
@@ -26,12 +34,18 @@ the same name are never reused; the API key is never part of it.
 from __future__ import annotations
 
 import contextlib
+import datetime
+import email.utils
 import http.client
 import json
+import math
 import os
+import socket
+import threading
 import time
 import urllib.error
 import urllib.request
+from email.message import Message
 from typing import Any
 
 from opct.judges.model_judge import JudgeOptions, JudgeOutage, JudgeUnavailable, RubricJudge
@@ -40,17 +54,126 @@ from opct.judges.rubrics import Messages, Rubric
 ENV_BASE_URL = "OPCT_JUDGE_BASE_URL"
 ENV_API_KEY = "OPCT_JUDGE_API_KEY"
 RETRY_STATUS = frozenset({408, 409, 425, 429, 500, 502, 503, 504})
-# Statuses that say the endpoint itself is unusable (down, wrong key, wrong URL or model): they count toward an outage.
+# Statuses that say the endpoint itself is unusable (down, wrong key, wrong URL or model): they count toward an
+# outage, as do every retried status and every 5xx.
 OUTAGE_STATUS = frozenset({401, 403, 404, 408})
+
+
+class _Deadline:
+    """A watchdog for one attempt: at ``seconds`` it shuts down every socket the attempt opened (reads
+    then fail at once), so the socket timeout, which applies to each read alone, cannot be stretched by
+    a server that keeps sending a byte at a time."""
+
+    def __init__(self, seconds: float) -> None:
+        self.seconds = seconds
+        self.expired = False
+        self._lock = threading.Lock()
+        self._sockets: list[socket.socket] = []
+        self._timer = threading.Timer(seconds, self._expire)
+        self._timer.daemon = True
+
+    def __enter__(self) -> _Deadline:
+        self._timer.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._timer.cancel()
+
+    def watch(self, sock: socket.socket) -> None:
+        """Shut ``sock`` down at the deadline (at once if it has passed). urllib lets go of the connection's
+        socket once the headers are in, and the response reads from it on: the socket itself is kept."""
+        with self._lock:
+            self._sockets.append(sock)
+            if self.expired:
+                _cut(sock)
+
+    def _expire(self) -> None:
+        with self._lock:
+            self.expired = True
+            for sock in self._sockets:
+                _cut(sock)
+
+
+def _cut(sock: socket.socket) -> None:
+    with contextlib.suppress(OSError, ValueError):
+        socket.socket.shutdown(sock, socket.SHUT_RDWR)  # the plain socket's: also under TLS, from another thread
+
+
+class _Watched:
+    """A urllib handler whose connections hand their socket to a :class:`_Deadline` once connected."""
+
+    deadline: _Deadline
+
+    def do_open(self, http_class: Any, req: Any, **kwargs: Any) -> Any:
+        deadline = self.deadline
+
+        class Connection(http_class):  # type: ignore[misc, valid-type]
+            def connect(self) -> None:
+                super().connect()
+                deadline.watch(self.sock)
+
+        return super().do_open(Connection, req, **kwargs)  # type: ignore[misc]
+
+
+class _HTTPHandler(_Watched, urllib.request.HTTPHandler):
+    def __init__(self, deadline: _Deadline) -> None:
+        super().__init__()
+        self.deadline = deadline
+
+
+class _HTTPSHandler(_Watched, urllib.request.HTTPSHandler):
+    def __init__(self, deadline: _Deadline) -> None:
+        super().__init__()
+        self.deadline = deadline
+
+
+def send(request: urllib.request.Request, seconds: float) -> tuple[int, Message | None, bytes]:
+    """``(status, headers, body)`` of the answer to ``request``, all of it (connect, send, every byte of the
+    answer) within ``seconds``, or :class:`TimeoutError`. HTTP error statuses are returned, not raised;
+    a connection that fails raises :class:`OSError` or :class:`http.client.HTTPException`."""
+    deadline = _Deadline(seconds)
+    opener = urllib.request.build_opener(_HTTPHandler(deadline), _HTTPSHandler(deadline))
+    try:
+        with deadline:
+            try:
+                with opener.open(request, timeout=seconds) as resp:
+                    status, headers, body = resp.status, resp.headers, resp.read()
+            except urllib.error.HTTPError as exc:
+                status, headers, body = exc.code, exc.headers, _read(exc)
+    except Exception as exc:
+        if deadline.expired:
+            raise TimeoutError(f"no complete answer within {seconds:.3g} s") from exc
+        raise
+    if deadline.expired:  # cut in the middle of a body that had no length: what came is not the answer
+        raise TimeoutError(f"no complete answer within {seconds:.3g} s")
+    return status, headers, body
+
+
+def retry_after_seconds(value: str | None, now: float | None = None) -> float | None:
+    """The wait a ``Retry-After`` header asks for, in seconds (a number, or an HTTP date: the time until
+    it), never negative; ``None`` when absent or unreadable."""
+    if not value or not value.strip():
+        return None
+    with contextlib.suppress(ValueError):
+        seconds = float(value.strip())
+        return max(seconds, 0.0) if math.isfinite(seconds) else None
+    try:
+        when = email.utils.parsedate_to_datetime(value.strip())
+    except (TypeError, ValueError, IndexError):
+        return None
+    if when.tzinfo is None:  # an HTTP date is in GMT
+        when = when.replace(tzinfo=datetime.UTC)
+    return max(when.timestamp() - (time.time() if now is None else now), 0.0)
 
 
 class ChatCompletionsClient:
     """The transport to an OpenAI-compatible ``/chat/completions`` endpoint: request, retries, back-off.
 
     ``env_base_url`` / ``env_api_key`` name the environment variables read when ``base_url`` /
-    ``api_key`` are not passed (the judge and the model attacker use different ones). With
-    ``fail_after``, that many failed requests in a row (see the module docstring) raise
-    :class:`~opct.judges.model_judge.JudgeOutage`; ``None`` never gives up.
+    ``api_key`` are not passed (the judge and the model attacker use different ones). ``timeout`` bounds
+    one attempt from connecting to the answer's last byte, and a request with its retries gets
+    :attr:`budget` seconds. With ``fail_after``, that many failed attempts in a row (see the module
+    docstring) raise :class:`~opct.judges.model_judge.JudgeOutage`; ``None`` never gives up.
     """
 
     def __init__(
@@ -87,8 +210,13 @@ class ChatCompletionsClient:
         self.fail_after = fail_after
         self.env_base_url = env_base_url
         self.what = what
-        self.consecutive_failures = 0  # failed requests in a row, across samples (reset by an answered one)
+        self.consecutive_failures = 0  # failed attempts in a row, across samples (reset by an answered one)
         self.sleep = time.sleep  # replaceable in tests
+
+    @property
+    def budget(self) -> float:
+        """Seconds one request may take, every retry and wait included: ``timeout * (max_retries + 1)``."""
+        return self.timeout * (self.max_retries + 1)
 
     def decoding(self) -> dict[str, Any]:
         """Decoding settings sent with every request."""
@@ -107,48 +235,60 @@ class ChatCompletionsClient:
         )
 
     def _delay(self, attempt: int, retry_after: str | None) -> float:
-        delay = min(self.backoff * (2**attempt), self.max_backoff)
-        if retry_after:
-            with contextlib.suppress(ValueError):
-                delay = min(max(float(retry_after), 0.0), self.max_backoff)
-        return delay
+        """The wait before the next attempt: the server's ``Retry-After`` if it sent one, else exponential
+        back-off; either capped at ``max_backoff``."""
+        asked = retry_after_seconds(retry_after)
+        return min(self.backoff * (2**attempt) if asked is None else asked, self.max_backoff)
 
     def _failed(self, error: str) -> None:
-        """Count one failed request; raise :class:`JudgeOutage` at ``fail_after`` in a row."""
+        """Count one failed attempt; raise :class:`JudgeOutage` at ``fail_after`` in a row."""
         self.consecutive_failures += 1
         if self.fail_after is not None and self.consecutive_failures >= self.fail_after:
+            busy = ", that it is not rate-limiting this client (HTTP 429)" if error.startswith("HTTP 429") else ""
             raise JudgeOutage(
                 f"{self.what} endpoint {self.base_url} (model {self.model!r}) failed {self.consecutive_failures} "
                 f"requests in a row; last error: {error}. Stopping rather than scoring every remaining sample as "
-                f"abstained: check that the server is up and that {self.env_base_url} points at it, or raise "
-                f"--judge-timeout (now {self.timeout:g} s) / --judge-fail-after (now {self.fail_after})."
+                f"abstained: check that the server is up{busy} and that {self.env_base_url} points at it, or raise "
+                f"--judge-timeout (now {self.timeout:g} s per attempt) / --judge-fail-after (now {self.fail_after})."
             )
 
     def _complete(self, messages: Messages) -> str:
         errors: list[str] = []
+        start = time.monotonic()
+        attempts = 0
         for attempt in range(self.max_retries + 1):
+            attempts += 1
+            left = self.budget - (time.monotonic() - start)
             retry_after = None
             try:
-                with urllib.request.urlopen(self._request(messages), timeout=self.timeout) as resp:
-                    payload = json.loads(resp.read().decode("utf-8"))
-                self.consecutive_failures = 0
-                return _content(payload)
-            except urllib.error.HTTPError as exc:
-                errors.append(f"HTTP {exc.code}")
-                if exc.code >= 500 or exc.code in OUTAGE_STATUS:
-                    self._failed(f"HTTP {exc.code}: {_body(exc)}")
-                if exc.code not in RETRY_STATUS:
-                    raise JudgeUnavailable(f"HTTP {exc.code} (not retried): {_body(exc)}") from exc
-                retry_after = exc.headers.get("Retry-After") if exc.headers else None
-            except (urllib.error.URLError, TimeoutError, ConnectionError, http.client.HTTPException) as exc:
+                status, headers, body = send(self._request(messages), min(self.timeout, left))
+            except (OSError, http.client.HTTPException) as exc:  # URLError, refused, reset, timed out
                 errors.append(f"{type(exc).__name__}: {getattr(exc, 'reason', exc)}")
                 self._failed(errors[-1])
-            except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-                self._failed(f"non-JSON body: {exc}")
-                raise JudgeUnavailable(f"endpoint returned non-JSON: {exc}") from exc
-            if attempt < self.max_retries:
-                self.sleep(self._delay(attempt, retry_after))
-        raise JudgeUnavailable(f"gave up after {self.max_retries + 1} attempts: {', '.join(errors)}")
+            else:
+                if 200 <= status < 300:
+                    try:
+                        payload = json.loads(body.decode("utf-8"))
+                    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+                        self._failed(f"non-JSON body: {exc}")
+                        raise JudgeUnavailable(f"endpoint returned non-JSON: {exc}") from exc
+                    self.consecutive_failures = 0
+                    return _content(payload)
+                text = body.decode("utf-8", "replace")[:300]
+                errors.append(f"HTTP {status}")
+                if status >= 500 or status in OUTAGE_STATUS or status in RETRY_STATUS:
+                    self._failed(f"HTTP {status}: {text}")
+                if status not in RETRY_STATUS:
+                    raise JudgeUnavailable(f"HTTP {status} (not retried): {text}")
+                retry_after = headers.get("Retry-After") if headers else None
+            if attempt == self.max_retries:
+                break
+            delay = self._delay(attempt, retry_after)
+            if delay >= self.budget - (time.monotonic() - start):
+                errors.append(f"no time left for a retry after {delay:g} s within the request's {self.budget:g} s")
+                break
+            self.sleep(delay)
+        raise JudgeUnavailable(f"gave up after {attempts} attempt{'s' if attempts > 1 else ''}: {', '.join(errors)}")
 
 
 class HTTPJudge(ChatCompletionsClient, RubricJudge):
@@ -201,11 +341,12 @@ class HTTPJudge(ChatCompletionsClient, RubricJudge):
         return {**RubricJudge.identity(self), "endpoint": self.base_url}
 
 
-def _body(exc: urllib.error.HTTPError) -> str:
+def _read(exc: urllib.error.HTTPError) -> bytes:
+    """The body of an HTTP error answer (empty when it cannot be read)."""
     try:
-        return exc.read().decode("utf-8", "replace")[:300]
-    except Exception:
-        return ""
+        return exc.read()
+    except (OSError, http.client.HTTPException):
+        return b""
 
 
 def _content(payload: Any) -> str:

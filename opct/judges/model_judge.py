@@ -27,6 +27,8 @@ from opct.judges.base import Verdict
 from opct.judges.rubrics import Messages, Rubric, RubricParseError, RubricResult
 
 MAX_REASON_CHARS = 2000
+#: The environment variable naming the served judges' cache folder (default ``~/.cache/opct/judge``).
+ENV_CACHE = "OPCT_JUDGE_CACHE"
 
 
 class JudgeUnavailable(RuntimeError):
@@ -40,21 +42,29 @@ class JudgeOutage(OpctError, RuntimeError):
     exit_code = FAULT
 
 
+class JudgeCacheError(OpctError):
+    """The judge's cache folder cannot be written (reported before any sample is judged)."""
+
+
 @dataclass(frozen=True)
 class JudgeOptions:
-    """How a served judge is called: the per-request time limit, retries, and when to give up.
+    """How a served judge is called: the time limit of an attempt, retries, and when to give up.
 
     Attributes:
-        timeout: seconds to wait for one request's answer.
-        max_retries: retries of a failed request (connection error, timeout, HTTP 429/5xx) after the
-            first attempt, with exponential back-off; after them the sample abstains.
-        fail_after: this many failed requests in a row (connection errors, timeouts, 5xx; counted
-            across samples, reset by any answered request) raise :class:`JudgeOutage`.
+        timeout: seconds one attempt may take, from connecting to the answer's last byte. A request
+            with its retries and waits gets at most ``timeout * (max_retries + 1)`` seconds.
+        max_retries: retries of a failed attempt (connection error, timeout, HTTP 429/5xx) after the
+            first one, with back-off (or the server's ``Retry-After``); after them the sample abstains.
+        fail_after: this many failed attempts in a row (connection errors, timeouts, HTTP 429, 5xx;
+            counted across samples, reset by any answered request) raise :class:`JudgeOutage`.
+
+    With the defaults (15 s, 2 retries, 3 failures) an endpoint that accepts connections and never
+    answers stops the evaluation after at most 45 s (3 attempts of 15 s, the waits included).
     """
 
-    timeout: float = 60.0
-    max_retries: int = 4
-    fail_after: int = 5
+    timeout: float = 15.0
+    max_retries: int = 2
+    fail_after: int = 3
 
     def __post_init__(self) -> None:
         if not self.timeout > 0:
@@ -83,13 +93,36 @@ class DiskCache:
             return None
 
     def put(self, key: str, entry: dict[str, Any]) -> None:
-        """Store ``entry`` under ``key`` (temporary file + rename, so readers never see half a file)."""
+        """Store ``entry`` under ``key`` (temporary file + rename, so readers never see half a file);
+        :class:`JudgeCacheError` when the folder cannot be written."""
         path = self._path(key)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=path.parent, suffix=".tmp")
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            json.dump(entry, fh, ensure_ascii=False)
-        os.replace(tmp, path)
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            fd, tmp = tempfile.mkstemp(dir=path.parent, suffix=".tmp")
+            with os.fdopen(fd, "w", encoding="utf-8") as fh:
+                json.dump(entry, fh, ensure_ascii=False)
+            os.replace(tmp, path)
+        except OSError as err:
+            raise self._unwritable(err) from err
+
+    def check_writable(self) -> None:
+        """Create the folder and write (then remove) a file in it, or raise :class:`JudgeCacheError`
+        naming the folder and the system's reason: called when a judge is made, before any sample."""
+        try:
+            self.root.mkdir(parents=True, exist_ok=True)
+            fd, probe = tempfile.mkstemp(dir=self.root, suffix=".probe")
+            os.close(fd)
+            os.remove(probe)
+        except OSError as err:
+            raise self._unwritable(err) from err
+
+    def _unwritable(self, err: OSError) -> JudgeCacheError:
+        reason = err.strerror or str(err)
+        where = f" ({err.filename})" if err.filename and str(err.filename) != str(self.root) else ""
+        return JudgeCacheError(
+            f"judge cache {self.root} cannot be written: {reason}{where}. Set {ENV_CACHE} to a writable "
+            f"folder (e.g. {ENV_CACHE}=/tmp/opct-judge-cache) and rerun."
+        )
 
 
 def cache_key(identity: dict[str, Any], messages: Messages) -> str:
@@ -102,7 +135,8 @@ def cache_key(identity: dict[str, Any], messages: Messages) -> str:
 class RubricJudge:
     """Base class: a :class:`~opct.judges.rubrics.Rubric` answered by some chat model.
 
-    ``judge()`` renders the rubric, looks the exact input up in the cache (when ``cache_dir`` is set),
+    ``judge()`` renders the rubric, looks the exact input up in the cache (when ``cache_dir`` is set,
+    which must be writable: :class:`JudgeCacheError` otherwise, when the judge is made),
     otherwise calls ``_complete``, parses the completion and caches it only when it parsed. A failed
     call or an unparsable output gives an abstaining :class:`Verdict` (score 0, ``abstained=True``)
     whose reason says why, and nothing is cached; it never raises for those (only
@@ -116,6 +150,8 @@ class RubricJudge:
         self.rubric = rubric
         self.model = model
         self.cache = DiskCache(cache_dir) if cache_dir is not None else None
+        if self.cache is not None:
+            self.cache.check_writable()  # an unwritable cache is an error now, not in every record later
         self.name = f"{self.kind}:{rubric.name}:{model}"
         self.calls = 0  # completions actually requested from the model (cache hits excluded)
 

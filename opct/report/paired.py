@@ -66,9 +66,24 @@ def method_pairs(methods: Sequence[str]) -> list[tuple[str, str]]:
     return [(methods[i], methods[j]) for i in range(len(methods) - 1, 0, -1) for j in range(i - 1, -1, -1)]
 
 
+#: The mark beside a paired difference one of whose sides is no complete measurement.
+INCOMPLETE = "INCOMPLETE"
+
+
+def side_incomplete(exp: Experiment, column: Column, method: str, values: Mapping[str, list[float]]) -> bool:
+    """Whether ``method``'s side of a paired difference in ``column`` is no complete measurement: its
+    eval (or attack) stopped before every unit was measured (records but no results), or has more
+    unscored records than its limit (``status: incomplete``)."""
+    metric = column.get(exp, method)
+    if metric is None:
+        return bool(values)  # records without results: an eval that stopped half-way
+    return metric.incomplete
+
+
 def paired_difference_parts(exp: Experiment, column: Column, a: str, b: str) -> tuple[str, ...]:
     """``("−3.4 pts", "[−8.0, +1.2]", "(k=31)")`` for ``a − b`` in ``column``, or ``("—",)`` when either
-    lacks the units."""
+    lacks the units; a fourth part ``INCOMPLETE`` when either side is no complete measurement
+    (:func:`side_incomplete`)."""
     from opct.stats.paired import paired_cluster_difference
 
     assert column.paired is not None
@@ -78,8 +93,11 @@ def paired_difference_parts(exp: Experiment, column: Column, a: str, b: str) -> 
         return (MISSING,)
     est = paired_cluster_difference(values_a, values_b, statistic)
     scale, digits, unit = (100.0, 1, " pts") if column.percent else (1.0, 3, "")
-    return (f"{est.value * scale:+.{digits}f}{unit}", f"[{est.ci_low * scale:+.{digits}f}, {est.ci_high * scale:+.{digits}f}]",
-            f"(k={est.clusters})")
+    parts = (f"{est.value * scale:+.{digits}f}{unit}", f"[{est.ci_low * scale:+.{digits}f}, {est.ci_high * scale:+.{digits}f}]",
+             f"(k={est.clusters})")
+    if side_incomplete(exp, column, a, values_a) or side_incomplete(exp, column, b, values_b):
+        return (*parts, INCOMPLETE)
+    return parts
 
 
 def paired_parts(exp: Experiment, columns: Sequence[Column]) -> tuple[list[Column], list[tuple[str, list[tuple[str, ...]]]]]:
@@ -110,5 +128,7 @@ HOWTO = (
     "Each cell is the difference between two methods in that column (percentage points for rates), measured "
     "on the units both were evaluated on (k: questions, behaviours, facts or items), with a 95% paired cluster "
     "bootstrap interval: the units are resampled together for both methods. An interval that contains 0 does "
-    "not separate the two methods. ↓ / ↑ say which direction is better."
+    "not separate the two methods. ↓ / ↑ say which direction is better. INCOMPLETE beside a cell: one of the two "
+    "methods' evals stopped before every unit was measured, or left more records unscored than its limit; the "
+    "difference is over the units it has and is not a measurement."
 )

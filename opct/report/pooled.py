@@ -154,9 +154,11 @@ def pooled_rows(families: Mapping[str, Experiment], a: str = "opct", b: str = "b
                 statistic = statistic or stat
                 if values_a and values_b:
                     cells[(family, s)] = (values_a, values_b)
-                for method, key in ((a, runs_a[s]), (b, runs_b[s])):
+                for method, key, values in ((a, runs_a[s], values_a), (b, runs_b[s], values_b)):
                     metric = own.get(exp, key)
                     if metric is None:
+                        if values:  # records without results: an eval that stopped half-way
+                            incomplete.append(f"{family}/{key} (unfinished)")
                         continue
                     reported = True
                     for outcome, count in metric.unscored.items():
@@ -171,12 +173,14 @@ def pooled_rows(families: Mapping[str, Experiment], a: str = "opct", b: str = "b
 
 
 def difference_parts(row: PooledRow) -> tuple[str, str]:
-    """``("−3.4 pts", "[−8.0, +1.2]")`` for a rate, ``("+0.012", "[…]")`` for a score; ``("—", "")`` unmeasured."""
+    """``("−3.4 pts", "[−8.0, +1.2]")`` for a rate, ``("+0.012", "[…]")`` for a score; ``("—", "")`` unmeasured.
+    When a run behind the row is incomplete (:attr:`PooledRow.incomplete`) the value reads ``−3.4 pts INCOMPLETE``."""
     est = row.difference.estimate
     if math.isnan(est.value):
         return "—", ""
     scale, digits, unit = (100.0, 1, " pts") if row.column.percent else (1.0, 3, "")
-    return (f"{est.value * scale:+.{digits}f}{unit}",
+    mark = " INCOMPLETE" if row.incomplete else ""
+    return (f"{est.value * scale:+.{digits}f}{unit}{mark}",
             f"[{est.ci_low * scale:+.{digits}f}, {est.ci_high * scale:+.{digits}f}]")
 
 
@@ -201,5 +205,7 @@ HOWTO = (
     "planned. Unscored rows (empty, unparsed, judge abstained, errors) are left out, never counted as a "
     "success; their counts are shown. The verdict reads the interval against the paper's side: it holds "
     "when the interval excludes 0 on that side, is reversed when it excludes 0 on the other, and is not "
-    "resolved when it contains 0."
+    "resolved when it contains 0. INCOMPLETE beside a difference: a run behind it has an eval that stopped "
+    "before every unit was measured (unfinished) or left more records unscored than its limit; the "
+    "difference is over what was measured and is not a measurement."
 )

@@ -12,5 +12,8 @@ export); the modules behind it each do one job:
 * :mod:`~opct.runs.manifest`: what was run, on what, with which versions (every command's manifest);
 * :mod:`~opct.runs.final` and :mod:`~opct.runs.model_card`: ``final/`` and what it says about itself;
 * :mod:`~opct.runs.export`: a trained checkpoint as one model folder;
+* :mod:`~opct.runs.trained`: a trained model folder loaded as what it claims (its record, no remote code
+  without the command's consent, exactly its tensors);
+* :mod:`~opct.runs.outputs`: who owns an output folder (a run, an eval, an attack, an export...), and its lock;
 * :mod:`~opct.runs.errors`: the run directory's errors and warning.
 """

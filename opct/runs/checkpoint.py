@@ -9,8 +9,10 @@
 * ``checkpoint.json``, written last: the step, and the size and sha256 of each file above.
 
 A checkpoint is written under ``step-N.tmp`` (files synced to disk) and renamed, so a ``step-N`` folder
-is complete unless the disk lost or changed data. A resume uses the newest checkpoint whose files match
-their hashes, warning when it skips a newer one. No RNG state is saved: the loop reseeds every global
+is complete unless the disk lost or changed data; a write that fails (a full disk) removes ``step-N.tmp``,
+leaves the earlier checkpoints as they were and stops with an error naming the file. A resume uses the
+newest checkpoint whose files match their hashes and whose ``state.json`` is a readable state, warning
+when it skips a newer one. No RNG state is saved: the loop reseeds every global
 generator from (seed, step, rank) before each step (``opct.training.batches.seed_step``), so nothing else is
 needed for an exact resume. Loading is strict: a model file with a missing or extra tensor, or an
 optimizer saved for other parameters, stops with a :class:`CheckpointError` naming the key.
@@ -22,18 +24,23 @@ on load, so the files are the same whichever way the run was launched.
 
 from __future__ import annotations
 
+import errno
 import json
 import os
+import re
 import shutil
 import warnings
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Protocol
 
 import torch
 from accelerate import Accelerator
+from safetensors import SafetensorError
 from safetensors.torch import load_file, save_file
 
-from opct.runs.errors import CheckpointError, RunDirWarning
+from opct.runs.errors import CheckpointError, CheckpointWriteError, RunDirWarning
 from opct.runs.layout import RunLayout, checkpoint_step, layout_of
 from opct.runs.manifest import sha256_file
 
@@ -76,6 +83,35 @@ def _parameter_order(model: torch.nn.Module, optimizer: torch.optim.Optimizer) -
     return [names[id(p)] for p in order]
 
 
+@contextmanager
+def writing(file: Path) -> Iterator[None]:
+    """Turn a failure to write ``file`` into an ``OSError`` naming it: safetensors' writer raises its own
+    ``SafetensorError`` (a full disk reads ``... (os error 28)``), and a failed ``write`` names no file."""
+    try:
+        yield
+    except SafetensorError as err:
+        code = re.search(r"os error (\d+)|code: (\d+)", str(err))
+        if code is None:
+            raise
+        number = int(code.group(1) or code.group(2))
+        raise OSError(number, os.strerror(number), str(file)) from err
+    except OSError as err:
+        if err.filename is None:
+            raise OSError(err.errno, err.strerror, str(file)) from err
+        raise
+
+
+def write_failure(err: OSError, what: str, kept: str) -> CheckpointWriteError:
+    """The error of a checkpoint (``what``) that could not be written, saying what was ``kept``."""
+    where = err.filename or what
+    cause = "no space left on the device" if err.errno == errno.ENOSPC else (err.strerror or str(err))
+    return CheckpointWriteError(
+        f"{cause} writing {where}: {what} was not written, and nothing half-written was kept; {kept}. "
+        + ("Free some space and rerun the same command to continue." if err.errno == errno.ENOSPC
+           else "Fix the problem and rerun the same command to continue.")
+    )
+
+
 def _sync(path: Path) -> None:
     fd = os.open(path, os.O_RDONLY)
     try:
@@ -93,11 +129,10 @@ def write_checkpoint(
     parameters, the optimizer's parameter order and state); None reads it from ``model`` and ``optimizer``.
     """
     if gathered is None:
-        save_file({n: p.detach().contiguous().cpu() for n, p in _trainable(model).items()}, str(folder / MODEL))
-        order = _parameter_order(model, optimizer)
-        state = optimizer.state_dict()
+        params, order, state = _trainable(model), _parameter_order(model, optimizer), optimizer.state_dict()
     else:
         params, order, state = gathered
+    with writing(folder / MODEL):
         save_file({n: t.detach().contiguous().cpu() for n, t in params.items()}, str(folder / MODEL))
     tensors: dict[str, torch.Tensor] = {}
     values: dict[str, dict[str, Any]] = {}
@@ -107,7 +142,8 @@ def write_checkpoint(
                 tensors[f"{order[index]}/{key}"] = value.detach().contiguous().cpu()
             else:
                 values.setdefault(order[index], {})[key] = value
-    save_file(tensors, str(folder / OPTIMIZER))
+    with writing(folder / OPTIMIZER):
+        save_file(tensors, str(folder / OPTIMIZER))
     data = {
         "format": FORMAT,
         "step": step,
@@ -119,13 +155,16 @@ def write_checkpoint(
         text = json.dumps(data, indent=1)
     except TypeError as err:  # a state holding tensors or objects: refuse rather than pickle
         raise CheckpointError(f"cannot store the optimizer/scheduler state of step {step} as JSON: {err}") from err
-    (folder / STATE).write_text(text + "\n", encoding="utf-8")
+    with writing(folder / STATE):
+        (folder / STATE).write_text(text + "\n", encoding="utf-8")
     files = {}
     for name in REQUIRED:
-        _sync(folder / name)
+        with writing(folder / name):
+            _sync(folder / name)
         files[name] = {"bytes": (folder / name).stat().st_size, "sha256": sha256_file(folder / name)}
-    (folder / META).write_text(json.dumps({"format": FORMAT, "step": step, "files": files}, indent=1) + "\n")
-    _sync(folder / META)
+    with writing(folder / META):
+        (folder / META).write_text(json.dumps({"format": FORMAT, "step": step, "files": files}, indent=1) + "\n")
+        _sync(folder / META)
 
 
 def save_checkpoint(
@@ -134,21 +173,55 @@ def save_checkpoint(
 ) -> None:
     """Write ``checkpoints/step-<step>`` atomically (main process) and keep only the newest ``keep``.
 
-    ``sharding``: how to gather a sharded model's state (collective: every process calls this)."""
+    A write that fails (a full disk, an interruption) removes its temporary folder and leaves every
+    earlier checkpoint as it was; a failed write is a :class:`~opct.runs.errors.CheckpointWriteError`
+    naming the file. ``sharding``: how to gather a sharded model's state (collective: every process calls this)."""
     layout = layout_of(run)
     final, tmp = layout.checkpoint(step), layout.checkpoint_tmp(step)
     acc.wait_for_everyone()
     gathered = sharding.gather_train_state(model, optimizer) if sharding is not None else None
     if acc.is_main_process:
         shutil.rmtree(tmp, ignore_errors=True)
-        tmp.mkdir(parents=True)
-        write_checkpoint(tmp, step, acc.unwrap_model(model), optimizer, scheduler, acc.scaler, gathered)
+        try:
+            tmp.mkdir(parents=True)
+            write_checkpoint(tmp, step, acc.unwrap_model(model), optimizer, scheduler, acc.scaler, gathered)
+        except BaseException as err:
+            shutil.rmtree(tmp, ignore_errors=True)
+            if not isinstance(err, OSError):
+                raise
+            earlier = [path for done, path in layout.list_checkpoints() if done < step]
+            kept = f"the earlier checkpoints are as they were (the newest: {earlier[-1]})" if earlier else "no earlier checkpoint exists"
+            raise write_failure(err, f"the checkpoint of step {step}", kept) from err
         shutil.rmtree(final, ignore_errors=True)
         tmp.rename(final)
         _sync(layout.checkpoints)
         for _, old in layout.list_checkpoints()[:-keep]:
             shutil.rmtree(old, ignore_errors=True)
     acc.wait_for_everyone()
+
+
+def _parse_state(path: Path) -> dict[str, Any]:
+    """The ``state.json`` of checkpoint folder ``path``; ``ValueError`` saying what is wrong with it."""
+    try:
+        saved = json.loads((path / STATE).read_text(encoding="utf-8"))
+    except (OSError, ValueError) as err:
+        raise ValueError(f"is unreadable ({err})") from err
+    if not isinstance(saved, dict) or saved.get("format") != FORMAT or saved.get("step") != checkpoint_step(path):
+        raise ValueError(f"is not the {FORMAT} state of step {checkpoint_step(path)}")
+    optimizer = saved.get("optimizer")
+    shapes = (("parameters", list), ("param_groups", list), ("values", dict))
+    if not isinstance(optimizer, dict) or not all(isinstance(optimizer.get(k), kind) for k, kind in shapes):
+        raise ValueError("has no optimizer state (parameters, param_groups, values)")
+    if not isinstance(saved.get("scheduler"), dict):
+        raise ValueError("has no learning-rate scheduler state")
+    return saved
+
+
+def _state_error(path: Path, problem: str) -> CheckpointError:
+    return CheckpointError(
+        f"{path / STATE} {problem}. Move {path} away to resume from an earlier checkpoint, or delete "
+        f"{path.parent} to start the run over."
+    )
 
 
 def verify_checkpoint(path: Path) -> str | None:
@@ -177,6 +250,10 @@ def verify_checkpoint(path: Path) -> str | None:
             return f"{name} has {size} bytes where {entry.get('bytes')} were written"
         if sha256_file(file) != entry.get("sha256"):
             return f"{name} does not match its sha256"
+    try:
+        _parse_state(path)
+    except ValueError as err:
+        return f"its {STATE} {err}"
     return None
 
 
@@ -274,12 +351,16 @@ def load_checkpoint(
 
     ``sharding``: how to load into a sharded model (collective: every process loads).
     """
-    saved = json.loads((path / STATE).read_text(encoding="utf-8"))
-    if saved.get("format") != FORMAT or saved.get("step") != checkpoint_step(path):
-        raise CheckpointError(f"{path / STATE} is not the state of step {checkpoint_step(path)}")
+    try:
+        saved = _parse_state(path)
+    except ValueError as err:
+        raise _state_error(path, str(err)) from err
     _load_model(path, model, sharding)
-    _load_optimizer(path, saved["optimizer"], model, optimizer, sharding)
-    scheduler.load_state_dict(saved["scheduler"])
+    try:
+        _load_optimizer(path, saved["optimizer"], model, optimizer, sharding)
+        scheduler.load_state_dict(saved["scheduler"])
+    except (KeyError, TypeError, IndexError, AttributeError) as err:  # a state of the right shape, wrong content
+        raise _state_error(path, f"does not fit this run's optimizer or scheduler ({type(err).__name__}: {err})") from err
     if scaler is not None:
         if saved.get("scaler") is None:
             raise CheckpointError(f"{path} was written without a gradient scaler (mixed precision changed?)")

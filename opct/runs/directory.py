@@ -30,7 +30,7 @@ from opct.runs.final import save_final
 from opct.runs.layout import RunLayout
 from opct.runs.lock import run_lock
 from opct.runs.logs import JsonlAppender, MetricsWriter, recover_log
-from opct.runs.manifest import write_json_atomic
+from opct.runs.manifest import keep_history, write_json_atomic
 from opct.runs.resume import ResumePoint, resume_point
 
 
@@ -39,6 +39,7 @@ class RunDirectory:
 
     def __init__(self, root: str | Path) -> None:
         self.layout = RunLayout(Path(root))
+        self._resumed = False  # whether resume_point found a checkpoint to continue from
 
     @property
     def root(self) -> Path:
@@ -54,7 +55,9 @@ class RunDirectory:
 
     def resume_point(self, cfg: RunConfig, teacher_fingerprint: str, data_hash: str, steps: int) -> ResumePoint:
         """How a (re)started run begins here (:func:`opct.runs.resume.resume_point`)."""
-        return resume_point(self.layout, cfg, teacher_fingerprint, data_hash, steps)
+        point = resume_point(self.layout, cfg, teacher_fingerprint, data_hash, steps)
+        self._resumed = point.checkpoint is not None
+        return point
 
     def clear_logs(self) -> None:
         """Remove the logs of an earlier attempt (a run that starts over keeps nothing of it)."""
@@ -67,8 +70,9 @@ class RunDirectory:
             recover_log(log, step)
 
     def write_manifest(self, manifest: dict[str, Any]) -> None:
-        """Write ``manifest.json`` atomically."""
-        write_json_atomic(self.layout.manifest, manifest)
+        """Write ``manifest.json`` atomically; a resumed run keeps its first start's ``created`` and adds
+        this start's time to ``resumed`` (:func:`opct.runs.manifest.keep_history`)."""
+        write_json_atomic(self.layout.manifest, keep_history(self.layout.manifest, manifest) if self._resumed else manifest)
 
     def metrics_writer(self, enabled: bool, log_rollouts: bool) -> MetricsWriter:
         """The appender of each step's record and rollouts."""
@@ -104,9 +108,10 @@ class RunDirectory:
         """Write ``final/`` atomically (:func:`opct.runs.final.save_final`)."""
         return save_final(acc, model, tokenizer, cfg, self.layout, identity)
 
-    def export(self, out: str | Path, dtype: str | None = None, overwrite: bool = False) -> Path:
+    def export(self, out: str | Path, dtype: str | None = None, overwrite: bool = False,
+               trust_remote_code: bool = False) -> Path:
         """This run's ``final/`` as one standalone model folder (:func:`opct.runs.export.export_merged`)."""
         from opct.runs.export import export_merged  # loads models only when asked
 
-        return export_merged(self.root, out, dtype=dtype, overwrite=overwrite)
+        return export_merged(self.root, out, dtype=dtype, overwrite=overwrite, trust_remote_code=trust_remote_code)
 

@@ -5,7 +5,8 @@ weights, tokenizer with its chat template). A LoRA run's ``final/`` holds the ad
 tokenizer it trained with: tools that take an adapter load it on its base (lm-eval-harness:
 ``pretrained=<base>,peft=<final>,tokenizer=<final>``), but a tool that wants one folder cannot.
 :func:`export_merged` writes that folder: the adapter merged into its base, after the base's weights
-were checked against the sha256 the run recorded (:func:`opct.models.load_for_inference`), the
+were checked against the sha256 the run recorded and its files against the tensors they must hold
+(:func:`opct.models.load_for_inference`; remote code only with ``--trust-remote-code``), the
 checkpoint's tokenizer as saved, an ``opct_checkpoint.json`` that names the checkpoint it came from,
 and a model card. The export is itself an opct checkpoint: ``opct eval --model <export>`` renders
 prompts with the run's recorded settings, as it does for the run.
@@ -29,13 +30,18 @@ class ExportError(OpctError, ValueError):
     """A checkpoint that cannot be exported as asked (not an opct checkpoint, an existing output...)."""
 
 
-def export_merged(spec: str | Path, out: str | Path, dtype: str | None = None, overwrite: bool = False) -> Path:
+def export_merged(spec: str | Path, out: str | Path, dtype: str | None = None, overwrite: bool = False,
+                  trust_remote_code: bool = False) -> Path:
     """Write the trained checkpoint ``spec`` (a run directory or its ``final/``) to ``out`` as one model folder.
 
-    ``dtype`` is the dtype to merge and save in (default: the one the run trained in; only then are the
-    base weights checked against the recorded sha256). ``out`` must not exist unless ``overwrite``; it
-    is written to ``<out>.tmp`` and renamed, so a failed export leaves no half-written folder.
-    Returns ``out``.
+    ``dtype`` is the dtype to merge and save in (default: the one the run trained in; the base weights
+    are checked against the recorded sha256 whatever it is). ``trust_remote_code``: the caller's consent
+    to run the model's own code; a checkpoint recording it is refused without it
+    (:func:`opct.runs.trained.check_remote_code_consent`). ``out`` must be new or empty, or, with
+    ``overwrite``, an earlier export; a folder of anything else (a run, an eval, an attack, an
+    experiment, other files) is never written into, replaced or deleted (:func:`check_export_output`).
+    It is written to a hidden ``.<out>.opct-export.tmp`` beside it and renamed, so a failed export leaves
+    no half-written folder. Returns ``out``.
     """
     folder = checkpoint_folder(str(spec))
     if folder is None:
@@ -50,22 +56,48 @@ def export_merged(spec: str | Path, out: str | Path, dtype: str | None = None, o
     if out.resolve() == folder.resolve() or folder.resolve() in out.resolve().parents:
         raise ExportError(f"--out {out} is inside the checkpoint {folder}; a rerun of the run would delete it. "
                           "Choose a folder outside final/, e.g. the run directory's merged/.")
-    if out.exists() and any(out.iterdir()) and not overwrite:
-        raise ExportError(f"{out} exists and is not empty; delete it, choose another folder, or overwrite it")
+    check_export_output(out, folder, overwrite)
 
     from transformers import AutoTokenizer
 
-    model, _ = load_for_inference(str(folder), dtype=dtype, device="cpu",
-                                  trust_remote_code=spec_record.get("trust_remote_code", False),
+    model, _ = load_for_inference(str(folder), dtype=dtype, device="cpu", trust_remote_code=trust_remote_code,
                                   revision=spec_record.get("revision"))
-    tokenizer = AutoTokenizer.from_pretrained(folder, trust_remote_code=spec_record.get("trust_remote_code", False))
-    tmp = out.with_name(out.name + ".tmp")
+    tokenizer = AutoTokenizer.from_pretrained(folder, trust_remote_code=trust_remote_code)
+    tmp = out.with_name(f".{out.name}.opct-export.tmp")  # opct's own name: never another program's folder
     shutil.rmtree(tmp, ignore_errors=True)
     model.save_pretrained(tmp)
     tokenizer.save_pretrained(tmp)
     exported = {**record, "model": {**spec_record, "dtype": dtype}, "merged_from": str(folder.resolve())}
     (tmp / CHECKPOINT_FILE).write_text(json.dumps(exported, indent=2) + "\n", encoding="utf-8")
     (tmp / CARD_FILE).write_text(merged_card(exported), encoding="utf-8")
-    shutil.rmtree(out, ignore_errors=True)
+    check_export_output(out, folder, overwrite)  # again: the folder may have changed while the model merged
+    if out.exists():
+        shutil.rmtree(out)  # an empty folder, or an earlier export (--overwrite)
     tmp.rename(out)
     return out
+
+
+def check_export_output(out: Path, checkpoint: Path, overwrite: bool) -> None:
+    """Refuse an ``--out`` export may not replace: anything that holds or contains another opct output
+    (a run, a checkpoint, an eval, an attack, an experiment) or the checkpoint exported, and any
+    non-empty folder that is not an earlier export; an earlier export only with ``overwrite``."""
+    from opct.runs.outputs import check_output
+
+    if out.exists() and not out.is_dir():
+        raise ExportError(f"--out {out} is a file; choose a folder")
+    try:
+        owner = check_output(out, "export", "--out")
+    except OpctError as err:
+        raise ExportError(str(err)) from None
+    if out.resolve() in checkpoint.resolve().parents:
+        raise ExportError(f"--out {out} contains the checkpoint {checkpoint}; replacing it would delete the run. "
+                          "Choose a folder of its own, e.g. the run directory's merged/.")
+    if owner is not None:
+        if not overwrite:
+            raise ExportError(f"--out {out} is not empty: it holds {owner.describe()}; --overwrite replaces it, or "
+                              "choose another folder")
+        return
+    if out.exists() and any(out.iterdir()):
+        found = ", ".join(sorted(p.name for p in out.iterdir())[:5])
+        raise ExportError(f"--out {out} exists and holds files that are no opct export ({found}); --overwrite replaces only "
+                          "an earlier export. Choose an empty or new folder.")

@@ -10,6 +10,7 @@ import torch
 from accelerate import Accelerator
 
 from opct.config import RunConfig
+from opct.runs.checkpoint import write_failure, writing
 from opct.runs.layout import RunLayout, layout_of
 from opct.runs.model_card import loadable_base, write_final_files
 
@@ -23,7 +24,8 @@ def save_final(
 
     An adapter's ``adapter_config.json`` names its base as :func:`~opct.runs.model_card.loadable_base` does (an
     alias's folder, a local base by its absolute path), so PEFT's and transformers' adapter loaders find
-    the base from any working directory."""
+    the base from any working directory. A write that fails (a full disk) removes ``final.tmp`` and leaves
+    an earlier ``final/`` as it was (:class:`~opct.runs.errors.CheckpointWriteError`)."""
     layout = layout_of(run)
     final, tmp = layout.final, layout.final_tmp
     acc.wait_for_everyone()
@@ -33,9 +35,17 @@ def save_final(
         unwrapped = acc.unwrap_model(model)
         for adapter in getattr(unwrapped, "peft_config", {}).values():
             adapter.base_model_name_or_path = loadable_base(cfg.model.name_or_path)
-        unwrapped.save_pretrained(tmp, state_dict=state)
-        tokenizer.save_pretrained(tmp)
-        write_final_files(tmp, cfg, **identity)
+        try:
+            with writing(tmp):
+                unwrapped.save_pretrained(tmp, state_dict=state)
+                tokenizer.save_pretrained(tmp)
+                write_final_files(tmp, cfg, **identity)
+        except BaseException as err:
+            shutil.rmtree(tmp, ignore_errors=True)
+            if not isinstance(err, OSError):
+                raise
+            kept = "the run's checkpoints are intact" + (f" and so is the earlier {final}" if final.exists() else "")
+            raise write_failure(err, str(final), kept) from err
         shutil.rmtree(final, ignore_errors=True)
         tmp.rename(final)
     acc.wait_for_everyone()

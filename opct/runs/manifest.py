@@ -74,3 +74,17 @@ def build_manifest(kind: str, config: dict[str, Any], **fields: Any) -> dict[str
         "created": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
         **fields,
     }
+
+
+def keep_history(path: Path, manifest: dict[str, Any]) -> dict[str, Any]:
+    """``manifest`` for a run resumed in place of the one at ``path``: the first start's ``created`` is
+    kept, and this start's time is appended to ``resumed`` (unchanged when ``path`` holds no readable
+    manifest with a ``created``)."""
+    try:
+        old = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return manifest
+    if not isinstance(old, dict) or not isinstance(old.get("created"), str):
+        return manifest
+    earlier = old.get("resumed") if isinstance(old.get("resumed"), list) else []
+    return {**manifest, "created": old["created"], "resumed": [*earlier, manifest.get("created")]}

@@ -4,8 +4,11 @@
 system prompt, so evaluation renders the same token ids), the base model's resolved identity (an
 alias, an absolute path, or a hub id with its revision) and a sha256 of every base weight, so a
 checkpoint whose base changed underneath it is refused rather than silently evaluated.
-``README.md`` is a Hugging Face-style model card: method, base model, data, configuration, and the
-evaluation table once ``opct eval`` has run on the checkpoint.
+``README.md`` is a Hugging Face-style model card: method, base model, data, configuration, and an
+Evaluation section saying where evaluations are. Nothing rewrites the card after training: ``opct
+eval`` never writes into the checkpoint it measures (it writes the section, for these weights, into its
+own output as ``model_card_eval.md``), so a finished run rebuilt as it was (a no-op rerun) rewrites
+the same card and loses nothing.
 """
 
 from __future__ import annotations
@@ -22,6 +25,9 @@ from opct.runs.layout import CHECKPOINT_FILE
 CARD_FILE = "README.md"
 EVAL_MARKER = "## Evaluation"
 FORMAT = 2
+#: The card's Evaluation section: evaluations are kept beside their records, never in this folder.
+NOT_HERE = ("Evaluations are not written into this folder. `opct eval --model <this folder> --out DIR` writes this "
+            "section, with the sha256 of the weights it measured, to `DIR/model_card_eval.md`; paste it here to publish it.")
 
 
 def base_identity(name_or_path: str) -> str:
@@ -112,7 +118,7 @@ def model_card(cfg: RunConfig, record: dict[str, Any], eval_table: str | None = 
         "",
         EVAL_MARKER,
         "",
-        eval_table or "Not evaluated yet: `opct eval --model <this folder>` writes the table here.",
+        eval_table or NOT_HERE,
         "",
     ]
     return "\n".join(lines)
@@ -137,7 +143,7 @@ def merged_card(record: dict[str, Any]) -> str:
         "",
         EVAL_MARKER,
         "",
-        "Not evaluated yet: `opct eval --model <this folder>` writes the table here.",
+        NOT_HERE,
         "",
     ]
     return "\n".join(lines)
@@ -148,13 +154,3 @@ def write_final_files(folder: Path, cfg: RunConfig, base_weights: str, data_hash
     record = checkpoint_record(cfg, base_weights, data_hash, num_pairs)
     (folder / CHECKPOINT_FILE).write_text(json.dumps(record, indent=2) + "\n", encoding="utf-8")
     (folder / CARD_FILE).write_text(model_card(cfg, record), encoding="utf-8")
-
-
-def update_card_evaluation(folder: Path, eval_table: str) -> bool:
-    """Replace the evaluation section of a checkpoint's model card; False when it has no opct card."""
-    card = folder / CARD_FILE
-    if not card.exists() or EVAL_MARKER not in (text := card.read_text(encoding="utf-8")):
-        return False
-    head = text.split(EVAL_MARKER, 1)[0]
-    card.write_text(f"{head}{EVAL_MARKER}\n\n{eval_table.rstrip()}\n", encoding="utf-8")
-    return True

@@ -91,8 +91,9 @@ def check_resumable(
         old = json.loads(layout.manifest.read_text(encoding="utf-8"))
         before, now = flatten(old["config"]), flatten(dump_config(cfg))
         planned = planned_steps(old)
-    except (OSError, ValueError, KeyError, TypeError) as err:
-        raise RunDirError(f"{layout.manifest} is unreadable ({err}); delete {run_dir} to start over.") from err
+    except (OSError, ValueError, KeyError, TypeError, AttributeError) as err:  # cut, garbled, or not a manifest
+        raise RunDirError(f"{layout.manifest} is unreadable ({type(err).__name__}: {err}); restore it from a copy, "
+                          f"or delete {run_dir} to start over.") from err
     # a key the run's opct did not have yet is no change when it is at its default (the old behaviour)
     defaults = _default_settings(cfg)
     before = {**{k: defaults[k] for k in now if k not in before and k in defaults}, **before}

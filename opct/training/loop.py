@@ -11,6 +11,7 @@ directory resumes from the newest valid one and ends with the same weights as an
 from __future__ import annotations
 
 import json
+import math
 import time
 from contextlib import nullcontext
 from dataclasses import dataclass
@@ -40,7 +41,9 @@ from opct.runs.manifest import build_manifest, hash_records
 from opct.runs.resume import flatten
 from opct.training import fsdp
 from opct.training.batches import load_training_pairs, seed_step, step_indices, total_steps
+from opct.training.health import check_weights, healthy_update
 from opct.training.plugins import VALIDATION_JUDGES
+from opct.training.prompt_checks import check_prompts
 from opct.training.validation import (
     Validator,
     check_disjoint,
@@ -105,19 +108,26 @@ def train(cfg: RunConfig, show_progress: bool = True) -> TrainResult:
     """Run (or resume) the training run described by ``cfg``; returns where its outputs are.
 
     The run directory is locked while it trains: a second training there stops naming this one's pid.
+    Every pair is checked before any weights load (:mod:`opct.training.prompt_checks`: lengths against
+    the model's positions, special-token text); a step whose loss, gradient or weights are not finite
+    stops the run before anything of it is saved (:mod:`opct.training.health`).
     """
     pairs = load_training_pairs(cfg)
     validation = load_validation_pairs(cfg) if cfg.validation.every else []
     check_disjoint(pairs, validation)
+    tokenizer = load_tokenizer(
+        cfg.model.name_or_path, cfg.model.chat_template, cfg.model.revision, cfg.model.trust_remote_code
+    )
+    pairs, validation = check_prompts(cfg, tokenizer, pairs, validation)
     run = RunDirectory(cfg.run_dir)
     acc = _make_accelerator(cfg, run)
     with run.locked(acc):
-        return _train(cfg, acc, run, pairs, validation, show_progress)
+        return _train(cfg, acc, run, pairs, validation, tokenizer, show_progress)
 
 
 def _train(
     cfg: RunConfig, acc: Accelerator, run: RunDirectory, pairs: list[ConsistencyPair],
-    validation: list[ConsistencyPair], show_progress: bool,
+    validation: list[ConsistencyPair], tokenizer: Any, show_progress: bool,
 ) -> TrainResult:
     fsdp.check_distribution(acc)
     sharded = fsdp.is_fsdp(acc)
@@ -134,9 +144,6 @@ def _train(
     data_hash = hash_records([p.to_dict() for p in pairs])
     seed_step(cfg.seed, 0, 0)
 
-    tokenizer = load_tokenizer(
-        cfg.model.name_or_path, cfg.model.chat_template, cfg.model.revision, cfg.model.trust_remote_code
-    )
     model = load_model(cfg.model)
     base_weights = weights_fingerprint(model)  # the base as loaded: what final/ records and eval checks
     if cfg.train.disable_dropout:
@@ -274,16 +281,18 @@ def _train_step(ctx: TrainContext, method: Any, optimizer, scheduler, pairs, ste
         totals["loss_sum"] += loss_sum.item()
         for k, v in stats.items():
             totals[k] = totals.get(k, 0.0) + v
-    grad_norm = None
-    if cfg.optim.max_grad_norm is not None:
-        grad_norm = acc.clip_grad_norm_(ctx.model.parameters(), cfg.optim.max_grad_norm)
-    optimizer.step()
-    scheduler.step()
-    optimizer.zero_grad(set_to_none=True)
-
+    # measured even unclipped (an infinite bound scales by 1): a non-finite norm stops the step below
+    grad_norm = acc.clip_grad_norm_(ctx.model.parameters(), cfg.optim.max_grad_norm or math.inf)
     keys = sorted(totals)
     summed = acc.reduce(torch.tensor([totals[k] for k in keys], device=acc.device, dtype=torch.float64), "sum")
     g = dict(zip(keys, summed.tolist(), strict=True))
+    update = healthy_update(ctx, step, g["loss_sum"], grad_norm)
+    if update:
+        optimizer.step()
+    scheduler.step()
+    optimizer.zero_grad(set_to_none=True)
+    if update:
+        check_weights(ctx, step)
     elapsed = time.perf_counter() - t0
     record: dict[str, Any] = {
         "step": step + 1,
@@ -300,8 +309,9 @@ def _train_step(ctx: TrainContext, method: Any, optimizer, scheduler, pairs, ste
     per = {"tokens": max(global_tokens, 1.0), "sequences": max(g.get("sequences", 1.0), 1.0)}
     for name, (key, unit) in method.stats.items():
         record[name] = g[key] / per[unit]
-    if grad_norm is not None:
-        record["grad_norm"] = float(grad_norm)
+    record["grad_norm"] = float(grad_norm)
+    if cfg.train.on_nonfinite == "skip":
+        record["nonfinite_skipped"] = int(not update)
     record.update(judged)
     rollouts: list[dict[str, Any]] = []
     if cfg.train.log_rollouts and method.logs_rollouts:

@@ -41,7 +41,7 @@ import torch
 
 from opct.config import RunConfig
 from opct.methods.base import TrainContext, rollout_microbatches, score_pair
-from opct.pairs import ConsistencyPair, load_pair_source
+from opct.pairs import ConsistencyPair, is_heldout_split, load_pair_source
 from opct.sampling.engine import SamplingParams
 from opct.sampling.scoring import reverse_kl_sum
 from opct.training.plugins import CAPABILITY_PROBES, VALIDATION_JUDGES
@@ -58,7 +58,7 @@ def load_validation_pairs(cfg: RunConfig) -> list[ConsistencyPair]:
     pairs: list[ConsistencyPair] = []
     for source in cfg.data.validation:
         pairs.extend(load_pair_source(source, columns=cfg.data.columns or None, split=None))
-    heldout = [p for p in pairs if str(p.meta.get("split", "")) == "heldout"]
+    heldout = [p for p in pairs if is_heldout_split(str(p.meta.get("split", "")))]
     if heldout:
         raise ValueError(
             f"{len(heldout)} validation pairs are held-out pairs (meta.split: heldout; first: {heldout[0].id!r}): "

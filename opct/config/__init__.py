@@ -7,11 +7,12 @@ discount, importance-sampling policy loss, Adam betas (0.9, 0.95), constant lear
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
-from typing import Annotated, Any, Literal, TypeVar
+from typing import Annotated, Any, Literal
 
-import yaml
 from pydantic import (
+    AfterValidator,
     BaseModel,
     BeforeValidator,
     ConfigDict,
@@ -23,10 +24,15 @@ from pydantic import (
     model_validator,
 )
 
-from opct.errors import OpctError
+from opct.config.files import (
+    ConfigError,
+    _format_validation_error,
+    _set_path,
+    parse_overrides,
+    read_config_file,
+    validate_config,
+)
 from opct.registry import Registry
-
-ModelT = TypeVar("ModelT", bound=BaseModel)
 
 #: Short model names mapped to a function returning a local folder; the organism layer registers
 #: ``organism`` (the shipped checkpoint). Any other name is a folder, a run directory or a hub id.
@@ -35,6 +41,28 @@ MODEL_ALIASES: Registry = Registry("model alias")
 
 class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", validate_assignment=True)
+
+
+_FOLDER_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")
+
+
+def check_folder_name(value: str) -> str:
+    """``value`` when it can name one folder inside an output directory, else ValueError saying why.
+
+    A run, experiment or study name becomes ``<output_dir>/<name>``: letters, digits, '.', '_' and '-'
+    only, starting with a letter or digit, and no '..', so the output never lands outside ``output_dir``
+    (``name: ../../etc``) or in a hidden folder.
+    """
+    if not _FOLDER_NAME.fullmatch(value) or ".." in value:
+        raise ValueError(
+            f"{value!r} is not a usable name: it becomes a folder inside output_dir, so use letters, digits, '.', '_' "
+            "and '-' (starting with a letter or digit; no '/', no '..'). To write elsewhere, set output_dir."
+        )
+    return value
+
+
+#: A name that becomes one folder inside ``output_dir`` (:func:`check_folder_name`).
+FolderName = Annotated[str, AfterValidator(check_folder_name)]
 
 
 #: The base of every settings section (a method's own included): an unknown key is an error.
@@ -131,13 +159,13 @@ TargetSettings = generation_settings(SamplingConfig, n=1, temperature=0.0, max_n
 class OptimConfig(_Strict):
     """AdamW and the learning-rate schedule."""
 
-    lr: float = Field(5e-6, gt=0.0)
+    lr: float = Field(5e-6, gt=0.0, allow_inf_nan=False)
     betas: tuple[float, float] = (0.9, 0.95)
-    eps: float = 1e-8
-    weight_decay: float = 0.0
+    eps: float = Field(1e-8, ge=0.0, allow_inf_nan=False)
+    weight_decay: float = Field(0.0, allow_inf_nan=False)
     schedule: Literal["constant", "linear", "cosine"] = "constant"
     warmup_steps: int = Field(0, ge=0)
-    max_grad_norm: float | None = Field(1.0, gt=0.0)
+    max_grad_norm: float | None = Field(1.0, gt=0.0, allow_inf_nan=False)
 
 
 class DataConfig(_Strict):
@@ -148,6 +176,18 @@ class DataConfig(_Strict):
     split: str | None = None
     axes: list[str] | None = Field(default=None, description="keep only these axes")
     shuffle: bool = True
+    max_prompt_tokens: int | None = Field(
+        None, gt=0, description="refuse a prompt or teacher_prompt longer than this many tokens as rendered (None: only "
+                                "the model's positions limit it, with the generated tokens)",
+    )
+    too_long: Literal["error", "drop"] = Field(
+        "error", description="a pair too long for max_prompt_tokens or the model's positions: error (name each), or "
+                             "drop it with a warning counting them",
+    )
+    allow_special_tokens: bool = Field(
+        False, description="accept prompts holding the tokenizer's special-token text (<|im_start|>...), which the "
+                           "tokenizer turns into control tokens; off: such pairs are refused (a warning when on)",
+    )
     allow_heldout_training: bool = Field(
         False, description="train on pairs whose meta.split is heldout (off: they are refused, held-out data is for eval)"
     )
@@ -206,11 +246,22 @@ class TrainConfig(_Strict):
         True, description="zero the base model's dropout (on-policy ratios need it; lora.dropout is kept)"
     )
     trackers: list[Literal["tensorboard", "wandb", "trackio"]] = Field(default_factory=list)
+    on_nonfinite: Literal["stop", "skip"] = Field(
+        "stop", description="a non-finite loss or gradient norm: stop the run (exit 1; checkpoints before it kept), or "
+                            "skip that step's update and count it (nonfinite_skipped in metrics.jsonl)",
+    )
 
     @field_validator("mixed_precision", mode="before")
     @classmethod
     def _yaml_no(cls, value: Any) -> Any:
         return "no" if value is False else value  # YAML reads a bare `no` as false
+
+    @model_validator(mode="after")
+    def _skip_without_scaler(self) -> TrainConfig:
+        if self.on_nonfinite == "skip" and self.mixed_precision == "fp16":
+            raise ValueError("on_nonfinite: skip with mixed_precision: fp16: fp16's loss scaler already skips a step "
+                             "with a non-finite gradient; use on_nonfinite: stop")
+        return self
 
 
 class RunConfig(_Strict):
@@ -220,7 +271,7 @@ class RunConfig(_Strict):
     method's name); a section for another method is an error, never silently ignored.
     """
 
-    name: str = "run"
+    name: FolderName = "run"
     output_dir: str = "runs"
     method: str = "opct"
     seed: int = 0
@@ -286,70 +337,6 @@ class RunConfig(_Strict):
         return Path(self.output_dir) / self.name
 
 
-class ConfigError(OpctError, ValueError):
-    """A configuration problem, worded for the person who wrote the file."""
-
-
-def _set_path(tree: dict[str, Any], dotted: str, value: Any) -> None:
-    keys = dotted.split(".")
-    node = tree
-    for key in keys[:-1]:
-        child = node.get(key)
-        if child is None:
-            child = node[key] = {}
-        if not isinstance(child, dict):
-            raise ConfigError(f"--set {dotted}: '{key}' is not a section")
-        node = child
-    node[keys[-1]] = value
-
-
-def parse_overrides(items: list[str]) -> list[tuple[str, Any]]:
-    """Parse ``key.sub=value`` strings; values are read as YAML (numbers, booleans, lists...)."""
-    out = []
-    for item in items:
-        if "=" not in item:
-            raise ConfigError(f"--set {item!r}: expected key=value, e.g. --set optim.lr=1e-5")
-        key, raw = item.split("=", 1)
-        out.append((key.strip(), yaml.safe_load(raw) if raw.strip() else ""))
-    return out
-
-
-def _format_validation_error(err: ValidationError, source: str) -> str:
-    """``<source>: <key>: <problem>`` for the first problem, one line more for each other one."""
-    problems = []
-    for e in err.errors():
-        loc = ".".join(str(p) for p in e["loc"]) or "(top level)"
-        if e["type"] == "extra_forbidden":
-            problems.append(f"{loc}: unknown key; check its spelling (`opct train --print-config` lists every key)")
-        else:
-            problems.append(f"{loc}: {e['msg']} (got {e.get('input')!r})")
-    first, *rest = problems or ["invalid configuration"]
-    return "\n".join([f"{source}: {first}", *(f"  {p}" for p in rest)])
-
-
-def read_config_file(path: str | Path | None, what: str = "config") -> tuple[dict[str, Any], str]:
-    """The mapping a YAML configuration file holds (``{}`` for no file) and its name for error messages."""
-    if path is None:
-        return {}, "command line"
-    try:
-        loaded = yaml.safe_load(Path(path).read_text(encoding="utf-8"))
-    except FileNotFoundError as err:
-        raise ConfigError(f"{what} file not found: {path}") from err
-    except yaml.YAMLError as err:
-        raise ConfigError(f"{path}: not valid YAML: {err}") from err
-    if loaded is not None and not isinstance(loaded, dict):
-        raise ConfigError(f"{path}: the top level must be a mapping of settings")
-    return loaded or {}, str(path)
-
-
-def validate_config(model: type[ModelT], tree: dict[str, Any], source: str) -> ModelT:
-    """``model.model_validate(tree)``, with every problem worded for the person who wrote ``source``."""
-    try:
-        return model.model_validate(tree)
-    except ValidationError as err:
-        raise ConfigError(_format_validation_error(err, source)) from None
-
-
 def load_config(path: str | Path | None = None, overrides: list[str] | None = None) -> RunConfig:
     """Read a YAML run configuration, apply ``--set`` overrides, and validate it.
 
@@ -364,3 +351,10 @@ def load_config(path: str | Path | None = None, overrides: list[str] | None = No
 def dump_config(cfg: RunConfig) -> dict[str, Any]:
     """The resolved configuration as plain data (for manifests)."""
     return cfg.model_dump(mode="json")
+
+
+__all__ = [
+    "MODEL_ALIASES", "ConfigError", "FolderName", "GenerationConfig", "LoraConfig", "ModelConfig", "OptimConfig",
+    "RunConfig", "SamplingConfig", "StrictSettings", "_format_validation_error", "_set_path", "check_folder_name",
+    "dump_config", "generation_settings", "load_config", "parse_overrides", "read_config_file", "validate_config",
+]

@@ -1,0 +1,81 @@
+"""opct under Inspect: ordinary errors are one line (no traceback), bad -T arguments are errors, and
+an answer cut off at the token limit is ``truncated`` there too."""
+
+from __future__ import annotations
+
+import io
+import json
+from contextlib import nullcontext, redirect_stdout
+from pathlib import Path
+
+import pytest
+from inspect_ai import eval as inspect_eval
+from inspect_ai._util.error import PrerequisiteError, exception_hook
+
+from opct.inspect_eval.errors import InspectError
+from opct.inspect_eval.registry import any_axis, jailbreak, sycophancy
+
+
+def _printed_by_inspect(err: BaseException) -> str:
+    """What ``inspect eval`` prints for ``err`` reaching its exception hook (a traceback, unless it is a
+    PrerequisiteError, whose message alone is printed)."""
+    out = io.StringIO()
+    with redirect_stdout(out), pytest.raises(BaseException) if not isinstance(err, PrerequisiteError) else nullcontext():
+        exception_hook()(type(err), err, err.__traceback__)
+    return "".join(out.getvalue().split())  # rich wraps long lines, even inside a word
+
+
+@pytest.mark.parametrize("bad, named", [
+    ({"max_new_tokens": 0}, "-T max_new_tokens=0"),
+    ({"max_new_tokens": -5}, "-T max_new_tokens=-5"),
+    ({"epochs": 0}, "-T epochs=0"),
+    ({"source": "bogus"}, "-T source='bogus'"),
+    ({"split": "test"}, "-T split='test'"),
+    ({"top_p": 0.0}, "-T top_p=0.0"),
+    ({"max_unscored": 2}, "-T max_unscored=2"),
+    ({"limit": 0}, "-T limit=0"),
+])
+def test_bad_task_arguments_are_one_line_errors_naming_them(bad: dict, named: str) -> None:
+    """``-T max_new_tokens=0`` was read as "no limit" (512 tokens); a bad source was a pydantic traceback."""
+    with pytest.raises(InspectError) as info:
+        jailbreak(**bad)
+    err = info.value
+    assert isinstance(err, PrerequisiteError) and err.exit_code == 2
+    assert named in err.message and err.message.startswith("error: task opct/jailbreak:")
+    assert _printed_by_inspect(err) == "".join(err.message.split()) and "\n" not in err.message
+
+
+def test_missing_real_data_says_how_to_give_it_under_inspect() -> None:
+    with pytest.raises(InspectError) as info:
+        any_axis(axis="jailbreak", source="real")
+    assert "-T real=" in info.value.message and "Traceback" not in _printed_by_inspect(info.value)
+
+
+def test_a_model_the_provider_cannot_load_is_one_line(tmp_path: Path) -> None:
+    from inspect_ai.model import get_model
+
+    with pytest.raises(InspectError) as info:
+        get_model("opct/organism", bogus=1)
+    assert info.value.message.startswith("error: model opct/organism: -M bogus:") and "batch_size" in info.value.message
+    missing = tmp_path / "no-such-model"
+    with pytest.raises(InspectError) as info:
+        get_model(f"opct/{missing}")
+    assert str(missing) in info.value.message and _printed_by_inspect(info.value) == "".join(info.value.message.split())
+
+
+def test_opct_debug_keeps_the_original_error(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("OPCT_DEBUG", "1")
+    with pytest.raises(Exception) as info:
+        jailbreak(max_new_tokens=0)
+    assert not isinstance(info.value, PrerequisiteError) and "max_new_tokens" in str(info.value)
+
+
+def test_a_one_token_limit_is_truncated_and_incomplete_under_inspect(tmp_path: Path) -> None:
+    (log,) = inspect_eval(sycophancy(limit=2, max_new_tokens=1), model="opct/organism", log_dir=str(tmp_path),
+                          display="none")
+    assert log.status == "success", log.error
+    records = [s.scores["opct_scorer"].metadata["opct_record"] for s in log.samples]
+    assert records and all(r["outcome"] == "truncated" and r["truncated"] and r["judge"] == "" for r in records)
+    metrics = log.results.scores[0].metrics
+    assert metrics["incomplete"].value == 1.0 and metrics["unscored"].value == len(records)
+    assert json.dumps(records)  # plain data
