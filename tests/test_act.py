@@ -157,10 +157,10 @@ def test_the_organism_act_config_lowers_the_activation_distance_on_held_out_pair
     from opct.models import load_spec_for_inference
     from opct.pairs import load_pair_source
 
-    cfg = load_config(REPO / "configs" / "organism_act.yaml", [f"output_dir={tmp_path}", "train.max_steps=20",
-                                                               "train.checkpoint_every=20"])
+    cfg = load_config(REPO / "configs" / "organism_act.yaml", [f"output_dir={tmp_path}", "train.max_steps=10",
+                                                               "train.pairs_per_step=8", "train.checkpoint_every=10"])
     train(cfg, show_progress=False)
-    held_out = load_pair_source("organism:sycophancy:heldout")[:48]
+    held_out = load_pair_source("organism:sycophancy:heldout")[:32]
     base, tokenizer, render = load_spec_for_inference(cfg.model)
     trained, _, _ = load_spec_for_inference(type(cfg.model)(name_or_path=str(cfg.run_dir / "final")))
     pad = tokenizer.pad_token_id or 0

@@ -56,11 +56,11 @@ def test_errors_name_the_key(overrides: list, message: str) -> None:
 def test_cli_reads_the_config_and_applies_flags_then_set(tmp_path: Path) -> None:
     path = tmp_path / "e.yaml"
     out = tmp_path / "ev"
-    path.write_text(f"evals: [jailbreak]\nlimit: 50\nout: {out}\ngeneration: {{max_new_tokens: 12, sequences_per_call: 8}}\n")
+    path.write_text(f"evals: [jailbreak]\nlimit: 50\nout: {out}\ngeneration: {{max_new_tokens: 47, sequences_per_call: 8}}\n")
     res = CliRunner().invoke(app, ["eval", "--config", str(path), "--limit", "20", "--set", "limit=3"])
     assert res.exit_code == 0, res.output
     data = json.loads((out / "jailbreak" / "results.json").read_text())
     assert data["n"] == 9  # limit 3 for each of wrapped, plain and benign requests
-    assert data["generation_config"]["max_new_tokens"] == 12
+    assert data["generation_config"]["max_new_tokens"] == 47  # long enough that no answer is cut off (truncated)
     bad = CliRunner().invoke(app, ["eval", "--config", str(path), "--set", "generation.batch_size=8"])
     assert bad.exit_code == 2 and "generation.batch_size: unknown key" in bad.output
