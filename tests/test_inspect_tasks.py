@@ -16,6 +16,7 @@ from typer.testing import CliRunner
 from opct.cli.main import app
 from opct.config import GenerationConfig
 from opct.evals.suite import evaluate
+from opct.inspect_eval.bridge import SCORE_KEY
 from opct.inspect_eval.logs import read_results
 from opct.inspect_eval.registry import eval_tasks_for
 
@@ -51,14 +52,17 @@ def _run_inspect(task: str, log_dir: Path, log_format: str = "eval", **task_args
 def test_the_entry_point_registers_opct_tasks() -> None:
     eps = {ep.name: ep.value for ep in entry_points(group="inspect_ai")}
     assert eps.get("opct") == "opct.inspect_eval.registry"
-    from inspect_ai._util.entrypoints import ensure_entry_points
-    from inspect_ai._util.registry import registry_lookup
+    from inspect_ai.model import get_model
+    from inspect_ai.util import registry_create
 
-    ensure_entry_points("opct")  # what `inspect eval opct/<task>` does first
+    from opct.inspect_eval.errors import InspectError
 
-    for name in ("sycophancy", "jailbreak", "awareness", "capability", "capability_mc", "math500", "eval"):
-        assert registry_lookup("task", f"opct/{name}") is not None, name
-    assert registry_lookup("modelapi", "opct") is not None
+    for name in ("sycophancy", "jailbreak", "awareness", "capability", "capability_mc", "eval"):
+        args = {"axis": "jailbreak", "limit": 1} if name == "eval" else {"limit": 1}
+        assert registry_create("task", f"opct/{name}", **args) is not None, name  # loads the entry point on first use
+    with pytest.raises(InspectError, match="task opct/math500: .*data_dir"):  # found, and asks for its data
+        registry_create("task", "opct/math500")
+    assert get_model("opct/organism").api.__class__.__name__ == "OpctModelAPI"
 
 
 def test_sycophancy_under_inspect_matches_opct_eval(tmp_path: Path, offline: None) -> None:
@@ -88,7 +92,7 @@ def _records_in_log(path: Path) -> list[dict]:
     from inspect_ai.log import read_eval_log
 
     log = read_eval_log(str(path))
-    return [s.scores["opct_scorer"].metadata["opct_record"] for s in log.samples]
+    return [s.scores[SCORE_KEY].metadata["opct_record"] for s in log.samples]
 
 
 def test_sampled_epochs_reproduce_opct_eval_samples(tmp_path: Path, offline: None) -> None:

@@ -5,23 +5,28 @@ from __future__ import annotations
 
 import io
 import json
-from contextlib import nullcontext, redirect_stdout
+import sys
+from contextlib import redirect_stderr
 from pathlib import Path
 
 import pytest
 from inspect_ai import eval as inspect_eval
-from inspect_ai._util.error import PrerequisiteError, exception_hook
 
-from opct.inspect_eval.errors import InspectError
+from opct.inspect_eval.bridge import SCORE_KEY
+from opct.inspect_eval.errors import InspectError, one_line_hook
 from opct.inspect_eval.registry import any_axis, jailbreak, sycophancy
 
 
 def _printed_by_inspect(err: BaseException) -> str:
-    """What ``inspect eval`` prints for ``err`` reaching its exception hook (a traceback, unless it is a
-    PrerequisiteError, whose message alone is printed)."""
+    """What ``inspect eval`` prints for ``err`` reaching the exception hook opct installs in front of
+    Inspect's (a traceback, from the hook before it, unless it is an InspectError: its message alone)."""
+
+    def traceback_hook(kind: type[BaseException], exc: BaseException, tb: object) -> None:
+        print("Traceback (most recent call last): ...", file=sys.stderr)
+
     out = io.StringIO()
-    with redirect_stdout(out), pytest.raises(BaseException) if not isinstance(err, PrerequisiteError) else nullcontext():
-        exception_hook()(type(err), err, err.__traceback__)
+    with redirect_stderr(out):
+        one_line_hook(traceback_hook)(type(err), err, err.__traceback__)
     return "".join(out.getvalue().split())  # rich wraps long lines, even inside a word
 
 
@@ -40,7 +45,7 @@ def test_bad_task_arguments_are_one_line_errors_naming_them(bad: dict, named: st
     with pytest.raises(InspectError) as info:
         jailbreak(**bad)
     err = info.value
-    assert isinstance(err, PrerequisiteError) and err.exit_code == 2
+    assert isinstance(err, InspectError) and err.exit_code == 2
     assert named in err.message and err.message.startswith("error: task opct/jailbreak:")
     assert _printed_by_inspect(err) == "".join(err.message.split()) and "\n" not in err.message
 
@@ -67,15 +72,15 @@ def test_opct_debug_keeps_the_original_error(monkeypatch: pytest.MonkeyPatch) ->
     monkeypatch.setenv("OPCT_DEBUG", "1")
     with pytest.raises(Exception) as info:
         jailbreak(max_new_tokens=0)
-    assert not isinstance(info.value, PrerequisiteError) and "max_new_tokens" in str(info.value)
+    assert not isinstance(info.value, InspectError) and "max_new_tokens" in str(info.value)
 
 
 def test_a_one_token_limit_is_truncated_and_incomplete_under_inspect(tmp_path: Path) -> None:
     (log,) = inspect_eval(sycophancy(limit=2, max_new_tokens=1), model="opct/organism", log_dir=str(tmp_path),
                           display="none")
     assert log.status == "success", log.error
-    records = [s.scores["opct_scorer"].metadata["opct_record"] for s in log.samples]
+    records = [s.scores[SCORE_KEY].metadata["opct_record"] for s in log.samples]
     assert records and all(r["outcome"] == "truncated" and r["truncated"] and r["judge"] == "" for r in records)
-    metrics = log.results.scores[0].metrics
+    metrics = {k: v for score in log.results.scores for k, v in score.metrics.items()}
     assert metrics["incomplete"].value == 1.0 and metrics["unscored"].value == len(records)
     assert json.dumps(records)  # plain data

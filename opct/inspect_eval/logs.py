@@ -16,7 +16,7 @@ from typing import Any
 from opct.errors import OpctError
 from opct.evals.outcomes import ERROR
 from opct.evals.runner import EvalResult, result_from_records
-from opct.evals.task import EvalTask
+from opct.inspect_eval.tasks import built_tasks
 
 #: Suffixes of Inspect log files.
 LOG_SUFFIXES = (".eval", ".json")
@@ -40,18 +40,11 @@ def log_files(path: Path) -> list[Path]:
     return [path] if path.is_file() else sorted(path.glob("*.eval"))
 
 
-def _eval_tasks(registry_name: str, args: dict[str, Any]) -> list[EvalTask]:
-    from opct.inspect_eval import registry
-
-    name = registry_name.split("/", 1)[-1]
-    args = dict(args)
-    if name == "eval":
-        axis, only = args.pop("axis"), args.pop("only", None)
-    elif name in registry.CAPABILITY_TASKS:
-        axis, only = "capability", name
-    else:
-        axis, only = name, None
-    return registry.eval_tasks_for(axis, only, args)
+def _evaluated_ids(log: Any) -> set[str] | None:
+    """The ids of the samples the run set out to evaluate (``--limit`` and ``--sample-id`` leave the
+    others out); ``None`` when the log does not say, and every unit is expected."""
+    ids = getattr(log.eval.dataset, "sample_ids", None)
+    return None if ids is None else {str(i) for i in ids}
 
 
 def _missing_record(task: str, unit: dict[str, Any], epoch: int, why: str) -> dict[str, Any]:
@@ -72,7 +65,8 @@ def read_results(path: str | Path) -> tuple[dict[str, Any], dict[str, EvalResult
     if not str(registry_name).startswith("opct/"):
         raise InspectLogError(f"{path}: task {registry_name!r} is not one of opct's (opct/<axis>); "
                               "only logs of opct's Inspect tasks can be reported")
-    tasks = {t.name: t for t in _eval_tasks(str(registry_name), log.eval.task_args)}
+    tasks = built_tasks(str(registry_name), log.eval.task_args)
+    evaluated = _evaluated_ids(log)
     epochs = log.eval.config.epochs or 1
     seen: set[tuple[str, int]] = set()
     records: dict[str, list[dict[str, Any]]] = {name: [] for name in tasks}
@@ -88,6 +82,8 @@ def read_results(path: str | Path) -> tuple[dict[str, Any], dict[str, EvalResult
             records[task].append(_missing_record(task, sample.metadata["opct_unit"], sample.epoch, why))
     for name, task in tasks.items():
         for unit in task.units:
+            if evaluated is not None and f"{name}|{unit.key}" not in evaluated:
+                continue  # left out by --limit or --sample-id: not part of this run
             for epoch in range(1, epochs + 1):
                 if (f"{name}|{unit.key}", epoch) not in seen:
                     records[name].append(_missing_record(name, unit.to_dict(), epoch, "not in the log"))
