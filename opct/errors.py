@@ -13,6 +13,8 @@ Exit codes: 2 for a mistake in the input (fix it and rerun), 1 for a fault or a 
 from __future__ import annotations
 
 import errno
+import importlib
+from types import ModuleType
 
 USER_MISTAKE = 2
 FAULT = 1
@@ -23,6 +25,27 @@ class OpctError(Exception):
     """Base of every error meant for the user; ``exit_code`` is what the command line exits with."""
 
     exit_code: int = USER_MISTAKE
+
+
+class MissingExtraError(OpctError, ImportError):
+    """A package of one of opct's optional extras is not installed; the message names the extra to install."""
+
+
+#: The pip package each optional module comes from, where its name differs from the module's.
+_PACKAGES = {"math_verify": "math-verify", "pyarrow": "pyarrow (with datasets)"}
+
+
+def require_extra(module: str, extra: str, needed_for: str) -> ModuleType:
+    """Import ``module`` (a package of opct's ``extra``), or raise :class:`MissingExtraError` saying what
+    needs it and ``pip install 'opct[<extra>]'``."""
+    try:
+        return importlib.import_module(module)
+    except ImportError as err:
+        package = _PACKAGES.get(module.split(".")[0], module.split(".")[0])
+        raise MissingExtraError(
+            f"{needed_for} needs the {package} package, which is not installed ({err}). Install opct's "
+            f"'{extra}' extra: pip install 'opct[{extra}]' (or pip install -e '.[{extra}]' in a checkout)"
+        ) from err
 
 
 def describe(err: BaseException) -> tuple[int, str]:

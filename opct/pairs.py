@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from opct.errors import OpctError
+from opct.errors import OpctError, require_extra
 from opct.registry import Registry, UnknownNameError
 
 ROLES = ("system", "user", "assistant")
@@ -175,7 +175,7 @@ def _records_from_jsonl(path: Path, problems: list[PairProblem]) -> Iterator[tup
 
 
 def _records_from_hf(path: Path | str, split: str | None) -> Iterator[tuple[int, Any]]:
-    import datasets
+    datasets = require_extra("datasets", "data", f"reading pairs from the Hugging Face dataset {path}")
 
     if Path(path).exists():
         ds = datasets.load_from_disk(str(path))

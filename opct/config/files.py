@@ -8,6 +8,8 @@ error naming the argument and the expected form, never an internal error.
 
 from __future__ import annotations
 
+import warnings
+from collections.abc import Collection
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -34,6 +36,27 @@ def _set_path(tree: dict[str, Any], dotted: str, value: Any) -> None:
             raise ConfigError(f"--set {dotted}: '{key}' is not a section")
         node = child
     node[keys[-1]] = value
+
+
+class MethodSwitchWarning(UserWarning):
+    """A run's method changed on the command line and the file's section for its old method was dropped."""
+
+
+def switch_method(tree: dict[str, Any], file_method: str, overridden: Collection[str], methods: Collection[str]) -> None:
+    """Drop the section of ``file_method`` (the method the file names, ``opct`` when it names none) from
+    ``tree`` when ``--set method=...`` / ``--method`` chose another registered method, with a one-line
+    :class:`MethodSwitchWarning` naming the dropped keys. A section the overrides themselves wrote
+    (``overridden``: their dotted keys) is kept, so that it is refused as a section of another method."""
+    method = tree.get("method", "opct")
+    section = tree.get(file_method)
+    if method == file_method or method not in methods or file_method not in methods or section is None:
+        return
+    if any(key == file_method or key.startswith(f"{file_method}.") for key in overridden):
+        return
+    del tree[file_method]
+    keys = ", ".join(f"{file_method}.{k}" for k in section) if isinstance(section, dict) and section else file_method
+    warnings.warn(f"method switched from {file_method} to {method}: dropped the {file_method} section ({keys})",
+                  MethodSwitchWarning, stacklevel=3)
 
 
 _OVERRIDE_FORM = "expected key=value, its sections joined by dots (key.sub=value), e.g. --set optim.lr=1e-5"

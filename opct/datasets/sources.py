@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from opct.datasets.errors import DataFetchError, DatasetFormatError
+from opct.errors import require_extra
 
 __all__ = [
     "HUB_PREFIX",
@@ -142,8 +143,7 @@ def load_hub(spec: HubSpec, timeout: float = NETWORK_TIMEOUT) -> Any:
     if not offline:
         check_reachable(hub_endpoint(), f"{label}; a hub data set already in your Hugging Face cache loads without "
                         "network when HF_HUB_OFFLINE=1 is set", timeout)
-    import datasets
-
+    datasets = require_extra("datasets", "data", f"loading {spec} from the Hugging Face hub")
     try:
         return datasets.load_dataset(spec.repo, spec.config, revision=spec.revision, split=spec.split)
     except Exception as exc:  # datasets raises many types: connection, gated, missing revision/config/split

@@ -20,6 +20,7 @@ from typing import Any
 
 from opct.datasets.errors import DatasetFormatError
 from opct.datasets.sources import SOURCE_FORMS, HubSpec, load_hub, parse_hub_spec
+from opct.errors import require_extra
 
 __all__ = ["FORMATS", "Row", "decoded_cell", "detect_format", "iter_rows", "require_columns"]
 
@@ -155,8 +156,7 @@ def _iter_json(p: Path) -> Iterator[Row]:
 
 
 def _iter_parquet(p: Path) -> Iterator[Row]:
-    import pyarrow.parquet as pq
-
+    pq = require_extra("pyarrow.parquet", "data", f"reading the parquet file {p}")
     try:
         table = pq.read_table(p)
     except Exception as exc:  # pyarrow raises several types for corrupt files
@@ -166,10 +166,9 @@ def _iter_parquet(p: Path) -> Iterator[Row]:
 
 
 def _iter_hf_disk(p: Path, split: str | None) -> Iterator[Row]:
-    from datasets import load_from_disk
-
+    datasets = require_extra("datasets", "data", f"reading the datasets.save_to_disk folder {p}")
     try:
-        ds = load_from_disk(str(p))
+        ds = datasets.load_from_disk(str(p))
     except Exception as exc:
         raise DatasetFormatError(p, f"not a datasets.save_to_disk folder: {exc}",
                                  hint=f"give {SOURCE_FORMS}") from None

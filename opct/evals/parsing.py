@@ -38,6 +38,8 @@ import re
 import threading
 from collections.abc import Sequence
 
+from opct.errors import require_extra
+
 __all__ = [
     "MC_PATTERNS",
     "extract_boxed",
@@ -307,6 +309,7 @@ def normalize_math_string(ans: str) -> str:
 
 
 def _verify_with_math_verify(gold: str, pred: str, timeout_s: int) -> bool:
+    require_extra("math_verify", "data", "grading MATH answers")
     from math_verify import parse, verify
     from math_verify.errors import TimeoutException
 

@@ -14,6 +14,7 @@ count the classes; when the unscored share exceeds ``max_unscored`` the eval's `
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -34,7 +35,7 @@ from opct.evals.task import EvalTask, Unit
 from opct.models import render_prompt
 from opct.runs.manifest import write_json_atomic
 from opct.sampling.engine import SamplingEngine, SamplingParams
-from opct.stats.estimate import Estimate, metrics_to_dict
+from opct.stats.estimate import Estimate
 
 Progress = Callable[[int, int], None]
 
@@ -83,8 +84,36 @@ def _read_records(path: Path) -> list[dict[str, Any]]:
 
 
 def _estimate(raw: dict[str, Any]) -> Estimate:
+    """An :class:`Estimate` from its ``results.json`` record (a ``null`` number is ``nan`` again)."""
     fields = Estimate.__dataclass_fields__
-    return Estimate(**{k: v for k, v in raw.items() if k in fields})
+    kept = {k: v for k, v in raw.items() if k in fields}
+    for key in ("value", "ci_low", "ci_high"):
+        if kept.get(key) is None:
+            kept[key] = math.nan
+    return Estimate(**kept)
+
+
+#: The numbers of a metric record that may be undefined (written as ``null`` with a ``reason``).
+_NUMBERS = ("value", "ci_low", "ci_high", "n_eff")
+
+
+def metric_record(est: Estimate, unscored: dict[str, int]) -> dict[str, Any]:
+    """``est`` as strict JSON for ``results.json``: a non-finite number is ``null`` and the record says why
+    in ``reason`` (``n = 0``: nothing was scored), so the file parses with any JSON reader."""
+    record: dict[str, Any] = {**est.to_dict(), "unscored": unscored}
+    bad = [k for k in _NUMBERS if isinstance(record.get(k), float) and not math.isfinite(record[k])]
+    for key in bad:
+        record[key] = None
+    if bad:
+        record["reason"] = ("n = 0: no scored records" if not est.n
+                            else f"{', '.join(bad)} not finite (the metric is undefined on these records)")
+    return record
+
+
+def strict_json(data: dict[str, Any]) -> dict[str, Any]:
+    """``data`` unchanged, after checking that it is strict JSON (no ``NaN``/``Infinity``); raises ValueError."""
+    json.dumps(data, allow_nan=False, default=str)
+    return data
 
 
 class EvalOutputError(OpctError, ValueError):
@@ -171,7 +200,7 @@ def run_task(
     task_dir.mkdir(parents=True, exist_ok=True)
     if results_path.exists():
         done = json.loads(results_path.read_text(encoding="utf-8"))
-        if done.get("complete") and same_identity(done, identity):
+        if results_written(done) and same_identity(done, identity):
             metrics = {k: _estimate(v) for k, v in done["metrics"].items()}
             unscored = int(done["unscored"])
             return EvalResult(task.name, metrics, done["n_records"], unscored, results_path, reused=True,
@@ -193,6 +222,44 @@ def run_task(
     if progress:
         progress(total - len(todo), total)
     render = renderer or (lambda messages: render_prompt(tokenizer, messages))
+    try:
+        _measure(task, engine, tokenizer, todo, records, have, samples_path, params, render, batch_units, progress,
+                 reasoning)
+    except OpctError as err:  # a judge outage, bad data: the records stay, no results; state.json says why
+        write_json_atomic(state_path, {**identity, "failed": str(err).splitlines()[0] if str(err) else type(err).__name__})
+        raise
+
+    result = result_from_records(task, records, results_path, max_unscored)
+    metrics, outcomes, unscored, outcome_status = result.metrics, result.outcomes or {}, result.unscored, result.status
+    unscored_counts = {c: outcomes[c] for c in task.unscored_classes if outcomes[c]}
+    write_json_atomic(
+        results_path,
+        strict_json({
+            "eval": task.name,
+            "model": model_id,
+            "status": outcome_status,  # the one status: ok or incomplete (results.json exists only when every unit ran)
+            "n": len(task.units),
+            "n_records": len(records),
+            "metrics": {k: metric_record(v, unscored_counts) for k, v in metrics.items()},
+            "outcomes": outcomes,
+            "unscored_classes": list(task.unscored_classes),
+            "unscored": unscored,
+            "unscored_share": unscored / len(records) if records else None,
+            "max_unscored": max_unscored,
+            "judges": sorted({f"{r['judge']}@{r['judge_version']}" for r in records if r.get("judge")}),
+            **identity,
+            "seed": params.seed,
+        }),
+    )
+    return result
+
+
+def _measure(task: EvalTask, engine: SamplingEngine, tokenizer: Any, todo: list[Unit], records: list[dict[str, Any]],
+             have: set[tuple[Any, Any, int]], samples_path: Path, params: SamplingParams,
+             render: Callable[[list[dict[str, str]]], list[int]], batch_units: int, progress: Progress | None,
+             reasoning: str) -> None:
+    """Generate and judge the samples of ``todo``, appending each record to ``samples_path`` and ``records``."""
+    total = len(task.units)
     for start in range(0, len(todo), batch_units):
         chunk = todo[start : start + batch_units]
         prompts = [render(u.prompt) for u in chunk]
@@ -210,30 +277,11 @@ def run_task(
         if progress:
             progress(total - len(todo) + start + len(chunk), total)
 
-    result = result_from_records(task, records, results_path, max_unscored)
-    metrics, outcomes, unscored, outcome_status = result.metrics, result.outcomes or {}, result.unscored, result.status
-    unscored_counts = {c: outcomes[c] for c in task.unscored_classes if outcomes[c]}
-    write_json_atomic(
-        results_path,
-        {
-            "eval": task.name,
-            "model": model_id,
-            "complete": True,
-            "status": outcome_status,
-            "n": len(task.units),
-            "n_records": len(records),
-            "metrics": {k: {**v, "unscored": unscored_counts} for k, v in metrics_to_dict(metrics).items()},
-            "outcomes": outcomes,
-            "unscored_classes": list(task.unscored_classes),
-            "unscored": unscored,
-            "unscored_share": unscored / len(records) if records else None,
-            "max_unscored": max_unscored,
-            "judges": sorted({f"{r['judge']}@{r['judge_version']}" for r in records if r.get("judge")}),
-            **identity,
-            "seed": params.seed,
-        },
-    )
-    return result
+
+def results_written(done: dict[str, Any]) -> bool:
+    """Whether a ``results.json`` holds a finished eval's results: its ``status`` is ``ok`` or ``incomplete``
+    (files written before ``status`` was the one flag: ``complete: true``)."""
+    return done.get("status") in ("ok", "incomplete") or done.get("complete") is True
 
 
 def result_from_records(

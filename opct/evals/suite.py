@@ -231,8 +231,8 @@ def model_card_evaluation(model_spec: str, weights: str, results: dict[str, Any]
     for name, res in results.items():
         label = name if res.status == "ok" else f"{name} (INCOMPLETE)"
         for metric, est in res.metrics.items():
-            rows.append(f"| {label} | {metric} | {est.value:.3f} | [{est.ci_low:.3f}, {est.ci_high:.3f}] | {est.n} | "
-                        f"{unscored_text(res) or '0'} |")
+            shown = ("n = 0", "") if est.value != est.value else (f"{est.value:.3f}", f"[{est.ci_low:.3f}, {est.ci_high:.3f}]")
+            rows.append(f"| {label} | {metric} | {shown[0]} | {shown[1]} | {est.n} | {unscored_text(res) or '0'} |")
     head = (f"`opct eval` of `{model_spec}` (weights sha256 `{weights}`), {time.strftime('%Y-%m-%d')}; records and "
             "results.json per eval beside this file.")
     return "\n".join(["## Evaluation", "", head, "", *rows, ""])
@@ -273,19 +273,24 @@ def incomplete(results: dict[str, Any]) -> list[str]:
 
 def results_table(results: dict[str, Any], title: str = "results"):
     """A rich table: one row per (task, metric) with value, 95% interval, n and the unscored records;
-    an incomplete eval is marked INCOMPLETE on every row."""
+    an incomplete eval is marked INCOMPLETE on every row, a metric with nothing scored reads ``n = 0``.
+    Eval and metric names wrap, never cut, however narrow the terminal."""
     from rich.table import Table
 
     table = Table(title=title)
     cols = (("eval", "left"), ("metric", "left"), ("value", "right"), ("95% CI", "right"), ("n", "right"),
             ("unscored", "left"))
-    for col, justify in cols:
-        table.add_column(col, justify=justify)
+    for col, justify in cols:  # names wrap (fold), never cut with an ellipsis; numbers are kept whole
+        table.add_column(col, justify=justify, overflow="fold" if col in ("eval", "metric", "unscored") else "ellipsis",
+                         no_wrap=col in ("value", "95% CI", "n"))
     for name, res in results.items():
         label = name if res.status == "ok" else f"{name} [bold red]INCOMPLETE[/]"
         unscored = unscored_text(res)
         if not res.metrics:
             table.add_row(label, "—", "—", "—", "0", unscored)
         for metric, est in res.metrics.items():
+            if est.value != est.value:  # nan: nothing scored for this metric
+                table.add_row(label, metric, "n = 0" if not est.n else "not a number", "", str(est.n), unscored)
+                continue
             table.add_row(label, metric, f"{est.value:.3f}", f"[{est.ci_low:.3f}, {est.ci_high:.3f}]", str(est.n), unscored)
     return table

@@ -4,13 +4,15 @@ Stages: evaluate the base model; train each (method, seed[, axis]); evaluate eve
 the held-out and training perturbation splits and on capability; attack every model; report.
 Every stage writes under ``<output_dir>/<name>/``; a rerun skips what is complete and verified and
 continues what was interrupted (training resumes from its last checkpoint, evaluation from the
-samples already written).
+samples already written), and redoes the stages whose inputs changed or that ``--force`` names
+(:mod:`opct.experiments.invalidation`).
 """
 
 from __future__ import annotations
 
 import copy
 import json
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -33,7 +35,6 @@ from opct.errors import FAULT, OpctError
 from opct.experiments.files import deep_merge, read_extended
 from opct.experiments.recipes import recipe_summary, selection_rule
 from opct.experiments.settings import AttackSettings, EvalSettings, Variant, check_variant_name
-from opct.runs.layout import RunLayout
 from opct.runs.manifest import build_manifest, write_json_atomic
 
 
@@ -273,12 +274,17 @@ def _eval_tasks(cfg: ExperimentConfig) -> list[Any]:
     return eval_tasks(evals, cfg.eval, suffix_train=True)
 
 
-def run_experiment(cfg: ExperimentConfig, show_progress: bool = True, log: Any = print) -> Path:
-    """Run (or resume) every stage of the experiment; returns the experiment directory."""
+def run_experiment(cfg: ExperimentConfig, show_progress: bool = True, log: Any = print,
+                   force: Sequence[str] = ()) -> Path:
+    """Run (or resume) every stage of the experiment; returns the experiment directory. A stage whose
+    inputs changed is redone, and so is each one ``force`` names (``train:opct``, ``eval``, ``attack:bct``;
+    the rules are in :mod:`opct.experiments.invalidation`)."""
     from opct.evals.suite import evaluate
-    from opct.training.loop import train
+    from opct.experiments.invalidation import clear, forced, parse_force, train_stage
 
     plan = resolve(cfg)
+    forces = parse_force(force, {"train": [r.key for r in plan.runs], "eval": list(plan.models),
+                                 "attack": list(plan.models) if cfg.attack.enabled else []})
     root = cfg.root
     root.mkdir(parents=True, exist_ok=True)
     evidence = json.loads(Path(cfg.selection).read_text(encoding="utf-8")) if cfg.selection else {}
@@ -305,6 +311,8 @@ def run_experiment(cfg: ExperimentConfig, show_progress: bool = True, log: Any =
     def evaluate_model(key: str) -> None:
         from opct.evals.suite import incomplete
 
+        if forced(forces, "eval", key) and clear(root / "eval" / key):
+            log(f"[stage] evaluate {key}: forced (--force), its results deleted")
         log(f"[stage] evaluate {key}")
         results = evaluate(specs[key], tasks, root / "eval" / key, e.generation, seed=e.seed, show_progress=show_progress,
                            reasoning=e.reasoning, max_unscored=e.max_unscored, discard_stale=True)  # retrained: measured again
@@ -313,17 +321,16 @@ def run_experiment(cfg: ExperimentConfig, show_progress: bool = True, log: Any =
     if "base" in plan.models:
         evaluate_model("base")
     for stage in plan.runs:
-        if RunLayout(stage.config.run_dir).final.exists() and _run_complete(stage.config):
-            log(f"[stage] train {stage.key}: complete, skipped")
-        else:
-            log(f"[stage] train {stage.key}")
-            train(stage.config, show_progress=show_progress)
+        train_stage(stage.key, stage.config, root, forced(forces, "train", stage.key), show_progress, log)
     for key in plan.models:
         if key != "base":
             evaluate_model(key)
     if cfg.attack.enabled:
         from opct.attack.experiment import attack_models
 
+        for key in plan.models:
+            if forced(forces, "attack", key) and clear(root / "attack" / key):
+                log(f"[stage] attack {key}: forced (--force), its results deleted")
         unfinished.extend(attack_models(cfg, specs, root / "attack", log=log, show_progress=show_progress))
     from opct.report import write_report
 
@@ -353,18 +360,3 @@ def check_plan(cfg: ExperimentConfig, plan: Plan) -> None:
         from opct.attack.grammar import behaviors_from_file
 
         behaviors_from_file(cfg.eval.real_paths()["behaviors"])
-
-
-def _run_complete(run: RunConfig) -> bool:
-    """A finished run whose manifest matches this configuration."""
-    from opct.config import dump_config
-    from opct.training.loop import total_steps
-
-    layout = RunLayout(run.run_dir)
-    if not layout.manifest.exists():
-        return False
-    old = json.loads(layout.manifest.read_text(encoding="utf-8"))
-    if old.get("config") != dump_config(run):
-        return False
-    found = layout.list_checkpoints()
-    return bool(found) and found[-1][0] >= total_steps(run, int(old.get("num_pairs", 0)) or 1)

@@ -156,7 +156,8 @@ def active_detector(backend: str = "auto") -> str:
     if backend not in ("langdetect", "builtin"):
         raise ValueError(f"unknown language detector {backend!r}; use auto, langdetect or builtin")
     if backend == "langdetect" and _langdetect() is None:
-        raise ImportError("language detector 'langdetect' requested but the package is not installed")
+        raise ImportError("language detector 'langdetect' requested but the package is not installed: "
+                          "pip install 'opct[data]' (or choose the builtin detector)")
     return backend
 
 

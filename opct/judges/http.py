@@ -1,17 +1,22 @@
 """A rubric judge served by any OpenAI-compatible chat-completions HTTP endpoint.
 
 Works with OpenAI, vLLM (``vllm serve``), llama.cpp server, Ollama, LiteLLM, Together... anything that
-answers ``POST {base_url}/chat/completions``. Standard library only (``urllib``).
+answers ``POST {base_url}/chat/completions``, over ``httpx``.
 
 Configuration: the model name is passed in (config); the base URL and key come from arguments or,
 by default, from the environment variables ``OPCT_JUDGE_BASE_URL`` (e.g.
-``http://localhost:8000/v1``) and ``OPCT_JUDGE_API_KEY`` (optional for local servers). The key is
+``http://localhost:8000/v1``), ``OPCT_JUDGE_API_KEY`` (optional for local servers) and
+``OPCT_JUDGE_CONCURRENCY`` (requests in flight at once, default 4). The key is
 never written to the cache or to verdicts.
 
 Time limits: ``timeout`` bounds one attempt as a whole, from connecting to the last byte of the answer
-(a watchdog cuts the connection at the deadline, so a server that sends its answer byte by byte cannot
-hold it longer), and one request, retries and back-off included, gets at most
-``timeout * (max_retries + 1)`` seconds (its *budget*).
+(a watchdog shuts the connection's socket down at the deadline, so a server that sends its answer byte
+by byte cannot hold it longer: httpx's own timeouts apply to each read alone), and one request,
+retries and back-off included, gets at most ``timeout * (max_retries + 1)`` seconds (its *budget*).
+
+Concurrency: at most ``concurrency`` requests of one client are in flight at once (a request waiting for
+its turn has not started its time limit); :meth:`HTTPJudge.judge_many` judges a list of samples on that
+many threads. Each attempt opens its own connection (no keep-alive), so the watchdog sees every socket.
 
 Retries: HTTP 408, 409, 425, 429, 5xx, connection errors and timeouts are retried with exponential
 back-off (``backoff * 2**attempt`` seconds) or after the server's ``Retry-After`` (seconds or an HTTP
@@ -36,27 +41,30 @@ from __future__ import annotations
 import contextlib
 import datetime
 import email.utils
-import http.client
 import json
 import math
 import os
 import socket
 import threading
 import time
-import urllib.error
-import urllib.request
-from email.message import Message
+from collections.abc import Mapping, Sequence
+from concurrent.futures import FIRST_EXCEPTION, ThreadPoolExecutor, wait
 from typing import Any
 
+import httpx
+
+from opct.judges.base import Verdict
 from opct.judges.model_judge import JudgeOptions, JudgeOutage, JudgeUnavailable, RubricJudge
 from opct.judges.rubrics import Messages, Rubric
 
 ENV_BASE_URL = "OPCT_JUDGE_BASE_URL"
 ENV_API_KEY = "OPCT_JUDGE_API_KEY"
+ENV_CONCURRENCY = "OPCT_JUDGE_CONCURRENCY"
 RETRY_STATUS = frozenset({408, 409, 425, 429, 500, 502, 503, 504})
 # Statuses that say the endpoint itself is unusable (down, wrong key, wrong URL or model): they count toward an
 # outage, as do every retried status and every 5xx.
 OUTAGE_STATUS = frozenset({401, 403, 404, 408})
+DEFAULT_CONCURRENCY = 4
 
 
 class _Deadline:
@@ -80,8 +88,7 @@ class _Deadline:
         self._timer.cancel()
 
     def watch(self, sock: socket.socket) -> None:
-        """Shut ``sock`` down at the deadline (at once if it has passed). urllib lets go of the connection's
-        socket once the headers are in, and the response reads from it on: the socket itself is kept."""
+        """Shut ``sock`` down at the deadline (at once if it has passed)."""
         with self._lock:
             self._sockets.append(sock)
             if self.expired:
@@ -93,60 +100,36 @@ class _Deadline:
             for sock in self._sockets:
                 _cut(sock)
 
+    def trace(self, event: str, info: dict[str, Any]) -> None:
+        """httpcore's ``trace`` extension: every connection the attempt opens is watched once connected."""
+        if event == "connection.connect_tcp.complete" and info.get("return_value") is not None:
+            sock = info["return_value"].get_extra_info("socket")
+            if sock is not None:
+                self.watch(sock)
+
 
 def _cut(sock: socket.socket) -> None:
     with contextlib.suppress(OSError, ValueError):
         socket.socket.shutdown(sock, socket.SHUT_RDWR)  # the plain socket's: also under TLS, from another thread
 
 
-class _Watched:
-    """A urllib handler whose connections hand their socket to a :class:`_Deadline` once connected."""
-
-    deadline: _Deadline
-
-    def do_open(self, http_class: Any, req: Any, **kwargs: Any) -> Any:
-        deadline = self.deadline
-
-        class Connection(http_class):  # type: ignore[misc, valid-type]
-            def connect(self) -> None:
-                super().connect()
-                deadline.watch(self.sock)
-
-        return super().do_open(Connection, req, **kwargs)  # type: ignore[misc]
-
-
-class _HTTPHandler(_Watched, urllib.request.HTTPHandler):
-    def __init__(self, deadline: _Deadline) -> None:
-        super().__init__()
-        self.deadline = deadline
-
-
-class _HTTPSHandler(_Watched, urllib.request.HTTPSHandler):
-    def __init__(self, deadline: _Deadline) -> None:
-        super().__init__()
-        self.deadline = deadline
-
-
-def send(request: urllib.request.Request, seconds: float) -> tuple[int, Message | None, bytes]:
-    """``(status, headers, body)`` of the answer to ``request``, all of it (connect, send, every byte of the
-    answer) within ``seconds``, or :class:`TimeoutError`. HTTP error statuses are returned, not raised;
-    a connection that fails raises :class:`OSError` or :class:`http.client.HTTPException`."""
+def send(client: httpx.Client, url: str, body: bytes, headers: Mapping[str, str],
+         seconds: float) -> tuple[int, httpx.Headers, bytes]:
+    """``(status, headers, body)`` of the answer to ``POST url``, all of it (connect, send, every byte of the
+    answer) within ``seconds``, or :class:`TimeoutError`. HTTP error statuses are returned, not raised; a
+    connection that fails raises :class:`httpx.TransportError` or :class:`OSError`."""
     deadline = _Deadline(seconds)
-    opener = urllib.request.build_opener(_HTTPHandler(deadline), _HTTPSHandler(deadline))
     try:
-        with deadline:
-            try:
-                with opener.open(request, timeout=seconds) as resp:
-                    status, headers, body = resp.status, resp.headers, resp.read()
-            except urllib.error.HTTPError as exc:
-                status, headers, body = exc.code, exc.headers, _read(exc)
-    except Exception as exc:
-        if deadline.expired:
+        with deadline, client.stream("POST", url, content=body, headers=dict(headers), timeout=seconds,
+                                     extensions={"trace": deadline.trace}) as resp:
+            status, answer_headers, answer = resp.status_code, resp.headers, resp.read()
+    except (httpx.TransportError, OSError) as exc:
+        if deadline.expired or isinstance(exc, httpx.TimeoutException):
             raise TimeoutError(f"no complete answer within {seconds:.3g} s") from exc
         raise
     if deadline.expired:  # cut in the middle of a body that had no length: what came is not the answer
         raise TimeoutError(f"no complete answer within {seconds:.3g} s")
-    return status, headers, body
+    return status, answer_headers, answer
 
 
 def retry_after_seconds(value: str | None, now: float | None = None) -> float | None:
@@ -173,7 +156,8 @@ class ChatCompletionsClient:
     ``api_key`` are not passed (the judge and the model attacker use different ones). ``timeout`` bounds
     one attempt from connecting to the answer's last byte, and a request with its retries gets
     :attr:`budget` seconds. With ``fail_after``, that many failed attempts in a row (see the module
-    docstring) raise :class:`~opct.judges.model_judge.JudgeOutage`; ``None`` never gives up.
+    docstring) raise :class:`~opct.judges.model_judge.JudgeOutage`; ``None`` never gives up. At most
+    ``concurrency`` requests are in flight at once, from any number of threads.
     """
 
     def __init__(
@@ -193,10 +177,14 @@ class ChatCompletionsClient:
         env_base_url: str = ENV_BASE_URL,
         env_api_key: str = ENV_API_KEY,
         what: str = "judge",
+        concurrency: int | None = None,
     ) -> None:
         base_url = base_url or os.environ.get(env_base_url)
         if not base_url:
             raise ValueError(f"no {what} endpoint: pass base_url or set {env_base_url} (e.g. http://localhost:8000/v1)")
+        concurrency = concurrency if concurrency is not None else _env_concurrency()
+        if concurrency < 1:
+            raise ValueError(f"{what} concurrency must be >= 1 request at a time, got {concurrency}")
         self.model = model
         self.base_url = base_url.rstrip("/")
         self._api_key = api_key if api_key is not None else os.environ.get(env_api_key, "")
@@ -211,7 +199,11 @@ class ChatCompletionsClient:
         self.env_base_url = env_base_url
         self.what = what
         self.consecutive_failures = 0  # failed attempts in a row, across samples (reset by an answered one)
+        self.concurrency = concurrency
         self.sleep = time.sleep  # replaceable in tests
+        self._count_lock = threading.Lock()
+        self._slots = threading.BoundedSemaphore(concurrency)
+        self._http = httpx.Client(limits=httpx.Limits(max_connections=concurrency, max_keepalive_connections=0))
 
     @property
     def budget(self) -> float:
@@ -222,17 +214,15 @@ class ChatCompletionsClient:
         """Decoding settings sent with every request."""
         return {"temperature": self.temperature, "max_tokens": self.max_tokens, **self.extra_body}
 
-    def _request(self, messages: Messages) -> urllib.request.Request:
+    def _send(self, messages: Messages, seconds: float) -> tuple[int, httpx.Headers, bytes]:
+        """One attempt, once one of the ``concurrency`` slots is free (the wait is not part of ``seconds``)."""
         body = {"model": self.model, "messages": messages, **self.decoding()}
         headers = {"Content-Type": "application/json"}
         if self._api_key:
             headers["Authorization"] = f"Bearer {self._api_key}"
-        return urllib.request.Request(
-            f"{self.base_url}/chat/completions",
-            data=json.dumps(body).encode("utf-8"),
-            headers=headers,
-            method="POST",
-        )
+        with self._slots:
+            return send(self._http, f"{self.base_url}/chat/completions", json.dumps(body).encode("utf-8"),
+                        headers, seconds)
 
     def _delay(self, attempt: int, retry_after: str | None) -> float:
         """The wait before the next attempt: the server's ``Retry-After`` if it sent one, else exponential
@@ -242,11 +232,13 @@ class ChatCompletionsClient:
 
     def _failed(self, error: str) -> None:
         """Count one failed attempt; raise :class:`JudgeOutage` at ``fail_after`` in a row."""
-        self.consecutive_failures += 1
-        if self.fail_after is not None and self.consecutive_failures >= self.fail_after:
+        with self._count_lock:
+            self.consecutive_failures += 1
+            failures = self.consecutive_failures
+        if self.fail_after is not None and failures >= self.fail_after:
             busy = ", that it is not rate-limiting this client (HTTP 429)" if error.startswith("HTTP 429") else ""
             raise JudgeOutage(
-                f"{self.what} endpoint {self.base_url} (model {self.model!r}) failed {self.consecutive_failures} "
+                f"{self.what} endpoint {self.base_url} (model {self.model!r}) failed {failures} "
                 f"requests in a row; last error: {error}. Stopping rather than scoring every remaining sample as "
                 f"abstained: check that the server is up{busy} and that {self.env_base_url} points at it, or raise "
                 f"--judge-timeout (now {self.timeout:g} s per attempt) / --judge-fail-after (now {self.fail_after})."
@@ -261,9 +253,9 @@ class ChatCompletionsClient:
             left = self.budget - (time.monotonic() - start)
             retry_after = None
             try:
-                status, headers, body = send(self._request(messages), min(self.timeout, left))
-            except (OSError, http.client.HTTPException) as exc:  # URLError, refused, reset, timed out
-                errors.append(f"{type(exc).__name__}: {getattr(exc, 'reason', exc)}")
+                status, headers, body = self._send(messages, min(self.timeout, left))
+            except (OSError, httpx.TransportError) as exc:  # refused, reset, timed out, a broken answer
+                errors.append(f"{type(exc).__name__}: {exc}")
                 self._failed(errors[-1])
             else:
                 if 200 <= status < 300:
@@ -272,7 +264,8 @@ class ChatCompletionsClient:
                     except (json.JSONDecodeError, UnicodeDecodeError) as exc:
                         self._failed(f"non-JSON body: {exc}")
                         raise JudgeUnavailable(f"endpoint returned non-JSON: {exc}") from exc
-                    self.consecutive_failures = 0
+                    with self._count_lock:
+                        self.consecutive_failures = 0
                     return _content(payload)
                 text = body.decode("utf-8", "replace")[:300]
                 errors.append(f"HTTP {status}")
@@ -280,7 +273,7 @@ class ChatCompletionsClient:
                     self._failed(f"HTTP {status}: {text}")
                 if status not in RETRY_STATUS:
                     raise JudgeUnavailable(f"HTTP {status} (not retried): {text}")
-                retry_after = headers.get("Retry-After") if headers else None
+                retry_after = headers.get("Retry-After")
             if attempt == self.max_retries:
                 break
             delay = self._delay(attempt, retry_after)
@@ -304,6 +297,7 @@ class HTTPJudge(ChatCompletionsClient, RubricJudge):
         options: timeout, retries and the fail-fast rule (:class:`JudgeOptions`; its defaults when ``None``).
         backoff, max_backoff: back-off base and cap in seconds.
         extra_body: extra JSON fields for the request (e.g. ``{"reasoning_effort": "low"}``).
+        concurrency: requests in flight at once; default ``$OPCT_JUDGE_CONCURRENCY``, else 4.
     """
 
     kind = "http"
@@ -323,13 +317,14 @@ class HTTPJudge(ChatCompletionsClient, RubricJudge):
         backoff: float = 1.0,
         max_backoff: float = 60.0,
         extra_body: dict[str, Any] | None = None,
+        concurrency: int | None = None,
     ) -> None:
         opts = options or JudgeOptions()
         RubricJudge.__init__(self, rubric, model, cache_dir=cache_dir)
         ChatCompletionsClient.__init__(
             self, model, base_url=base_url, api_key=api_key, temperature=temperature, max_tokens=max_tokens,
             timeout=opts.timeout, max_retries=opts.max_retries, backoff=backoff, max_backoff=max_backoff,
-            extra_body=extra_body, fail_after=opts.fail_after,
+            extra_body=extra_body, fail_after=opts.fail_after, concurrency=concurrency,
         )
 
     def decoding(self) -> dict[str, Any]:
@@ -340,13 +335,30 @@ class HTTPJudge(ChatCompletionsClient, RubricJudge):
         """The rubric judge's identity plus the endpoint it asks (never the API key)."""
         return {**RubricJudge.identity(self), "endpoint": self.base_url}
 
+    def judge_many(self, samples: Sequence[tuple[str, str, dict[str, Any] | None]]) -> list[Verdict]:
+        """:meth:`judge` of every ``(request, response, meta)``, ``concurrency`` at a time, in order. A
+        :class:`JudgeOutage` stops the samples not yet started and is raised."""
+        with ThreadPoolExecutor(max_workers=self.concurrency, thread_name_prefix="opct-judge") as pool:
+            futures = [pool.submit(self.judge, *sample) for sample in samples]
+            done, _ = wait(futures, return_when=FIRST_EXCEPTION)
+            failed = next((f for f in futures if f in done and f.exception() is not None), None)
+            if failed is not None:
+                for future in futures:
+                    future.cancel()
+                raise failed.exception()  # type: ignore[misc]
+            return [future.result() for future in futures]
 
-def _read(exc: urllib.error.HTTPError) -> bytes:
-    """The body of an HTTP error answer (empty when it cannot be read)."""
+
+def _env_concurrency() -> int:
+    """``$OPCT_JUDGE_CONCURRENCY`` as a number of requests, or the default."""
+    value = os.environ.get(ENV_CONCURRENCY, "").strip()
+    if not value:
+        return DEFAULT_CONCURRENCY
     try:
-        return exc.read()
-    except (OSError, http.client.HTTPException):
-        return b""
+        return int(value)
+    except ValueError:
+        raise ValueError(f"{ENV_CONCURRENCY}={value!r} is not a whole number of requests; set it to e.g. 4, "
+                         "or unset it") from None
 
 
 def _content(payload: Any) -> str:

@@ -7,7 +7,9 @@ The layout (written by ``opct experiment``)::
     <exp>/train/<method>/metrics.jsonl
     <exp>/attack/<method>/results.json
 
-Every file is optional: the report shows what is there and "—" for the rest.
+Every file is optional: the report shows what is there, why a planned number is missing (``n = 0``,
+``INCOMPLETE``, ``failed: <reason>``: :meth:`Experiment.absence`) and "—" for the rest. ``results.json``
+files written before ``status`` was their one flag (``complete: true`` beside it) are read as well.
 """
 
 from __future__ import annotations
@@ -64,6 +66,9 @@ class Experiment:
     #: Problems found while reading (unreadable files, incomplete results, ...), for the report.
     warnings: list[str] = field(default_factory=list)
     _records: dict[tuple[str, str], list[dict[str, Any]]] = field(default_factory=dict, repr=False)
+    #: Why the last :meth:`metric` asked for was None although it was planned (``n = 0``, ``INCOMPLETE``,
+    #: ``failed: <reason>``); None when it was found or never planned. Read by the results table.
+    last_absence: str | None = field(default=None, repr=False)
 
     @property
     def name(self) -> str:
@@ -87,7 +92,28 @@ class Experiment:
     def metric(self, method: str, eval_name: str, key: str) -> Metric | None:
         """The metric ``key`` of ``eval_name`` for ``method``, or None when absent or not a number."""
         res = self.results.get(method, {}).get(eval_name, {})
-        return parse_metric(res.get("metrics", {}).get(key), incomplete=res.get("status") == "incomplete")
+        metric = parse_metric(res.get("metrics", {}).get(key), incomplete=res.get("status") == "incomplete")
+        self.last_absence = None if metric is not None else self.absence(method, eval_name, key)
+        return metric
+
+    def absence(self, method: str, eval_name: str, key: str) -> str | None:
+        """Why ``key`` of ``eval_name`` has no number for ``method`` although the eval was planned or
+        started: ``failed: <reason>``, ``INCOMPLETE`` (records without results), ``n = 0`` (nothing scored,
+        ``INCOMPLETE`` added when the eval is); None when it was never planned or measured."""
+        res = self.results.get(method, {}).get(eval_name)
+        if res is None:  # the eval runner writes state.json first, with the error that stopped it
+            folder = self.root / "eval" / method / eval_name
+            state = _read_json(folder / "state.json", []) if (folder / "state.json").exists() else {}
+            if state.get("failed"):
+                return f"failed: {state['failed']}"
+            return "INCOMPLETE (no results)" if (folder / "samples.jsonl").exists() else None
+        raw = res.get("metrics", {}).get(key)
+        if not isinstance(raw, dict):
+            return None
+        flag = " INCOMPLETE" if res.get("status") == "incomplete" else ""
+        if raw.get("n") == 0:
+            return f"n = 0{flag}"
+        return f"not a number: {raw.get('reason') or 'undefined'}{flag}"
 
     def attack_metric(self, method: str, key: str) -> Metric | None:
         """The adaptive attacker's metric ``key`` against ``method``, or None; its ``unscored`` are the
@@ -218,7 +244,7 @@ def load_experiment(root: str | Path) -> Experiment:
 
 
 def _check_results(path: Path, data: dict[str, Any], warnings: list[str]) -> None:
-    if data.get("complete") is False:
+    if data.get("complete") is False:  # results.json held "complete" beside "status" before status was its one flag
         warnings.append(f"{path}: results are marked incomplete")
     unscored = data.get("unscored")
     if data.get("status") == "incomplete":

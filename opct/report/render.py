@@ -47,7 +47,8 @@ HOW_TO_READ = {
         "jailbreaks, facts and their prompts for awareness (cluster-Wilson, never zero width). INCOMPLETE: more "
         "than the allowed share of that eval was unscored, so its number is not a measurement. ↓: lower is "
         "better, ↑: higher is better. Held-out means perturbation families (or safety facts) that training never "
-        "saw, which is the generalisation OPCT is about. “—”: not measured for that method."
+        "saw, which is the generalisation OPCT is about. n = 0: the eval ran but scored nothing for that metric; "
+        "failed: the eval stopped with that error; “—”: never planned for that method."
     ),
     "training": (
         "Per optimizer step: the training loss and, for OPCT, the per-token KL divergence from the student to "
@@ -85,7 +86,8 @@ def all_metrics_rows(exp: Experiment, eval_name: str) -> list[list[str]]:
     """Every metric of ``eval_name``, one row each, one column per method (rates as fractions)."""
     rows = []
     for key in exp.metric_keys(eval_name):
-        cells = [_plain(exp.metric(m, eval_name, key)) for m in exp.methods]
+        cells = [_plain(metric) if (metric := exp.metric(m, eval_name, key)) is not None
+                 else exp.last_absence or MISSING for m in exp.methods]
         rows.append([key, *cells])
     return rows
 
@@ -178,9 +180,9 @@ def _tag(name: str, text: str, **attrs: str) -> str:
     return f"<{name}{attr}>{escape(text)}</{name}>"
 
 
-def _metric_cell(metric: Metric | None, percent: bool) -> str:
+def _metric_cell(metric: Metric | None, percent: bool, missing: str = MISSING) -> str:
     if metric is None:
-        return _tag("td", MISSING, class_="missing")
+        return _tag("td", missing, class_="missing")
     value, ci, n = metric_parts(metric, percent)
     parts = [_tag("span", value, class_="v")]
     parts += [" " + _tag("span", p, class_=c) for p, c in ((ci, "ci"), (n, "n")) if p]
@@ -195,7 +197,7 @@ def results_table_html(table: ResultsTable) -> str:
     """The paper-style table as an HTML table (cells split into value, interval and n)."""
     body = []
     for m in table.methods:
-        cells = "".join(_metric_cell(table.metrics[(m, c.key)], c.percent) for c in table.columns)
+        cells = "".join(_metric_cell(table.metrics[(m, c.key)], c.percent, table.missing(m, c)) for c in table.columns)
         body.append(f"<tr>{_tag('th', method_label(m))}{cells}</tr>")
     return f'<div class="scroll"><table class="results" id="results-table">{_head(table.headers)}<tbody>{"".join(body)}</tbody></table></div>'
 

@@ -1,13 +1,15 @@
 """The paper-style results table: one row per method; columns from every registered axis.
 
 Cells read ``value [ci_low, ci_high] (n=..)``; rates are shown in percent, areas (AUSC) as 0-1
-scores; a metric a method lacks is "—". The paper's own numbers come as a second, fixed table.
+scores. A planned metric without a number says why: ``n = 0`` (nothing scored), ``INCOMPLETE`` (the
+eval did not finish or left too much unscored), ``failed: <reason>``; only a metric that was never
+planned for a method is "—". The paper's own numbers come as a second, fixed table.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from opct.axes import AXES
 from opct.report.columns import Column
@@ -31,10 +33,17 @@ class ResultsTable:
     columns: list[Column]
     methods: list[str]
     metrics: dict[tuple[str, str], Metric | None]
+    #: Why a planned cell has no number (``n = 0``, ``INCOMPLETE``, ``failed: ...``), by (method, column key).
+    absent: dict[tuple[str, str], str] = field(default_factory=dict)
+
+    def missing(self, method: str, column: Column) -> str:
+        """What a cell without a metric shows: why it has no number, or "—" when it was never planned."""
+        return self.absent.get((method, column.key), MISSING)
 
     def cell(self, method: str, column: Column) -> str:
         """The printed cell for ``method`` in ``column``."""
-        return format_metric(self.metrics[(method, column.key)], percent=column.percent)
+        metric = self.metrics[(method, column.key)]
+        return self.missing(method, column) if metric is None else format_metric(metric, percent=column.percent)
 
     def rows(self) -> list[list[str]]:
         """The table as strings: one row per method, label first."""
@@ -73,8 +82,15 @@ def build_columns(exp: Experiment) -> list[Column]:
 def build_table(exp: Experiment) -> ResultsTable:
     """The paper-style table of ``exp``."""
     columns = build_columns(exp)
-    metrics = {(m, c.key): c.get(exp, m) for m in exp.methods for c in columns}
-    return ResultsTable(columns, exp.methods, metrics)
+    metrics: dict[tuple[str, str], Metric | None] = {}
+    absent: dict[tuple[str, str], str] = {}
+    for m in exp.methods:
+        for c in columns:
+            exp.last_absence = None
+            metrics[(m, c.key)] = c.get(exp, m)
+            if metrics[(m, c.key)] is None and exp.last_absence:
+                absent[(m, c.key)] = exp.last_absence
+    return ResultsTable(columns, exp.methods, metrics, absent)
 
 
 #: arXiv 2605.21834's headline numbers (abstract; averages over its three models).

@@ -91,7 +91,7 @@ def _metric_cell(table: ResultsTable, method: str, column_index: int) -> Cell:
     column = table.columns[column_index]
     metric = table.metrics[(method, column.key)]
     if metric is None:
-        return (MISSING,)
+        return (table.missing(method, column),)
     value, interval, n = metric_parts(metric, percent=column.percent)
     flag = "INCOMPLETE" if n.endswith("INCOMPLETE") else ""
     return value, interval, n.removesuffix("INCOMPLETE").strip(), flag

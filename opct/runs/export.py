@@ -9,7 +9,9 @@ were checked against the sha256 the run recorded and its files against the tenso
 (:func:`opct.models.load_for_inference`; remote code only with ``--trust-remote-code``), the
 checkpoint's tokenizer as saved, an ``opct_checkpoint.json`` that names the checkpoint it came from,
 and a model card. The export is itself an opct checkpoint: ``opct eval --model <export>`` renders
-prompts with the run's recorded settings, as it does for the run.
+prompts with the run's recorded settings, as it does for the run. :func:`push_to_hub` publishes such a
+folder to a Hugging Face hub repository (``opct export RUN --push-to-hub REPO``) through
+``huggingface_hub``'s ``HfApi`` (``create_repo``, then ``upload_folder``).
 """
 
 from __future__ import annotations
@@ -101,3 +103,45 @@ def check_export_output(out: Path, checkpoint: Path, overwrite: bool) -> None:
         found = ", ".join(sorted(p.name for p in out.iterdir())[:5])
         raise ExportError(f"--out {out} exists and holds files that are no opct export ({found}); --overwrite replaces only "
                           "an earlier export. Choose an empty or new folder.")
+
+
+class HubPushError(OpctError, RuntimeError):
+    """The hub refused or failed an upload (a fault: exit 1); a missing login is an :class:`ExportError`."""
+
+    exit_code = 1
+
+
+def hub_token(token: str | None = None) -> str:
+    """The hub token to push with: ``token``, else the one ``huggingface_hub`` finds (``HF_TOKEN``, ``hf auth
+    login``); :class:`ExportError` when there is none, before anything is merged or written."""
+    from huggingface_hub import get_token
+
+    found = token or get_token()
+    if not found:
+        raise ExportError("--push-to-hub needs a Hugging Face token and none is set: run `hf auth login` or set "
+                          "HF_TOKEN to a token with write access, then rerun")
+    return found
+
+
+def push_to_hub(folder: str | Path, repo_id: str, *, private: bool = False, token: str | None = None,
+                commit_message: str | None = None) -> str:
+    """Upload the export ``folder`` to the hub model repository ``repo_id`` (created if missing, ``private``
+    if asked); returns the repository's URL. No token: :class:`ExportError`; a hub error (a token without
+    write access, a name taken by someone else, the network): :class:`HubPushError` naming the repository."""
+    from huggingface_hub import HfApi
+    from huggingface_hub.errors import HfHubHTTPError, HFValidationError
+
+    folder = Path(folder)
+    if not (folder / CHECKPOINT_FILE).is_file():
+        raise ExportError(f"{folder} is no opct export (no {CHECKPOINT_FILE}); export it first with --out")
+    api = HfApi(token=hub_token(token))
+    try:
+        url = api.create_repo(repo_id, private=private, exist_ok=True, repo_type="model")
+        api.upload_folder(repo_id=repo_id, folder_path=str(folder), repo_type="model",
+                          commit_message=commit_message or f"opct export of {folder.name}")
+    except HFValidationError as err:
+        raise ExportError(f"--push-to-hub {repo_id!r} is no valid repository id ({err}); use owner/name") from None
+    except (HfHubHTTPError, OSError) as err:
+        raise HubPushError(f"pushing {folder} to the hub repository {repo_id} failed: {err}. Check that your token "
+                           "may write to it (`hf auth whoami`), then rerun; the export in the folder is kept") from err
+    return str(url)

@@ -152,6 +152,9 @@ def load_adapter(model: Any, folder: str | Path) -> Any:
         peft_model = PeftModel.from_pretrained(model, str(folder))
     except (SafetensorError, RuntimeError, OSError) as err:  # a cut file, a tensor of another shape
         raise ModelCheckpointError(f"{file} cannot be loaded onto its base ({str(err).splitlines()[0]}). {_REWRITE}") from err
+    local_base = getattr(model, "name_or_path", None)
+    for config in peft_model.peft_config.values():  # PEFT's vocabulary check reads the base here, never the hub
+        config.base_model_name_or_path = local_base or config.base_model_name_or_path
     expected = set(get_peft_model_state_dict(peft_model))
     _mismatch(str(file), sorted(expected - found), sorted(found - expected))
     return peft_model.merge_and_unload()
