@@ -409,3 +409,20 @@ def test_paired_differences_over_a_partial_eval_are_marked(tmp_path):
     assert difference_parts(pooled["sycophancy"])[0].endswith("INCOMPLETE")
     assert difference_parts(pooled["awareness"])[0].endswith("INCOMPLETE")
     assert not difference_parts(pooled["dsr_adaptive"])[0].endswith("INCOMPLETE")
+
+
+def test_a_cut_off_results_json_is_an_error_naming_it(tmp_path):
+    """A ``results.json`` cut by a crash or an editor is named with what to do, never an internal error or a
+    bare JSON message."""
+    from typer.testing import CliRunner
+
+    from opct.cli.main import app
+
+    args = ["eval", "--model", "organism", "--evals", "sycophancy", "--limit", "2", "--out", str(tmp_path / "ev"),
+            "--no-progress"]
+    assert CliRunner().invoke(app, args).exit_code == 0
+    results = tmp_path / "ev" / "sycophancy" / "results.json"
+    results.write_text(results.read_text(encoding="utf-8")[:100], encoding="utf-8")
+    res = CliRunner().invoke(app, args)
+    assert res.exit_code == 2, res.output
+    assert f"{results} is not readable JSON" in " ".join(res.output.split()) and "Delete it" in res.output

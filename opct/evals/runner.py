@@ -145,18 +145,29 @@ def identity_changes(old: dict[str, Any], identity: dict[str, Any]) -> list[str]
     return [k for k, v in identity.items() if k not in skip and old.get(k) != v]
 
 
+def _read_json(path: Path) -> dict[str, Any]:
+    """A ``results.json`` or ``state.json`` of an eval, or an error naming the file when it was cut or edited."""
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except (json.JSONDecodeError, UnicodeDecodeError) as err:
+        raise EvalOutputError(
+            f"{path} is not readable JSON ({err}); it was cut off or edited. Delete it (the eval is measured "
+            "again, reusing the samples already written) or restore it."
+        ) from None
+
+
 def stale_reason(task_dir: Path, identity: dict[str, Any]) -> str | None:
     """Why the records or results in ``task_dir`` were not measured with ``identity`` (the settings or
     weights that differ), or None when there is nothing there or they were."""
     results_path, samples_path, state_path = task_dir / "results.json", task_dir / "samples.jsonl", task_dir / "state.json"
     if results_path.exists():
-        done = json.loads(results_path.read_text(encoding="utf-8"))
+        done = _read_json(results_path)
         if changes := identity_changes(done, identity):
             return f"{results_path} was measured with other {', '.join(changes)}"
     if _read_records(samples_path):
         if not state_path.exists():
             return f"{samples_path} has records whose settings are not recorded ({state_path.name} is missing)"
-        if changes := identity_changes(json.loads(state_path.read_text(encoding="utf-8")), identity):
+        if changes := identity_changes(_read_json(state_path), identity):
             return f"{samples_path} holds records measured with other {', '.join(changes)}"
     return None
 
@@ -199,7 +210,7 @@ def run_task(
         raise EvalOutputError(f"{stale}. Use another --out, or delete {task_dir} to measure it again.")
     task_dir.mkdir(parents=True, exist_ok=True)
     if results_path.exists():
-        done = json.loads(results_path.read_text(encoding="utf-8"))
+        done = _read_json(results_path)
         if results_written(done) and same_identity(done, identity):
             metrics = {k: _estimate(v) for k, v in done["metrics"].items()}
             unscored = int(done["unscored"])
