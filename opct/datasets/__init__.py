@@ -13,7 +13,7 @@ from opct.datasets.base import (
     user_message,
     write_eval_items,
 )
-from opct.datasets.gpqa import load_gpqa_diamond
+from opct.datasets.diamond import load_gpqa_diamond
 from opct.datasets.ifeval import load_ifeval
 from opct.datasets.math500 import load_math500
 from opct.datasets.multiple_choice import format_mc_prompt, load_multiple_choice

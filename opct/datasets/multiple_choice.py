@@ -1,4 +1,4 @@
-"""Multiple-choice benchmarks, MMLU-style (GPQA-Diamond, with the same prompt, is :mod:`opct.datasets.gpqa`).
+"""Multiple-choice benchmarks, MMLU-style (GPQA-Diamond, with the same prompt, is :mod:`opct.datasets.diamond`).
 
 Prompt format (:data:`MC_PROMPT_TEMPLATE`, zero-shot chain of thought, the same wording as the OPCT
 authors' GPQA wrapper so that all MC benchmarks are graded by the same "Answer: X" line)::

@@ -135,7 +135,7 @@ def real_capability_tasks(paths: Mapping[str, str], limit: int | None = None) ->
     """Tasks for the benchmark data given: ``gpqa`` (GPQA-Diamond), ``mmlu`` (MMLU-style multiple
     choice), ``math500``, ``ifeval``; ``limit`` items each (a seeded sample). Each path is a file, a
     ``save_to_disk`` folder or a hub id ``owner/name[:config][@revision]`` (see docs/data.md)."""
-    from opct.datasets.gpqa import load_gpqa_diamond
+    from opct.datasets.diamond import load_gpqa_diamond
     from opct.datasets.ifeval import load_ifeval
     from opct.datasets.math500 import load_math500
     from opct.datasets.multiple_choice import load_multiple_choice
