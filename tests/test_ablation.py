@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-import json
 import random
 from pathlib import Path
-from typing import Any
 
 import pytest
+from report_fixtures import metric as _metric
+from report_fixtures import write as _write
 from rich.console import Console
 
 from opct.report import load_experiment, write_report
@@ -19,18 +19,6 @@ SEEDS = [0, 1, 2]
 LEVELS = {"opct": (0.4, 0.5), "opct-good": (0.1, 0.9), "opct-same": (0.4, 0.5)}
 VARIANTS = {"opct-good": {"method": "opct", "settings": {"opct.sampling.n": 6}},
             "opct-same": {"method": "opct", "settings": {"opct.sampling.temperature": 0.7}}}
-
-
-def _write(path: Path, data: Any) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    if path.suffix == ".jsonl":
-        path.write_text("".join(json.dumps(r) + "\n" for r in data), encoding="utf-8")
-    else:
-        path.write_text(json.dumps(data), encoding="utf-8")
-
-
-def _metric(value: float, n: int) -> dict[str, Any]:
-    return {"value": value, "ci_low": max(0.0, value - 0.1), "ci_high": min(1.0, value + 0.1), "n": n}
 
 
 def fabricate_ablation(root: Path, steps: int = 10) -> Path:

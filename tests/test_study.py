@@ -12,6 +12,8 @@ from typing import Any
 
 import numpy as np
 import pytest
+from report_fixtures import metric as _metric
+from report_fixtures import write as _write
 from rich.console import Console
 from typer.testing import CliRunner
 
@@ -193,18 +195,6 @@ def test_demo_full_dry_run_and_run_on_a_study_file():
 #: Per method: sycophancy rate, adaptive-attack defense rate, MC accuracy (OPCT less sycophantic,
 #: worse against the attacker, equal capability).
 LEVELS = {"base": (0.7, 0.3, 0.9), "bct": (0.5, 0.8, 0.9), "opct": (0.1, 0.4, 0.9)}
-
-
-def _write(path: Path, data: Any) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    if path.suffix == ".jsonl":
-        path.write_text("".join(json.dumps(r) + "\n" for r in data), encoding="utf-8")
-    else:
-        path.write_text(json.dumps(data), encoding="utf-8")
-
-
-def _metric(value: float, n: int, **extra: Any) -> dict[str, Any]:
-    return {"value": value, "ci_low": max(0.0, value - 0.1), "ci_high": min(1.0, value + 0.1), "n": n, **extra}
 
 
 def fabricate_family(root: Path, seeds: list[int], rng: random.Random) -> None:

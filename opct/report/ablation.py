@@ -15,7 +15,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from opct.report.load import Experiment
-from opct.report.pooled import PooledRow, difference_parts, pooled_rows, seed_runs, split_run_key
+from opct.report.pooled import PooledRow, difference_parts, plan_seeds, pooled_rows, seed_runs, split_run_key
 from opct.runs.compute import run_compute
 
 HOWTO = (
@@ -47,7 +47,7 @@ def is_ablation(exp: Experiment) -> bool:
 
 def variant_names(exp: Experiment) -> list[str]:
     """The trained methods and variants of the plan, in its order (seed suffixes removed, base left out)."""
-    seeds = [int(s) for s in exp.plan.get("seeds", [0])]
+    seeds = plan_seeds(exp)
     names: dict[str, None] = {}
     for key in exp.methods:
         name, _ = split_run_key(key, seeds)
