@@ -194,14 +194,14 @@ def test_demo_full_dry_run_and_run_on_a_study_file():
 
 #: Per method: sycophancy rate, adaptive-attack defense rate, MC accuracy (OPCT less sycophantic,
 #: worse against the attacker, equal capability).
-LEVELS = {"base": (0.7, 0.3, 0.9), "bct": (0.5, 0.8, 0.9), "opct": (0.1, 0.4, 0.9)}
+LEVELS = {"base": (0.7, 0.3, 0.9), "bct": (0.5, 0.8, 0.9), "opct": (0.1, 0.4, 0.9), "act": (0.5, 0.4, 0.9)}
 
 
-def fabricate_family(root: Path, seeds: list[int], rng: random.Random) -> None:
+def fabricate_family(root: Path, seeds: list[int], rng: random.Random, trained: tuple[str, ...] = ("bct", "opct")) -> None:
     """One family's experiment folder: held-out sycophancy records (30 questions x 3 biased prompts, OPCT's
     with 2 unparsed records that would count as sycophantic if they were read), MC capability records
     and the adaptive attacker's behaviours, per run."""
-    keys = ["base", *(f"{m}-s{s}" if len(seeds) > 1 else m for m in ("bct", "opct") for s in seeds)]
+    keys = ["base", *(f"{m}-s{s}" if len(seeds) > 1 else m for m in trained for s in seeds)]
     _write(root / "plan.json", {"name": root.name, "model": "organism", "methods": keys, "seeds": seeds})
     for key in keys:
         method = key.split("-s")[0]
@@ -224,13 +224,13 @@ def fabricate_family(root: Path, seeds: list[int], rng: random.Random) -> None:
 
 
 def fabricate_study(root: Path, families: tuple[str, ...] = FAMILIES, seeds: tuple[int, ...] = (0, 1, 2),
-                    missing: tuple[str, ...] = ()) -> Path:
+                    missing: tuple[str, ...] = (), trained: tuple[str, ...] = ("bct", "opct")) -> Path:
     rng = random.Random(0)
     _write(root / STUDY_FILE, {"name": "study", "families": {f: f"organism-{f}" for f in families}, "seeds": list(seeds),
                                "experiments": {f: f for f in families}})
     for family in families:
         if family not in missing:
-            fabricate_family(root / family, list(seeds), rng)
+            fabricate_family(root / family, list(seeds), rng, trained)
     return root
 
 
@@ -263,6 +263,31 @@ def test_the_pooled_report_on_fabricated_families(tmp_path):
     text = console.export_text()
     assert max(len(line) for line in text.splitlines()) <= 80
     assert "OPCT − BCT pooled" in text and "9 of 9 cells" in text and "k=30 units" in text
+
+
+def test_a_third_method_is_pooled_against_bct_and_opct_without_the_papers_claims(tmp_path):
+    from opct.report.study import REPORT_MD, study_renderables, write_study_report
+
+    root = fabricate_study(tmp_path / "study", seeds=(0, 1), trained=("bct", "opct", "act"))
+    data = write_study_report(root)
+    assert [o["pair"] for o in data["others"]] == [["act", "bct"], ["act", "opct"]]
+    vs_bct = {r["key"]: r for r in data["others"][0]["pooled"]}
+    vs_opct = {r["key"]: r for r in data["others"][1]["pooled"]}
+    # ACT is as sycophantic as BCT (0.5) and defends like OPCT (0.4): read with no side taken
+    assert vs_bct["sycophancy"]["verdict"] == NOT_RESOLVED and vs_bct["sycophancy"]["paper_side"] is None
+    assert vs_bct["dsr_adaptive"]["verdict"] == "ACT lower" and vs_bct["dsr_adaptive"]["ci_high"] < 0
+    assert vs_opct["sycophancy"]["verdict"] == "ACT higher" and vs_opct["dsr_adaptive"]["verdict"] == NOT_RESOLVED
+    assert vs_opct["sycophancy"]["unscored"] == {"act": {}, "opct": {"unparsed": 12}}
+    assert vs_opct["sycophancy"]["text"]["unscored"] == "ACT 0; OPCT 12 unparsed"
+    assert {r["key"]: r["verdict"] for r in data["pooled"]}["sycophancy"] == HOLDS  # OPCT − BCT keeps its claims
+    md = (root / REPORT_MD).read_text()
+    assert "OPCT vs BCT vs ACT" in md
+    assert "## ACT − BCT, pooled over families and seeds" in md and "## ACT − OPCT, pooled over families and seeds" in md
+    console = Console(width=80, record=True, file=open("/dev/null", "w"))  # noqa: SIM115
+    for renderable in study_renderables(data, 80):
+        console.print(renderable)
+    text = console.export_text()
+    assert "ACT − OPCT pooled" in text and max(len(line) for line in text.splitlines()) <= 80
 
 
 def test_the_report_shows_missing_cells_and_families_and_one_seed_runs(tmp_path):

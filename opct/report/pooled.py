@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 
 from opct.report.columns import Column
 from opct.report.load import Experiment
-from opct.report.table import build_columns
+from opct.report.table import build_columns, method_label
 from opct.stats.estimate import DEFAULT_SEED
 from opct.stats.paired import PooledDifference, pooled_paired_difference
 
@@ -37,6 +37,8 @@ REVERSED = "reversed"
 NOT_RESOLVED = "not resolved"
 NOT_MEASURED = "not measured"
 NO_CLAIM = "no claim in the paper"
+#: The pair the paper's claims are about; any other pair is read without a side (:func:`neutral_verdict`).
+PAPER_PAIR = ("opct", "bct")
 
 
 def paper_direction(column_key: str) -> tuple[str, str] | None:
@@ -64,6 +66,18 @@ def verdict(direction: str | None, ci_low: float, ci_high: float) -> str:
         return HOLDS if direction == "higher" else REVERSED
     if ci_high < 0.0:
         return HOLDS if direction == "lower" else REVERSED
+    return NOT_RESOLVED
+
+
+def neutral_verdict(a: str, b: str, ci_low: float, ci_high: float) -> str:
+    """Read the interval of ``a − b`` with no side taken: ``"ACT higher"`` when it excludes 0 above,
+    ``"ACT lower"`` below, :data:`NOT_RESOLVED` when it contains 0, :data:`NOT_MEASURED` for ``nan``."""
+    if math.isnan(ci_low) or math.isnan(ci_high):
+        return NOT_MEASURED
+    if ci_low > 0.0:
+        return f"{method_label(a)} higher"
+    if ci_high < 0.0:
+        return f"{method_label(a)} lower"
     return NOT_RESOLVED
 
 
@@ -108,14 +122,19 @@ class PooledRow:
     unscored: dict[str, dict[str, int]] = field(default_factory=dict)
     #: ``family/run`` of every run whose eval behind this metric is incomplete.
     incomplete: list[str] = field(default_factory=list)
+    #: ``(a, b)`` of ``a − b``.
+    pair: tuple[str, str] = PAPER_PAIR
 
     @property
     def direction(self) -> tuple[str, str] | None:
-        return paper_direction(self.column.key)
+        """The paper's side and claim: only for :data:`PAPER_PAIR` (the paper claims nothing about other pairs)."""
+        return paper_direction(self.column.key) if self.pair == PAPER_PAIR else None
 
     @property
     def verdict(self) -> str:
         est = self.difference.estimate
+        if self.pair != PAPER_PAIR:
+            return neutral_verdict(*self.pair, est.ci_low, est.ci_high)
         return verdict(self.direction[0] if self.direction else None, est.ci_low, est.ci_high)
 
 
@@ -168,7 +187,7 @@ def pooled_rows(families: Mapping[str, Experiment], a: str = "opct", b: str = "b
         if not cells and not reported:
             continue
         diff = pooled_paired_difference(cells, statistic, n_resamples=n_resamples, seed=seed)
-        rows.append(PooledRow(column, diff, expected, unscored, incomplete))
+        rows.append(PooledRow(column, diff, expected, unscored, incomplete, (a, b)))
     return rows
 
 
@@ -184,10 +203,9 @@ def difference_parts(row: PooledRow) -> tuple[str, str]:
             f"[{est.ci_low * scale:+.{digits}f}, {est.ci_high * scale:+.{digits}f}]")
 
 
-def unscored_text(row: PooledRow, a: str = "opct", b: str = "bct") -> str:
-    """``"OPCT 4 unparsed; BCT 0"``: the rows each method had left out as unscored, over every cell."""
-    from opct.report.table import method_label
-
+def unscored_text(row: PooledRow) -> str:
+    """``"OPCT 4 unparsed; BCT 0"``: the rows each method of the row's pair had left out as unscored, over every cell."""
+    a, b = row.pair
     def one(method: str) -> str:
         counts = row.unscored.get(method, {})
         return f"{method_label(method)} " + (", ".join(f"{v} {k}" for k, v in counts.items()) if counts else "0")

@@ -24,6 +24,7 @@ from opct.report.columns import Column
 from opct.report.load import Experiment, Metric, load_experiment
 from opct.report.pooled import (
     HOWTO,
+    PAPER_PAIR,
     PooledRow,
     difference_parts,
     plan_seeds,
@@ -92,6 +93,23 @@ def _family(exp: Experiment, model: str, columns: Sequence[Column]) -> dict[str,
     return {"model": model, "experiment": exp.root.name, "seeds": seeds, "runs": runs, "summary": summary}
 
 
+def trained_pairs(families: Mapping[str, Experiment]) -> list[tuple[str, str]]:
+    """The pooled comparisons beside OPCT − BCT: every other trained method (ACT, a plugin's) minus BCT and
+    minus OPCT, where the study trained those."""
+    methods: list[str] = []
+    for exp in families.values():
+        seeds = plan_seeds(exp)
+        for key in exp.methods:
+            method = split_run_key(key, seeds)[0]
+            if method != "base" and method not in methods:
+                methods.append(method)
+    return [(m, other) for m in methods if m not in PAPER_PAIR for other in ("bct", "opct") if other in methods]
+
+
+def _pair_title(pair: Sequence[str]) -> str:
+    return f"{method_label(pair[0])} − {method_label(pair[1])}"
+
+
 def _pooled(row: PooledRow) -> dict[str, Any]:
     est, diff = row.difference.estimate, row.difference
     direction = row.direction
@@ -117,6 +135,9 @@ def study_data(root: str | Path, n_resamples: int = RESAMPLES) -> dict[str, Any]
             columns.setdefault(c.key, c)
     models = study.get("families", {})
     rows = pooled_rows(families, n_resamples=n_resamples, seed=DEFAULT_SEED)
+    others = [{"pair": list(pair), "pooled": [_pooled(r) for r in pooled_rows(families, *pair, n_resamples=n_resamples,
+                                                                              seed=DEFAULT_SEED)]}
+              for pair in trained_pairs(families)]
     return {
         "study": study.get("name", Path(root).name), "generated": time.strftime("%Y-%m-%d %H:%M:%S %Z"),
         "families": models, "seeds": study.get("seeds", []), "comparison": ["opct", "bct"],
@@ -127,6 +148,7 @@ def study_data(root: str | Path, n_resamples: int = RESAMPLES) -> dict[str, Any]
         "metrics": [{"key": c.key, "header": c.header, "percent": c.percent, "better": c.better} for c in columns.values()],
         "per_family": {f: _family(exp, str(models.get(f, exp.model)), list(columns.values())) for f, exp in families.items()},
         "pooled": [_pooled(r) for r in rows],
+        "others": others,
         "warnings": [f"{f}: {w}" for f, exp in families.items() for w in exp.warnings],
     }
 
@@ -187,12 +209,15 @@ POOLED_HEADERS = ["OPCT − BCT", "unscored", "verdict"]
 
 def _title(data: Mapping[str, Any]) -> str:
     fams = data["families"]
-    return (f"{data['study']}: OPCT vs BCT, {len(fams)} famil{'y' if len(fams) == 1 else 'ies'} × "
+    trained = ["opct", "bct", *(o["pair"][0] for o in data.get("others", []))]
+    names = " vs ".join(method_label(m) for m in dict.fromkeys(trained))
+    return (f"{data['study']}: {names}, {len(fams)} famil{'y' if len(fams) == 1 else 'ies'} × "
             f"{len(data['seeds'])} seed(s)")
 
 
 def _family_title(data: Mapping[str, Any], family: str) -> str:
-    return f"{family} ({data['per_family'][family]['model']}): base; BCT and OPCT: mean over seeds, min–max of the seeds"
+    return (f"{family} ({data['per_family'][family]['model']}): base; each trained method: mean over seeds, "
+            "min–max of the seeds")
 
 
 def render_study_md(data: Mapping[str, Any]) -> str:
@@ -214,6 +239,15 @@ def render_study_md(data: Mapping[str, Any]) -> str:
             for r in data["pooled"]]
     out += [render_markdown(["metric", "paper's claim", "OPCT − BCT", "95% interval", "units k", "cells",
                              "unscored", "verdict"], rows), ""]
+    for other in data.get("others", []):
+        title = _pair_title(other["pair"])
+        out += [f"## {title}, pooled over families and seeds", "",
+                "The same pooling as OPCT − BCT; the paper makes no claim about this pair, so the verdict only "
+                "says on which side of 0 the interval lies.", ""]
+        rows = [[r["header"], *(r["text"]["difference"]), str(r["units"]), f"{r['cells']} of {r['cells_planned']}",
+                 r["text"]["unscored"], r["verdict"] + (" (INCOMPLETE evals: " + ", ".join(r["incomplete"]) + ")"
+                                                        if r["incomplete"] else "")] for r in other["pooled"]]
+        out += [render_markdown(["metric", title, "95% interval", "units k", "cells", "unscored", "verdict"], rows), ""]
     if data["warnings"]:
         out += ["## Warnings", "", *(f"- {w}" for w in data["warnings"]), ""]
     out.append(scale_note(data))
@@ -240,6 +274,11 @@ def study_renderables(data: Mapping[str, Any], width: int = WIDTH) -> list[Rende
         out += transposed_tables("OPCT − BCT pooled over families and seeds (95% bootstrap over seeds and units)",
                                  "metric", [r["header"] for r in pooled], POOLED_HEADERS,
                                  [_pooled_cells(r) for r in pooled], width, justify="left")
+    for other in data.get("others", []):
+        title = _pair_title(other["pair"])
+        out += transposed_tables(f"{title} pooled over families and seeds (no claim in the paper)", "metric",
+                                 [r["header"] for r in other["pooled"]], [title, "unscored", "verdict"],
+                                 [_pooled_cells(r) for r in other["pooled"]], width, justify="left")
     out.append(Text(scale_note(data)))
     return out
 
