@@ -153,6 +153,18 @@ def test_act_resumes_exactly_after_an_interruption(tiny_model, pairs_file, tmp_p
     assert losses[0] > 0
 
 
+def test_act_declares_its_compute_nothing_generated_and_the_teacher_reads_what_it_trains_on(tiny_model, pairs_file, tmp_path):
+    from opct.runs.compute import run_compute
+
+    cfg = _act_config(tiny_model, pairs_file, tmp_path, **{"train.max_steps": 2})
+    train(cfg, show_progress=False)
+    manifest = json.loads((cfg.run_dir / "manifest.json").read_text())
+    assert manifest["compute"] == {"generated": "none", "teacher_scored": "trained"}
+    spent = run_compute(cfg.run_dir)
+    assert spent["tokens_generated"] == 0
+    assert spent["tokens_teacher_scored"] == spent["tokens_backpropagated"] > 0
+
+
 def test_the_organism_act_config_lowers_the_activation_distance_on_held_out_pairs(tmp_path):
     from opct.models import load_spec_for_inference
     from opct.pairs import load_pair_source

@@ -98,6 +98,8 @@ class GRPOAttackMethod:
         "zero_advantage": ("zero_advantage", "sequences"),
     }
     logs_rollouts: ClassVar[bool] = True
+    #: The attacker's rollouts are generated every step; the judge, not a teacher, scores them.
+    compute: ClassVar[dict[str, str]] = {"generated": "trained", "teacher_scored": "none"}
 
     def __init__(self, ctx: TrainContext):
         from opct.attack.scorers import make_scorer

@@ -167,6 +167,8 @@ class ACTMethod:
     config_class: ClassVar[type[ACTConfig]] = ACTConfig
     stats: ClassVar[dict[str, tuple[str, str]]] = {}
     logs_rollouts: ClassVar[bool] = False
+    #: Nothing is generated; the frozen model reads the teacher prompt of every position trained on.
+    compute: ClassVar[dict[str, str]] = {"generated": "none", "teacher_scored": "trained"}
 
     def __init__(self, ctx: TrainContext):
         if ctx.sharded:

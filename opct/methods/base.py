@@ -225,13 +225,17 @@ class Method(Protocol):
     ``config_class`` is the method's settings section (``cfg.method_config``). ``stats`` declares
     what the loop logs each step: ``{logged name: (summed statistic, per "tokens" or "sequences")}``
     for the sums :meth:`loss` returns. ``logs_rollouts``: whether its completions are samples worth
-    writing to ``rollouts.jsonl.gz``.
+    writing to ``rollouts.jsonl.gz``. ``compute``: which tokens it generates and has the teacher score,
+    each ``"trained"`` (the tokens each step trains on), ``"cached"`` (targets generated once into the
+    run's cache of the method's name) or ``"none"``; recorded in the run manifest and read by
+    :func:`opct.runs.compute.run_compute`.
     """
 
     name: ClassVar[str]
     config_class: ClassVar[type[BaseModel]]
     stats: ClassVar[dict[str, tuple[str, str]]]
     logs_rollouts: ClassVar[bool]
+    compute: ClassVar[dict[str, str]]
 
     def __init__(self, ctx: TrainContext) -> None: ...
 

@@ -48,6 +48,8 @@ class BCTMethod:
     config_class: ClassVar[type[BCTConfig]] = BCTConfig
     stats: ClassVar[dict[str, tuple[str, str]]] = ENTROPY_STATS
     logs_rollouts: ClassVar[bool] = False
+    #: The frozen model's targets are generated once, up front; no teacher pass while training.
+    compute: ClassVar[dict[str, str]] = {"generated": "cached", "teacher_scored": "none"}
 
     def __init__(self, ctx: TrainContext):
         self.ctx = ctx

@@ -97,6 +97,8 @@ class OPCTMethod:
     config_class: ClassVar[type[OPCTConfig]] = OPCTConfig
     stats: ClassVar[dict[str, tuple[str, str]]] = SAMPLED_STATS
     logs_rollouts: ClassVar[bool] = True
+    #: The student's samples are generated, teacher-scored and trained on, every step.
+    compute: ClassVar[dict[str, str]] = {"generated": "trained", "teacher_scored": "trained"}
 
     def __init__(self, ctx: TrainContext):
         self.ctx = ctx

@@ -1,7 +1,9 @@
 """What a training run spent: tokens generated, scored by the teacher and backpropagated, and seconds.
 
-Read from the run's ``metrics.jsonl`` (and, for BCT, its cached targets), so it is the same for a
-finished run, a resumed one and a selection candidate read at one of its checkpoints.
+Read from the run's ``metrics.jsonl`` (and, for a method that generates its targets once, its cached
+targets), so it is the same for a finished run, a resumed one and a selection candidate read at one of
+its checkpoints. How a method spends them is its own declaration (``Method.compute``: what it generates
+and what the teacher scores), recorded in the run manifest's ``compute``; this module knows no method.
 """
 
 from __future__ import annotations
@@ -10,6 +12,12 @@ import json
 from pathlib import Path
 
 from opct.runs.layout import RunLayout
+
+#: A method that samples, teacher-scores and trains on the same tokens (the default).
+ON_POLICY = {"generated": "trained", "teacher_scored": "trained"}
+#: Manifests written before they recorded ``compute`` (2026-11-25): the built-in methods' profiles then.
+LEGACY_COMPUTE = {"bct": {"generated": "cached", "teacher_scored": "none"},
+                  "act": {"generated": "none", "teacher_scored": "trained"}}
 
 
 def _jsonl(path: Path) -> list[dict]:
@@ -20,18 +28,27 @@ def run_compute(run_dir: str | Path, step: int | None = None) -> dict[str, float
     """Compute a run spent up to ``step`` (default: every step it logged): ``tokens_generated``,
     ``tokens_teacher_scored``, ``tokens_backpropagated`` and ``train_seconds`` (optimizer steps only).
 
-    OPCT generates, teacher-scores and trains on the same completion tokens. BCT generates its targets
-    once, up front (every cached target counts, whatever ``step``), trains on them, and has no teacher
-    pass during training."""
+    The manifest's ``compute`` says, per kind, which tokens count: ``trained`` (the tokens each step
+    trains on: OPCT generates, teacher-scores and trains on the same completion tokens), ``cached`` (the
+    targets generated once, up front, into the run's cache of the method's name: every cached target
+    counts, whatever ``step``: BCT) or ``none`` (BCT has no teacher pass during training, ACT generates
+    nothing)."""
     layout = RunLayout(Path(run_dir))
     rows = [r for r in _jsonl(layout.metrics) if step is None or r["step"] <= step]
-    method = json.loads(layout.manifest.read_text(encoding="utf-8"))["method"]
+    manifest = json.loads(layout.manifest.read_text(encoding="utf-8"))
+    profile = manifest.get("compute") or LEGACY_COMPUTE.get(manifest["method"], ON_POLICY)
     trained = sum(r["completion_tokens"] for r in rows)
-    if method == "bct":
-        cached = list(layout.cache("bct").glob("*.jsonl"))
-        generated = sum(len(t) for f in cached for row in _jsonl(f) for t in row["targets"])
-        scored = 0
-    else:
-        generated = scored = trained
+
+    def count(kind: str) -> float:
+        if kind == "trained":
+            return trained
+        if kind == "cached":
+            cached = list(layout.cache(manifest["method"]).glob("*.jsonl"))
+            return sum(len(t) for f in cached for row in _jsonl(f) for t in row["targets"])
+        if kind == "none":
+            return 0
+        raise ValueError(f"{layout.manifest}: unknown compute kind {kind!r} (trained, cached or none)")
+
+    generated, scored = count(profile["generated"]), count(profile["teacher_scored"])
     return {"tokens_generated": generated, "tokens_teacher_scored": scored, "tokens_backpropagated": trained,
             "train_seconds": round(sum(r["step_time_s"] for r in rows), 1)}

@@ -176,6 +176,7 @@ def _train(
                 num_pairs=len(pairs),
                 teacher_fingerprint=teacher.fingerprint,
                 model_class=type(model).__name__,
+                compute=dict(METHODS.get(cfg.method).compute),
                 num_processes=acc.num_processes,
                 mixed_precision=cfg.train.mixed_precision,
                 total_steps=steps,
