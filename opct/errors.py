@@ -32,7 +32,7 @@ class MissingExtraError(OpctError, ImportError):
 
 
 #: The pip package each optional module comes from, where its name differs from the module's.
-_PACKAGES = {"math_verify": "math-verify", "pyarrow": "pyarrow (with datasets)"}
+_PACKAGES = {"math_verify": "math-verify", "pyarrow": "pyarrow (with datasets)", "lm_eval": "lm-eval"}
 
 
 def require_extra(module: str, extra: str, needed_for: str) -> ModuleType:

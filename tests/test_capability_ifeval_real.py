@@ -1,18 +1,22 @@
-"""IFEval on the real 541 prompts: every prompt scores offline, and hand-written responses to 21 real
-prompts (together covering all 25 instruction ids) get the verdicts a human would give.
+"""IFEval on the real 541 prompts: opct's scores are lm-eval's, row for row, and hand-written responses
+to 21 real prompts (together covering all 25 instruction ids) get the verdicts a human would give.
 
-Skipped only when the shared reference data folder is absent.
+opct loads the rows itself (``opct.datasets.load_ifeval``) and scores with ``opct.ifeval``; lm-eval
+gets each row as its IFEval task does (the raw ``datasets`` row as ``doc``) and scores with its own
+``process_results``. Skipped only when the shared reference data folder is absent.
 """
 
 from __future__ import annotations
 
 import os
+import random
 from pathlib import Path
 
 import pytest
 
 from opct.datasets import load_ifeval
-from opct.ifeval import INSTRUCTIONS, evaluate_item, ifeval_metrics
+from opct.ifeval import evaluate_item, ifeval_metrics, instruction_ids, lm_eval_ifeval
+from opct.ifeval.scoring import RANDOM_SEED
 
 
 def _data_dir() -> Path:
@@ -21,11 +25,55 @@ def _data_dir() -> Path:
 
 
 @pytest.fixture(scope="module")
-def items_by_key() -> dict:
-    folder = _data_dir() / "ifeval"
-    if not folder.exists():
-        pytest.skip(f"shared data folder {folder} absent")
+def folder() -> Path:
+    path = _data_dir() / "ifeval"
+    if not path.exists():
+        pytest.skip(f"shared data folder {path} absent")
+    return path
+
+
+@pytest.fixture(scope="module")
+def items_by_key(folder: Path) -> dict:
     return {item.meta["key"]: item for item in load_ifeval(folder)}
+
+
+@pytest.fixture(scope="module")
+def docs_by_key(folder: Path) -> dict:
+    """The rows as lm-eval's IFEval task hands them to ``process_results`` (kwargs with ``None`` fields)."""
+    import datasets
+
+    return {row["key"]: row for row in datasets.load_from_disk(str(folder))}
+
+
+def _responses(prompt: str) -> list[str]:
+    """Responses built from the prompt that pass some instructions and fail others, strict and loose."""
+    first = prompt.split("\n")[0]
+    return [
+        prompt,
+        f"Sure, here it is:\n{prompt.upper()}\nP.S. *I hope this helps*",
+        f'"{first.lower()}"\n\n***\n\n* one\n* two\n\n{first.lower()}',
+    ]
+
+
+def test_every_row_scores_exactly_as_lm_eval_process_results(items_by_key: dict, docs_by_key: dict) -> None:
+    process_results = lm_eval_ifeval().process_results
+    assert len(items_by_key) == 541 and set(items_by_key) == set(docs_by_key)
+    ours, theirs = [], []
+    for key, item in items_by_key.items():
+        for response in _responses(item.user_text):
+            res = evaluate_item(item, response)
+            ours.append((key, res.prompt_strict, res.strict, res.prompt_loose, res.loose))
+            random.seed(RANDOM_SEED)  # lm-eval draws a random letter for prompts 1122 and 1129 (see opct.ifeval.scoring)
+            ref = process_results(docs_by_key[key], [response])
+            theirs.append((key, ref["prompt_level_strict_acc"], ref["inst_level_strict_acc"],
+                           ref["prompt_level_loose_acc"], ref["inst_level_loose_acc"]))
+    disagreements = [(o, t) for o, t in zip(ours, theirs, strict=True) if o != t]
+    assert not disagreements, disagreements[:5]
+    # The comparison is not vacuous: verdicts of both kinds, and loose differing from strict.
+    flat_strict = [v for o in ours for v in o[2]]
+    flat_loose = [v for o in ours for v in o[4]]
+    assert len(flat_strict) == 3 * 834
+    assert 0.1 < sum(flat_strict) / len(flat_strict) < 0.9 and sum(flat_loose) > sum(flat_strict)
 
 
 def _repeat(sentence: str, n: int) -> str:
@@ -91,31 +139,28 @@ REAL_CASES: dict[int, tuple[str, str, list[bool]]] = {
 
 def test_real_cases_cover_every_instruction(items_by_key: dict) -> None:
     covered = {iid for key in REAL_CASES for iid in items_by_key[key].meta["instruction_id_list"]}
-    assert covered == set(INSTRUCTIONS)
+    assert covered == instruction_ids()
 
 
 @pytest.mark.parametrize("key", sorted(REAL_CASES))
 def test_real_prompt_verdicts(items_by_key: dict, key: int) -> None:
     item = items_by_key[key]
     good, bad, bad_expected = REAL_CASES[key]
-    ok = evaluate_item(item, good, detector="builtin")
+    ok = evaluate_item(item, good)
     assert ok.strict == [True] * len(ok.strict), (key, item.meta["instruction_id_list"])
     assert ok.loose == [True] * len(ok.loose)
-    ko = evaluate_item(item, bad, detector="builtin")
+    ko = evaluate_item(item, bad)
     assert ko.strict == bad_expected, (key, item.meta["instruction_id_list"])
     assert not ko.prompt_strict
 
 
-def test_all_541_prompts_score_offline(items_by_key: dict) -> None:
+def test_metrics_over_all_541_prompts(items_by_key: dict) -> None:
     items = list(items_by_key.values())
-    assert len(items) == 541
-    ids = {iid for item in items for iid in item.meta["instruction_id_list"]}
-    assert ids == set(INSTRUCTIONS)  # every instruction id in the data is known
-    # Responses that are the prompt itself / empty: every checker runs without error on real kwargs.
-    echo = [evaluate_item(item, item.user_text, detector="builtin") for item in items]
-    empty = [evaluate_item(item, "", detector="builtin") for item in items]
-    m = ifeval_metrics(echo, detector="builtin")
-    assert m["n_prompts"] == 541 and m["n_instructions"] == 834
-    assert 0.0 < m["prompt_level_strict_acc"] <= m["prompt_level_loose_acc"] < 1.0
-    assert m["inst_level_strict_acc"] <= m["inst_level_loose_acc"]
-    assert ifeval_metrics(empty, detector="builtin")["inst_level_loose_acc"] == 0.0
+    assert {iid for item in items for iid in item.meta["instruction_id_list"]} == instruction_ids()
+    echo = ifeval_metrics(evaluate_item(item, item.user_text) for item in items)
+    assert echo["n_prompts"] == 541 and echo["n_instructions"] == 834
+    assert 0.0 < echo["prompt_level_strict_acc"] <= echo["prompt_level_loose_acc"] < 1.0
+    assert echo["inst_level_strict_acc"] <= echo["inst_level_loose_acc"]
+    assert sum(v["n"] for v in echo["per_instruction"].values()) == 834
+    assert echo["checker"].startswith("lm-eval 0.4.")
+    assert ifeval_metrics(evaluate_item(item, "") for item in items)["inst_level_loose_acc"] == 0.0

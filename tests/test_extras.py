@@ -60,7 +60,7 @@ def test_parquet_without_pyarrow_names_the_data_extra(monkeypatch, tmp_path):
 
 def test_the_optional_packages_are_not_imported_by_the_command_line_or_training():
     code = ("import sys, opct.cli.main, opct.training.loop, opct.evals.runner, opct.datasets.tabular, opct.pairs;"
-            "print(sorted(m for m in ('datasets', 'math_verify', 'langdetect', 'vllm', 'pyarrow') if m in sys.modules))")
+            "print(sorted(m for m in ('datasets', 'math_verify', 'langdetect', 'vllm', 'pyarrow', 'lm_eval', 'nltk') if m in sys.modules))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=REPO)
     assert out.stdout.strip() == "[]"
 
@@ -72,5 +72,6 @@ def test_extras_have_upper_bounds_and_make_setup_installs_data():
     extras = project["optional-dependencies"]
     for extra in ("data", "vllm"):
         assert extras[extra] and all("<" in spec for spec in extras[extra]), extras[extra]
-    assert {s.split(">")[0] for s in extras["data"]} == {"datasets", "math-verify", "langdetect"}
+    assert {s.split(">")[0] for s in extras["data"]} == {"datasets", "math-verify", "lm-eval", "immutabledict",
+                                                         "langdetect", "nltk"}
     assert "data" in (REPO / "Makefile").read_text(encoding="utf-8").split('-e ".[')[1].split("]")[0].split(",")

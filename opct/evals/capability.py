@@ -70,13 +70,14 @@ def math_task(items: Sequence[EvalItem], name: str = "math500", max_new_tokens: 
 
 
 def ifeval_task(items: Sequence[EvalItem], name: str = "ifeval", max_new_tokens: int = 1024) -> EvalTask:
-    """IFEval: prompt-level strict accuracy (the paper's metric), plus loose and instruction level."""
-    from opct.ifeval import evaluate_response
+    """IFEval: prompt-level strict accuracy (the paper's metric), plus loose and instruction level,
+    by lm-eval's instruction checkers (:mod:`opct.ifeval`)."""
+    from opct.ifeval import checker_version, evaluate_response
 
     def score(unit: Unit, response: str) -> Judgement:
         res = evaluate_response(unit.meta["instruction_id_list"], unit.meta["kwargs"], response, item_id=unit.item_id)
         scores = {"prompt_strict": res.prompt_strict, "prompt_loose": res.prompt_loose, "strict": res.strict, "loose": res.loose}
-        return Judgement(None, scores, "ifeval-offline", PARSER_VERSION)
+        return Judgement(None, scores, "lm-eval-ifeval", checker_version())
 
     def instructions(r: Mapping[str, Any], key: str) -> list[bool]:
         got = (r.get("scores") or {}).get(key)  # an empty answer follows none of its instructions
@@ -91,7 +92,7 @@ def ifeval_task(items: Sequence[EvalItem], name: str = "ifeval", max_new_tokens:
             "inst_level_loose_acc": rate(v for r in rows for v in instructions(r, "loose")),
         }
 
-    return EvalTask(name, _units(items), score, metrics, max_new_tokens, "IFEval (offline checker)",
+    return EvalTask(name, _units(items), score, metrics, max_new_tokens, "IFEval (lm-eval's checkers)",
                     unscored_classes=CAPABILITY_UNSCORED)
 
 
