@@ -3,14 +3,12 @@
 from __future__ import annotations
 
 import json
-import os
 import re
 import shutil
-import struct
-import subprocess
 from pathlib import Path
 
 import pytest
+from browser import NO_BROWSER, find_browser, png_size, run_browser
 
 from opct.report import format_results_table, load_experiment, write_report
 from opct.report.load import parse_metric
@@ -19,11 +17,6 @@ from opct.report.table import MISSING, build_table, format_metric
 from opct.testing.experiment import make_experiment
 
 FIGURES = {"axis_sycophancy", "axis_jailbreak", "axis_awareness", "safety_curve", "capability", "training"}
-BROWSERS = ("chromium", "chromium-browser", "google-chrome", "google-chrome-stable")
-BROWSER_FLAGS = (
-    "--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
-    "--disable-sync", "--no-first-run", "--hide-scrollbars",
-)
 #: Appended to a copy of the report for the browser test only: lists every image's decoded size after load.
 IMG_PROBE = (
     '<script>window.addEventListener("load", () => { const p = document.createElement("pre"); p.id = "img-probe";'
@@ -116,31 +109,14 @@ def test_html_escapes_inserted_text(tmp_path: Path) -> None:
     assert "x &lt;script&gt;alert(&quot;1&quot;)&lt;/script&gt; &amp; y" in text
 
 
-def _browser() -> str | None:
-    if os.environ.get("OPCT_CHROMIUM"):
-        return os.environ["OPCT_CHROMIUM"]
-    return next((path for name in BROWSERS if (path := shutil.which(name))), None)
-
-
-def _run_browser(browser: str, profile: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    cmd = [browser, *BROWSER_FLAGS, f"--user-data-dir={profile}", *args]
-    return subprocess.run(cmd, capture_output=True, text=True, timeout=40, check=False)
-
-
-def _png_size(path: Path) -> tuple[int, int]:
-    head = path.read_bytes()[:24]
-    assert head[:8] == b"\x89PNG\r\n\x1a\n"
-    return struct.unpack(">II", head[16:24])
-
-
 def test_html_opens_in_headless_chromium(report: tuple[Path, Path, Path], tmp_path: Path) -> None:
-    browser = _browser()
+    browser = find_browser()
     if browser is None:
-        pytest.skip("no chromium binary found (apt-get install -y chromium, or set OPCT_CHROMIUM)")
+        pytest.skip(NO_BROWSER)
     _, html, _ = report
     probe = tmp_path / "probe.html"
     probe.write_text(html.read_text().replace("</body>", IMG_PROBE + "</body>"))
-    dom = _run_browser(browser, tmp_path / "profile-dom", "--dump-dom", probe.as_uri())
+    dom = run_browser(browser, tmp_path / "profile-dom", "--dump-dom", probe.as_uri())
     assert dom.returncode == 0, dom.stderr[-2000:]
     assert 'id="results-table"' in dom.stdout and "41.0%" in dom.stdout and "[35.9, 46.1]" in dom.stdout
     found = re.search(r'<pre id="img-probe">([^<]*)</pre>', dom.stdout)
@@ -150,9 +126,9 @@ def test_html_opens_in_headless_chromium(report: tuple[Path, Path, Path], tmp_pa
     assert all(done and w > 300 and h > 200 for done, w, h in images), images
 
     shot = tmp_path / "report.png"
-    run = _run_browser(browser, tmp_path / "profile-shot", "--window-size=1280,2400", f"--screenshot={shot}", html.as_uri())
+    run = run_browser(browser, tmp_path / "profile-shot", "--window-size=1280,2400", f"--screenshot={shot}", html.as_uri())
     assert run.returncode == 0, run.stderr[-2000:]
-    assert _png_size(shot) == (1280, 2400)
+    assert png_size(shot) == (1280, 2400)
     assert shot.stat().st_size > 100_000  # a blank page compresses to a few kB
 
 

@@ -1,7 +1,8 @@
-"""The experiment report: ``report.html`` (self-contained) and ``report.md`` with matplotlib figures.
+"""The experiment report: ``report.html`` (self-contained) and ``report.md`` with matplotlib figures,
+and ``samples.html``, every prompt with the methods' answers side by side (:mod:`opct.report.samples`).
 
 ``write_report(exp_dir)`` reads an experiment directory (see :mod:`opct.report.load` for the layout),
-draws the figures into ``<exp>/figures/`` and writes both reports beside them;
+draws the figures into ``<exp>/figures/`` and writes the three pages beside them;
 ``format_results_table(exp_dir)`` gives the paper-style table as wide plain text (report.md's layout,
 for logs and tests). The terminal gets it transposed to fit 80 columns: :mod:`opct.report.terminal`.
 """
@@ -18,13 +19,14 @@ __all__ = ["Experiment", "format_results_table", "load_experiment", "write_repor
 
 
 def write_report(experiment_dir: Path) -> tuple[Path, Path]:
-    """Write ``report.html`` and ``report.md`` (and ``figures/*.png``) into ``experiment_dir``.
+    """Write ``report.html``, ``report.md`` and ``samples.html`` (and ``figures/*.png``) into ``experiment_dir``.
 
     Returns ``(html_path, md_path)``. Raises FileNotFoundError when the directory does not exist.
     """
     from opct.report.figures import make_figures
     from opct.report.paired import paired_table
     from opct.report.render import ablation_parts, build_sections, render_html, render_md
+    from opct.report.samples import SAMPLES_HTML, cell_links, render_samples_html, sample_rows
 
     root = Path(experiment_dir)
     exp = load_experiment(root)
@@ -34,8 +36,11 @@ def write_report(experiment_dir: Path) -> tuple[Path, Path]:
     html_path, md_path = root / "report.html", root / "report.md"
     paired = paired_table(exp, table.columns)  # the bootstraps run once for both documents
     ablation = ablation_parts(exp)
-    _write_atomic(html_path, render_html(exp, table, sections, generated, paired=paired, ablation=ablation))
-    _write_atomic(md_path, render_md(exp, table, sections, generated, paired=paired, ablation=ablation))
+    rows = sample_rows(exp)  # read before the reports, so that an unreadable line is among their warnings
+    _write_atomic(root / SAMPLES_HTML, render_samples_html(exp, rows, html_path.name))
+    links = cell_links(exp, table)
+    _write_atomic(html_path, render_html(exp, table, sections, generated, paired=paired, ablation=ablation, links=links))
+    _write_atomic(md_path, render_md(exp, table, sections, generated, paired=paired, ablation=ablation, samples=bool(rows)))
     return html_path, md_path
 
 

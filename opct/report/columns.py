@@ -30,6 +30,8 @@ class Column:
     #: How to read one method's per-unit values for paired differences (:mod:`opct.report.paired`);
     #: None: the column has no paired difference.
     paired: PairedValues | None = None
+    #: The eval whose records are behind the column (its samples on ``samples.html``); None: no eval.
+    eval_name: str | None = None
 
     @property
     def header(self) -> str:
@@ -51,4 +53,5 @@ def eval_column(
     paired: PairedValues | None = None,
 ) -> Column:
     """A column showing ``metric`` of eval ``eval_name`` (default: ``key``, an axis's held-out eval)."""
-    return Column(key, title, eval_metric(eval_name or key, metric), percent=percent, better=better, paired=paired)
+    name = eval_name or key
+    return Column(key, title, eval_metric(name, metric), percent=percent, better=better, paired=paired, eval_name=name)

@@ -134,6 +134,11 @@ class Experiment:
             self._records[key] = read_jsonl(path, self.warnings) if path.exists() else []
         return self._records[key]
 
+    def sample_evals(self) -> list[str]:
+        """Every eval name with results or per-sample records (``samples.jsonl``) for some method, sorted."""
+        found = {d.name for m in _subdirs(self.root / "eval") for d in _subdirs(m) if (d / "samples.jsonl").is_file()}
+        return sorted(found | set(self.evals()))
+
     def metric_keys(self, eval_name: str) -> list[str]:
         """All metric names of ``eval_name`` over methods, in first-seen order."""
         keys: dict[str, None] = {}

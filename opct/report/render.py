@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import base64
 import json
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from html import escape
 from typing import Any
@@ -19,6 +19,7 @@ from opct.report.figures import FigureFile
 from opct.report.load import Experiment, Metric
 from opct.report.paired import HOWTO as PAIRED_HOWTO
 from opct.report.paired import paired_table
+from opct.report.samples import SAMPLES_HTML
 from opct.report.selection import (
     RECIPE_HEADERS,
     best_rows,
@@ -161,6 +162,9 @@ td.cell { white-space: nowrap; }
 td.cell .v { display: block; font-weight: 600; font-variant-numeric: tabular-nums; }
 td.cell .ci, td.cell .n { color: var(--muted); font-size: 12.5px; font-variant-numeric: tabular-nums; }
 td.missing { color: #9aa0a6; text-align: center; }
+td a { color: inherit; text-decoration: none; }
+td.cell a .v { color: var(--accent); }
+td a:hover { text-decoration: underline; }
 table.paper { font-style: italic; }
 table.paper thead th { background: #f3efe6; }
 figure { margin: 14px 0 22px; }
@@ -180,24 +184,31 @@ def _tag(name: str, text: str, **attrs: str) -> str:
     return f"<{name}{attr}>{escape(text)}</{name}>"
 
 
-def _metric_cell(metric: Metric | None, percent: bool, missing: str = MISSING) -> str:
+def _metric_cell(metric: Metric | None, percent: bool, missing: str = MISSING, href: str | None = None) -> str:
+    """A results cell; with ``href`` its content links there (the cell's samples on ``samples.html``)."""
     if metric is None:
-        return _tag("td", missing, class_="missing")
-    value, ci, n = metric_parts(metric, percent)
-    parts = [_tag("span", value, class_="v")]
-    parts += [" " + _tag("span", p, class_=c) for p, c in ((ci, "ci"), (n, "n")) if p]
-    return f'<td class="cell">{"".join(parts)}</td>'
+        inner, class_ = escape(missing), "missing"
+    else:
+        value, ci, n = metric_parts(metric, percent)
+        inner = _tag("span", value, class_="v") + "".join(" " + _tag("span", p, class_=c) for p, c in ((ci, "ci"), (n, "n")) if p)
+        class_ = "cell"
+    if href:
+        inner = f'<a href="{escape(href, quote=True)}" title="its samples">{inner}</a>'
+    return f'<td class="{class_}">{inner}</td>'
 
 
 def _head(headers: Sequence[str]) -> str:
     return "<thead><tr>" + "".join(_tag("th", h) for h in headers) + "</tr></thead>"
 
 
-def results_table_html(table: ResultsTable) -> str:
-    """The paper-style table as an HTML table (cells split into value, interval and n)."""
+def results_table_html(table: ResultsTable, links: Mapping[tuple[str, str], str] | None = None) -> str:
+    """The paper-style table as an HTML table (cells split into value, interval and n); ``links``: each
+    cell's link by (method, column key), :func:`opct.report.samples.cell_links`."""
+    links = links or {}
     body = []
     for m in table.methods:
-        cells = "".join(_metric_cell(table.metrics[(m, c.key)], c.percent, table.missing(m, c)) for c in table.columns)
+        cells = "".join(_metric_cell(table.metrics[(m, c.key)], c.percent, table.missing(m, c), links.get((m, c.key)))
+                        for c in table.columns)
         body.append(f"<tr>{_tag('th', method_label(m))}{cells}</tr>")
     return f'<div class="scroll"><table class="results" id="results-table">{_head(table.headers)}<tbody>{"".join(body)}</tbody></table></div>'
 
@@ -206,6 +217,13 @@ def simple_table_html(headers: Sequence[str], rows: Sequence[Sequence[str]], cla
     """A table of plain strings (escaped)."""
     body = "".join("<tr>" + _tag("th", r[0]) + "".join(_tag("td", c) for c in r[1:]) + "</tr>" for r in rows)
     return f'<div class="scroll"><table class="{escape(class_, quote=True)}">{_head(headers)}<tbody>{body}</tbody></table></div>'
+
+
+def _samples_note(links: Mapping[tuple[str, str], str] | None) -> list[str]:
+    if not links:
+        return []
+    link = f'<a href="{SAMPLES_HTML}">{SAMPLES_HTML}</a>'
+    return [f'<p class="note">Each cell links to its prompts, with every method’s answers, on {link}.</p>']
 
 
 def _img_html(fig: FigureFile) -> str:
@@ -241,9 +259,11 @@ def ablation_parts(exp: Experiment) -> Ablation | None:
 
 
 def render_html(exp: Experiment, table: ResultsTable, sections: Sequence[Section], generated: str,
-                paired: Paired | None = None, ablation: Ablation | None = None) -> str:
+                paired: Paired | None = None, ablation: Ablation | None = None,
+                links: Mapping[tuple[str, str], str] | None = None) -> str:
     """The whole report as one self-contained HTML document (``paired``: :func:`paired_table`'s result,
-    ``ablation``: :func:`ablation_parts`'s; computed here when not given)."""
+    ``ablation``: :func:`ablation_parts`'s; computed here when not given; ``links``: the results cells'
+    links to ``samples.html``, :func:`opct.report.samples.cell_links`, none when not given)."""
     title = f"OPCT experiment report: {exp.name}"
     meta = f"model {exp.model or MISSING} · methods {', '.join(method_label(m) for m in exp.methods) or MISSING} · {exp.root}"
     parts = [_tag("h1", title), _tag("p", meta, class_="meta")]
@@ -252,7 +272,7 @@ def render_html(exp: Experiment, table: ResultsTable, sections: Sequence[Section
         parts.append(f'<div class="warn"><strong>Warnings</strong><ul>{items}</ul></div>')
     parts += [
         '<section id="results">', _tag("h2", "Results"), _tag("p", HOW_TO_READ["results"], class_="howto"),
-        results_table_html(table), _tag("h3", "The paper's reported numbers, for reference"),
+        results_table_html(table, links), *_samples_note(links), _tag("h3", "The paper's reported numbers, for reference"),
         simple_table_html(PAPER_HEADERS, PAPER_ROWS, "paper"), _tag("p", scale_note(exp), class_="note"), "</section>",
     ]
     recipes = recipe_rows(exp.plan, exp.selection)
@@ -324,13 +344,15 @@ def recipes_md(exp: Experiment) -> list[str]:
 
 
 def render_md(exp: Experiment, table: ResultsTable, sections: Sequence[Section], generated: str, figures_dir: str = "figures",
-              paired: Paired | None = None, ablation: Ablation | None = None) -> str:
-    """The report as Markdown: the tables, how-to-read notes and links to the PNGs under ``figures_dir``."""
+              paired: Paired | None = None, ablation: Ablation | None = None, samples: bool = False) -> str:
+    """The report as Markdown: the tables, how-to-read notes and links to the PNGs under ``figures_dir``
+    (``samples``: say that ``samples.html`` holds every prompt and answer)."""
     out = [f"# OPCT experiment report: {exp.name}", "",
            f"Model `{exp.model or MISSING}`; methods {', '.join(method_label(m) for m in exp.methods) or MISSING}. Generated {generated}.", ""]
     if exp.warnings:
         out += ["**Warnings**", "", *(f"- {w}" for w in exp.warnings), ""]
     out += ["## Results", "", HOW_TO_READ["results"], "", render_markdown(table.headers, table.rows()), "",
+            *([f"Every prompt, with each method's answer side by side: [{SAMPLES_HTML}]({SAMPLES_HTML}).", ""] if samples else []),
             "### The paper's reported numbers, for reference", "", render_markdown(PAPER_HEADERS, PAPER_ROWS), "", f"*{scale_note(exp)}*", ""]
     out += recipes_md(exp)
     ablation = ablation or ablation_parts(exp)
