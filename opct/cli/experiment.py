@@ -41,7 +41,7 @@ def _run_experiment(
 
     _run_and_show(lambda: run_experiment(cfg, show_progress=not no_progress, log=_log_line, force=force or []),
                   results_group,
-                  cfg.root, "report.html", "report.md")
+                  cfg.root, "report.html", "report.md and samples.html")
 
 
 def _run_study(config: Path, set_: list[str] | None, dry_run: bool, no_progress: bool, threads: int | None) -> None:
@@ -155,7 +155,7 @@ def report(
         return
     html, _ = write_report(experiment_dir)
     console.print(results_group(experiment_dir, console.width))
-    console.print(f"report: [bold]{html}[/] (and report.md)")
+    console.print(f"report: [bold]{html}[/] (and report.md, samples.html)")
 
 
 def select(
