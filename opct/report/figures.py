@@ -3,10 +3,15 @@
 Each ``plot_*`` function returns a matplotlib figure, or None when the experiment has nothing to
 draw. Methods keep one colour everywhere (Okabe-Ito, colour-blind safe); train-family bars are
 hatched and held-out ones solid.
+
+Labels never overlap, whatever the number of methods and the length of their names: figures use
+matplotlib's constrained layout, grow with the number of bar groups, wrap tick labels and titles to
+the room they have (:func:`_wrap`) and put the legends of bar charts outside the axes, on the right.
 """
 
 from __future__ import annotations
 
+import textwrap
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -30,6 +35,12 @@ STYLE = {
     "font.size": 9, "axes.titlesize": 10, "axes.labelsize": 9, "legend.fontsize": 8, "axes.spines.top": False,
     "axes.spines.right": False, "axes.grid": True, "axes.grid.axis": "y", "grid.alpha": 0.3, "axes.axisbelow": True, "hatch.linewidth": 0.6,
 }
+#: Font sizes (points) of STYLE's tick labels, panel titles, suptitle and legends, for wrapping text to its room.
+TICK_PT, TITLE_PT, SUPTITLE_PT, LEGEND_PT = 9.0, 10.0, 10.8, 8.0
+#: A generous average glyph width of the report's font (DejaVu Sans), in ems; bold text is wider.
+CHAR_EM, BOLD_EM = 0.62, 0.72
+#: Inches that the y axis's label and tick labels take beside a panel.
+Y_AXIS_IN = 1.0
 
 
 @dataclass(frozen=True)
@@ -55,9 +66,35 @@ def method_colours(methods: Sequence[str]) -> dict[str, str]:
 
 
 def _new_figure(size: tuple[float, float]) -> Figure:
-    fig = Figure(figsize=size)
+    fig = Figure(figsize=size, layout="constrained")  # room for every label, legend and title; never "not applied"
     FigureCanvasAgg(fig)
     return fig
+
+
+def _wrap(text: str, inches: float, points: float, bold: bool = False) -> str:
+    """``text`` broken into lines no wider than ``inches`` at ``points`` (at spaces and hyphens, inside a
+    word only when one word is wider than that)."""
+    chars = max(4, int(inches * 72 / (points * (BOLD_EM if bold else CHAR_EM))))
+    return "\n".join(textwrap.wrap(text, chars)) or text
+
+
+def _legend_inches(labels: Sequence[str]) -> float:
+    """The width of a one-column legend of ``labels`` (handle, padding and the longest label)."""
+    return (max(map(len, labels), default=0) * LEGEND_PT * CHAR_EM + 4 * LEGEND_PT) / 72
+
+
+def _side_legend(fig: Figure, handles: Sequence[Any], labels: Sequence[str] | None = None) -> None:
+    """One legend column outside the axes, on the figure's right (constrained layout makes room)."""
+    if labels is None:
+        fig.legend(handles=list(handles), loc="outside right upper", frameon=False)
+    else:
+        fig.legend(list(handles), list(labels), loc="outside right upper", frameon=False)
+
+
+def _group_ticks(ax: Any, labels: Sequence[str], slot_in: float) -> None:
+    """One tick per bar group at 0, 1, ..., each label wrapped to its group's width ``slot_in`` (inches)."""
+    ax.set_xticks(range(len(labels)), [_wrap(label, 0.9 * slot_in, TICK_PT) for label in labels])
+    ax.set_xlim(-0.5, len(labels) - 0.5)
 
 
 def _yerr(metrics: Sequence[Metric | None]) -> list[list[float]]:
@@ -77,11 +114,11 @@ def _bars(ax: Any, x: Sequence[float], metrics: Sequence[Metric | None], width: 
             ax.text(xi, 0.01, "n/a", ha="center", va="bottom", fontsize=7, color="#555555", transform=ax.get_xaxis_transform())
 
 
-def _format_y(ax: Any, percent: bool, label: str) -> None:
+def _format_y(ax: Any, percent: bool, label: str, height_in: float = 2.0) -> None:
     ax.set_ylim(0, 1.05)
     if percent:
         ax.yaxis.set_major_formatter(PercentFormatter(1.0, decimals=0))
-    ax.set_ylabel(label)
+    ax.set_ylabel(_wrap(label, height_in, TICK_PT))
 
 
 def _families(exp: Experiment, eval_name: str, metric: str) -> list[str]:
@@ -115,9 +152,13 @@ def plot_axis(exp: Experiment, spec: AxisSpec) -> Figure | None:
     fams = {s: _families(exp, e, spec.metric) for s, e in (("train", train), ("heldout", heldout))}
     n_fams = sum(len(f) for f in fams.values())
     colours = method_colours(methods)
+    legend = _split_legend(list(data), spec.unit) + (_method_legend(methods, colours) if n_fams else [])
+    slot, fam_slot = 1.0, max(1.3, 0.22 * len(methods) + 0.3)  # inches per method group, per family group
+    widths = [max(1.9, slot * len(methods))] + ([fam_slot * n_fams] if n_fams else [])
+    legend_width = _legend_inches([str(h.get_label()) for h in legend])
+    fig_width = sum(widths) + Y_AXIS_IN * len(widths) + legend_width + 0.2
     with matplotlib.rc_context(STYLE):
-        widths = [max(2, len(methods)), max(3, n_fams)] if n_fams else [1]
-        fig = _new_figure((10 if n_fams else 5.5, 3.6))
+        fig = _new_figure((fig_width, 3.6))
         axes = fig.subplots(1, len(widths), gridspec_kw={"width_ratios": widths}, squeeze=False)
         ax = axes[0][0]
         width = 0.8 / len(data)
@@ -125,19 +166,20 @@ def plot_axis(exp: Experiment, spec: AxisSpec) -> Figure | None:
             x = [j + (i - (len(data) - 1) / 2) * width for j in range(len(methods))]
             for xj, m, method in zip(x, metrics, methods, strict=True):
                 _bars(ax, [xj], [m], width * 0.92, colours[method], split)
-        ax.set_xticks(range(len(methods)), [method_label(m) for m in methods])
+        _group_ticks(ax, [method_label(m) for m in methods], widths[0] / len(methods))
         _format_y(ax, spec.percent, f"{spec.short} ({spec.better} is better)")
-        ax.set_title("Overall, 95% intervals")
-        ax.legend(handles=_split_legend(list(data), spec.unit), loc="upper center", bbox_to_anchor=(0.5, -0.1), ncol=len(data), frameon=False)
+        ax.set_title(_wrap("Overall, 95% intervals", widths[0], TITLE_PT))
         if n_fams:
-            _plot_families(axes[0][1], exp, spec, fams, methods, colours)
-        fig.suptitle(f"{spec.axis.capitalize()}: {spec.title}, train vs held-out {spec.unit}", fontweight="bold")
-        fig.tight_layout()
+            _plot_families(axes[0][1], exp, spec, fams, methods, colours, fam_slot)
+        _side_legend(fig, legend)
+        title = f"{spec.axis.capitalize()}: {spec.title}, train vs held-out {spec.unit}"
+        fig.suptitle(_wrap(title, fig_width - 2 * legend_width - 0.4, SUPTITLE_PT, bold=True), fontweight="bold")  # clear of the legend
     return fig
 
 
-def _plot_families(ax: Any, exp: Experiment, spec: AxisSpec, fams: dict[str, list[str]], methods: Sequence[str], colours: dict[str, str]) -> None:
-    """Bars per family (train families first, then held-out), one bar per method."""
+def _plot_families(ax: Any, exp: Experiment, spec: AxisSpec, fams: dict[str, list[str]], methods: Sequence[str],
+                   colours: dict[str, str], slot_in: float) -> None:
+    """Bars per family (train families first, then held-out), one bar per method; ``slot_in`` inches a family."""
     cols = [(s, f) for s in ("train", "heldout") for f in fams[s]]
     width = 0.8 / len(methods)
     for i, method in enumerate(methods):
@@ -145,15 +187,17 @@ def _plot_families(ax: Any, exp: Experiment, spec: AxisSpec, fams: dict[str, lis
             eval_name = spec.axis if split == "heldout" else f"{spec.axis}_train"
             _bars(ax, [j + (i - (len(methods) - 1) / 2) * width], [exp.metric(method, eval_name, f"{spec.metric}/{fam}")],
                   width * 0.92, colours[method], split)
-    ax.set_xticks(range(len(cols)), [f.replace("_", " ") for _, f in cols], rotation=15, ha="right")
+    _group_ticks(ax, [f.replace("_", " ") for _, f in cols], slot_in)
     if fams["train"] and fams["heldout"]:
         ax.axvline(len(fams["train"]) - 0.5, color="#333333", linestyle=":", linewidth=1)
+    lines = 1
     for split, centre in (("train", (len(fams["train"]) - 1) / 2), ("heldout", len(fams["train"]) + (len(fams["heldout"]) - 1) / 2)):
         if fams[split]:
-            ax.text(centre, 1.0, SPLIT_LABEL[split].format(unit=spec.unit), ha="center", va="bottom", fontsize=8, color="#333333", transform=ax.get_xaxis_transform())
+            label = _wrap(SPLIT_LABEL[split].format(unit=spec.unit), 0.9 * slot_in * len(fams[split]), LEGEND_PT)
+            lines = max(lines, label.count("\n") + 1)
+            ax.text(centre, 1.0, label, ha="center", va="bottom", fontsize=LEGEND_PT, color="#333333", transform=ax.get_xaxis_transform())
     _format_y(ax, spec.percent, "")
-    ax.set_title("Per family", pad=14)
-    ax.legend(handles=_method_legend(methods, colours), loc="upper center", bbox_to_anchor=(0.5, -0.22), ncol=len(methods), frameon=False)
+    ax.set_title("Per family", pad=4 + 10 * lines)  # above the split labels
 
 
 def _tau_points(exp: Experiment, eval_name: str) -> list[tuple[str, float]]:
@@ -175,7 +219,8 @@ def plot_safety_curve(exp: Experiment, panels: Sequence[tuple[str, str]]) -> Fig
         return None
     methods, colours = exp.methods, method_colours(exp.methods)
     with matplotlib.rc_context(STYLE):
-        fig = _new_figure((5 * len(panels), 3.6))
+        fig_width = 5.0 * len(panels)
+        fig = _new_figure((fig_width, 3.6))
         axes = fig.subplots(1, len(panels), sharey=True, squeeze=False)
         for ax, (eval_name, title) in zip(axes[0], panels, strict=True):
             taus = _tau_points(exp, eval_name)
@@ -191,11 +236,11 @@ def plot_safety_curve(exp: Experiment, panels: Sequence[tuple[str, str]]) -> Fig
                     ax.fill_between([b[0] for b in band], [b[1].ci_low for b in band], [b[1].ci_high for b in band], color=colours[method], alpha=0.15, linewidth=0)
             ax.set_xticks(x, [f"{t:g}" for _, t in taus])
             ax.set_xlabel("pass-rate threshold τ")
-            ax.set_title(title)
+            ax.set_title(_wrap(title, 5.0 - Y_AXIS_IN, TITLE_PT))
             _format_y(ax, True, "facts with pass rate ≥ τ")
             ax.legend(frameon=False, loc="lower left")
-        fig.suptitle("Safety curve S(τ) (higher is better; shaded: 95% interval)", fontweight="bold")
-        fig.tight_layout()
+        suptitle = "Safety curve S(τ) (higher is better; shaded: 95% interval)"
+        fig.suptitle(_wrap(suptitle, fig_width - 0.4, SUPTITLE_PT, bold=True), fontweight="bold")
     return fig
 
 
@@ -208,8 +253,12 @@ def plot_capability(
         return None
     methods, colours = exp.methods, method_colours(exp.methods)
     width = 0.8 / len(methods)
+    slot = max(1.6, 0.42 * len(methods) + 0.3)  # inches per eval: room for each bar's change label
+    axes_width = max(3.5, slot * len(evals))
+    labels = [method_label(m) for m in methods]
+    fig_width = axes_width + Y_AXIS_IN + _legend_inches(labels) + 0.2
     with matplotlib.rc_context(STYLE):
-        fig = _new_figure((max(5.5, 1.6 * len(evals) + 2), 3.6))
+        fig = _new_figure((fig_width, 3.6))
         ax = fig.subplots()
         for i, method in enumerate(methods):
             ms = [exp.metric(method, e, metric_key(e)) for e in evals]
@@ -220,11 +269,11 @@ def plot_capability(
                 if method != "base" and m is not None and base is not None:
                     top = m.ci_high if m.has_interval else m.value
                     ax.text(xi, top + 0.02, f"{(m.value - base.value) * 100:+.1f}".replace("-", "−"), ha="center", va="bottom", fontsize=7)
-        ax.set_xticks(range(len(evals)), [title(e) for e in evals])
+        _group_ticks(ax, [title(e) for e in evals], axes_width / len(evals))
         _format_y(ax, True, "score (higher is better)")
-        ax.set_title("Capability before (base) and after training; labels: change vs base in points", fontweight="bold")
-        ax.legend(frameon=False, loc="upper center", bbox_to_anchor=(0.5, -0.1), ncol=len(methods))
-        fig.tight_layout()
+        heading = "Capability before (base) and after training; labels: change vs base in points"
+        ax.set_title(_wrap(heading, axes_width, TITLE_PT, bold=True), fontweight="bold")
+        _side_legend(fig, *ax.get_legend_handles_labels())
     return fig
 
 
@@ -265,8 +314,10 @@ def plot_training(exp: Experiment) -> Figure | None:
         colours = {name: matplotlib.colormaps["tab10" if len(names) <= 10 else "tab20"](i) for i, name in enumerate(names)}
     cols = min(4, len(keys))
     rows = (len(keys) + cols - 1) // cols
+    side = len(names) > 4  # many methods or variants: one legend beside the panels, not one in each
+    legend_width = _legend_inches([method_label(n) for n in names]) if side else 0.0
     with matplotlib.rc_context(STYLE):
-        fig = _new_figure((4.2 * cols, 3.2 * rows))
+        fig = _new_figure((4.2 * cols + legend_width, 3.2 * rows))
         axes = fig.subplots(rows, cols, squeeze=False)
         for ax in axes.flat[len(keys):]:
             ax.set_visible(False)
@@ -286,11 +337,13 @@ def plot_training(exp: Experiment) -> Figure | None:
                 if smooth:
                     ax.plot(steps, _ema(vals, max(5, len(vals) // 15)), color=colours[name], linewidth=1.8, label=label)
             ax.set_xlabel("optimizer step")
-            ax.set_title(title, fontsize=9)
-            if len(names) <= 4 or ax is axes.flat[0]:  # many variants: one legend, on the first panel
-                ax.legend(frameon=False, fontsize=8 if len(names) <= 4 else 6)
-        fig.suptitle("Training and validation curves", fontweight="bold")
-        fig.tight_layout()
+            ax.set_title(_wrap(title, 4.2 - Y_AXIS_IN, TICK_PT), fontsize=TICK_PT)
+            if not side:
+                ax.legend(frameon=False, fontsize=8)
+        if side:
+            entries = {label: handle for ax in axes.flat for handle, label in zip(*ax.get_legend_handles_labels(), strict=True)}
+            _side_legend(fig, list(entries.values()), list(entries))
+        fig.suptitle(_wrap("Training and validation curves", 4.2 * cols - legend_width - 0.4, SUPTITLE_PT, bold=True), fontweight="bold")
     return fig
 
 
