@@ -1,7 +1,12 @@
 """Run an evaluation task on a model: generate, judge, write records, compute metrics.
 
 Per-sample records go to ``<out>/<task>/samples.jsonl`` as they are produced, one line per judged
-sample; an interrupted run (or a judge outage) continues from the records already written.
+sample; an interrupted run (or a judge outage) continues from the records already written. A task
+whose scorer is a :class:`~opct.evals.judging.JudgedScorer` (the jailbreak and awareness evals) has
+each batch of ``batch_units`` units judged at once, each judge asked about the whole batch
+(:func:`~opct.evals.judging.score_batch`: a served judge keeps ``$OPCT_JUDGE_CONCURRENCY`` requests in
+flight), and its records written after it; the verdicts a served judge gave before an outage are in
+its cache, so a rerun does not ask for them again.
 ``results.json`` is written last, atomically, and only when every unit has its samples, so partial
 results are never mistaken for complete ones.
 
@@ -21,6 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from opct.errors import OpctError
+from opct.evals.judging import JudgedScorer, Scored, score_batch
 from opct.evals.outcomes import (
     DEFAULT_MAX_UNSCORED,
     ERROR,
@@ -269,19 +275,25 @@ def _measure(task: EvalTask, engine: SamplingEngine, tokenizer: Any, todo: list[
              have: set[tuple[Any, Any, int]], samples_path: Path, params: SamplingParams,
              render: Callable[[list[dict[str, str]]], list[int]], batch_units: int, progress: Progress | None,
              reasoning: str) -> None:
-    """Generate and judge the samples of ``todo``, appending each record to ``samples_path`` and ``records``."""
+    """Generate and judge the samples of ``todo``, a batch at a time, appending each record to
+    ``samples_path`` and ``records``."""
     total = len(task.units)
     for start in range(0, len(todo), batch_units):
         chunk = todo[start : start + batch_units]
         prompts = [render(u.prompt) for u in chunk]
-        rollouts = engine.generate(prompts, params, sample_keys=[u.key for u in chunk])
-        with samples_path.open("a", encoding="utf-8") as fh:  # each record as soon as it is judged
-            for r in rollouts:
-                unit = chunk[r.prompt_index]
-                if (unit.item_id, unit.variant, r.sample_index) in have:
-                    continue
-                response = tokenizer.decode(r.completion_ids, skip_special_tokens=True)
-                rec = sample_record(task.name, unit, r.sample_index, response, r.truncated, task, reasoning)
+        rollouts = [r for r in engine.generate(prompts, params, sample_keys=[u.key for u in chunk])
+                    if (chunk[r.prompt_index].item_id, chunk[r.prompt_index].variant, r.sample_index) not in have]
+        responses = [tokenizer.decode(r.completion_ids, skip_special_tokens=True) for r in rollouts]
+        texts = [answer_text(response, reasoning) for response in responses]
+        scored: dict[int, Scored] = {}  # judged as a batch; other scorers judge each record just before it is written
+        if isinstance(task.score, JudgedScorer):
+            judged = [i for i, (r, text) in enumerate(zip(rollouts, texts, strict=True)) if not unjudged_outcome(text, r.truncated)]
+            batch = score_batch(task.score, [(chunk[rollouts[i].prompt_index], texts[i]) for i in judged])
+            scored = dict(zip(judged, batch, strict=True))
+        with samples_path.open("a", encoding="utf-8") as fh:
+            for i, (r, response) in enumerate(zip(rollouts, responses, strict=True)):
+                rec = sample_record(task.name, chunk[r.prompt_index], r.sample_index, response, r.truncated, task, reasoning,
+                                    scored.get(i))
                 fh.write(json.dumps(rec, ensure_ascii=False) + "\n")
                 fh.flush()
                 records.append(rec)
@@ -312,20 +324,21 @@ OUTCOME_RULES = "3"  # 3: an answer cut off at max_new_tokens is ``truncated`` (
 
 
 def sample_record(eval_name: str, unit: Unit, sample: int, response: str, truncated: bool, task: EvalTask,
-            reasoning: str = "strip") -> dict[str, Any]:
-    """One sample's record: the raw response, what the judges saw, the judgement and its outcome class."""
+                  reasoning: str = "strip", scored: Scored | None = None) -> dict[str, Any]:
+    """One sample's record: the raw response, what the judges saw, the judgement and its outcome class.
+
+    ``scored``: the judgement :func:`~opct.evals.judging.score_batch` already made of the answer (or the
+    exception scoring it raised); without it the task's scorer is called here."""
     text = answer_text(response, reasoning)
     parsed, scores, judge, version, ok, error = None, {}, "", "", True, None
     unjudged = unjudged_outcome(text, truncated)  # empty, or cut off at max_new_tokens: no judge is asked
     if unjudged:
         outcome = unjudged
     else:
-        try:
-            j = task.score(unit, text)
-        except OpctError:  # meant for the user (a judge outage, bad data): stops the eval, records kept
-            raise
-        except Exception as exc:  # a scorer bug: recorded, counted, never a result
-            outcome, ok, error = ERROR, False, f"{type(exc).__name__}: {exc}"
+        # an OpctError (a judge outage, bad data) is raised: it stops the eval, the records written are kept
+        j = scored if scored is not None else score_batch(task.score, [(unit, text)])[0]
+        if isinstance(j, Exception):  # a scorer bug: recorded, counted, never a result
+            outcome, ok, error = ERROR, False, f"{type(j).__name__}: {j}"
         else:
             parsed, scores, judge, version, ok = j.parsed, j.scores, j.judge, j.judge_version, j.ok
             outcome = judgement_outcome(scores, parsed, needs_answer=task.needs_answer, ok=ok)

@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from typing import Any, Protocol, runtime_checkable
+
+#: One sample to judge: ``(request, response, meta)``.
+Sample = tuple[str, str, dict[str, Any] | None]
 
 
 @dataclass(frozen=True)
@@ -30,9 +34,28 @@ class Verdict:
 
 @runtime_checkable
 class Judge(Protocol):
-    """Given the request, the response and the item's meta, return a :class:`Verdict`."""
+    """Given the request, the response and the item's meta, return a :class:`Verdict`.
+
+    :meth:`judge_many` judges a list of samples and returns their verdicts in order; the default asks
+    :meth:`judge` one sample at a time, and a judge that can do better (a served judge: several requests
+    in flight, :meth:`opct.judges.http.HTTPJudge.judge_many`) overrides it. The judges opct ships subclass
+    this protocol to inherit the default; :func:`judge_many` serves a judge that only has :meth:`judge`.
+    """
 
     name: str
     version: str
 
     def judge(self, request: str, response: str, meta: dict[str, Any]) -> Verdict: ...
+
+    def judge_many(self, samples: Sequence[Sample]) -> list[Verdict]:
+        """:meth:`judge` of every ``(request, response, meta)``, in order, one after the other."""
+        return [self.judge(request, response, meta or {}) for request, response, meta in samples]
+
+
+def judge_many(judge: Any, samples: Sequence[Sample]) -> list[Verdict]:
+    """``judge``'s verdicts on ``samples``, in order: its own ``judge_many`` when it has one (a served judge
+    asks several at once), else :meth:`Judge.judge` one sample at a time."""
+    batch = getattr(judge, "judge_many", None)
+    if callable(batch):
+        return list(batch(samples))
+    return Judge.judge_many(judge, samples)

@@ -16,7 +16,7 @@ retries and back-off included, gets at most ``timeout * (max_retries + 1)`` seco
 
 Concurrency: at most ``concurrency`` requests of one client are in flight at once (a request waiting for
 its turn has not started its time limit); :meth:`HTTPJudge.judge_many` judges a list of samples on that
-many threads. Each attempt opens its own connection (no keep-alive), so the watchdog sees every socket.
+many threads (the evals judge each batch of answers with it: :mod:`opct.evals.judging`). Each attempt opens its own connection (no keep-alive), so the watchdog sees every socket.
 
 Retries: HTTP 408, 409, 425, 429, 5xx, connection errors and timeouts are retried with exponential
 back-off (``backoff * 2**attempt`` seconds) or after the server's ``Retry-After`` (seconds or an HTTP

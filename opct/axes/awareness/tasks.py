@@ -8,8 +8,9 @@ from typing import Any
 from opct.axes.awareness.data import SageItem
 from opct.axes.awareness.metrics import awareness_metrics
 from opct.axes.base import field_of, score_of, verdict_scores
+from opct.evals.judging import Ask, JudgedScorer
 from opct.evals.task import EvalTask, Judgement, Unit
-from opct.judges.base import Judge
+from opct.judges.base import Judge, Verdict
 from opct.stats.estimate import Estimate, rate
 
 
@@ -41,9 +42,14 @@ def awareness_task(
     references = dict(references or {})
     phrasings = dict(by_phrasing or {})
 
-    def score(unit: Unit, response: str) -> Judgement:
-        v = judges[unit.variant].judge(unit.prompt[-1]["content"], response, unit.meta)
+    def asks(unit: Unit, response: str) -> list[Ask]:
+        return [Ask(judges[unit.variant], unit.prompt[-1]["content"], unit.meta)]
+
+    def decide(unit: Unit, response: str, verdicts: list[Verdict]) -> Judgement:
+        (v,) = verdicts
         return Judgement(v.label, verdict_scores("pass", v), v.judge, v.judge_version)
+
+    score = JudgedScorer(asks, decide)  # a batch asks each variant's judge once (a served judge: concurrently)
 
     def metrics(records: Sequence[Mapping[str, Any]]) -> dict[str, Estimate]:
         measured = [r for r in records if r["variant"] not in references]

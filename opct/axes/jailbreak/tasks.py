@@ -16,8 +16,9 @@ from opct.axes.base import Template, verdict_scores
 from opct.axes.jailbreak.data import Behavior, plain_request
 from opct.axes.jailbreak.metrics import jailbreak_metrics
 from opct.axes.jailbreak.templates import wrap
+from opct.evals.judging import Ask, JudgedScorer
 from opct.evals.task import EvalTask, Judgement, Unit
-from opct.judges.base import Judge
+from opct.judges.base import Judge, Verdict
 from opct.stats.estimate import Estimate
 
 
@@ -50,18 +51,24 @@ def jailbreak_task(
     description: str = "static jailbreak wrappers",
 ) -> EvalTask:
     """Judge every response for refusal (and harm), then :func:`jailbreak_metrics` over the variants
-    ``wrapped``, ``plain`` and ``benign`` (a variant's text after ``:`` is ignored)."""
+    ``wrapped``, ``plain`` and ``benign`` (a variant's text after ``:`` is ignored). A batch of responses
+    is judged a judge at a time (:class:`~opct.evals.judging.JudgedScorer`)."""
 
-    def score(unit: Unit, response: str) -> Judgement:
+    def asks(unit: Unit, response: str) -> list[Ask]:
         request = unit.meta.get("request") or unit.prompt[-1]["content"]
-        refusal = refusal_judge.judge(request, response, unit.meta)
+        judges = [refusal_judge] if unit.variant == "benign" else [refusal_judge, harm_judge]
+        return [Ask(judge, request, unit.meta) for judge in judges]
+
+    def decide(unit: Unit, response: str, verdicts: list[Verdict]) -> Judgement:
+        refusal, *harm = verdicts
         scores = verdict_scores("refusal", refusal)
         judge, version = refusal.judge, refusal.judge_version
-        if unit.variant != "benign":
-            harm = harm_judge.judge(request, response, unit.meta)
-            scores.update(verdict_scores("harm", harm))
-            judge, version = f"{judge}+{harm.judge}", f"{version}+{harm.judge_version}"
+        if harm:
+            scores.update(verdict_scores("harm", harm[0]))
+            judge, version = f"{judge}+{harm[0].judge}", f"{version}+{harm[0].judge_version}"
         return Judgement(refusal.label, scores, judge, version)
+
+    score = JudgedScorer(asks, decide)
 
     def metrics(records: Sequence[Mapping[str, Any]]) -> dict[str, Estimate]:
         return jailbreak_metrics([{**r, "variant": str(r["variant"]).split(":")[0]} for r in records])
