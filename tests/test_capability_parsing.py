@@ -236,11 +236,10 @@ def test_math_equal_in_thread() -> None:
     ],
     ids=["spaces", "stars", "negations", "open-boxes", "parens", "bold"],
 )
-def test_parsers_stay_fast_on_degenerate_output(text: str) -> None:
-    """Regression: overlapping regex quantifiers once made "Answer:" + many spaces take minutes."""
-    import time
-
-    start = time.perf_counter()
+@pytest.mark.timeout(60)
+def test_parsers_never_hang_on_degenerate_output(text: str) -> None:
+    """Regression: overlapping regex quantifiers once made "Answer:" + many spaces take minutes. A hang
+    guard, not a speed target (a linear parser takes milliseconds; the catastrophic one took minutes):
+    the timeout fails the test, whatever the machine's load."""
     extract_choice(text, ["a b", "c"])
     extract_math_answer(text)
-    assert time.perf_counter() - start < 2.0

@@ -164,16 +164,18 @@ def test_retry_after_as_seconds_or_an_http_date() -> None:
 
 
 def test_an_http_date_retry_after_is_respected_and_capped(tmp_path: Path) -> None:
-    when = email.utils.formatdate(time.time() + 3, usegmt=True)
+    # 20 s ahead (whole seconds on the wire), inside the request budget of 30 x 2 s; the sleeps are
+    # recorded, not slept, so a loaded machine only shortens the wait by the time it took to ask
+    when = email.utils.formatdate(time.time() + 20, usegmt=True)
     with serving(_status(429, {"Retry-After": when})) as server:
-        judge = _judge(server.url, tmp_path, timeout=5, max_retries=1, fail_after=10, max_backoff=60)
+        judge = _judge(server.url, tmp_path, timeout=30, max_retries=1, fail_after=10, max_backoff=60)
         waits: list[float] = []
         judge.sleep = waits.append  # type: ignore[method-assign]
         assert judge.judge("q", "r", {}).abstained
-        capped = _judge(server.url, tmp_path, timeout=5, max_retries=1, fail_after=10, max_backoff=1.5)
+        capped = _judge(server.url, tmp_path, timeout=30, max_retries=1, fail_after=10, max_backoff=1.5)
         capped.sleep = waits.append  # type: ignore[method-assign]
         capped.judge("q", "r", {})
-    assert 1.5 < waits[0] <= 3.0 and waits[1] == 1.5  # the date's wait, then the same wait capped
+    assert 10.0 < waits[0] <= 20.0 and waits[1] == 1.5  # the date's wait, then the same wait capped
 
 
 def test_a_retry_after_past_the_request_budget_ends_the_request(tmp_path: Path) -> None:
