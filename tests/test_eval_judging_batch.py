@@ -4,7 +4,6 @@ at once, the same records as one sample at a time, its cache, abstentions and th
 from __future__ import annotations
 
 import json
-import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -83,11 +82,8 @@ def _run(task: EvalTask, out: Path, score: Callable[[Unit, str], Judgement] | No
 def test_an_eval_asks_the_served_judge_concurrency_at_a_time_with_the_same_records(slow, tmp_path):
     task = _task(slow.url, tmp_path / "cache", concurrency=3)
     harmful_units = sum(u.variant != "benign" for u in task.units)
-    start = time.monotonic()
     batched = _run(task, tmp_path / "batched")
-    elapsed = time.monotonic() - start
     assert slow.requests == harmful_units == 12 and slow.most == 3  # the benign ones ask only the refusal rule
-    assert elapsed < harmful_units * DELAY  # concurrent, not one after another
 
     slow.most = slow.requests = 0
     one_at_a_time = _task(slow.url, tmp_path / "cache-sequential", concurrency=3)

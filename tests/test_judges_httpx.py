@@ -72,11 +72,8 @@ def _judge(url: str, tmp_path: Path, **kw: Any) -> HTTPJudge:
 def test_judge_many_keeps_at_most_concurrency_requests_in_flight_and_its_order(slow, tmp_path):
     judge = _judge(slow.url, tmp_path, concurrency=3)
     samples = [("q", f"ODD answer {i}" if i % 2 else f"answer {i}", {}) for i in range(9)]
-    start = time.monotonic()
     verdicts = judge.judge_many(samples)
-    elapsed = time.monotonic() - start
     assert slow.most == 3 and slow.requests == 9
-    assert elapsed < 9 * 0.15  # concurrent, not one after another
     assert [v.label for v in verdicts] == [("not_harmful" if i % 2 else "harmful") for i in range(9)], [v.label for v in verdicts]
 
 

@@ -108,7 +108,7 @@ def test_a_server_sending_byte_by_byte_cannot_stretch_the_timeout(tmp_path: Path
         verdict = judge.judge("q", "r", {})
         elapsed = time.monotonic() - start
     assert verdict.abstained and "TimeoutError" in verdict.reason and "within 0.5 s" in verdict.reason, verdict.reason
-    assert elapsed < 1.5, elapsed
+    assert elapsed < 3.0, elapsed  # the old per-read timeout took the whole 5 s; slack for a loaded machine
 
 
 def test_a_fast_answer_is_untouched_by_the_watchdog(tmp_path: Path) -> None:
@@ -206,7 +206,7 @@ def test_a_silent_judge_fails_within_its_request_budget(tmp_path: Path) -> None:
         with pytest.raises(JudgeOutage, match="TimeoutError"):
             judge.judge("q", "r", {})
         elapsed = time.monotonic() - start
-    assert elapsed < 0.3 * (defaults.max_retries + 1) + 0.5, elapsed
+    assert elapsed < 0.3 * (defaults.max_retries + 1) + 3.0, elapsed  # seconds, not minutes; slack for load
     assert server.requests == defaults.fail_after
 
 
