@@ -106,7 +106,8 @@ def demo(
                                       "good_behaviour (the method-neutral rule; its own output folder).")] = "teacher_kl",
 ) -> None:
     """The paper's comparison on the built-in organism: baseline vs BCT vs OPCT on all three axes, each
-    method on its own recipe chosen on the validation split (shipped, or anew with --reselect)."""
+    method on its own recipe chosen on the validation split (shipped, or anew with --reselect). ACT
+    joins with --set 'methods=[base,bct,opct,act]'."""
     import json
     from importlib.resources import files
 
