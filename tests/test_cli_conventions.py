@@ -231,6 +231,7 @@ def test_revision_reaches_the_model_and_tokenizer(monkeypatch):
 def test_the_threads_config_key_applies_and_the_flag_overrides_it(tmp_path, monkeypatch):
     """``threads:`` in an eval config sets torch's threads; --threads / OPCT_THREADS win over it."""
     calls: list[int] = []
+    monkeypatch.delenv("OPCT_THREADS", raising=False)  # the caller's own setting would win over the config
     monkeypatch.setattr(torch, "set_num_threads", calls.append)
     monkeypatch.setattr(torch, "get_num_threads", lambda: 99)
     monkeypatch.chdir(tmp_path)
