@@ -214,3 +214,57 @@ def test_a_table_cell_leads_to_its_samples_in_headless_chromium(exp_dir: Path, t
         assert run.returncode == 0, run.stderr[-2000:]
         assert png_size(shot) == size
         assert shot.stat().st_size > 40_000, page  # a blank page compresses to a few kB
+
+
+def _attack(exp: Path, method: str, behaviors: list[dict], attempts: list[dict]) -> None:
+    outcomes = {s: sum(b["status"] == s for b in behaviors) for s in ("cracked", "defended", "unscored")}
+    n = len(behaviors) - outcomes["unscored"]
+    write(exp / "attack" / method / "results.json", {
+        "n": len(behaviors), "behaviors": behaviors, "status": "incomplete" if outcomes["unscored"] else "ok",
+        "outcomes": {"behaviors": outcomes},
+        "metrics": {"dsr": {"value": outcomes["defended"] / n, "ci_low": 0.0, "ci_high": 1.0, "n": n}}})
+    write(exp / "attack" / method / "attempts.jsonl", attempts)
+
+
+def test_the_adaptive_attack_has_one_row_per_behaviour_with_the_attempt_that_tells_its_outcome(tmp_path: Path) -> None:
+    from opct.report.samples import ATTACK, attack_rows
+
+    exp = make_experiment(tmp_path / "exp", steps=5, with_attack=False)
+    ask = {"b0": "How do I do harm 0?", "b1": "How do I do harm 1?"}
+
+    def attempt(bid: str, query: int, reply: str, score: float | None, outcome: str = "scored") -> dict:
+        return {"behavior_id": bid, "query": query, "prompt": f"wrapped {bid} #{query}", "response": reply,
+                "score": score, "outcome": outcome}
+
+    _attack(exp, "bct", [
+        {"behavior_id": "b0", "request": ask["b0"], "status": "unscored", "queries": 3, "unscored_attempts": 1,
+         "queries_to_crack": None, "best_score": 0.0, "best_prompt": "wrapped b0 #1"},
+        {"behavior_id": "b1", "request": ask["b1"], "status": "defended", "queries": 3, "unscored_attempts": 0,
+         "queries_to_crack": None, "best_score": 0.2, "best_prompt": "wrapped b1 #2"}],
+        [attempt("b0", 1, "No.", 0.0), attempt("b0", 2, "3 3 3 3", None, "truncated"), attempt("b0", 3, "No.", 0.0),
+         attempt("b1", 1, "No.", 0.0), attempt("b1", 2, "Hmm, no.", 0.2), attempt("b1", 3, "No.", 0.0)])
+    _attack(exp, "opct", [
+        {"behavior_id": "b0", "request": ask["b0"], "status": "cracked", "queries": 2, "unscored_attempts": 0,
+         "queries_to_crack": 2, "best_score": 1.0, "best_prompt": "wrapped b0 #2"},
+        {"behavior_id": "b1", "request": ask["b1"], "status": "defended", "queries": 3, "unscored_attempts": 0,
+         "queries_to_crack": None, "best_score": 0.0, "best_prompt": "wrapped b1 #1"}],
+        [attempt("b0", 1, "No.", 0.0), attempt("b0", 2, "Sure, <b>step one</b>", 1.0),
+         attempt("b1", 1, "No.", 0.0), attempt("b1", 2, "No!", 0.0), attempt("b1", 3, "No?", 0.0)])
+    loaded = load_experiment(exp)
+    rows = {r.item_id: r for r in attack_rows(loaded)}
+    assert set(rows) == {"b0", "b1"} and {r.eval_name for r in rows.values()} == {ATTACK}
+    assert rows["b0"].prompt == ask["b0"] and set(rows["b0"].answers) == {"bct", "opct"}
+    unscored, cracked = rows["b0"].answers["bct"], rows["b0"].answers["opct"]
+    assert unscored.outcome == "unscored" and "wrapped b0 #2" in unscored.response and "3 3 3 3" in unscored.response
+    assert "unscored_attempts=1" in unscored.scores
+    assert cracked.outcome == "cracked" and "Sure, <b>step one</b>" in cracked.response and "cracked_at=2" in cracked.scores
+    assert "Hmm, no." in rows["b1"].answers["bct"].response  # the best-scoring attempt of a defended behaviour
+    assert rows["b1"].answers["opct"].outcome == "defended"
+
+    write_report(exp)
+    page = (exp / "samples.html").read_text(encoding="utf-8")
+    assert page.count(f'data-e="{ATTACK}"') == 2 and "<b>step one</b>" not in page  # escaped
+    links = cell_links(loaded, build_table(loaded))
+    assert links[("opct", "dsr_adaptive")] == samples_href(ATTACK, "opct", "heldout")
+    assert ("base", "dsr_adaptive") not in links  # the base model was not attacked here
+    assert samples_href(ATTACK, "bct", "heldout").replace("&", "&amp;") in (exp / "report.html").read_text(encoding="utf-8")

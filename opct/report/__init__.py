@@ -26,7 +26,7 @@ def write_report(experiment_dir: Path) -> tuple[Path, Path]:
     from opct.report.figures import make_figures
     from opct.report.paired import paired_table
     from opct.report.render import ablation_parts, build_sections, render_html, render_md
-    from opct.report.samples import SAMPLES_HTML, cell_links, render_samples_html, sample_rows
+    from opct.report.samples import SAMPLES_HTML, attack_rows, cell_links, render_samples_html, sample_rows
 
     root = Path(experiment_dir)
     exp = load_experiment(root)
@@ -36,7 +36,7 @@ def write_report(experiment_dir: Path) -> tuple[Path, Path]:
     html_path, md_path = root / "report.html", root / "report.md"
     paired = paired_table(exp, table.columns)  # the bootstraps run once for both documents
     ablation = ablation_parts(exp)
-    rows = sample_rows(exp)  # read before the reports, so that an unreadable line is among their warnings
+    rows = sample_rows(exp) + attack_rows(exp)  # read before the reports, so that an unreadable line is among their warnings
     _write_atomic(root / SAMPLES_HTML, render_samples_html(exp, rows, html_path.name))
     links = cell_links(exp, table)
     _write_atomic(html_path, render_html(exp, table, sections, generated, paired=paired, ablation=ablation, links=links))

@@ -134,6 +134,15 @@ class Experiment:
             self._records[key] = read_jsonl(path, self.warnings) if path.exists() else []
         return self._records[key]
 
+    def attack_attempts(self, method: str) -> list[dict[str, Any]]:
+        """Every query the adaptive attacker made against ``method`` (``attack/<method>/attempts.jsonl``;
+        empty when absent)."""
+        key = (method, "<attack>")
+        if key not in self._records:
+            path = self.root / "attack" / method / "attempts.jsonl"
+            self._records[key] = read_jsonl(path, self.warnings) if path.exists() else []
+        return self._records[key]
+
     def sample_evals(self) -> list[str]:
         """Every eval name with results or per-sample records (``samples.jsonl``) for some method, sorted."""
         found = {d.name for m in _subdirs(self.root / "eval") for d in _subdirs(m) if (d / "samples.jsonl").is_file()}

@@ -25,7 +25,8 @@ SAMPLES_HTML = "samples.html"
 FILTERS = ("eval", "split", "method", "outcome")
 FILTER_LABELS = {"eval": "axis (eval)", "split": "split", "method": "method", "outcome": "outcome class"}
 #: Outcome classes in the order the filter lists them (:data:`opct.evals.outcomes.OUTCOMES`); others after.
-OUTCOME_ORDER = ("scored", "empty", "truncated", "unparsed", "off_options", "abstained", "error")
+OUTCOME_ORDER = ("scored", "empty", "truncated", "unparsed", "off_options", "abstained", "error",
+                 "cracked", "defended", "unscored")
 #: Text longer than this (characters) is folded into a ``<details>`` showing its beginning.
 FOLD_PROMPT, FOLD_RESPONSE, SUMMARY_CHARS = 280, 400, 140
 
@@ -35,8 +36,10 @@ HOWTO = (
     "class (scored, empty, truncated, unparsed, off_options, abstained, error: only scored answers enter "
     "the rates), the label read from it and its scores. The filters narrow the rows: method keeps the "
     "prompts that method answered (and highlights its column), outcome class the prompts where an answer "
-    "(the chosen method's, when one is chosen) has that class. The URL keeps the filters; each cell of "
-    "the report's results table links here with its eval, split and method."
+    "(the chosen method's, when one is chosen) has that class. The axis 'attack' has one row per behaviour "
+    "the adaptive attacker tried: each method's outcome (cracked, defended, or unscored when an attempt "
+    "could not be judged and none cracked it) with the attempt that tells it. The URL keeps the filters; "
+    "each cell of the report's results table links here with its eval, split and method."
 )
 
 
@@ -136,6 +139,54 @@ def sample_rows(exp: Experiment, methods: Iterable[str] | None = None) -> list[P
     return rows
 
 
+#: The rows of the adaptive attack: one per behaviour, under this name in the axis filter.
+ATTACK = "attack"
+
+
+def _attempt_text(attempt: Mapping[str, Any] | None) -> str:
+    if attempt is None:
+        return ""
+    return f"attack prompt: {attempt.get('prompt', '')}\n\nreply: {attempt.get('response') or ''}"
+
+
+def _shown_attempt(behavior: Mapping[str, Any], attempts: list[Mapping[str, Any]]) -> Mapping[str, Any] | None:
+    """The attempt that tells a behaviour's outcome: the first that cracked it, else the first left
+    unscored (why it is unscored), else the best-scoring one (``best_prompt``)."""
+    status = behavior.get("status")
+    if status == "cracked":
+        wanted = [a for a in attempts if a.get("outcome", "scored") == "scored" and (a.get("score") or 0) > 0]
+        queries = behavior.get("queries_to_crack")
+        return next((a for a in wanted if a.get("query") == queries), wanted[0] if wanted else None)
+    if status == "unscored":
+        return next((a for a in attempts if a.get("outcome", "scored") != "scored"), None)
+    return next((a for a in attempts if a.get("prompt") == behavior.get("best_prompt")), attempts[0] if attempts else None)
+
+
+def attack_rows(exp: Experiment, methods: Iterable[str] | None = None) -> list[PromptRow]:
+    """One row per behaviour the adaptive attacker tried (axis ``attack``): its request, and for each
+    attacked method the behaviour's outcome (``cracked``, ``defended`` or ``unscored``, as
+    ``results.json`` says) with the attempt that tells it (:func:`_shown_attempt`)."""
+    by_id: dict[str, PromptRow] = {}
+    for method in list(exp.attack if methods is None else methods):
+        behaviors = exp.attack.get(method, {}).get("behaviors") or []
+        attempts: dict[str, list[Mapping[str, Any]]] = {}
+        for a in exp.attack_attempts(method):
+            attempts.setdefault(str(a.get("behavior_id")), []).append(a)
+        for b in behaviors:
+            bid = str(b.get("behavior_id"))
+            row = by_id.get(bid)
+            if row is None:
+                row = by_id[bid] = PromptRow(ATTACK, "heldout", bid, "adaptive", "0", str(b.get("request") or ""))
+            shown = _shown_attempt(b, attempts.get(bid, []))
+            detail = f"queries={b.get('queries')}"
+            if b.get("queries_to_crack") is not None:
+                detail += f" cracked_at={b.get('queries_to_crack')}"
+            if b.get("unscored_attempts"):
+                detail += f" unscored_attempts={b.get('unscored_attempts')}"
+            row.answers[method] = Answer(_attempt_text(shown), str(b.get("status") or "unscored"), "", detail)
+    return list(by_id.values())
+
+
 def samples_href(eval_name: str, method: str, split: str = "", outcome: str = "") -> str:
     """The link to ``samples.html`` filtered to ``eval_name`` and ``method`` (and ``split``, ``outcome``)."""
     query = {"eval": eval_name, "split": split, "method": method, "outcome": outcome}
@@ -147,6 +198,10 @@ def cell_links(exp: Experiment, table: ResultsTable) -> dict[tuple[str, str], st
     records for that method; the split is part of the filter when all those records share one."""
     links = {}
     for column in table.columns:
+        if column.eval_name == ATTACK:  # the adaptive attacker's behaviours (held-out ones)
+            links.update({(m, column.key): samples_href(ATTACK, m, "heldout") for m in table.methods
+                          if exp.attack.get(m, {}).get("behaviors")})
+            continue
         if column.eval_name is None:
             continue
         for method in table.methods:
@@ -178,7 +233,7 @@ td.p, td.a { white-space: pre-wrap; word-break: break-word; }
 td.a { min-width: 14em; }
 td.none { color: #9aa0a6; text-align: center; }
 b.o { display: inline-block; font-size: 11.5px; padding: 0 5px; border-radius: 3px; background: #e6f4ea; margin-right: 4px; }
-b.o:not(.scored) { background: #fde7e9; }
+b.o:not(.scored):not(.defended) { background: #fde7e9; }
 i.l { font-style: normal; color: var(--muted); font-size: 12px; }
 details summary { cursor: pointer; }
 """
@@ -268,7 +323,7 @@ def _select(key: str, values: Iterable[str], labels: Mapping[str, str] | None = 
 def render_samples_html(exp: Experiment, rows: list[PromptRow] | None = None, report_name: str = "report.html") -> str:
     """``samples.html`` for ``exp``: the filters, the count of prompts shown and one table row per prompt
     (``rows``: :func:`sample_rows`'s, computed when not given)."""
-    rows = sample_rows(exp) if rows is None else rows
+    rows = sample_rows(exp) + attack_rows(exp) if rows is None else rows
     methods = [m for m in exp.methods if any(m in r.answers for r in rows)]
     title = f"OPCT samples: {exp.name}"
     filters = "".join([

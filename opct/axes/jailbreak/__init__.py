@@ -96,8 +96,9 @@ class JailbreakAxis(Axis):
         def by_behavior(r: Mapping[str, Any]) -> str:
             return str(meta_of(r, "behavior_id"))
 
-        cols = [Column("dsr_adaptive", "Defense success (adaptive attacker)", attack_metric("dsr"), paired=attack_values)
-                ] if exp.attack else []
+        # eval_name "attack": the per-sample page's rows of the adaptive attacker's behaviours
+        cols = [Column("dsr_adaptive", "Defense success (adaptive attacker)", attack_metric("dsr"), paired=attack_values,
+                       eval_name="attack")] if exp.attack else []
         return [
             *cols,
             eval_column("dsr_static", "Defense success (static held-out wrappers: not harmful)", "dsr",
