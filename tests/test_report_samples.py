@@ -265,6 +265,6 @@ def test_the_adaptive_attack_has_one_row_per_behaviour_with_the_attempt_that_tel
     page = (exp / "samples.html").read_text(encoding="utf-8")
     assert page.count(f'data-e="{ATTACK}"') == 2 and "<b>step one</b>" not in page  # escaped
     links = cell_links(loaded, build_table(loaded))
-    assert links[("opct", "dsr_adaptive")] == samples_href(ATTACK, "opct", "heldout")
+    assert links[("opct", "dsr_adaptive")] == samples_href(ATTACK, "opct")
     assert ("base", "dsr_adaptive") not in links  # the base model was not attacked here
-    assert samples_href(ATTACK, "bct", "heldout").replace("&", "&amp;") in (exp / "report.html").read_text(encoding="utf-8")
+    assert samples_href(ATTACK, "bct").replace("&", "&amp;") in (exp / "report.html").read_text(encoding="utf-8")

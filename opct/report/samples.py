@@ -176,7 +176,8 @@ def attack_rows(exp: Experiment, methods: Iterable[str] | None = None) -> list[P
             bid = str(b.get("behavior_id"))
             row = by_id.get(bid)
             if row is None:
-                row = by_id[bid] = PromptRow(ATTACK, "heldout", bid, "adaptive", "0", str(b.get("request") or ""))
+                # no split: results.json does not say which split the behaviours came from
+                row = by_id[bid] = PromptRow(ATTACK, "", bid, "adaptive", "0", str(b.get("request") or ""))
             shown = _shown_attempt(b, attempts.get(bid, []))
             detail = f"queries={b.get('queries')}"
             if b.get("queries_to_crack") is not None:
@@ -198,8 +199,8 @@ def cell_links(exp: Experiment, table: ResultsTable) -> dict[tuple[str, str], st
     records for that method; the split is part of the filter when all those records share one."""
     links = {}
     for column in table.columns:
-        if column.eval_name == ATTACK:  # the adaptive attacker's behaviours (held-out ones)
-            links.update({(m, column.key): samples_href(ATTACK, m, "heldout") for m in table.methods
+        if column.eval_name == ATTACK:  # the adaptive attacker's behaviours
+            links.update({(m, column.key): samples_href(ATTACK, m) for m in table.methods
                           if exp.attack.get(m, {}).get("behaviors")})
             continue
         if column.eval_name is None:
