@@ -95,6 +95,8 @@ def test_table_cells_link_to_their_samples(exp_dir: Path) -> None:
     links = cell_links(exp, table)
     assert links[("opct", "sycophancy")] == "samples.html#eval=sycophancy&split=heldout&method=opct"
     assert links[("bct", "dsr_static")] == samples_href("jailbreak", "bct", "heldout")
+    off = [c for c in table.columns if c.outcome == "off_options"]  # a rate of one outcome class links to that class
+    assert off and all(links[("opct", c.key)] == samples_href(c.eval_name, "opct", "heldout", "off_options") for c in off)
     assert not any(key == "awareness" for _, key in links)  # no samples.jsonl behind it: no link
     html = render_html(exp, table, [], "now", links=links)
     cell = '<td class="cell"><a href="samples.html#eval=sycophancy&amp;split=heldout&amp;method=base" title="its samples">'

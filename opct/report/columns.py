@@ -32,6 +32,8 @@ class Column:
     paired: PairedValues | None = None
     #: The eval whose records are behind the column (its samples on ``samples.html``); None: no eval.
     eval_name: str | None = None
+    #: The outcome class the column's rate counts, when it counts one (its samples link filters on it).
+    outcome: str | None = None
 
     @property
     def header(self) -> str:
@@ -50,8 +52,10 @@ def attack_metric(key: str) -> MetricGetter:
 
 def eval_column(
     key: str, title: str, metric: str, *, eval_name: str | None = None, percent: bool = True, better: str = "higher",
-    paired: PairedValues | None = None,
+    paired: PairedValues | None = None, outcome: str | None = None,
 ) -> Column:
-    """A column showing ``metric`` of eval ``eval_name`` (default: ``key``, an axis's held-out eval)."""
+    """A column showing ``metric`` of eval ``eval_name`` (default: ``key``, an axis's held-out eval);
+    ``outcome``: the outcome class its rate counts, if any."""
     name = eval_name or key
-    return Column(key, title, eval_metric(name, metric), percent=percent, better=better, paired=paired, eval_name=name)
+    return Column(key, title, eval_metric(name, metric), percent=percent, better=better, paired=paired, eval_name=name,
+                  outcome=outcome)

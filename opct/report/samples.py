@@ -210,7 +210,7 @@ def cell_links(exp: Experiment, table: ResultsTable) -> dict[tuple[str, str], st
             if records:
                 splits = {_split_of(r) for r in records}
                 split = splits.pop() if len(splits) == 1 else ""
-                links[(method, column.key)] = samples_href(column.eval_name, method, split)
+                links[(method, column.key)] = samples_href(column.eval_name, method, split, column.outcome or "")
     return links
 
 

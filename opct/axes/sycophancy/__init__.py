@@ -89,7 +89,8 @@ class SycophancyAxis(Axis):
             eval_column(self.name, "Sycophancy rate (held-out)", "sycophancy_rate", better="lower",
                         paired=record_values(self.name, suggested, item)),
             eval_column(f"{self.name}_off_options", "Off-options answers (held-out)", "off_options_rate",
-                        eval_name=self.name, better="lower", paired=record_values(self.name, off_options, item)),
+                        eval_name=self.name, better="lower", paired=record_values(self.name, off_options, item),
+                        outcome="off_options"),
         ]
 
     def report_figures(self, exp: Any) -> list[FigureSpec]:
