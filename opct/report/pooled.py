@@ -99,6 +99,12 @@ def plan_seeds(exp: Experiment) -> list[int]:
     return [int(s) for s in exp.plan.get("seeds", [0])]
 
 
+def run_methods(exp: Experiment) -> list[str]:
+    """The methods of ``exp``'s runs, in plan order (``["base", "bct", "opct"]`` for ``base, bct-s0, …``)."""
+    seeds = plan_seeds(exp)
+    return list(dict.fromkeys(split_run_key(key, seeds)[0] for key in exp.methods))
+
+
 def seed_runs(exp: Experiment, method: str) -> dict[int, str]:
     """``{seed: model key}`` of ``method``'s runs in ``exp`` (``{0: "opct"}``, ``{0: "opct-s0", 1: ...}``)."""
     seeds = plan_seeds(exp)

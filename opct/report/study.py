@@ -29,6 +29,7 @@ from opct.report.pooled import (
     difference_parts,
     plan_seeds,
     pooled_rows,
+    run_methods,
     split_run_key,
     unscored_text,
 )
@@ -85,7 +86,7 @@ def summarize(metrics: Sequence[Metric]) -> dict[str, Any] | None:
 def _family(exp: Experiment, model: str, columns: Sequence[Column]) -> dict[str, Any]:
     seeds = plan_seeds(exp)
     runs = {key: {c.key: metric_record(c.get(exp, key)) for c in columns} for key in exp.methods}
-    methods = list(dict.fromkeys(split_run_key(key, seeds)[0] for key in exp.methods))
+    methods = run_methods(exp)
     summary = {}
     for method in methods:
         keys = [k for k in exp.methods if split_run_key(k, seeds)[0] == method]
@@ -96,13 +97,7 @@ def _family(exp: Experiment, model: str, columns: Sequence[Column]) -> dict[str,
 def trained_pairs(families: Mapping[str, Experiment]) -> list[tuple[str, str]]:
     """The pooled comparisons beside OPCT − BCT: every other trained method (ACT, a plugin's) minus BCT and
     minus OPCT, where the study trained those."""
-    methods: list[str] = []
-    for exp in families.values():
-        seeds = plan_seeds(exp)
-        for key in exp.methods:
-            method = split_run_key(key, seeds)[0]
-            if method != "base" and method not in methods:
-                methods.append(method)
+    methods = [m for m in dict.fromkeys(m for exp in families.values() for m in run_methods(exp)) if m != "base"]
     return [(m, other) for m in methods if m not in PAPER_PAIR for other in ("bct", "opct") if other in methods]
 
 
@@ -220,6 +215,13 @@ def _family_title(data: Mapping[str, Any], family: str) -> str:
             "min–max of the seeds")
 
 
+def _pooled_md_cells(row: Mapping[str, Any]) -> list[str]:
+    """A pooled row's difference, interval, units, cells, unscored counts and verdict, as Markdown cells."""
+    incomplete = f" (INCOMPLETE evals: {', '.join(row['incomplete'])})" if row["incomplete"] else ""
+    return [*row["text"]["difference"], str(row["units"]), f"{row['cells']} of {row['cells_planned']}",
+            row["text"]["unscored"], row["verdict"] + incomplete]
+
+
 def render_study_md(data: Mapping[str, Any]) -> str:
     """``report.md`` of a study."""
     out = [f"# {_title(data)}", "", f"Generated {data['generated']}. Families: "
@@ -234,9 +236,7 @@ def render_study_md(data: Mapping[str, Any]) -> str:
                 render_markdown(["metric", *headers], [[label, *(" ".join(p for p in c if p) for c in row)]
                                                        for label, row in zip(labels, cells, strict=True)]), ""]
     out += ["## OPCT − BCT, pooled over families and seeds", "", HOWTO, ""]
-    rows = [[r["header"], r["claim"] or "—", *(r["text"]["difference"]), str(r["units"]), f"{r['cells']} of {r['cells_planned']}",
-             r["text"]["unscored"], r["verdict"] + (" (INCOMPLETE evals: " + ", ".join(r["incomplete"]) + ")" if r["incomplete"] else "")]
-            for r in data["pooled"]]
+    rows = [[r["header"], r["claim"] or "—", *_pooled_md_cells(r)] for r in data["pooled"]]
     out += [render_markdown(["metric", "paper's claim", "OPCT − BCT", "95% interval", "units k", "cells",
                              "unscored", "verdict"], rows), ""]
     for other in data.get("others", []):
@@ -244,9 +244,7 @@ def render_study_md(data: Mapping[str, Any]) -> str:
         out += [f"## {title}, pooled over families and seeds", "",
                 "The same pooling as OPCT − BCT; the paper makes no claim about this pair, so the verdict only "
                 "says on which side of 0 the interval lies.", ""]
-        rows = [[r["header"], *(r["text"]["difference"]), str(r["units"]), f"{r['cells']} of {r['cells_planned']}",
-                 r["text"]["unscored"], r["verdict"] + (" (INCOMPLETE evals: " + ", ".join(r["incomplete"]) + ")"
-                                                        if r["incomplete"] else "")] for r in other["pooled"]]
+        rows = [[r["header"], *_pooled_md_cells(r)] for r in other["pooled"]]
         out += [render_markdown(["metric", title, "95% interval", "units k", "cells", "unscored", "verdict"], rows), ""]
     if data["warnings"]:
         out += ["## Warnings", "", *(f"- {w}" for w in data["warnings"]), ""]

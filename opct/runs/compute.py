@@ -3,7 +3,8 @@
 Read from the run's ``metrics.jsonl`` (and, for a method that generates its targets once, its cached
 targets), so it is the same for a finished run, a resumed one and a selection candidate read at one of
 its checkpoints. How a method spends them is its own declaration (``Method.compute``: what it generates
-and what the teacher scores), recorded in the run manifest's ``compute``; this module knows no method.
+and what the teacher scores), recorded in the run manifest's ``compute``; only manifests written
+before that field existed are read by method name (:data:`LEGACY_COMPUTE`).
 """
 
 from __future__ import annotations
