@@ -86,8 +86,10 @@ def instruction_ids() -> frozenset[str]:
     return frozenset(instruction_dict())
 
 
+@functools.cache
 def checker_version() -> str:
-    """The installed lm-eval version, recorded as the IFEval judge's version."""
+    """The installed lm-eval version, recorded as the IFEval judge's version (read once: every record
+    of an IFEval eval carries it)."""
     lm_eval_ifeval()
     return importlib.metadata.version("lm_eval")
 
