@@ -5,7 +5,7 @@ judge calls one response needs (which judge, about which request, with which met
 any verdict, and ``decide(unit, response, verdicts)`` turns their verdicts into its
 :class:`~opct.evals.task.Judgement`. Called on one response it is an ordinary scorer, its judges asked
 one after the other. :func:`score_batch` asks each judge about every response of a batch in one
-:meth:`~opct.judges.base.Judge.judge_many` call, so a served judge
+:func:`~opct.judges.base.judge_many` call, so a served judge
 (:class:`~opct.judges.http.HTTPJudge`) keeps ``concurrency`` requests in flight
 (``$OPCT_JUDGE_CONCURRENCY``); the judgements are the same, in the same order. Any other scorer is
 called once per response.

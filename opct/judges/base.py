@@ -36,20 +36,15 @@ class Verdict:
 class Judge(Protocol):
     """Given the request, the response and the item's meta, return a :class:`Verdict`.
 
-    :meth:`judge_many` judges a list of samples and returns their verdicts in order; the default asks
-    :meth:`judge` one sample at a time, and a judge that can do better (a served judge: several requests
-    in flight, :meth:`opct.judges.http.HTTPJudge.judge_many`) overrides it. The judges opct ships subclass
-    this protocol to inherit the default; :func:`judge_many` serves a judge that only has :meth:`judge`.
+    A judge that can judge a list of samples better than one at a time (a served judge: several requests
+    in flight) also has ``judge_many(samples) -> list[Verdict]``, in order
+    (:meth:`opct.judges.http.HTTPJudge.judge_many`); :func:`judge_many` asks any judge for a batch.
     """
 
     name: str
     version: str
 
     def judge(self, request: str, response: str, meta: dict[str, Any]) -> Verdict: ...
-
-    def judge_many(self, samples: Sequence[Sample]) -> list[Verdict]:
-        """:meth:`judge` of every ``(request, response, meta)``, in order, one after the other."""
-        return [self.judge(request, response, meta or {}) for request, response, meta in samples]
 
 
 def judge_many(judge: Any, samples: Sequence[Sample]) -> list[Verdict]:
@@ -58,4 +53,4 @@ def judge_many(judge: Any, samples: Sequence[Sample]) -> list[Verdict]:
     batch = getattr(judge, "judge_many", None)
     if callable(batch):
         return list(batch(samples))
-    return Judge.judge_many(judge, samples)
+    return [judge.judge(request, response, meta or {}) for request, response, meta in samples]

@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from opct.errors import FAULT, OpctError
-from opct.judges.base import Judge, Verdict
+from opct.judges.base import Verdict
 from opct.judges.rubrics import Messages, Rubric, RubricParseError, RubricResult
 
 MAX_REASON_CHARS = 2000
@@ -132,7 +132,7 @@ def cache_key(identity: dict[str, Any], messages: Messages) -> str:
     return hashlib.sha256(blob.encode("utf-8")).hexdigest()
 
 
-class RubricJudge(Judge):
+class RubricJudge:
     """Base class: a :class:`~opct.judges.rubrics.Rubric` answered by some chat model.
 
     ``judge()`` renders the rubric, looks the exact input up in the cache (when ``cache_dir`` is set,
