@@ -7,7 +7,7 @@ TORCH_SPEC  ?= torch==2.13.0
 TORCH_INDEX ?=
 BIN := $(VENV)/bin
 
-.PHONY: setup demo test lint docs bench clean
+.PHONY: setup demo test lint docs bench device-check clean
 setup: $(VENV)/.installed
 
 $(VENV)/.installed: pyproject.toml
@@ -32,6 +32,10 @@ docs: setup
 bench: setup
 	$(BIN)/python -m pip install -q -e ".[bench]"
 	$(BIN)/python benchmarks/opct_step.py
+
+# The GPU check (docs/development.md): no venv, nothing from the network; ARGS e.g. --dry-run, --tokenizer DIR
+device-check:
+	benchmarks/device_check.sh $(ARGS)
 
 clean:
 	rm -rf $(VENV) build site *.egg-info

@@ -1,0 +1,301 @@
+r"""The GPU check: what opct does on a lent GPU, measured in one go, in a few minutes, with no network.
+
+Usage (``benchmarks/device_check.sh`` installs nothing from the network and calls this)::
+
+    benchmarks/device_check.sh --dry-run             # what it would measure
+    benchmarks/device_check.sh                       # writes $OUT (or ./device-check/)
+    benchmarks/device_check.sh --smoke --only env,lora   # the tiny model on the CPU: checks the script
+
+Each section of :data:`PLAN` runs in its own process (``benchmarks/device_sections.py``), so a crash, an
+out-of-memory or a hang in one is that section's result, not the end of the check. A section gets at
+most its own time limit and what is left of ``--budget``. A missing piece (CUDA, vLLM, opct's own
+imports, the tokenizer) is named in one line, and the sections that need it are skipped with that
+line; the others run. The result: ``device-check.json`` (every number), ``device-check.md`` (the
+summary :func:`render_summary` writes) and ``logs/<section>.log``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+HERE = Path(__file__).resolve().parent
+REPO = HERE.parent
+LOG_TAIL_CHARS = 600
+
+
+@dataclass(frozen=True)
+class Section:
+    """One measurement: its name, what it measures, what it needs and its time limit in seconds."""
+
+    name: str
+    measures: str
+    needs_gpu: bool
+    timeout_s: int
+
+
+PLAN = (
+    Section("env", "Python, torch, CUDA and the GPU, package versions; whether vLLM and opct import", False, 90),
+    Section("engines", "rollouts on a random Qwen3-0.6B-shaped model (bf16, 32 prompts x n=4 x 128 tokens): "
+            "tokens/s of vLLM (if installed), HF generate and opct's HF sampler, and |recorded log-prob - "
+            "forward-pass log-prob| per token", True, 150),
+    Section("lora", "opct training, LoRA r=32, bf16, random Qwen3-1.7B-shaped model, HF rollouts (8 pairs x n=3 x "
+            "64 tokens): steps/s, peak GPU memory, step 1's |loss - KL| (on-policy check)", True, 120),
+    Section("full", "the same with full fine-tuning: steps/s, peak GPU memory, step 1's |loss - KL|", True, 150),
+    Section("resume", "a 20-step OPCT run on the 0.6B shape (vLLM engine if installed, else HF), stopped after "
+            "step 10 and resumed by a second `opct train`: steps 1..20 each logged once, final/ written", True, 150),
+    Section("fsdp", "FSDP2 on one GPU through `accelerate launch`: full fine-tuning of the 0.6B shape for 3 steps, "
+            "that it trains sharded, and its peak memory", True, 120),
+)
+
+
+# ----------------------------------------------------------------------------------------------
+# running the sections
+
+
+def find_tokenizer(given: str | None) -> Path | None:
+    """The Qwen3 tokenizer folder: ``--tokenizer``, ``$OPCT_TOKENIZER``, ``./.qwen3-tokenizer`` or
+    ``../shared/models/qwen3-tokenizer``, the first that holds ``tokenizer.json`` and ``tiny_config.json``."""
+    candidates = [given, os.environ.get("OPCT_TOKENIZER"), str(REPO / ".qwen3-tokenizer"),
+                  str(REPO.parent / "shared" / "models" / "qwen3-tokenizer")]
+    for c in candidates:
+        if c and (Path(c) / "tokenizer.json").is_file() and (Path(c) / "tiny_config.json").is_file():
+            return Path(c).resolve()
+    return None
+
+
+def section_record(name: str, returncode: int | None, result_file: Path, log: str, seconds: float) -> dict[str, Any]:
+    """One section's record from what its process left: its JSON result, or why there is none.
+
+    ``returncode`` None means it ran out of time. A result file whose status is ``ok`` after a non-zero
+    exit is not trusted: the section failed.
+    """
+    tail = log.strip()[-LOG_TAIL_CHARS:]
+    if returncode is None:
+        return {"status": "timeout", "seconds": seconds, "note": f"stopped after {seconds:.0f} s", "log_tail": tail}
+    if returncode != 0 or not result_file.is_file():
+        last = next((line for line in reversed(log.strip().splitlines()) if line.strip()), "no output")
+        return {"status": "failed", "seconds": seconds, "note": f"exit {returncode}: {last.strip()[:300]}",
+                "log_tail": tail}
+    try:
+        found = json.loads(result_file.read_text())
+    except json.JSONDecodeError as err:
+        return {"status": "failed", "seconds": seconds, "note": f"unreadable result: {err}", "log_tail": tail}
+    if found.get("status") not in ("ok", "failed", "skipped"):
+        return {"status": "failed", "seconds": seconds, "note": f"unknown status {found.get('status')!r}",
+                "log_tail": tail}
+    return {"seconds": seconds, "note": "", "metrics": {}, "missing": [], **found}
+
+
+def run_section(section: Section, args: argparse.Namespace, timeout: float, extra: list[str]) -> dict[str, Any]:
+    """Run one section in its own process for at most ``timeout`` seconds; its log goes to ``logs/``."""
+    result_file = args.work / f"{section.name}.json"
+    result_file.unlink(missing_ok=True)
+    cmd = [sys.executable, str(HERE / "device_sections.py"), section.name, "--work", str(args.work),
+           "--result", str(result_file), "--tokenizer", str(args.tokenizer or ""), *extra]
+    log_path = args.out / "logs" / f"{section.name}.log"
+    start = time.perf_counter()
+    with log_path.open("w") as log:
+        proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, cwd=REPO, start_new_session=True)
+        try:
+            code: int | None = proc.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, 9)  # the section's whole process group (accelerate's workers included)
+            proc.wait()
+            code = None
+    return section_record(section.name, code, result_file, log_path.read_text(errors="replace"),
+                          time.perf_counter() - start)
+
+
+def skip_reason(section: Section, env: dict[str, Any], args: argparse.Namespace, left: float) -> str | None:
+    """Why ``section`` does not run (one line), or None."""
+    if left < 20:
+        return f"the time budget ({args.budget:.0f} s) is spent"
+    if section.name == "env":
+        return None
+    metrics = env.get("metrics", {})
+    if section.needs_gpu and not metrics.get("cuda") and not args.smoke:
+        return "no CUDA GPU (see env); --smoke runs it on a tiny model on the CPU"
+    if not metrics.get("opct", False):
+        return "opct does not import here (see env)"
+    if args.tokenizer is None:
+        return "no Qwen3 tokenizer folder: pass --tokenizer DIR (a copy of ../shared/models/qwen3-tokenizer)"
+    return None
+
+
+def run_plan(args: argparse.Namespace) -> dict[str, Any]:
+    """Every selected section in order, within the budget; the whole report as a dict."""
+    start = time.perf_counter()
+    chosen = [s for s in PLAN if s.name == "env" or not args.only or s.name in args.only]
+    sections: dict[str, dict[str, Any]] = {}
+    env: dict[str, Any] = {}
+    for section in chosen:
+        left = args.budget - (time.perf_counter() - start)
+        why = skip_reason(section, env, args, left)
+        if why:
+            sections[section.name] = {"status": "skipped", "seconds": 0.0, "note": why}
+        else:
+            extra = ["--smoke"] if args.smoke else []
+            if env.get("metrics", {}).get("vllm"):
+                extra.append("--vllm")
+            sections[section.name] = run_section(section, args, min(section.timeout_s, left), extra)
+        if section.name == "env":
+            env = sections["env"]
+        print(f"[{section.name}] {headline(section.name, sections[section.name])}", flush=True)
+    missing = list(env.get("missing", []))
+    if args.tokenizer is None:
+        missing.append("tokenizer: no folder with tokenizer.json and tiny_config.json (--tokenizer DIR, "
+                       "$OPCT_TOKENIZER, ./.qwen3-tokenizer, ../shared/models/qwen3-tokenizer)")
+    return {"date": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"), "smoke": args.smoke,
+            "budget_s": args.budget, "wall_s": time.perf_counter() - start, "missing": missing,
+            "sections": sections}
+
+
+# ----------------------------------------------------------------------------------------------
+# the summary (tested on a recorded sample: tests/test_device_check.py)
+
+
+def _f(x: Any, spec: str = ".3g") -> str:
+    return "n/a" if x is None else format(x, spec)
+
+
+def headline(name: str, record: dict[str, Any]) -> str:
+    """One line for a section: its status and, when it ran, its main numbers."""
+    status = record.get("status", "failed")
+    if status != "ok":
+        return f"{status}: {record.get('note') or 'no reason recorded'}"
+    m = record.get("metrics", {})
+    if name == "env":
+        gpu = m.get("gpu")
+        where = f"{gpu['name']} ({gpu['memory_gib']} GiB)" if gpu else "no GPU"
+        return f"ok: {where}, torch {m.get('torch')}, CUDA {m.get('torch_cuda')}, vLLM {'yes' if m.get('vllm') else 'no'}"
+    if name == "engines":
+        parts = [f"{e} {r['tokens_per_s']:.0f} tok/s, max |dlogp| {_f(r['logprob_agreement']['max_abs_diff'], '.2e')}"
+                 for e, r in m.get("engines", {}).items()]
+        return "ok: " + "; ".join(parts)
+    if name in ("lora", "full", "fsdp", "resume"):
+        memory = m.get("peak_allocated_gib", m.get("peak_rss_gib"))
+        line = (f"ok: {_f(m.get('steps_per_s'))} steps/s ({_f(m.get('median_step_s'))} s/step), "
+                f"step 1 |loss - KL| {_f(m.get('step1_abs_loss_minus_kl'), '.2e')}")
+        if memory is not None:
+            line += f", peak memory {memory:.2f} GiB"
+        if name == "resume":
+            line += f", engine {m.get('engine')}, resumed after step {m.get('resumed_after_step')}"
+        if name == "fsdp":
+            line += f", distributed type {m.get('distributed_type')}"
+        return line
+    return "ok"
+
+
+def _training_table(sections: dict[str, dict[str, Any]]) -> list[str]:
+    names = [n for n in ("lora", "full", "resume", "fsdp") if sections.get(n, {}).get("status") == "ok"]
+    if not names:
+        return []
+    rows = ["| run | model | steps | s/step (median, step 1 excluded) | steps/s | tokens/s | peak GiB | "
+            "step 1 \\|loss - KL\\| | max \\|log ratio\\| |", "|---|---|---|---|---|---|---|---|---|"]
+    for n in names:
+        m = sections[n]["metrics"]
+        memory = m.get("peak_allocated_gib", m.get("peak_rss_gib"))
+        what = n + (f" ({m['engine']})" if n == "resume" else "")
+        rows.append(f"| {what} | {m.get('size')} | {m.get('steps')} | {_f(m.get('median_step_s'))} | "
+                    f"{_f(m.get('steps_per_s'))} | {_f(m.get('median_tokens_per_s'), '.0f')} | {_f(memory, '.2f')} | "
+                    f"{_f(m.get('step1_abs_loss_minus_kl'), '.2e')} | {_f(m.get('max_ratio_abs_log_dev'), '.2e')} |")
+    return ["## Training", "", *rows, ""]
+
+
+def _engines_table(record: dict[str, Any]) -> list[str]:
+    if record.get("status") != "ok":
+        return []
+    m = record["metrics"]
+    s = m.get("settings", {})
+    rows = [f"## Rollout engines ({m.get('size')}, {_f(m.get('parameters', 0) / 1e6, '.0f')}M parameters, "
+            f"{s.get('prompts')} prompts x n={s.get('n')} x {s.get('max_new_tokens')} tokens)", "",
+            "| engine | tokens/s | max \\|dlogp\\| | mean \\|dlogp\\| | share > 1e-3 |", "|---|---|---|---|---|"]
+    for name, r in m.get("engines", {}).items():
+        a = r["logprob_agreement"]
+        rows.append(f"| {name} | {r['tokens_per_s']:.0f} | {a['max_abs_diff']:.2e} | {a['mean_abs_diff']:.2e} | "
+                    f"{a['share_over_1e-3']:.2%} |")
+    return [*rows, ""]
+
+
+def render_summary(report: dict[str, Any]) -> str:
+    """The Markdown summary of a report: where it ran, what is missing, one line per section, the tables."""
+    sections = report["sections"]
+    env = sections.get("env", {}).get("metrics", {})
+    gpu = env.get("gpu")
+    where = f"{gpu['name']}, {gpu['memory_gib']} GiB" if gpu else "no CUDA GPU"
+    lines = [f"# opct device check{' (smoke: tiny model)' if report.get('smoke') else ''}", "",
+             f"{report['date']}; {where}; torch {env.get('torch', 'n/a')} (CUDA {env.get('torch_cuda', 'n/a')}); "
+             f"{report['wall_s']:.0f} s of a {report['budget_s']:.0f} s budget.", ""]
+    if report.get("missing"):
+        lines += ["Missing:", "", *[f"- {m}" for m in report["missing"]], ""]
+    counts: dict[str, int] = {}
+    for r in sections.values():
+        counts[r.get("status", "failed")] = counts.get(r.get("status", "failed"), 0) + 1
+    lines += [", ".join(f"{v} {k}" for k, v in sorted(counts.items())) + ".", "",
+              "| section | status | seconds | result |", "|---|---|---|---|"]
+    for name, r in sections.items():
+        text = headline(name, r).replace("|", "\\|")
+        lines.append(f"| {name} | {r.get('status')} | {r.get('seconds', 0):.0f} | {text} |")
+    lines.append("")
+    lines += _engines_table(sections.get("engines", {}))
+    lines += _training_table(sections)
+    return "\n".join(lines)
+
+
+def dry_run(args: argparse.Namespace) -> None:
+    """Print what the check would measure, where it would write and what it would skip for want of a tokenizer."""
+    print(f"opct device check: would write {args.out}/device-check.json, device-check.md and logs/ "
+          f"(budget {args.budget:.0f} s{', smoke: tiny model' if args.smoke else ''})")
+    print(f"tokenizer: {args.tokenizer or 'NOT FOUND (pass --tokenizer DIR)'}")
+    for s in PLAN:
+        if s.name == "env" or not args.only or s.name in args.only:
+            print(f"- {s.name} (up to {s.timeout_s} s{', needs a GPU' if s.needs_gpu else ''}): {s.measures}")
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run the check (or list it with ``--dry-run``); returns 0 when every section that ran succeeded."""
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--out", type=Path, default=Path(os.environ.get("OUT") or REPO / "device-check"))
+    ap.add_argument("--tokenizer", default=None, help="Qwen3 tokenizer folder (with tiny_config.json)")
+    ap.add_argument("--work", type=Path, default=None, help="models and runs (a temporary folder, removed, if unset)")
+    ap.add_argument("--budget", type=float, default=450.0, help="seconds for all sections together")
+    ap.add_argument("--only", default="", help="comma-separated sections (env always runs)")
+    ap.add_argument("--smoke", action="store_true", help="every section on a tiny model, on any device")
+    ap.add_argument("--dry-run", action="store_true")
+    args = ap.parse_args(argv)
+    args.only = [s for s in args.only.split(",") if s]
+    unknown = set(args.only) - {s.name for s in PLAN}
+    if unknown:
+        ap.error(f"unknown section(s) {', '.join(sorted(unknown))}: choose from {', '.join(s.name for s in PLAN)}")
+    args.tokenizer = find_tokenizer(args.tokenizer)
+    if args.dry_run:
+        dry_run(args)
+        return 0
+    (args.out / "logs").mkdir(parents=True, exist_ok=True)
+    keep = args.work is not None
+    args.work = (args.work or Path(tempfile.mkdtemp(prefix="opct-device-check-"))).resolve()
+    try:
+        report = run_plan(args)
+    finally:
+        if not keep:
+            shutil.rmtree(args.work, ignore_errors=True)
+    (args.out / "device-check.json").write_text(json.dumps(report, indent=1, default=str))
+    summary = render_summary(report)
+    (args.out / "device-check.md").write_text(summary + "\n")
+    print(summary)
+    return 0 if all(r["status"] in ("ok", "skipped") for r in report["sections"].values()) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
