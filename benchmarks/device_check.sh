@@ -16,11 +16,17 @@ fi
 SITE="${DEVICE_CHECK_SITE:-${TMPDIR:-/tmp}/opct-device-check-site}"
 case " $* " in *" --dry-run "*) DRY=1 ;; *) DRY=0 ;; esac
 if [ "$DRY" = 0 ] && compgen -G ".whl/*.whl" >/dev/null; then
+  if "$PY" -m pip --version >/dev/null 2>&1; then HAS_PIP=1; else HAS_PIP=0; fi
   for wheel in .whl/*.whl; do  # one at a time: a wheel for another Python does not stop the others
-    if "$PY" -m pip install -q --no-index --no-deps --disable-pip-version-check --upgrade --target "$SITE" "$wheel" 2>/dev/null; then
-      echo "device check: installed $(basename "$wheel") into $SITE (offline, without dependencies)"
-    else
-      echo "device check: pip could not install $(basename "$wheel") (another Python or platform?); going on without it"
+    if [ "$HAS_PIP" = 1 ]; then
+      if "$PY" -m pip install -q --no-index --no-deps --disable-pip-version-check --upgrade --target "$SITE" "$wheel" 2>/dev/null; then
+        echo "device check: installed $(basename "$wheel") into $SITE (offline, without dependencies)"
+      else
+        echo "device check: pip could not install $(basename "$wheel") (another Python or platform?); going on without it"
+      fi
+    else  # no pip: a wheel without scripts or data is its files, unpacked
+      mkdir -p "$SITE" && "$PY" -m zipfile -e "$wheel" "$SITE" \
+        && echo "device check: no pip here: unpacked $(basename "$wheel") into $SITE"
     fi
   done
 fi

@@ -86,7 +86,8 @@ def section_env(args: argparse.Namespace) -> dict[str, Any]:
         metrics["vllm"] = True
     except Exception as err:  # not installed, or installed but broken: either way no vLLM engine
         metrics["vllm"] = False
-        why = "not installed" if isinstance(err, ModuleNotFoundError) else f"does not import ({type(err).__name__}: {err})"
+        why = ("not installed" if isinstance(err, ModuleNotFoundError)
+               else f"does not import ({type(err).__name__}: {' '.join(str(err).split())})")
         missing.append(f"vLLM: {why}: vLLM rollouts and their log-probs are not measured; the 20-step run uses "
                        "the HF engine (pip install 'opct[vllm]')")
     try:
@@ -95,7 +96,8 @@ def section_env(args: argparse.Namespace) -> dict[str, Any]:
         metrics["opct"] = True
     except Exception as err:
         metrics["opct"] = False
-        missing.append(f"opct: does not import ({type(err).__name__}: {err}): put the missing wheels in .whl/ "
+        why = " ".join(str(err).split())  # one line
+        missing.append(f"opct: does not import ({type(err).__name__}: {why}): put the missing wheels in .whl/ "
                        "(docs/development.md, 'The device check')")
     return {"status": "ok", "metrics": metrics, "missing": missing}
 
