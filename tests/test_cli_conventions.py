@@ -117,6 +117,7 @@ def test_without_threads_torch_keeps_its_default_unless_the_measured_default_dif
 
     calls: list[int] = []
     monkeypatch.setattr(torch, "set_num_threads", calls.append)
+    monkeypatch.setattr(cli_common, "available_cores", lambda: torch.get_num_threads())  # no CPU quota below it
     cli_common.apply_threads(None)
     expected = [] if cli_common.DEFAULT_THREADS in (None, torch.get_num_threads()) else [cli_common.DEFAULT_THREADS]
     assert calls == expected

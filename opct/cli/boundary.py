@@ -7,6 +7,7 @@ error's code; the traceback is shown only with ``opct --debug ...`` or ``OPCT_DE
 
 from __future__ import annotations
 
+import math
 import os
 from typing import Annotated, Any
 
@@ -47,14 +48,66 @@ Threads = Annotated[int | None, typer.Option(
          "is faster (1 thread was 4.5x faster than 2 there). See benchmarks/threads.py.")]
 
 
+def cgroup_cpu_limit(root: str = "/sys/fs/cgroup") -> float | None:
+    """The CPUs a cgroup quota allows this process (``quota / period``), or None without a quota.
+
+    cgroup v2: ``cpu.max`` (``"max 100000"`` or ``"150000 100000"``) of this process's own cgroup (from
+    ``/proc/self/cgroup``) or of ``root``; cgroup v1: ``cpu.cfs_quota_us`` / ``cpu.cfs_period_us`` under
+    ``root/cpu`` or ``root/cpu,cpuacct`` (a quota of -1: none). The smallest quota found counts.
+    """
+    found: list[float] = []
+    own = ""
+    try:
+        with open("/proc/self/cgroup") as f:
+            own = next((line.split(":", 2)[2].strip() for line in f if line.startswith("0::")), "")
+    except OSError:
+        pass
+    for folder in {os.path.join(root, own.lstrip("/")), root}:
+        try:
+            with open(os.path.join(folder, "cpu.max")) as f:
+                quota, period = f.read().split()[:2]
+            if quota != "max" and float(period) > 0:
+                found.append(float(quota) / float(period))
+        except (OSError, ValueError):
+            pass
+    for sub in ("cpu", "cpu,cpuacct"):
+        try:
+            with open(os.path.join(root, sub, "cpu.cfs_quota_us")) as f:
+                quota_us = float(f.read())
+            with open(os.path.join(root, sub, "cpu.cfs_period_us")) as f:
+                period_us = float(f.read())
+            if quota_us > 0 and period_us > 0:
+                found.append(quota_us / period_us)
+        except (OSError, ValueError):
+            pass
+    return min(found) if found else None
+
+
+def available_cores(cgroup_root: str = "/sys/fs/cgroup") -> int:
+    """The CPUs this process may use: its affinity mask, capped by a cgroup quota (rounded up), at least 1.
+
+    torch's default thread count follows the affinity mask but not a container's CPU quota; with a
+    quota of 2 CPUs on a 64-core host it would start 64 threads that the quota then throttles.
+    """
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    limit = cgroup_cpu_limit(cgroup_root)
+    if limit is not None:
+        cores = min(cores, math.ceil(limit))
+    return max(1, cores)
+
+
 def apply_threads(threads: int | None) -> None:
     """``torch.set_num_threads(threads)`` before any model work: when ``--threads`` is given, or when
-    :data:`DEFAULT_THREADS` differs from torch's default; otherwise torch is left as it is."""
+    :data:`DEFAULT_THREADS` differs from torch's default; otherwise torch keeps its own default, cut to
+    :func:`available_cores` where that is fewer (a container's CPU quota, which torch does not read)."""
     wanted = threads if threads is not None else DEFAULT_THREADS
-    if wanted is None:
-        return
     import torch
 
+    if wanted is None:
+        cores = available_cores()
+        if torch.get_num_threads() > cores:
+            torch.set_num_threads(cores)
+        return
     if torch.get_num_threads() != wanted:
         torch.set_num_threads(wanted)
 
