@@ -155,3 +155,20 @@ def test_the_command_runs_on_a_random_init_qwen3_with_its_real_tokenizer(pairs_f
     # random weights rarely stop within 6 tokens: a cut-off target is counted, never scored as a sequence
     assert axis["pairs"] == 5 and axis["truncated_targets"] + axis["measures"]["target_seq_logprob"]["n"] == 5
     assert axis["measures"]["teacher_entropy"]["n"] > 0 and axis["measures"]["greedy_equals_target"]["n"] <= 5
+
+
+def test_the_experiment_report_shows_the_profile_of_the_runs_start(tmp_path):
+    from opct.report import write_report
+    from opct.runs.layout import RunLayout
+    from opct.testing.experiment import make_experiment
+
+    exp = make_experiment(tmp_path / "exp", with_attack=False)
+    profile = summarize([_pair("d1", "c2", [5, 8], [5, 6], [-0.1, math.log(0.2)], rank=3, top1=0.9, axis="awareness")],
+                        {"pairs_per_axis": 100, "max_new_tokens": 48, "samples_per_pair": 1})
+    for method in ("bct", "opct"):
+        RunLayout(exp / "train" / method).diagnostics.write_text(json.dumps({**profile, "seconds": 1.0}))
+    html, md = write_report(exp)
+    for text in (html.read_text(), md.read_text()):
+        assert "Off-policy profile" in text and "Measured at the start of bct, opct" in text
+        assert "target&#x27;s probability there" in text or "target's probability there" in text
+    assert "NLL of its SFT targets" not in md.read_text()
