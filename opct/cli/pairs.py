@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
 from pathlib import Path
 from typing import Annotated
 
@@ -135,8 +133,9 @@ def pairs_profile(
     What each row means: docs/comparison.md and opct/diagnostics/offpolicy.py."""
     import json
 
+    from opct.attack.experiment import rounds_progress  # the evals' and the attack's progress bar
     from opct.config import ModelConfig
-    from opct.diagnostics.measure import measure_profile
+    from opct.diagnostics.measure import measure_profile, sample_pairs
     from opct.diagnostics.offpolicy import table_rows
     from opct.models import inference_spec, load_spec_for_inference
     from opct.pairs import load_pair_source
@@ -147,7 +146,7 @@ def pairs_profile(
     spec = inference_spec(ModelConfig(**{k: v for k, v in given.items() if v is not None}))
     loaded = [p for source in pairs for p in load_pair_source(source)]
     lm, tokenizer, _ = load_spec_for_inference(spec)
-    with _progress_bar(not no_progress, "off-policy profile") as advance:
+    with rounds_progress(not no_progress, "off-policy profile: pairs", len(sample_pairs(loaded, n_pairs))) as advance:
         profile = measure_profile(lm, tokenizer, loaded, spec=spec, pairs_per_axis=n_pairs, max_new_tokens=max_new_tokens,
                                   samples=samples, pairs_per_batch=pairs_per_batch, progress=advance)
     header, rows = table_rows(profile)
@@ -162,16 +161,3 @@ def pairs_profile(
         out.write_text(json.dumps({"model": model, "pairs": pairs, **profile}, indent=2) + "\n", encoding="utf-8")
         console.print(f"profile written to [bold]{out}[/]")
 
-
-@contextmanager
-def _progress_bar(enabled: bool, description: str) -> Iterator[Callable[[int, int], None] | None]:
-    """A progress bar (the evals' columns) fed by ``advance(done, total)``; ``None`` when disabled."""
-    if not enabled:
-        yield None
-        return
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
-
-    with Progress(TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-                  console=err_console, transient=True) as bar:
-        task = bar.add_task(description, total=None)
-        yield lambda done, total: bar.update(task, completed=done, total=total)
