@@ -108,8 +108,12 @@ def _measure_chunk(
     prompts = [render(p.prompt) for p in chunk]
     clean = [render(p.teacher_prompt) for p in chunk]
     greedy = SamplingParams(n=1, temperature=0.0, max_new_tokens=max_new_tokens, seed=seed)
-    targets = _generate(teacher, tokenizer, clean, keys, greedy)
-    answers = _generate(student, tokenizer, prompts, keys, greedy)
+    if teacher is student:  # the run-start model answers both prompts: one batched greedy pass
+        both = _generate(student, tokenizer, clean + prompts, [f"t-{k}" for k in keys] + keys, greedy)
+        targets, answers = both[: len(chunk)], both[len(chunk) :]
+    else:
+        targets = _generate(teacher, tokenizer, clean, keys, greedy)
+        answers = _generate(student, tokenizer, prompts, keys, greedy)
     own = _generate(student, tokenizer, prompts, keys,
                     SamplingParams(n=samples, temperature=1.0, max_new_tokens=max_new_tokens, seed=seed))
     pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
