@@ -35,3 +35,17 @@ def test_the_profile_is_skippable_and_changes_nothing_trained(tiny_model, tmp_pa
     assert _manifest(skipped.run_dir)["off_policy_profile"] == {"skipped": "profile.pairs_per_axis is 0"}
     assert _manifest(measured.run_dir)["off_policy_profile"]["max_new_tokens"] == 8  # bct.targets.max_new_tokens
     assert_same_weights(measured.reference, skipped.reference)
+
+
+def test_pairs_without_a_cue_are_not_profiled(tiny_model, tmp_path):
+    """The GRPO attacker's pairs repeat the prompt as teacher_prompt: there is no target to profile."""
+    from conftest import make_pairs, run_config
+
+    from opct.config import RunConfig
+
+    rows = [{**r, "teacher_prompt": r["prompt"]} for r in make_pairs()]
+    pairs = tmp_path / "same.jsonl"
+    pairs.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
+    cfg = RunConfig.model_validate(run_config(tiny_model, pairs, tmp_path / "out", **{"train.max_steps": 1}))
+    train(cfg, show_progress=False)
+    assert "skipped" in _manifest(cfg.run_dir)["off_policy_profile"]

@@ -2,7 +2,8 @@
 on a seeded sample of the run's own training pairs (``profile.*`` settings), into ``diagnostics.json``
 and the run manifest (``off_policy_profile``). A resumed run keeps the one its start measured.
 
-At the start the student is the frozen teacher, so one model answers both prompts. The measurement
+At the start the student is the frozen teacher, so one model answers both prompts. Pairs whose ``teacher_prompt``
+is their ``prompt`` (the GRPO attacker's) have nothing to profile: the run records why it skipped. The measurement
 runs in the main process on whole weights; under FSDP it is skipped with the reason recorded
 (``opct pairs profile`` measures the same on one device). It draws its samples from its own seeded
 generators and changes no weight, so training after it is exactly what it would be without it.
@@ -40,6 +41,8 @@ def measure_run_start(
     cfg, acc = ctx.cfg, ctx.accelerator
     if not cfg.profile.pairs_per_axis:
         profile: dict[str, Any] = {"skipped": "profile.pairs_per_axis is 0"}
+    elif all(p.prompt == p.teacher_prompt for p in pairs):  # e.g. the GRPO attacker's pairs: no cue to profile
+        profile = {"skipped": "every pair's teacher_prompt is its prompt: BCT's target would be the answer itself"}
     elif ctx.sharded:
         profile = {"skipped": "not measured under FSDP: opct pairs profile measures it on one device"}
     elif acc.is_main_process:
