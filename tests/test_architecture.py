@@ -5,8 +5,8 @@ any depth: inside functions and ``TYPE_CHECKING`` blocks too), with relative imp
 pkg import name`` is an edge to ``pkg`` (its ``__init__``) and, when ``pkg.name`` is a module, to that
 module as well. A strongly connected component of more than one module is an import circle.
 
-The layer rule: the core (config, pairs, models, registry, errors, stats, sampling, training, methods,
-runs) never imports the outer layers (axes, evals, attack, organism, judges, report, datasets, ifeval,
+The layer rule: the core (config, pairs, models, registry, errors, stats, sampling, diagnostics, training,
+methods, runs) never imports the outer layers (axes, evals, attack, organism, judges, report, datasets, ifeval,
 inspect_eval, experiments, cli, builtins, testing). It reaches them only through registries that
 :mod:`opct.builtins` fills with ``"module:attr"`` strings, imported on first use; those strings are
 checked too.
@@ -22,7 +22,8 @@ from pathlib import Path
 import pytest
 
 PACKAGE = Path(__file__).resolve().parents[1] / "opct"
-CORE = ("config", "pairs", "models", "registry", "errors", "stats", "sampling", "training", "methods", "runs")
+CORE = ("config", "pairs", "models", "registry", "errors", "stats", "sampling", "diagnostics", "training", "methods",
+        "runs")
 OUTER = ("axes", "evals", "attack", "organism", "judges", "report", "datasets", "ifeval", "inspect_eval",
          "experiments", "cli", "builtins", "testing")
 #: What each part of the core may import of opct besides itself (ARCHITECTURE.md says why).
@@ -34,9 +35,10 @@ MAY_IMPORT = {
     "models": {"config", "errors", "runs"},
     "pairs": {"errors", "models", "registry"},
     "sampling": {"config", "errors", "models"},
+    "diagnostics": {"config", "models", "pairs", "sampling", "stats"},
     "runs": {"config", "errors", "models"},
     "methods": {"config", "models", "pairs", "registry", "runs", "sampling", "training"},
-    "training": {"config", "errors", "methods", "models", "pairs", "registry", "runs", "sampling"},
+    "training": {"config", "diagnostics", "errors", "methods", "models", "pairs", "registry", "runs", "sampling"},
 }
 MAX_TOP_LEVEL = 8
 MAX_LINES = 400

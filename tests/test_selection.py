@@ -124,7 +124,7 @@ def test_the_demo_measures_every_run_on_the_validation_split_and_ships_its_picks
 
 
 def test_the_report_names_each_recipe_and_what_chose_it():
-    from opct.report.selection import off_policy_lines, recipe_rows
+    from opct.report.selection import profile_tables, recipe_rows
 
     plan = {"recipes": {"bct": {"lr": 3e-4, "steps": 120, "pairs_per_step": 16},
                         "opct": {"lr": 1e-3, "steps": 60, "pairs_per_step": 16, "n": 3, "temperature": 1.0,
@@ -135,7 +135,12 @@ def test_the_report_names_each_recipe_and_what_chose_it():
     assert rows[1][4:6] == ["topk", "3, 1"]
     assert recipe_rows({**plan, "selection_rule": None}, selection)[0][-1] == "the experiment file"
     assert recipe_rows(plan, {})[0][-1] == "the experiment file"
-    near = off_policy_lines({"bct": {"target_nll_per_token": 0.30, "own_sample_nll_per_token": 0.25, "gap": 0.05, "pairs": 64}})
-    assert "nearly on-policy" in near[0]
-    far = off_policy_lines({"bct": {"target_nll_per_token": 1.3, "own_sample_nll_per_token": 0.25, "gap": 1.05, "pairs": 64}})
-    assert "off-policy for the student" in far[0]
+    from opct.diagnostics.offpolicy import PairProfile, summarize
+
+    pair = PairProfile("p", "jailbreak", "c", [1, 2], False, [3, 2], False, [-2.0, -0.1], [0.4, 0.0], 4, 0.7, [[-0.2]], [False])
+    profile = summarize([pair], {"pairs_per_axis": 100, "max_new_tokens": 48})
+    tables = profile_tables({"bct-s0": {**profile, "seconds": 1.0}, "opct-s0": {**profile, "seconds": 2.0},
+                             "act-s0": {"skipped": "profile.pairs_per_axis is 0"}})
+    (caption, header, table), skipped = tables  # the runs that measured the same start share one table
+    assert "bct-s0, opct-s0" in caption and header == ["measure", "jailbreak"] and "act-s0" in skipped[0]
+    assert dict((r[0], r[1]) for r in table)["target's rank there (median)"].startswith("4 ")

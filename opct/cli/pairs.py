@@ -1,4 +1,4 @@
-"""``opct pairs``: build consistency pairs from real data, validate and summarise pair files."""
+"""``opct pairs``: build consistency pairs from real data, validate and summarise pair files, profile a model on them."""
 
 from __future__ import annotations
 
@@ -8,9 +8,9 @@ from typing import Annotated
 import typer
 from rich.table import Table
 
-from opct.cli.boundary import _fail, console, err_console
+from opct.cli.boundary import NoProgress, Threads, _fail, apply_threads, console, err_console
 
-pairs_app = typer.Typer(no_args_is_help=True, help="Consistency-pair files: build from real data, validate and summarise.")
+pairs_app = typer.Typer(no_args_is_help=True, help="Consistency-pair files: build from real data, validate, summarise and profile.")
 
 
 @pairs_app.command("build")
@@ -109,3 +109,55 @@ def pairs_validate(
             console.print(lt)
     if failed:
         raise typer.Exit(1)
+
+
+@pairs_app.command("profile")
+def pairs_profile(
+    model: Annotated[str, typer.Option(help="The model: a hub id, a local folder, an alias (organism) or a trained run.")],
+    pairs: Annotated[list[str], typer.Option(metavar="SOURCE", help="Pair file, dataset folder or pair source "
+                                                                    "(organism:jailbreak:train); repeatable.")],
+    n_pairs: Annotated[int, typer.Option(min=1, help="Pairs per axis (a seeded sample).")] = 100,
+    max_new_tokens: Annotated[int, typer.Option(min=1, help="Longest target, answer and sample.")] = 128,
+    samples: Annotated[int, typer.Option(min=1, help="The student's own temperature-1 samples per pair.")] = 1,
+    pairs_per_batch: Annotated[int, typer.Option(min=1, help="Pairs per batched forward pass (memory, not results).")] = 16,
+    out: Annotated[Path | None, typer.Option(metavar="FILE", help="Write the profile as JSON here.")] = None,
+    dtype: Annotated[str | None, typer.Option(help="float32 (default), bfloat16, float16 or auto.")] = None,
+    device: Annotated[str | None, typer.Option(help="Device (default: the first GPU, else CPU).")] = None,
+    chat_template: Annotated[str | None, typer.Option(help="Jinja chat template (text or .jinja file) for a model without one.")] = None,
+    trust_remote_code: Annotated[bool, typer.Option("--trust-remote-code", help="Allow the model's own code.")] = False,
+    no_progress: NoProgress = False,
+    threads: Threads = None,
+) -> None:
+    """The off-policy profile of a model on consistency pairs: how far BCT's targets (the model's greedy
+    answers to teacher_prompt) are from what it does itself on prompt, per axis, with n and 95% intervals.
+    What each row means: docs/comparison.md and opct/diagnostics/offpolicy.py."""
+    import json
+
+    from opct.attack.experiment import rounds_progress  # the evals' and the attack's progress bar
+    from opct.config import ModelConfig
+    from opct.diagnostics.measure import measure_profile, sample_pairs
+    from opct.diagnostics.offpolicy import table_rows
+    from opct.models import inference_spec, load_spec_for_inference
+    from opct.pairs import load_pair_source
+
+    apply_threads(threads)
+    given = {"name_or_path": model, "dtype": dtype, "device": device, "chat_template": chat_template,
+             "trust_remote_code": trust_remote_code or None}
+    spec = inference_spec(ModelConfig(**{k: v for k, v in given.items() if v is not None}))
+    loaded = [p for source in pairs for p in load_pair_source(source)]
+    lm, tokenizer, _ = load_spec_for_inference(spec)
+    with rounds_progress(not no_progress, "off-policy profile: pairs", len(sample_pairs(loaded, n_pairs))) as advance:
+        profile = measure_profile(lm, tokenizer, loaded, spec=spec, pairs_per_axis=n_pairs, max_new_tokens=max_new_tokens,
+                                  samples=samples, pairs_per_batch=pairs_per_batch, progress=advance)
+    header, rows = table_rows(profile)
+    table = Table(title=f"off-policy profile of {model} (student on prompt, teacher on teacher_prompt)")
+    for i, col in enumerate(header):
+        table.add_column(col, justify="left" if i == 0 else "right")
+    for row in rows:
+        table.add_row(*row)
+    console.print(table)
+    if out is not None:
+        out.parent.mkdir(parents=True, exist_ok=True)
+        out.write_text(json.dumps({"model": model, "pairs": pairs, **profile}, indent=2) + "\n", encoding="utf-8")
+        console.print(f"profile written to [bold]{out}[/]")
+

@@ -223,6 +223,17 @@ class ValidationConfig(_Strict):
     capability: str | None = Field(None, description="registered capability probe (organism); None: none")
 
 
+class ProfileConfig(_Strict):
+    """The off-policy profile (:mod:`opct.diagnostics.offpolicy`), measured once when a run starts, on a
+    seeded sample of its training pairs, into ``diagnostics.json`` and the run manifest."""
+
+    pairs_per_axis: int = Field(8, ge=0, description="training pairs sampled per axis; 0 skips the profile")
+    max_new_tokens: int | None = Field(
+        None, gt=0, description="longest target, answer and sample; None: the method's own generation length "
+                                "(validation.answers' for a method that generates nothing)",
+    )
+
+
 class TrainConfig(_Strict):
     """Steps, batch sizes (each name says its unit), checkpoints and logging."""
 
@@ -283,6 +294,7 @@ class RunConfig(_Strict):
     optim: OptimConfig = Field(default_factory=OptimConfig)
     train: TrainConfig = Field(default_factory=TrainConfig)
     validation: ValidationConfig = Field(default_factory=ValidationConfig)
+    profile: ProfileConfig = Field(default_factory=ProfileConfig)
     threads: int | None = Field(
         None, gt=0, description="CPU threads for torch (--threads and OPCT_THREADS override it; None: torch's default)"
     )
@@ -365,6 +377,6 @@ def dump_config(cfg: RunConfig) -> dict[str, Any]:
 
 __all__ = [
     "MODEL_ALIASES", "ConfigError", "FolderName", "GenerationConfig", "LoraConfig", "ModelConfig", "OptimConfig",
-    "RunConfig", "SamplingConfig", "StrictSettings", "_format_validation_error", "_set_path", "check_folder_name",
+    "ProfileConfig", "RunConfig", "SamplingConfig", "StrictSettings", "_format_validation_error", "_set_path", "check_folder_name",
     "dump_config", "generation_settings", "load_config", "parse_overrides", "read_config_file", "validate_config",
 ]

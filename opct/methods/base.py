@@ -181,13 +181,15 @@ def score_pair(
     mb: Microbatch,
     reference_side: Literal["prompt", "teacher_prompt"] | None = None,
     keep_logits: bool = False,
+    reference_temperature: float = 1.0,
 ) -> PairScores:
     """Log-probs of ``mb``'s completions under the student after ``prompt`` (with gradients) and,
     with ``reference_side``, under the frozen run-start model after that side's prompt (no gradients).
 
     The one scoring call of every method: OPCT's teacher scores ``teacher_prompt``, GRPO's reference
     scores ``prompt``, BCT needs no reference. ``keep_logits`` keeps the full logits for
-    vocabulary-wide losses.
+    vocabulary-wide losses. ``reference_temperature`` divides the reference's logits before its
+    log-softmax (OPCT's ``teacher_temperature``; at 1.0 they are left exactly as computed).
     """
     share, chunk = ctx.cfg.train.share_prompt_prefix, ctx.cfg.train.logprob_chunk_positions
     share = share and not ctx.sharded  # under FSDP one forward per call on every process, whatever the batch
@@ -199,6 +201,8 @@ def score_pair(
         # precision would differ from the run-start student by rounding alone.
         with torch.no_grad(), ctx.teacher.active() as reference, ctx.accelerator.autocast():
             reference_logits = completion_logits(reference, ctx.batch(mb, reference_side), ctx.pad_id, share)
+            if reference_temperature != 1.0:
+                reference_logits = reference_logits / reference_temperature
             targets, mask = targets.to(reference_logits.device), mask.to(reference_logits.device)
             reference_lp = token_logprobs(reference_logits, targets, chunk) * mask
             if not keep_logits:

@@ -9,30 +9,24 @@ from __future__ import annotations
 
 import hashlib
 import json
-import random
 from typing import Any, ClassVar
 
 import torch
 from accelerate.utils import gather_object
 from pydantic import Field
 
-from opct.config import GenerationConfig, StrictSettings, TargetSettings
+from opct.config import StrictSettings, TargetSettings
 from opct.methods.base import (
     ENTROPY_STATS,
     Microbatch,
     TrainContext,
-    rollout_microbatches,
     score_pair,
     split_microbatches,
 )
 from opct.models import eos_token_ids
 from opct.pairs import ConsistencyPair
-from opct.runs.directory import RunDirectory
 from opct.runs.layout import RunLayout
 from opct.sampling.engine import SamplingParams
-
-#: Training pairs the off-policy gap of the targets is measured on (a seeded sample).
-DIAGNOSTIC_PAIRS = 64
 
 
 class BCTConfig(StrictSettings):
@@ -93,36 +87,6 @@ class BCTMethod:
         with path.open(encoding="utf-8") as fh:
             self.targets = {row["id"]: row["targets"] for row in map(json.loads, fh)}
         self.cache_path = path
-        if not layout.diagnostics.exists():
-            diagnostics = self.off_policy_gap(pairs)  # the run-start policy: setup runs before a checkpoint loads
-            if acc.is_main_process:
-                RunDirectory(self.ctx.run_dir).write_diagnostics(diagnostics)
-
-    def off_policy_gap(self, pairs: list[ConsistencyPair], size: int = DIAGNOSTIC_PAIRS) -> dict[str, Any]:
-        """How far BCT's targets are from the run-start student's own behaviour on the cued prompts: the
-        student's mean per-token NLL of the targets after ``prompt``, beside its NLL of its own samples
-        (temperature 1) of the same prompts. Targets the student would write itself score like its own
-        samples; the further above them, the more off-policy the SFT data (the paper's mechanism)."""
-        chosen = pairs if len(pairs) <= size else random.Random(f"bct-diagnostics-{self.ctx.cfg.seed}").sample(pairs, size)
-        chunk = self.ctx.cfg.train.sequences_per_microbatch
-        targets = [self.targets[p.id][0] for p in chosen]
-        with torch.no_grad():
-            target_nll = self._nll(split_microbatches(chosen, targets, list(range(len(chosen))), chunk))
-            gen = GenerationConfig(n=1, temperature=1.0, max_new_tokens=self.settings.targets.max_new_tokens,
-                                   sequences_per_call=self.settings.targets.sequences_per_call)
-            sampler = self.ctx.sampler(gen, self.ctx.policy)  # the model's own forward, whatever engine made the targets
-            own = self.ctx.sample(sampler, chosen, SamplingParams.from_config(gen, seed=self.ctx.cfg.seed + 17))
-            own_nll = self._nll(rollout_microbatches(chosen, own, chunk))
-        return {"method": self.name, "pairs": len(chosen), "target_nll_per_token": target_nll,
-                "own_sample_nll_per_token": own_nll, "gap": target_nll - own_nll}
-
-    def _nll(self, micro: list[Microbatch]) -> float:
-        total = tokens = 0.0
-        for mb in micro:
-            s = score_pair(self.ctx, mb)
-            total -= float(s.student_lp.sum())
-            tokens += float(s.mask.sum())
-        return total / max(tokens, 1.0)
 
     def _generate(self, pairs: list[ConsistencyPair]) -> dict[str, list[list[int]]]:
         gen = self.settings.targets

@@ -11,6 +11,8 @@ an importance-weighted policy gradient (:func:`opct.training.losses.sampled_toke
     \qquad L = -\sum_t \frac{\pi_\theta(y_t \mid x, y_{<t})}{\mathrm{sg}[\pi_{\text{sampler}}(y_t \mid x, y_{<t})]} A_t
 
 with ``x = prompt``, ``x' = teacher_prompt``, ``beta = loss.kl_coef`` and ``gamma = loss.kl_discount``.
+With ``teacher_temperature`` :math:`\tau \ne 1` the teacher is :math:`\mathrm{softmax}(z_{\text{teacher}} / \tau)`
+in every loss kind (the ``kl_to_teacher`` statistic too): a knob for the target's sharpness alone.
 """
 
 from __future__ import annotations
@@ -88,6 +90,11 @@ class OPCTConfig(StrictSettings):
 
     sampling: RolloutSettings
     loss: LossConfig = Field(default_factory=SampledLoss)
+    teacher_temperature: float = Field(
+        1.0, gt=0.0, allow_inf_nan=False,
+        description="divides the frozen teacher's logits before its log-softmax, in every loss kind: 1.0 = the "
+                    "paper's teacher; below 1 a sharper target distribution, above 1 a flatter one",
+    )
 
 
 class OPCTMethod:
@@ -133,8 +140,9 @@ class OPCTMethod:
 
     def loss(self, mb: Microbatch) -> tuple[torch.Tensor, dict[str, float]]:
         loss = self.settings.loss
-        s = score_pair(self.ctx, mb, reference_side="teacher_prompt", keep_logits=loss.kind != "sampled")
-        # s.student_lp, s.sampler_lp, s.reference_lp (the teacher), s.mask: [sequences, completion_len]
+        s = score_pair(self.ctx, mb, reference_side="teacher_prompt", keep_logits=loss.kind != "sampled",
+                       reference_temperature=self.settings.teacher_temperature)
+        # s.student_lp, s.sampler_lp, s.reference_lp (the teacher at teacher_temperature), s.mask: [sequences, completion_len]
         if loss.kind == "sampled":
             per_token = losses.sampled_token_loss(
                 s.student_lp,

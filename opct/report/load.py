@@ -59,7 +59,7 @@ class Experiment:
     attack: dict[str, dict[str, Any]] = field(default_factory=dict)
     #: ``validation[method]``: the run's validation measurements (``validation.jsonl``, from step 0).
     validation: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
-    #: ``diagnostics[method]``: the run's once-per-run measurements (BCT's off-policy gap).
+    #: ``diagnostics[method]``: the run's once-per-run measurements (the off-policy profile of its start).
     diagnostics: dict[str, dict[str, Any]] = field(default_factory=dict)
     #: The ``selection.json`` the methods' recipes were chosen by, when the experiment names one.
     selection: dict[str, Any] = field(default_factory=dict)

@@ -21,10 +21,11 @@ from opct.report.paired import HOWTO as PAIRED_HOWTO
 from opct.report.paired import paired_table
 from opct.report.samples import SAMPLES_HTML
 from opct.report.selection import (
+    PROFILE_HOWTO,
     RECIPE_HEADERS,
     best_rows,
     chosen_lines,
-    off_policy_lines,
+    profile_tables,
     recipe_rows,
     selection_markdown,
 )
@@ -279,7 +280,6 @@ def render_html(exp: Experiment, table: ResultsTable, sections: Sequence[Section
     if recipes:
         parts += ['<section id="recipes">', _tag("h2", "Recipes"), _tag("p", RECIPES_HOWTO, class_="howto"),
                   simple_table_html(RECIPE_HEADERS, recipes)]
-        parts += [_tag("p", line, class_="note") for line in off_policy_lines(exp.diagnostics)]
         if exp.selection:
             sel = best_rows(exp.selection)
             parts += [_tag("h3", "Recipe selection on the validation split"),
@@ -287,6 +287,10 @@ def render_html(exp: Experiment, table: ResultsTable, sections: Sequence[Section
                                         [[r["id"], r["recipe"], str(r["step"]), f"{r['val_teacher_kl']:.3f}", f"{r['val_good']:.3f}",
                                           r["eligible_steps"]] for r in sel])]
             parts += [_tag("p", line, class_="note") for line in chosen_lines(exp.selection)]
+        parts.append("</section>")
+    if profiles := profile_tables(exp.diagnostics):
+        parts += ['<section id="profile">', _tag("h2", "Off-policy profile"), _tag("p", PROFILE_HOWTO, class_="howto")]
+        parts += [x for cap, head, rows in profiles for x in (_tag("p", cap, class_="note"), simple_table_html(head, rows) if rows else "")]
         parts.append("</section>")
     ablation = ablation or ablation_parts(exp)
     if ablation:
@@ -332,14 +336,15 @@ RECIPES_HOWTO = (
 
 
 def recipes_md(exp: Experiment) -> list[str]:
-    """The recipes section of the Markdown report (empty when the plan records no recipe)."""
-    rows = recipe_rows(exp.plan, exp.selection)
-    if not rows:
-        return []
-    out = ["## Recipes", "", RECIPES_HOWTO, "", render_markdown(RECIPE_HEADERS, rows), ""]
-    out += [f"*{line}*\n" for line in off_policy_lines(exp.diagnostics)]
-    if exp.selection:
-        out += [selection_markdown(exp.selection).replace("## Recipe selection", "### Recipe selection"), ""]
+    """The recipes section of the Markdown report and the runs' off-policy profile (each empty when not recorded)."""
+    out: list[str] = []
+    if recipes := recipe_rows(exp.plan, exp.selection):
+        out += ["## Recipes", "", RECIPES_HOWTO, "", render_markdown(RECIPE_HEADERS, recipes), ""]
+        if exp.selection:
+            out += [selection_markdown(exp.selection).replace("## Recipe selection", "### Recipe selection"), ""]
+    if profiles := profile_tables(exp.diagnostics):
+        out += ["## Off-policy profile", "", PROFILE_HOWTO, ""]
+        out += [x for cap, head, rows in profiles for x in (f"*{cap}*", "", render_markdown(head, rows) if rows else "", "")]
     return out
 
 

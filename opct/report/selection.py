@@ -89,15 +89,41 @@ def recipe_rows(plan: dict[str, Any], selection: dict[str, Any]) -> list[list[st
     return rows
 
 
-def off_policy_lines(diagnostics: dict[str, dict[str, Any]]) -> list[str]:
-    """How far each run's SFT targets were from the run-start student's own samples (BCT's diagnostics)."""
-    lines = []
+#: How to read the off-policy profile (shown above its table).
+PROFILE_HOWTO = (
+    "How far BCT's targets are from what the student does itself, measured on the run-start model before any "
+    "step (opct/diagnostics/offpolicy.py). The target is the frozen model's greedy answer to the clean prompt "
+    "(teacher_prompt); the student answers the cued prompt. The decision token is the first token where the two "
+    "differ: a low target probability there means the targets are off-policy exactly where the behaviour is "
+    "decided, whatever the per-token average over a long, nearly deterministic tail says. The teacher's top-1 "
+    "mass there is how sharp the distribution OPCT copies is; BCT trains on a one-hot target. What it does not "
+    "show: which method transfers better; it describes the data, not the trained models. Each cell: value "
+    "[95% interval, clusters = pairs sharing a teacher_prompt] n; sequences cut off at the token limit are "
+    "counted, never scored."
+)
+
+
+def profile_tables(diagnostics: dict[str, dict[str, Any]]) -> list[tuple[str, list[str], list[list[str]]]]:
+    """``(caption, header, rows)`` for each distinct run-start off-policy profile among the runs'
+    ``diagnostics.json`` (runs that started from the same model on the same pairs share one table), and
+    a caption for each run whose profile was skipped."""
+    from opct.diagnostics.offpolicy import table_rows
+
+    shared: dict[str, list[str]] = {}
+    measured: dict[str, dict[str, Any]] = {}
+    out: list[tuple[str, list[str], list[list[str]]]] = []
     for key, d in sorted(diagnostics.items()):
-        if "target_nll_per_token" in d:
-            lines.append(
-                f"{key}: the run-start student's NLL of its SFT targets is {d['target_nll_per_token']:.3f} nats/token, "
-                f"of its own samples {d['own_sample_nll_per_token']:.3f} (gap {d['gap']:+.3f}, {d['pairs']} pairs): "
-                + ("the targets are nearly on-policy, so SFT and on-policy training see almost the same data."
-                   if d["gap"] < 0.1 else "the targets are off-policy for the student.")
-            )
-    return lines
+        if "axes" in d:
+            identity = repr({k: v for k, v in d.items() if k != "seconds"})
+            shared.setdefault(identity, []).append(key)
+            measured.setdefault(identity, d)
+        elif "skipped" in d:
+            out.append((f"{key}: no off-policy profile ({d['skipped']}).", [], []))
+    for identity, keys in shared.items():
+        d = measured[identity]
+        caption = (f"Measured at the start of {', '.join(keys)}: {d.get('pairs_per_axis')} training pairs per axis "
+                   f"(a seeded sample), answers up to {d.get('max_new_tokens')} tokens, "
+                   f"{d.get('samples_per_pair', 1)} own sample(s) per pair.")
+        header, rows = table_rows(d)
+        out.insert(0, (caption, header, rows))
+    return out

@@ -17,6 +17,7 @@ named beside it.
 
 from __future__ import annotations
 
+import json
 from contextlib import AbstractContextManager
 from pathlib import Path
 from typing import Any
@@ -85,6 +86,14 @@ class RunDirectory:
     def write_diagnostics(self, diagnostics: dict[str, Any]) -> None:
         """Write ``diagnostics.json`` (once-per-run measurements) atomically."""
         write_json_atomic(self.layout.diagnostics, diagnostics)
+
+    def read_diagnostics(self) -> dict[str, Any] | None:
+        """``diagnostics.json`` as written at the run's start, or ``None`` when it is missing or unreadable."""
+        try:
+            data = json.loads(self.layout.diagnostics.read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            return None
+        return data if isinstance(data, dict) else None
 
     # -- checkpoints -----------------------------------------------------------------------------
     def save_checkpoint(

@@ -7,7 +7,7 @@
       metrics.jsonl          one record per optimizer step
       rollouts.jsonl.gz      the sampled rollouts, one gzip member per step (when logged)
       validation.jsonl       one record per validation measurement (validation.every)
-      diagnostics.json       once-per-run measurements (BCT: how far its targets are from on-policy)
+      diagnostics.json       once-per-run measurements: the off-policy profile at the run's start
       <method>_targets/      a method's cached offline data (BCT's targets)
       checkpoints/step-N/    hashed safetensors and JSON (:mod:`opct.runs.checkpoint`)
       final/                 the trained model, loadable with ``from_pretrained`` (:mod:`opct.runs.final`)

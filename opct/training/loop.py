@@ -44,6 +44,7 @@ from opct.training.batches import load_training_pairs, seed_step, step_indices, 
 from opct.training.health import check_weights, healthy_update
 from opct.training.plugins import VALIDATION_JUDGES
 from opct.training.prompt_checks import check_prompts
+from opct.training.run_profile import measure_run_start
 from opct.training.validation import (
     Validator,
     check_disjoint,
@@ -216,6 +217,11 @@ def _train(
     )
     method = METHODS.get(cfg.method)(ctx)
     method.setup(pairs)
+    if start.checkpoint is None:  # the run-start model's off-policy profile, once (opct/training/run_profile.py)
+        layout["off_policy_profile"] = measure_run_start(ctx, run, pairs)
+        write_manifest()
+    else:
+        layout["off_policy_profile"] = run.read_diagnostics()
 
     if start.checkpoint is not None:
         state.step = run.load_checkpoint(

@@ -1,0 +1,144 @@
+"""The off-policy profile (:mod:`opct.diagnostics.offpolicy`) measured on a model, in batched forward passes.
+
+For a seeded sample of each axis's pairs, chunk by chunk: the teacher's greedy answers to the
+``teacher_prompt`` (the targets), the student's greedy answers and its own temperature-1 samples of
+``prompt`` (the HF sampler, which records each sampled token's log-probability under the model's own
+distribution), then one scoring forward of the targets after ``prompt`` (student) and one after
+``teacher_prompt`` (teacher). Nothing is trained; the models are put in eval mode for the measurement.
+"""
+
+from __future__ import annotations
+
+import random
+from collections import defaultdict
+from collections.abc import Callable, Hashable, Iterator
+from contextlib import contextmanager
+from typing import Any
+
+import torch
+
+from opct.config import ModelConfig
+from opct.diagnostics.offpolicy import PairProfile, first_divergence, summarize
+from opct.models import PromptRenderer
+from opct.pairs import ConsistencyPair
+from opct.sampling.engine import Rollout, SamplingParams
+from opct.sampling.hf_sampler import HFSampler
+from opct.sampling.scoring import CompletionBatch, completion_logits
+
+#: The seed of the profile's pair sample and of the student's samples.
+PROFILE_SEED = 20_260_521
+
+
+def sample_pairs(pairs: list[ConsistencyPair], per_axis: int, seed: int = PROFILE_SEED) -> list[ConsistencyPair]:
+    """A seeded sample of at most ``per_axis`` pairs of each axis (all of an axis that has fewer)."""
+    by_axis: dict[str, list[ConsistencyPair]] = defaultdict(list)
+    for p in pairs:
+        by_axis[p.axis or "unknown"].append(p)
+    chosen: list[ConsistencyPair] = []
+    for axis in sorted(by_axis):
+        group = by_axis[axis]
+        chosen.extend(group if len(group) <= per_axis else random.Random(f"profile-{axis}-{seed}").sample(group, per_axis))
+    return chosen
+
+
+def _cluster(pair: ConsistencyPair) -> Hashable:
+    """Pairs that share a ``teacher_prompt`` share their target: one unit of the intervals."""
+    return repr(pair.teacher_prompt)
+
+
+@contextmanager
+def _eval_mode(*models: torch.nn.Module) -> Iterator[None]:
+    states = [m.training for m in models]
+    for m in models:
+        m.eval()
+    try:
+        yield
+    finally:
+        for m, was in zip(models, states, strict=True):
+            m.train(was)
+
+
+def measure_profile(
+    student: torch.nn.Module,
+    tokenizer: Any,
+    pairs: list[ConsistencyPair],
+    *,
+    spec: ModelConfig | None = None,
+    teacher: torch.nn.Module | None = None,
+    pairs_per_axis: int = 100,
+    max_new_tokens: int = 128,
+    samples: int = 1,
+    pairs_per_batch: int = 16,
+    seed: int = PROFILE_SEED,
+    progress: Callable[[int, int], None] | None = None,
+) -> dict[str, Any]:
+    """The off-policy profile of ``student`` (and ``teacher``, by default the student itself: the
+    run-start model) on a seeded sample of ``pairs_per_axis`` pairs of each axis.
+
+    ``spec`` renders prompts as training does (chat-template kwargs, system prompt). ``progress(done,
+    total)`` is called after each chunk of ``pairs_per_batch`` pairs. Returns
+    :func:`opct.diagnostics.offpolicy.summarize`'s data with the settings it was measured at.
+    """
+    teacher = teacher if teacher is not None else student
+    render = PromptRenderer.for_model(tokenizer, spec or ModelConfig())
+    chosen = sample_pairs(pairs, pairs_per_axis, seed)
+    batch = max(1, pairs_per_batch)
+    profiles: list[PairProfile] = []
+    with torch.no_grad(), _eval_mode(student, teacher):
+        for start in range(0, len(chosen), batch):
+            profiles.extend(_measure_chunk(student, teacher, tokenizer, render, chosen[start : start + batch],
+                                           max_new_tokens, samples, seed))
+            if progress is not None:
+                progress(min(start + batch, len(chosen)), len(chosen))
+    settings = {"pairs_per_axis": pairs_per_axis, "max_new_tokens": max_new_tokens, "samples_per_pair": samples,
+                "seed": seed, "cluster": "teacher_prompt"}
+    return summarize(profiles, settings)
+
+
+def _generate(model: torch.nn.Module, tokenizer: Any, prompts: list[list[int]], keys: list[str],
+              params: SamplingParams) -> list[Rollout]:
+    return HFSampler(model, tokenizer, batch_size=max(1, len(prompts) * params.n)).generate(prompts, params, keys)
+
+
+def _measure_chunk(
+    student: torch.nn.Module, teacher: torch.nn.Module, tokenizer: Any, render: PromptRenderer,
+    chunk: list[ConsistencyPair], max_new_tokens: int, samples: int, seed: int,
+) -> list[PairProfile]:
+    keys = [p.id for p in chunk]
+    prompts = [render(p.prompt) for p in chunk]
+    clean = [render(p.teacher_prompt) for p in chunk]
+    greedy = SamplingParams(n=1, temperature=0.0, max_new_tokens=max_new_tokens, seed=seed)
+    if teacher is student:  # the run-start model answers both prompts: one batched greedy pass
+        both = _generate(student, tokenizer, clean + prompts, [f"t-{k}" for k in keys] + keys, greedy)
+        targets, answers = both[: len(chunk)], both[len(chunk) :]
+    else:
+        targets = _generate(teacher, tokenizer, clean, keys, greedy)
+        answers = _generate(student, tokenizer, prompts, keys, greedy)
+    own = _generate(student, tokenizer, prompts, keys,
+                    SamplingParams(n=samples, temperature=1.0, max_new_tokens=max_new_tokens, seed=seed))
+    pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
+    target_ids = [r.completion_ids or [pad] for r in targets]  # a model always emits a token; the guard keeps shapes
+    order = list(range(len(chunk)))
+    student_logits = completion_logits(student, CompletionBatch(prompts, target_ids, order), pad, share_prefix=False)
+    teacher_logits = completion_logits(teacher, CompletionBatch(clean, target_ids, order), pad, share_prefix=False)
+    out: list[PairProfile] = []
+    for i, pair in enumerate(chunk):
+        ids = target_ids[i]
+        s_logp = torch.log_softmax(student_logits[i, : len(ids)].float(), dim=-1)
+        t_logp = torch.log_softmax(teacher_logits[i, : len(ids)].float(), dim=-1)
+        index = torch.tensor(ids, device=s_logp.device)
+        target_lp = s_logp.gather(-1, index[:, None])[:, 0]
+        entropy = -(t_logp.exp() * t_logp).sum(-1)
+        profile = PairProfile(
+            pair_id=pair.id, axis=pair.axis or "unknown", cluster=_cluster(pair), target=ids,
+            target_truncated=targets[i].truncated, answer=answers[i].completion_ids, answer_truncated=answers[i].truncated,
+            target_logprobs=target_lp.tolist(), teacher_entropy=entropy.tolist(),
+            sample_logprobs=[r.logprobs for r in own[i * samples : (i + 1) * samples]],
+            sample_truncated=[r.truncated for r in own[i * samples : (i + 1) * samples]],
+        )
+        d = first_divergence(ids, profile.answer)
+        if d is not None and d < len(ids):
+            profile.target_rank_at_divergence = int((s_logp[d] > s_logp[d, ids[d]]).sum()) + 1
+            profile.teacher_top1_at_divergence = float(t_logp[d].max().exp())
+        out.append(profile)
+    return out
