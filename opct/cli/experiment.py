@@ -14,10 +14,11 @@ from opct.cli.boundary import NoProgress, SetOverrides, Threads, _fail, apply_th
 
 def _run_experiment(
     config: Path | None, set_: list[str] | None, dry_run: bool, no_progress: bool, threads: int | None = None,
-    force: list[str] | None = None,
+    force: list[str] | None = None, print_config: bool = False,
 ) -> None:
     """``opct run``/``demo``: an experiment or a study; ``threads`` (the flag) over the file's ``threads:``;
-    ``force``: the stages to redo (``--force train:opct``)."""
+    ``force``: the stages to redo (``--force train:opct``); ``print_config``: print the resolved settings
+    (``extends:`` chain and ``--set`` applied) as YAML and stop."""
     from opct.config import ConfigError
     from opct.experiments.invalidation import parse_force
     from opct.experiments.runner import load_experiment, resolve, run_experiment
@@ -27,9 +28,12 @@ def _run_experiment(
         if force:
             raise ConfigError(f"--force works on an experiment file; {config} is a study: run a family's experiment "
                               "file with --force, or delete the stage's folder in the study's output")
-        _run_study(config, set_, dry_run, no_progress, threads)
+        _run_study(config, set_, dry_run, no_progress, threads, print_config)
         return
     cfg = load_experiment(config, set_ or [])
+    if print_config:
+        _print_settings(cfg)
+        return
     plan = resolve(cfg)
     parse_force(force or [], {"train": [r.key for r in plan.runs], "eval": list(plan.models),
                               "attack": list(plan.models) if cfg.attack.enabled else []})  # a bad one fails now
@@ -44,17 +48,28 @@ def _run_experiment(
                   cfg.root, "report.html", "report.md and samples.html")
 
 
-def _run_study(config: Path, set_: list[str] | None, dry_run: bool, no_progress: bool, threads: int | None) -> None:
+def _run_study(config: Path, set_: list[str] | None, dry_run: bool, no_progress: bool, threads: int | None,
+               print_config: bool = False) -> None:
     from opct.experiments.study import load_study, resolve_study, run_study
     from opct.report.study import REPORT_MD, study_group
 
     study = load_study(config, set_ or [])
+    if print_config:
+        _print_settings(study)
+        return
     console.print(resolve_study(study).describe(), highlight=False)
     if dry_run:
         return
     apply_threads(threads if threads is not None else study.threads)
     _run_and_show(lambda: run_study(study, show_progress=not no_progress, log=_log_line), study_group,
                   study.root, REPORT_MD, "report.json; each family's own report in its folder")
+
+
+def _print_settings(cfg: Any) -> None:
+    """An experiment's or study's settings as the run would use them, as YAML on stdout."""
+    import yaml
+
+    console.print(yaml.safe_dump(cfg.model_dump(mode="json"), sort_keys=False).rstrip(), highlight=False, markup=False)
 
 
 def _log_line(message: str) -> None:
@@ -86,11 +101,13 @@ def run(
         "--force", metavar="STAGE", help="Redo a stage even if its inputs did not change: train, eval or attack, for "
         "every model or one (train:opct, eval:bct, attack:base); repeatable. A retrained run's old directory is kept "
         "in <experiment>/replaced/.")] = None,
+    print_config: Annotated[bool, typer.Option(
+        "--print-config", help="Print the resolved settings (the extends: chain and --set applied) as YAML and exit.")] = False,
 ) -> None:
     """Run an experiment: base eval, training per method, evaluation, attack, report (resumable: a rerun redoes
     the stages whose inputs changed, by content hash). A study file (one with families:) runs its experiment
     once per family, then the pooled report."""
-    _run_experiment(experiment, set_, dry_run, no_progress, threads, force)
+    _run_experiment(experiment, set_, dry_run, no_progress, threads, force, print_config)
 
 
 def demo(
