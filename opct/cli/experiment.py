@@ -151,12 +151,19 @@ def report(
     experiment_dir: Annotated[Path, typer.Argument(
         help="An experiment or study directory (runs/experiments/<name>), or Inspect logs of opct's tasks "
              "(a .eval file or a folder of them).")],
+    out: Annotated[Path | None, typer.Option(
+        metavar="DIR", help="Write the report here (a new or empty folder, or an earlier --out) instead of into the "
+                            "experiment folder.")] = None,
 ) -> None:
     """(Re)write an experiment's report.html and report.md and print its table and the paired differences
     between every two methods; for a study, its pooled report.md and report.json; for Inspect logs of
-    opct's tasks (inspect eval opct/<axis>), opct's results table recomputed from their records."""
+    opct's tasks (inspect eval opct/<axis>), opct's results table recomputed from their records. Writes
+    only into an experiment folder or a new --out: a training run, an eval, an empty folder or one of
+    someone else's files is refused."""
     from opct.experiments.study import is_study_dir
     from opct.report import write_report
+    from opct.report.folders import check_experiment_folder, check_report_out, mark_report_out
+    from opct.report.load import load_experiment
     from opct.report.terminal import results_group
 
     if experiment_dir.suffix in (".eval", ".json") or (experiment_dir.is_dir() and any(experiment_dir.glob("*.eval"))):
@@ -165,13 +172,19 @@ def report(
         if is_inspect_log_path(experiment_dir):
             console.print(Group(*report_renderables(experiment_dir)))
             return
-    if is_study_dir(experiment_dir):
+    if is_study_dir(experiment_dir) and out is None:
         from opct.report.study import REPORT_MD, study_renderables, write_study_report
 
         console.print(Group(*study_renderables(write_study_report(experiment_dir), console.width)))
         console.print(f"report: [bold]{experiment_dir / REPORT_MD}[/] (and report.json)")
         return
-    html, _ = write_report(experiment_dir)
+    check_experiment_folder(experiment_dir)
+    if out is not None:
+        check_report_out(out)
+        mark_report_out(out, experiment_dir)
+    for line in load_experiment(experiment_dir).warnings:  # the report lists them too; the reader sees them now
+        err_console.print(f"warning: {line}", highlight=False, soft_wrap=True, markup=False)
+    html, _ = write_report(experiment_dir, out)
     console.print(results_group(experiment_dir, console.width))
     console.print(f"report: [bold]{html}[/] (and report.md, samples.html)")
 
