@@ -63,9 +63,14 @@ def describe(err: BaseException) -> tuple[int, str]:
             return USER_MISTAKE, f"cannot write {where}: {err.strerror}. Choose a writable output folder."
         if isinstance(err, FileNotFoundError):
             return USER_MISTAKE, f"no such file or folder: {err.filename}" if err.filename else str(err)
+        if err.errno == errno.ELOOP:
+            return USER_MISTAKE, f"{where}: a symlink loop (a link that leads back to itself); fix the link or choose another path"
         if isinstance(err, NotADirectoryError | IsADirectoryError | FileExistsError):
             return USER_MISTAKE, f"{where}: {err.strerror} (a file where a folder is needed, or the reverse)"
         return FAULT, f"{where}: {err.strerror or err}"
     if isinstance(err, ValueError):
         return USER_MISTAKE, str(err)
+    if isinstance(err, RuntimeError) and str(err).startswith("Symlink loop from "):  # pathlib's resolve()
+        path = str(err).removeprefix("Symlink loop from ")
+        return USER_MISTAKE, f"{path}: a symlink loop (a link that leads back to itself); fix the link or choose another path"
     return FAULT, f"internal error: {type(err).__name__}: {err}"
