@@ -27,6 +27,11 @@ class OpctError(Exception):
     exit_code: int = USER_MISTAKE
 
 
+class OpctWarning(UserWarning):
+    """A notice opct gives the user (a cut line dropped, a setting ignored, where outputs go): one clean
+    ``warning: <message>`` line on the command line."""
+
+
 class MissingExtraError(OpctError, ImportError):
     """A package of one of opct's optional extras is not installed; the message names the extra to install."""
 

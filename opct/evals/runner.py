@@ -27,7 +27,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from opct.errors import OpctError
+from opct.errors import OpctError, OpctWarning
 from opct.evals.judging import JudgedScorer, Scored, score_batch
 from opct.evals.outcomes import (
     DEFAULT_MAX_UNSCORED,
@@ -93,7 +93,7 @@ def _read_records(path: Path) -> list[dict[str, Any]]:
         out.append(record)
     if len(out) < len(lines):
         warnings.warn(f"{path}: dropped {len(lines) - len(out)} line(s) from line {len(out) + 1} on (cut by an "
-                      "interruption or edited); those samples are measured again", stacklevel=2)
+                      "interruption or edited); those samples are measured again", OpctWarning, stacklevel=2)
     return out
 
 

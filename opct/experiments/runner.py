@@ -32,7 +32,7 @@ from opct.config import (
     read_config_file,
     validate_config,
 )
-from opct.errors import FAULT, OpctError
+from opct.errors import FAULT, OpctError, OpctWarning
 from opct.experiments.files import deep_merge, read_extended
 from opct.experiments.recipes import recipe_summary, selection_rule
 from opct.experiments.settings import AttackSettings, EvalSettings, Variant, check_variant_name
@@ -290,7 +290,7 @@ def write_experiment_manifest(root: Path, cfg: ExperimentConfig) -> None:
             readable = False
         if not readable:
             warnings.warn(f"{path} could not be read (cut or edited): it is written anew, and the experiment's "
-                          "earlier history in it (when it was first started) is lost", stacklevel=2)
+                          "earlier history in it (when it was first started) is lost", OpctWarning, stacklevel=2)
         manifest = keep_history(path, manifest)
     write_json_atomic(path, manifest)
 

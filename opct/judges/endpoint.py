@@ -12,6 +12,8 @@ import os
 import urllib.parse
 import warnings
 
+from opct.errors import OpctWarning
+
 #: Set to 1 to send an API key over plain ``http://`` to a host that is not this machine (a trusted network).
 ENV_ALLOW_PLAIN_HTTP_KEY = "OPCT_ALLOW_PLAIN_HTTP_KEY"
 _NOTIFIED: set[tuple[str, str]] = set()
@@ -45,4 +47,5 @@ def check_endpoint(url: str, has_key: bool, what: str = "judge", env_url: str = 
                          "that network is trusted")
     if (what, host) not in _NOTIFIED:
         _NOTIFIED.add((what, host))
-        warnings.warn(f"the {what} is served by {host} ({url}): the model's outputs are sent there", stacklevel=3)
+        warnings.warn(f"the {what} is served by {host} ({url}): the model's outputs are sent there", OpctWarning,
+                      stacklevel=3)

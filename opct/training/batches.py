@@ -11,6 +11,7 @@ import numpy as np
 import torch
 
 from opct.config import RunConfig
+from opct.errors import OpctWarning
 from opct.pairs import (
     PAIR_SOURCES,
     ConsistencyPair,
@@ -94,7 +95,8 @@ def load_training_pairs(cfg: RunConfig) -> list[ConsistencyPair]:
     if void:
         warnings.warn(
             f"{len(void)} of {len(pairs)} training pairs have a prompt equal to their teacher prompt (first: "
-            f"{void[0].id!r}{_at(void[0])}): they carry no perturbation, so they teach no consistency", stacklevel=2)
+            f"{void[0].id!r}{_at(void[0])}): they carry no perturbation, so they teach no consistency", OpctWarning,
+            stacklevel=2)
     ids = [p.id for p in pairs]
     if len(set(ids)) != len(ids):
         dup = next(i for i in ids if ids.count(i) > 1)

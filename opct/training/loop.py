@@ -24,6 +24,7 @@ from accelerate import Accelerator
 from transformers import get_scheduler
 
 from opct.config import RunConfig, dump_config
+from opct.errors import OpctWarning
 from opct.methods import METHODS
 from opct.methods.base import TrainContext
 from opct.models import (
@@ -116,7 +117,7 @@ def train(cfg: RunConfig, show_progress: bool = True) -> TrainResult:
     """
     pairs = load_training_pairs(cfg)
     if notice := length_notice(cfg, len(pairs)):
-        warnings.warn(notice, stacklevel=2)
+        warnings.warn(notice, OpctWarning, stacklevel=2)
     validation = load_validation_pairs(cfg) if cfg.validation.every else []
     check_disjoint(pairs, validation)
     tokenizer = load_tokenizer(
