@@ -128,3 +128,13 @@ def test_a_runs_manifest_names_its_model(tmp_path: Path) -> None:
     write(exp / "plan.json", {k: v for k, v in plan.items() if k != "model"})
     write(exp / "manifest.json", {"kind": "experiment", "config": {"model": {"name_or_path": "organism", "dtype": "x"}}})
     assert load_experiment(exp).model == "organism"
+
+
+def test_an_attack_listing_fewer_behaviours_than_its_n_marks_its_paired_difference(tmp_path: Path) -> None:
+    exp = make_experiment(tmp_path / "exp", samples=True)
+    assert "INCOMPLETE" not in _paired_cell(exp, "OPCT − BCT", "Defense success (adaptive")
+    path = exp / "attack" / "opct" / "results.json"
+    data = json.loads(path.read_text())
+    write(path, {**data, "behaviors": data["behaviors"][:3]})
+    assert _paired_cell(exp, "OPCT − BCT", "Defense success (adaptive").endswith("INCOMPLETE")
+    assert any("lists 3 behaviour(s) where its n is 100" in w for w in load_experiment(exp).warnings)

@@ -23,6 +23,9 @@ from typing import Any
 
 from opct.runs.layout import RunLayout
 
+#: The key of the adaptive attacker's results in :attr:`Experiment.unverified` (its "eval" name).
+ATTACK = "<attack>"
+
 #: Methods in the order the report lists them when the plan does not say.
 METHOD_ORDER = ("base", "bct", "opct")
 
@@ -311,6 +314,11 @@ def load_experiment(root: str | Path) -> Experiment:
             exp.attack[method_dir.name] = data
             for key in data.get("metrics") or {}:
                 exp.attack_metric(method_dir.name, key)
+            behaviors, n = data.get("behaviors"), data.get("n")
+            if isinstance(behaviors, list) and isinstance(n, int) and len(behaviors) != n:
+                exp.unverified[(method_dir.name, ATTACK)] = f"{path}: {len(behaviors)} behaviour(s) listed where n is {n}"
+                exp.warnings.append(f"{path} lists {len(behaviors)} behaviour(s) where its n is {n}: the paired "
+                                    "differences over them are marked INCOMPLETE")
             if data.get("status") == "incomplete":
                 exp.warnings.append(f"{path}: INCOMPLETE: {data.get('outcomes')}; its defense rate is not a measurement")
     return exp

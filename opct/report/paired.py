@@ -14,7 +14,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from opct.report.columns import Column, PairedValues
-from opct.report.load import Experiment
+from opct.report.load import ATTACK, Experiment
 from opct.report.table import MISSING, method_label
 
 #: ``record -> value`` (``None``: the record does not enter this column).
@@ -75,7 +75,7 @@ def side_incomplete(exp: Experiment, column: Column, method: str, values: Mappin
     eval (or attack) stopped before every unit was measured (records but no results), has more
     unscored records than its limit (``status: incomplete``), or its records do not match its results
     (:attr:`~opct.report.load.Experiment.unverified`: a cut or edited ``samples.jsonl``)."""
-    if column.eval_name is not None and (method, column.eval_name) in exp.unverified:
+    if (method, ATTACK if column.paired is attack_values else column.eval_name) in exp.unverified:
         return True
     metric = column.get(exp, method)
     if metric is None:
