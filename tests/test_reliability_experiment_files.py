@@ -48,3 +48,14 @@ def test_print_config_shows_the_resolved_chain(tmp_path: Path) -> None:
     printed = yaml.safe_load(res.output)
     assert printed["name"] == "chain" and printed["seeds"] == [3]
     assert printed["method_settings"]["bct"]["train"]["max_steps"] == 180 and printed["attack"]["enabled"] is True
+
+
+def test_a_file_extending_a_study_is_a_study(tmp_path: Path) -> None:
+    from opct.experiments.study import is_study_file
+
+    full = DEMO.with_name("organism_demo_full.yaml")
+    chain = _write(tmp_path / "mine.yaml", {"extends": str(full), "name": "mine", "seeds": [0]})
+    assert is_study_file(chain) and not is_study_file(DEMO)
+    res = CliRunner().invoke(app, ["run", str(chain), "--print-config"], terminal_width=200)
+    assert res.exit_code == 0, res.output
+    assert set(yaml.safe_load(res.output)["families"]) == {"llama", "qwen3", "gpt2"}
