@@ -27,6 +27,11 @@ class OpctError(Exception):
     exit_code: int = USER_MISTAKE
 
 
+class OpctWarning(UserWarning):
+    """A notice opct gives the user (a cut line dropped, a setting ignored, where outputs go): one clean
+    ``warning: <message>`` line on the command line."""
+
+
 class MissingExtraError(OpctError, ImportError):
     """A package of one of opct's optional extras is not installed; the message names the extra to install."""
 
@@ -63,9 +68,14 @@ def describe(err: BaseException) -> tuple[int, str]:
             return USER_MISTAKE, f"cannot write {where}: {err.strerror}. Choose a writable output folder."
         if isinstance(err, FileNotFoundError):
             return USER_MISTAKE, f"no such file or folder: {err.filename}" if err.filename else str(err)
+        if err.errno == errno.ELOOP:
+            return USER_MISTAKE, f"{where}: a symlink loop (a link that leads back to itself); fix the link or choose another path"
         if isinstance(err, NotADirectoryError | IsADirectoryError | FileExistsError):
             return USER_MISTAKE, f"{where}: {err.strerror} (a file where a folder is needed, or the reverse)"
         return FAULT, f"{where}: {err.strerror or err}"
     if isinstance(err, ValueError):
         return USER_MISTAKE, str(err)
+    if isinstance(err, RuntimeError) and str(err).startswith("Symlink loop from "):  # pathlib's resolve()
+        path = str(err).removeprefix("Symlink loop from ")
+        return USER_MISTAKE, f"{path}: a symlink loop (a link that leads back to itself); fix the link or choose another path"
     return FAULT, f"internal error: {type(err).__name__}: {err}"

@@ -281,6 +281,11 @@ def is_heldout_split(name: str) -> bool:
     return _split_key(name) in {"heldout", "holdout"}
 
 
+def is_train_split(name: str) -> bool:
+    """Whether ``name`` is the training split in any spelling (``train``, ``Train``, ``training``)."""
+    return _split_key(name) in {"train", "training"}
+
+
 def is_validation_split(name: str) -> bool:
     """Whether ``name`` is the validation split in any spelling (``val``, ``Val``, ``validation``)."""
     return _split_key(name) in {"val", "validation"}

@@ -200,7 +200,7 @@ def test_config_reference_lists_every_key_with_the_sections_own_defaults():
     for key in [*keys(RunConfig), *keys(ExperimentConfig)]:
         assert f"| `{key}` |" in text, key
     # OPCT's rollouts default to temperature 1 and 3 samples (RolloutSettings), not GenerationConfig's greedy 1
-    assert "| `opct.sampling.temperature` | float (≥ 0.0) | 1.0 |" in text
+    assert "| `opct.sampling.temperature` | float (≥ 0.0, ≤ 10.0) | 1.0 |" in text
     assert "| `opct.sampling.n` | int (> 0) | 3 |" in text
     assert "| `eval.generation.max_new_tokens` | int (> 0) | 64 |" in text
 

@@ -9,6 +9,10 @@ from __future__ import annotations
 
 import math
 import os
+import signal
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Annotated, Any
 
 import click
@@ -129,6 +133,24 @@ _COMMAND_LINE_EXITS: tuple[type[BaseException], ...] = (
 )
 
 
+def _interrupt(signum: int, frame: Any) -> None:
+    raise KeyboardInterrupt(f"signal {signum}")
+
+
+@contextmanager
+def _sigterm_as_interrupt() -> Iterator[None]:
+    """SIGTERM (``kill``, a scheduler's stop) handled as Ctrl-C: what is written is kept, the command says
+    how to continue and exits 130. Only the main thread can take signals; elsewhere nothing changes."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = signal.signal(signal.SIGTERM, _interrupt)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
 class ErrorBoundary(TyperGroup):
     """The ``opct`` command group: every error becomes one or two lines and an exit code, and every
     command's help names values conventionally (:mod:`opct.cli.help`)."""
@@ -150,7 +172,8 @@ class ErrorBoundary(TyperGroup):
         from opct.errors import INTERRUPTED, describe
 
         try:
-            return super().invoke(ctx)
+            with _sigterm_as_interrupt():
+                return super().invoke(ctx)
         except _COMMAND_LINE_EXITS:
             raise
         except KeyboardInterrupt:

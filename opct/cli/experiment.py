@@ -14,10 +14,11 @@ from opct.cli.boundary import NoProgress, SetOverrides, Threads, _fail, apply_th
 
 def _run_experiment(
     config: Path | None, set_: list[str] | None, dry_run: bool, no_progress: bool, threads: int | None = None,
-    force: list[str] | None = None,
+    force: list[str] | None = None, print_config: bool = False,
 ) -> None:
     """``opct run``/``demo``: an experiment or a study; ``threads`` (the flag) over the file's ``threads:``;
-    ``force``: the stages to redo (``--force train:opct``)."""
+    ``force``: the stages to redo (``--force train:opct``); ``print_config``: print the resolved settings
+    (``extends:`` chain and ``--set`` applied) as YAML and stop."""
     from opct.config import ConfigError
     from opct.experiments.invalidation import parse_force
     from opct.experiments.runner import load_experiment, resolve, run_experiment
@@ -27,9 +28,12 @@ def _run_experiment(
         if force:
             raise ConfigError(f"--force works on an experiment file; {config} is a study: run a family's experiment "
                               "file with --force, or delete the stage's folder in the study's output")
-        _run_study(config, set_, dry_run, no_progress, threads)
+        _run_study(config, set_, dry_run, no_progress, threads, print_config)
         return
     cfg = load_experiment(config, set_ or [])
+    if print_config:
+        _print_settings(cfg)
+        return
     plan = resolve(cfg)
     parse_force(force or [], {"train": [r.key for r in plan.runs], "eval": list(plan.models),
                               "attack": list(plan.models) if cfg.attack.enabled else []})  # a bad one fails now
@@ -44,17 +48,28 @@ def _run_experiment(
                   cfg.root, "report.html", "report.md and samples.html")
 
 
-def _run_study(config: Path, set_: list[str] | None, dry_run: bool, no_progress: bool, threads: int | None) -> None:
+def _run_study(config: Path, set_: list[str] | None, dry_run: bool, no_progress: bool, threads: int | None,
+               print_config: bool = False) -> None:
     from opct.experiments.study import load_study, resolve_study, run_study
     from opct.report.study import REPORT_MD, study_group
 
     study = load_study(config, set_ or [])
+    if print_config:
+        _print_settings(study)
+        return
     console.print(resolve_study(study).describe(), highlight=False)
     if dry_run:
         return
     apply_threads(threads if threads is not None else study.threads)
     _run_and_show(lambda: run_study(study, show_progress=not no_progress, log=_log_line), study_group,
                   study.root, REPORT_MD, "report.json; each family's own report in its folder")
+
+
+def _print_settings(cfg: Any) -> None:
+    """An experiment's or study's settings as the run would use them, as YAML on stdout."""
+    import yaml
+
+    console.print(yaml.safe_dump(cfg.model_dump(mode="json"), sort_keys=False).rstrip(), highlight=False, markup=False)
 
 
 def _log_line(message: str) -> None:
@@ -86,11 +101,13 @@ def run(
         "--force", metavar="STAGE", help="Redo a stage even if its inputs did not change: train, eval or attack, for "
         "every model or one (train:opct, eval:bct, attack:base); repeatable. A retrained run's old directory is kept "
         "in <experiment>/replaced/.")] = None,
+    print_config: Annotated[bool, typer.Option(
+        "--print-config", help="Print the resolved settings (the extends: chain and --set applied) as YAML and exit.")] = False,
 ) -> None:
     """Run an experiment: base eval, training per method, evaluation, attack, report (resumable: a rerun redoes
     the stages whose inputs changed, by content hash). A study file (one with families:) runs its experiment
     once per family, then the pooled report."""
-    _run_experiment(experiment, set_, dry_run, no_progress, threads, force)
+    _run_experiment(experiment, set_, dry_run, no_progress, threads, force, print_config)
 
 
 def demo(
@@ -134,12 +151,19 @@ def report(
     experiment_dir: Annotated[Path, typer.Argument(
         help="An experiment or study directory (runs/experiments/<name>), or Inspect logs of opct's tasks "
              "(a .eval file or a folder of them).")],
+    out: Annotated[Path | None, typer.Option(
+        metavar="DIR", help="Write the report here (a new or empty folder, or an earlier --out) instead of into the "
+                            "experiment folder.")] = None,
 ) -> None:
     """(Re)write an experiment's report.html and report.md and print its table and the paired differences
     between every two methods; for a study, its pooled report.md and report.json; for Inspect logs of
-    opct's tasks (inspect eval opct/<axis>), opct's results table recomputed from their records."""
+    opct's tasks (inspect eval opct/<axis>), opct's results table recomputed from their records. Writes
+    only into an experiment folder or a new --out: a training run, an eval, an empty folder or one of
+    someone else's files is refused."""
     from opct.experiments.study import is_study_dir
     from opct.report import write_report
+    from opct.report.folders import check_experiment_folder, check_report_out, mark_report_out
+    from opct.report.load import load_experiment
     from opct.report.terminal import results_group
 
     if experiment_dir.suffix in (".eval", ".json") or (experiment_dir.is_dir() and any(experiment_dir.glob("*.eval"))):
@@ -148,13 +172,19 @@ def report(
         if is_inspect_log_path(experiment_dir):
             console.print(Group(*report_renderables(experiment_dir)))
             return
-    if is_study_dir(experiment_dir):
+    if is_study_dir(experiment_dir) and out is None:
         from opct.report.study import REPORT_MD, study_renderables, write_study_report
 
         console.print(Group(*study_renderables(write_study_report(experiment_dir), console.width)))
         console.print(f"report: [bold]{experiment_dir / REPORT_MD}[/] (and report.json)")
         return
-    html, _ = write_report(experiment_dir)
+    check_experiment_folder(experiment_dir)
+    if out is not None:
+        check_report_out(out)
+        mark_report_out(out, experiment_dir)
+    for line in load_experiment(experiment_dir).warnings:  # the report lists them too; the reader sees them now
+        err_console.print(f"warning: {line}", highlight=False, soft_wrap=True, markup=False)
+    html, _ = write_report(experiment_dir, out)
     console.print(results_group(experiment_dir, console.width))
     console.print(f"report: [bold]{html}[/] (and report.md, samples.html)")
 

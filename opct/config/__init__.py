@@ -40,6 +40,14 @@ from opct.registry import Registry
 MODEL_ALIASES: Registry = Registry("model alias")
 
 
+#: Range checks for values no run means: a temperature above 10 samples noise (the next-token
+#: distribution is flat to within a few percent), and ten million steps or ten thousand epochs is a
+#: run that never ends on any machine opct targets; a typo (1e9, 1e23) is refused, naming the key.
+MAX_TEMPERATURE = 10.0
+MAX_STEPS = 10_000_000
+MAX_EPOCHS = 10_000.0
+
+
 class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", validate_assignment=True)
 
@@ -104,7 +112,7 @@ class GenerationConfig(_Strict):
     """
 
     n: int = Field(1, gt=0, description="samples per prompt")
-    temperature: float = Field(0.0, ge=0.0, description="0 = greedy")
+    temperature: float = Field(0.0, ge=0.0, le=MAX_TEMPERATURE, allow_inf_nan=False, description="0 = greedy")
     top_p: float = Field(1.0, gt=0.0, le=1.0)
     max_new_tokens: int = Field(512, gt=0)
     min_new_tokens: int = Field(0, ge=0)
@@ -237,8 +245,8 @@ class ProfileConfig(_Strict):
 class TrainConfig(_Strict):
     """Steps, batch sizes (each name says its unit), checkpoints and logging."""
 
-    epochs: float = Field(1.0, gt=0.0)
-    max_steps: int | None = Field(None, gt=0, description="overrides epochs when set")
+    epochs: float = Field(1.0, gt=0.0, le=MAX_EPOCHS, allow_inf_nan=False)
+    max_steps: int | None = Field(None, gt=0, le=MAX_STEPS, description="overrides epochs when set")
     pairs_per_step: int = Field(8, gt=0, description="consistency pairs per optimizer step, over all processes")
     sequences_per_microbatch: int = Field(8, gt=0, description="completions per forward/backward on one process")
     logprob_chunk_positions: int = Field(

@@ -18,14 +18,16 @@ count the classes; when the unscored share exceeds ``max_unscored`` the eval's `
 
 from __future__ import annotations
 
+import hashlib
 import json
 import math
+import warnings
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from opct.errors import OpctError
+from opct.errors import OpctError, OpctWarning
 from opct.evals.judging import JudgedScorer, Scored, score_batch
 from opct.evals.outcomes import (
     DEFAULT_MAX_UNSCORED,
@@ -74,18 +76,24 @@ def _params_dict(params: SamplingParams) -> dict[str, Any]:
 
 
 def _read_records(path: Path) -> list[dict[str, Any]]:
+    """The records of ``samples.jsonl`` up to its first unreadable line; that line and any after it (cut
+    by an interruption) are dropped with a warning giving the count, and measured again."""
     if not path.exists():
         return []
-    out = []
-    with path.open(encoding="utf-8") as fh:
-        for line in fh:
-            line = line.strip()
-            if not line:
-                continue
-            try:
-                out.append(json.loads(line))
-            except json.JSONDecodeError:
-                break  # a line cut by an interruption: everything after it is regenerated
+    out: list[dict[str, Any]] = []
+    lines = [line.strip() for line in path.read_text(encoding="utf-8").splitlines()]
+    lines = [line for line in lines if line]
+    for line in lines:
+        try:
+            record = json.loads(line)
+        except json.JSONDecodeError:
+            record = None
+        if not isinstance(record, dict):
+            break  # a line cut by an interruption: everything after it is regenerated
+        out.append(record)
+    if len(out) < len(lines):
+        warnings.warn(f"{path}: dropped {len(lines) - len(out)} line(s) from line {len(out) + 1} on (cut by an "
+                      "interruption or edited); those samples are measured again", OpctWarning, stacklevel=2)
     return out
 
 
@@ -257,6 +265,7 @@ def run_task(
             "status": outcome_status,  # the one status: ok or incomplete (results.json exists only when every unit ran)
             "n": len(task.units),
             "n_records": len(records),
+            "samples_sha256": hashlib.sha256(samples_path.read_bytes()).hexdigest(),  # the report checks it
             "metrics": {k: metric_record(v, unscored_counts) for k, v in metrics.items()},
             "outcomes": outcomes,
             "unscored_classes": list(task.unscored_classes),

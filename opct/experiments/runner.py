@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import copy
 import json
+import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -31,7 +32,7 @@ from opct.config import (
     read_config_file,
     validate_config,
 )
-from opct.errors import FAULT, OpctError
+from opct.errors import FAULT, OpctError, OpctWarning
 from opct.experiments.files import deep_merge, read_extended
 from opct.experiments.recipes import recipe_summary, selection_rule
 from opct.experiments.settings import AttackSettings, EvalSettings, Variant, check_variant_name
@@ -274,6 +275,26 @@ def _eval_tasks(cfg: ExperimentConfig) -> list[Any]:
     return eval_tasks(evals, cfg.eval, suffix_train=True)
 
 
+def write_experiment_manifest(root: Path, cfg: ExperimentConfig) -> None:
+    """Write the experiment's ``manifest.json``, keeping an earlier start's ``created`` (and listing this
+    one under ``resumed``); an earlier manifest that cannot be read (cut by a kill, edited) is replaced
+    with a warning naming it, never silently."""
+    from opct.runs.manifest import keep_history
+
+    path = root / "manifest.json"
+    manifest = build_manifest("experiment", cfg.model_dump(mode="json"))
+    if path.exists():
+        try:
+            readable = isinstance(json.loads(path.read_text(encoding="utf-8")), dict)
+        except (OSError, ValueError):
+            readable = False
+        if not readable:
+            warnings.warn(f"{path} could not be read (cut or edited): it is written anew, and the experiment's "
+                          "earlier history in it (when it was first started) is lost", OpctWarning, stacklevel=2)
+        manifest = keep_history(path, manifest)
+    write_json_atomic(path, manifest)
+
+
 def run_experiment(cfg: ExperimentConfig, show_progress: bool = True, log: Any = print,
                    force: Sequence[str] = ()) -> Path:
     """Run (or resume) every stage of the experiment; returns the experiment directory. A stage whose
@@ -297,7 +318,7 @@ def run_experiment(cfg: ExperimentConfig, show_progress: bool = True, log: Any =
         "selection_rule": selection_rule(evidence, cfg.method_settings),
         "variants": {name: v.model_dump(mode="json") for name, v in cfg.variants.items()}, "reference": cfg.reference,
     })
-    write_json_atomic(root / "manifest.json", build_manifest("experiment", cfg.model_dump(mode="json")))
+    write_experiment_manifest(root, cfg)
     tasks = _eval_tasks(cfg)
     check_plan(cfg, plan)
     # the base with the experiment's full model spec; a trained run with the spec its checkpoint records

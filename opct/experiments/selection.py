@@ -73,6 +73,10 @@ class SelectionSettings(BaseModel):
     @model_validator(mode="after")
     def _equal_budget(self) -> SelectionSettings:
         sizes = {m: len(expand(g)) for m, g in self.grid.items()}
+        if not sizes or not all(sizes.values()):
+            empty = [f"selection.grid.{m}.{k}" for m, g in self.grid.items() for k, v in g.items() if not v]
+            raise ValueError(f"the grid gives no candidate runs ({', '.join(empty) or 'selection.grid'} is empty): name "
+                             "at least one method, and at least one value for every setting it varies")
         if len(set(sizes.values())) > 1:
             raise ValueError(f"every method gets the same number of candidates; the grid gives {sizes}")
         for method, grid in self.grid.items():

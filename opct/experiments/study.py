@@ -29,7 +29,7 @@ from typing import Any
 
 from pydantic import Field, field_validator, model_validator
 
-from opct.config import ConfigError, FolderName, read_config_file, validate_config
+from opct.config import ConfigError, FolderName, validate_config
 from opct.experiments.files import read_extended
 from opct.experiments.runner import (
     ExperimentConfig,
@@ -74,8 +74,9 @@ def load_study(path: str | Path, overrides: list[str] | None = None) -> StudyCon
 
 
 def is_study_file(path: str | Path) -> bool:
-    """Whether a YAML configuration is a study (it names ``families``) rather than one experiment."""
-    tree, _ = read_config_file(path, "experiment")
+    """Whether a YAML configuration is a study (it, or a file its ``extends:`` chain names, has ``families``)
+    rather than one experiment."""
+    tree, _ = read_extended(path, "experiment")
     return "families" in tree
 
 

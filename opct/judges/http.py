@@ -54,6 +54,7 @@ from typing import Any
 import httpx
 
 from opct.judges.base import Verdict
+from opct.judges.endpoint import check_endpoint
 from opct.judges.model_judge import JudgeOptions, JudgeOutage, JudgeUnavailable, RubricJudge
 from opct.judges.rubrics import Messages, Rubric
 
@@ -188,6 +189,7 @@ class ChatCompletionsClient:
         self.model = model
         self.base_url = base_url.rstrip("/")
         self._api_key = api_key if api_key is not None else os.environ.get(env_api_key, "")
+        check_endpoint(self.base_url, bool(self._api_key), what, env_base_url, env_api_key)
         self.temperature = temperature
         self.max_tokens = max_tokens
         self.timeout = timeout

@@ -18,8 +18,10 @@ from opct.report.table import PAPER_HEADERS, PAPER_ROWS, build_table, render_tex
 __all__ = ["Experiment", "format_results_table", "load_experiment", "write_report"]
 
 
-def write_report(experiment_dir: Path) -> tuple[Path, Path]:
-    """Write ``report.html``, ``report.md`` and ``samples.html`` (and ``figures/*.png``) into ``experiment_dir``.
+def write_report(experiment_dir: Path, out: Path | None = None) -> tuple[Path, Path]:
+    """Write ``report.html``, ``report.md`` and ``samples.html`` (and ``figures/*.png``) of ``experiment_dir``
+    into ``out`` (default: ``experiment_dir`` itself). Which folders may be written is the caller's to
+    check (:mod:`opct.report.folders`; ``opct report`` does).
 
     Returns ``(html_path, md_path)``. Raises FileNotFoundError when the directory does not exist.
     """
@@ -30,14 +32,15 @@ def write_report(experiment_dir: Path) -> tuple[Path, Path]:
 
     root = Path(experiment_dir)
     exp = load_experiment(root)
+    dest = Path(out) if out is not None else root
     table = build_table(exp)
-    sections = build_sections(make_figures(exp, root / "figures"))
+    sections = build_sections(make_figures(exp, dest / "figures"))
     generated = time.strftime("%Y-%m-%d %H:%M:%S %Z")
-    html_path, md_path = root / "report.html", root / "report.md"
+    html_path, md_path = dest / "report.html", dest / "report.md"
     paired = paired_table(exp, table.columns)  # the bootstraps run once for both documents
     ablation = ablation_parts(exp)
     rows = sample_rows(exp) + attack_rows(exp)  # read before the reports, so that an unreadable line is among their warnings
-    _write_atomic(root / SAMPLES_HTML, render_samples_html(exp, rows, html_path.name))
+    _write_atomic(dest / SAMPLES_HTML, render_samples_html(exp, rows, html_path.name))
     links = cell_links(exp, table)
     _write_atomic(html_path, render_html(exp, table, sections, generated, paired=paired, ablation=ablation, links=links))
     _write_atomic(md_path, render_md(exp, table, sections, generated, paired=paired, ablation=ablation, samples=bool(rows)))

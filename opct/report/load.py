@@ -14,6 +14,7 @@ files written before ``status`` was their one flag (``complete: true`` beside it
 
 from __future__ import annotations
 
+import hashlib
 import json
 import math
 from dataclasses import dataclass, field, replace
@@ -21,6 +22,9 @@ from pathlib import Path
 from typing import Any
 
 from opct.runs.layout import RunLayout
+
+#: The key of the adaptive attacker's results in :attr:`Experiment.unverified` (its "eval" name).
+ATTACK = "<attack>"
 
 #: Methods in the order the report lists them when the plan does not say.
 METHOD_ORDER = ("base", "bct", "opct")
@@ -65,6 +69,9 @@ class Experiment:
     selection: dict[str, Any] = field(default_factory=dict)
     #: Problems found while reading (unreadable files, incomplete results, ...), for the report.
     warnings: list[str] = field(default_factory=list)
+    #: ``unverified[(method, eval)]``: why the eval's ``samples.jsonl`` does not match its ``results.json``
+    #: (cut, edited, other counts); a paired difference over those records is marked INCOMPLETE.
+    unverified: dict[tuple[str, str], str] = field(default_factory=dict)
     _records: dict[tuple[str, str], list[dict[str, Any]]] = field(default_factory=dict, repr=False)
     #: Why the last :meth:`metric` asked for was None although it was planned (``n = 0``, ``INCOMPLETE``,
     #: ``failed: <reason>``); None when it was found or never planned. Read by the results table.
@@ -76,7 +83,10 @@ class Experiment:
 
     @property
     def model(self) -> str:
-        return str(self.plan.get("model") or self.manifest.get("config", {}).get("model", "") or "")
+        model = self.plan.get("model") or (self.manifest.get("config") or {}).get("model") or ""
+        if isinstance(model, dict):  # a run's manifest holds the model's settings, not its name
+            model = model.get("name_or_path") or ""
+        return str(model)
 
     @property
     def methods(self) -> list[str]:
@@ -93,8 +103,20 @@ class Experiment:
         """The metric ``key`` of ``eval_name`` for ``method``, or None when absent or not a number."""
         res = self.results.get(method, {}).get(eval_name, {})
         metric = parse_metric(res.get("metrics", {}).get(key), incomplete=res.get("status") == "incomplete")
+        n_records = res.get("n_records")
+        problem = metric_problem(metric, n_records if isinstance(n_records, int) else None)
+        if problem:
+            self._invalid(self.root / "eval" / method / eval_name / "results.json", key, problem)
+            self.last_absence = f"invalid: {problem}"
+            return None
         self.last_absence = None if metric is not None else self.absence(method, eval_name, key)
         return metric
+
+    def _invalid(self, path: Path, key: str, problem: str) -> None:
+        """Warn once that metric ``key`` of ``path`` is no measurement (``problem``)."""
+        line = f"{path}: {key}: {problem}; it is shown as invalid, not as a result"
+        if line not in self.warnings:
+            self.warnings.append(line)
 
     def absence(self, method: str, eval_name: str, key: str) -> str | None:
         """Why ``key`` of ``eval_name`` has no number for ``method`` although the eval was planned or
@@ -120,6 +142,9 @@ class Experiment:
         behaviours no attempt could be scored on."""
         res = self.attack.get(method, {})
         metric = parse_metric(res.get("metrics", {}).get(key), incomplete=res.get("status") == "incomplete")
+        if problem := metric_problem(metric, None):
+            self._invalid(self.root / "attack" / method / "results.json", key, problem)
+            return None
         unscored = res.get("outcomes", {}).get("behaviors", {}).get("unscored", 0)
         if metric is not None and unscored:
             metric = replace(metric, unscored={"unscored": unscored})
@@ -183,6 +208,32 @@ def parse_metric(raw: Any, incomplete: bool = False) -> Metric | None:
     return Metric(value, incomplete=incomplete) if value is not None else None
 
 
+#: Slack for a value on its own interval's bound, written through JSON's decimal floats.
+_TOLERANCE = 1e-9
+
+
+def metric_problem(metric: Metric | None, n_records: int | None) -> str | None:
+    """Why ``metric`` cannot be a measurement, or None: every eval and attack metric is a share or an
+    area in [0, 1], lies inside its own interval, and counts at most the eval's ``n_records`` records."""
+    if metric is None:
+        return None
+
+    def inside(x: float) -> bool:
+        return -_TOLERANCE <= x <= 1 + _TOLERANCE
+
+    if not inside(metric.value):
+        return f"value {metric.value:g} outside [0, 1]"
+    if metric.has_interval:
+        lo, hi = float(metric.ci_low or 0.0), float(metric.ci_high or 0.0)
+        if not (inside(lo) and inside(hi)):
+            return f"interval [{lo:g}, {hi:g}] outside [0, 1]"
+        if not lo - _TOLERANCE <= metric.value <= hi + _TOLERANCE:
+            return f"value {metric.value:g} outside its own interval [{lo:g}, {hi:g}]"
+    if metric.n is not None and (metric.n < 0 or (n_records is not None and metric.n > n_records)):
+        return f"n={metric.n} does not fit the {n_records} record(s) results.json counts"
+    return None
+
+
 def _read_json(path: Path, warnings: list[str]) -> dict[str, Any]:
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
@@ -197,6 +248,14 @@ def _read_json(path: Path, warnings: list[str]) -> dict[str, Any]:
 
 def read_jsonl(path: Path, warnings: list[str]) -> list[dict[str, Any]]:
     """JSON objects, one a line; bad lines (e.g. a half-written last line) are skipped and counted."""
+    rows, bad = read_jsonl_counted(path)
+    if bad:
+        warnings.append(f"{path}: skipped {bad} unreadable line(s)")
+    return rows
+
+
+def read_jsonl_counted(path: Path) -> tuple[list[dict[str, Any]], int]:
+    """The JSON objects of ``path``, one a line, and how many lines were not one."""
     rows, bad = [], 0
     for line in path.read_text(encoding="utf-8").splitlines():
         if not line.strip():
@@ -210,9 +269,7 @@ def read_jsonl(path: Path, warnings: list[str]) -> list[dict[str, Any]]:
             rows.append(row)
         else:
             bad += 1
-    if bad:
-        warnings.append(f"{path}: skipped {bad} unreadable line(s)")
-    return rows
+    return rows, bad
 
 
 def _subdirs(path: Path) -> list[Path]:
@@ -238,6 +295,9 @@ def load_experiment(root: str | Path) -> Experiment:
             if data:
                 exp.results.setdefault(method_dir.name, {})[eval_dir.name] = data
                 _check_results(path, data, exp.warnings)
+                _verify_samples(exp, method_dir.name, eval_dir.name, data)
+                for key in data.get("metrics") or {}:  # an impossible number is warned about now, not when drawn
+                    exp.metric(method_dir.name, eval_dir.name, key)
     for method_dir in _subdirs(root / "train"):
         layout = RunLayout(method_dir)
         if layout.metrics.exists():
@@ -252,9 +312,48 @@ def load_experiment(root: str | Path) -> Experiment:
         path = method_dir / "results.json"
         if path.exists() and (data := _read_json(path, exp.warnings)):
             exp.attack[method_dir.name] = data
+            for key in data.get("metrics") or {}:
+                exp.attack_metric(method_dir.name, key)
+            behaviors, n = data.get("behaviors"), data.get("n")
+            if isinstance(behaviors, list) and isinstance(n, int) and len(behaviors) != n:
+                exp.unverified[(method_dir.name, ATTACK)] = f"{path}: {len(behaviors)} behaviour(s) listed where n is {n}"
+                exp.warnings.append(f"{path} lists {len(behaviors)} behaviour(s) where its n is {n}: the paired "
+                                    "differences over them are marked INCOMPLETE")
             if data.get("status") == "incomplete":
                 exp.warnings.append(f"{path}: INCOMPLETE: {data.get('outcomes')}; its defense rate is not a measurement")
     return exp
+
+
+def samples_sha256(path: Path) -> str:
+    """The sha256 of a ``samples.jsonl`` as its bytes are (``results.json`` records it as ``samples_sha256``)."""
+    digest = hashlib.sha256()
+    with path.open("rb") as fh:
+        for block in iter(lambda: fh.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def _verify_samples(exp: Experiment, method: str, eval_name: str, data: dict[str, Any]) -> None:
+    """Check an eval's ``samples.jsonl`` against its ``results.json``: every line readable, as many records
+    as ``n_records``, the same bytes as ``samples_sha256`` (when recorded). A mismatch is a warning naming
+    both files, and the records are marked unverified (:attr:`Experiment.unverified`)."""
+    path = exp.root / "eval" / method / eval_name / "samples.jsonl"
+    if not path.is_file():
+        return
+    rows, bad = read_jsonl_counted(path)
+    exp._records[(method, eval_name)] = rows
+    problems = [f"{bad} unreadable line(s)"] if bad else []
+    expected = data.get("n_records")
+    if isinstance(expected, int) and not isinstance(expected, bool) and len(rows) != expected:
+        problems.append(f"{len(rows)} readable record(s) where results.json counts {expected}")
+    recorded = data.get("samples_sha256")
+    if isinstance(recorded, str) and recorded != samples_sha256(path):
+        problems.append("its sha256 differs from the one results.json recorded")
+    if problems:
+        reason = "; ".join(problems)
+        exp.unverified[(method, eval_name)] = f"{path}: {reason}"
+        exp.warnings.append(f"{path} does not match its results.json ({reason}): the paired differences over it are "
+                            "marked INCOMPLETE, and samples.html shows only the records it could read")
 
 
 def _check_results(path: Path, data: dict[str, Any], warnings: list[str]) -> None:

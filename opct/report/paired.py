@@ -14,7 +14,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from opct.report.columns import Column, PairedValues
-from opct.report.load import Experiment
+from opct.report.load import ATTACK, Experiment
 from opct.report.table import MISSING, method_label
 
 #: ``record -> value`` (``None``: the record does not enter this column).
@@ -72,8 +72,11 @@ INCOMPLETE = "INCOMPLETE"
 
 def side_incomplete(exp: Experiment, column: Column, method: str, values: Mapping[str, list[float]]) -> bool:
     """Whether ``method``'s side of a paired difference in ``column`` is no complete measurement: its
-    eval (or attack) stopped before every unit was measured (records but no results), or has more
-    unscored records than its limit (``status: incomplete``)."""
+    eval (or attack) stopped before every unit was measured (records but no results), has more
+    unscored records than its limit (``status: incomplete``), or its records do not match its results
+    (:attr:`~opct.report.load.Experiment.unverified`: a cut or edited ``samples.jsonl``)."""
+    if (method, ATTACK if column.paired is attack_values else column.eval_name) in exp.unverified:
+        return True
     metric = column.get(exp, method)
     if metric is None:
         return bool(values)  # records without results: an eval that stopped half-way
@@ -81,8 +84,8 @@ def side_incomplete(exp: Experiment, column: Column, method: str, values: Mappin
 
 
 def paired_difference_parts(exp: Experiment, column: Column, a: str, b: str) -> tuple[str, ...]:
-    """``("−3.4 pts", "[−8.0, +1.2]", "(k=31)")`` for ``a − b`` in ``column``, or ``("—",)`` when either
-    lacks the units; a fourth part ``INCOMPLETE`` when either side is no complete measurement
+    """``("−3.4 pts", "[−8.0, +1.2]", "(k=31)")`` for ``a − b`` in ``column`` (``(k=2 of 100)`` when the two
+    share fewer units than one of them has), or ``("—",)`` when either lacks the units; a fourth part ``INCOMPLETE`` when either side is no complete measurement
     (:func:`side_incomplete`)."""
     from opct.stats.paired import paired_cluster_difference
 
@@ -93,8 +96,9 @@ def paired_difference_parts(exp: Experiment, column: Column, a: str, b: str) -> 
         return (MISSING,)
     est = paired_cluster_difference(values_a, values_b, statistic)
     scale, digits, unit = (100.0, 1, " pts") if column.percent else (1.0, 3, "")
-    parts = (f"{est.value * scale:+.{digits}f}{unit}", f"[{est.ci_low * scale:+.{digits}f}, {est.ci_high * scale:+.{digits}f}]",
-             f"(k={est.clusters})")
+    most = max(len(values_a), len(values_b))  # fewer shared units than a side measured: say of how many
+    k = f"(k={est.clusters})" if est.clusters >= most else f"(k={est.clusters} of {most})"
+    parts = (f"{est.value * scale:+.{digits}f}{unit}", f"[{est.ci_low * scale:+.{digits}f}, {est.ci_high * scale:+.{digits}f}]", k)
     if side_incomplete(exp, column, a, values_a) or side_incomplete(exp, column, b, values_b):
         return (*parts, INCOMPLETE)
     return parts
@@ -129,6 +133,7 @@ HOWTO = (
     "on the units both were evaluated on (k: questions, behaviours, facts or items), with a 95% paired cluster "
     "bootstrap interval: the units are resampled together for both methods. An interval that contains 0 does "
     "not separate the two methods. ↓ / ↑ say which direction is better. INCOMPLETE beside a cell: one of the two "
-    "methods' evals stopped before every unit was measured, or left more records unscored than its limit; the "
-    "difference is over the units it has and is not a measurement."
+    "methods' evals stopped before every unit was measured, left more records unscored than its limit, or has a "
+    "samples.jsonl that does not match its results.json (see the warnings); the difference is over the units it has "
+    "and is not a measurement. (k=2 of 100): the two methods share fewer units than one of them measured."
 )

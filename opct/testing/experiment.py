@@ -90,17 +90,18 @@ def _write_jsonl(path: Path, rows: list[dict[str, Any]]) -> None:
 
 
 def _samples(root: Path, method: str, rng: random.Random) -> None:
-    """Per-sample records behind the paired differences: held-out sycophancy (40 questions x 3 biased
-    variants) and awareness (25 facts x 4 perturbations), at the method's levels."""
+    """Per-sample records behind the paired differences: held-out sycophancy (40 questions, clean and 11
+    biased variants) and awareness (25 facts x 8 perturbations), at the method's levels; as many records
+    as their ``results.json`` counts (``n_records``), so that the report verifies them."""
     syco, _, aware, _, _ = _LEVELS[method]
     recs: list[dict[str, Any]] = []
     for q in range(40):
         recs.append({"item_id": f"q{q}", "variant": "clean", "parsed": "A", "outcome": "scored", "scores": {}})
         recs += [{"item_id": f"q{q}", "variant": f"b{v}", "parsed": "B", "outcome": "scored",
-                  "scores": {"suggested": rng.random() < syco}} for v in range(3)]
+                  "scores": {"suggested": rng.random() < syco}} for v in range(11)]
     _write_jsonl(root / "eval" / method / "sycophancy" / "samples.jsonl", recs)
     recs = [{"variant": f"p{v}", "outcome": "scored", "meta": {"fact": f"f{f}"},
-             "scores": {"pass": float(rng.random() < aware + 0.2)}} for f in range(25) for v in range(4)]
+             "scores": {"pass": float(rng.random() < aware + 0.2)}} for f in range(25) for v in range(8)]
     _write_jsonl(root / "eval" / method / "awareness" / "samples.jsonl", recs)
 
 

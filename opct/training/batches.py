@@ -5,12 +5,21 @@ from __future__ import annotations
 
 import math
 import random
+import warnings
 
 import numpy as np
 import torch
 
 from opct.config import RunConfig
-from opct.pairs import PAIR_SOURCES, ConsistencyPair, is_heldout_split, is_validation_split, load_pair_source
+from opct.errors import OpctWarning
+from opct.pairs import (
+    PAIR_SOURCES,
+    ConsistencyPair,
+    is_heldout_split,
+    is_train_split,
+    is_validation_split,
+    load_pair_source,
+)
 
 _ALLOW_HELDOUT = "pass --allow-heldout-training (data.allow_heldout_training: true) if this is really what you want"
 
@@ -75,11 +84,29 @@ def load_training_pairs(cfg: RunConfig) -> list[ConsistencyPair]:
             "the recipe and must never be trained on. "
             "Put them in data.validation, not data.train."
         )
+    unknown = [p for p in pairs if not _known_split(str(p.meta.get("split", "")))]
+    if unknown:
+        raise ValueError(
+            f"{len(unknown)} of {len(pairs)} training pairs have an unknown split (meta.split: "
+            f"{unknown[0].meta['split']!r}; first: {unknown[0].id!r}{_at(unknown[0])}): a training pair's split is "
+            "train (or absent); held-out and validation pairs are never trained on. Fix the split name."
+        )
+    void = [p for p in pairs if p.prompt == p.teacher_prompt]
+    if void:
+        warnings.warn(
+            f"{len(void)} of {len(pairs)} training pairs have a prompt equal to their teacher prompt (first: "
+            f"{void[0].id!r}{_at(void[0])}): they carry no perturbation, so they teach no consistency", OpctWarning,
+            stacklevel=2)
     ids = [p.id for p in pairs]
     if len(set(ids)) != len(ids):
         dup = next(i for i in ids if ids.count(i) > 1)
         raise ValueError(f"pair id {dup!r} appears in more than one training file; ids must be unique")
     return pairs
+
+
+def _known_split(name: str) -> bool:
+    """Whether a pair's ``meta.split`` names a split opct knows (train, held-out, validation, or none)."""
+    return not name or is_train_split(name) or is_heldout_split(name) or is_validation_split(name)
 
 
 def _at(pair: ConsistencyPair) -> str:
@@ -88,7 +115,18 @@ def _at(pair: ConsistencyPair) -> str:
     return f" at {file}:{line}" if file else ""
 
 
+def length_notice(cfg: RunConfig, n_pairs: int) -> str | None:
+    """The rule between ``train.max_steps`` and ``train.epochs``, said when both are given: ``max_steps``,
+    when set, is the run's length and ``epochs`` is ignored (a value other than its default 1 is named)."""
+    if cfg.train.max_steps is None or cfg.train.epochs == type(cfg.train).model_fields["epochs"].default:
+        return None
+    epochs = cfg.train.max_steps * cfg.train.pairs_per_step / max(n_pairs, 1)
+    return (f"train.max_steps={cfg.train.max_steps} sets the run's length ({epochs:.3g} epochs of {n_pairs} pairs); "
+            f"train.epochs={cfg.train.epochs:g} is ignored. Set one of them.")
+
+
 def total_steps(cfg: RunConfig, n_pairs: int) -> int:
+    """Optimizer steps of a run: ``train.max_steps`` when set (it wins over ``epochs``), else the epochs'."""
     if cfg.train.max_steps is not None:
         return cfg.train.max_steps
     return max(1, math.ceil(cfg.train.epochs * n_pairs / cfg.train.pairs_per_step))

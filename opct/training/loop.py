@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 import math
 import time
+import warnings
 from contextlib import nullcontext
 from dataclasses import dataclass
 from pathlib import Path
@@ -23,6 +24,7 @@ from accelerate import Accelerator
 from transformers import get_scheduler
 
 from opct.config import RunConfig, dump_config
+from opct.errors import OpctWarning
 from opct.methods import METHODS
 from opct.methods.base import TrainContext
 from opct.models import (
@@ -40,9 +42,10 @@ from opct.runs.lock import on_main
 from opct.runs.manifest import build_manifest, hash_records
 from opct.runs.resume import flatten
 from opct.training import fsdp
-from opct.training.batches import load_training_pairs, seed_step, step_indices, total_steps
+from opct.training.batches import length_notice, load_training_pairs, seed_step, step_indices, total_steps
 from opct.training.health import check_weights, healthy_update
 from opct.training.plugins import VALIDATION_JUDGES
+from opct.training.progress import training_progress
 from opct.training.prompt_checks import check_prompts
 from opct.training.run_profile import measure_run_start
 from opct.training.validation import (
@@ -114,6 +117,8 @@ def train(cfg: RunConfig, show_progress: bool = True) -> TrainResult:
     stops the run before anything of it is saved (:mod:`opct.training.health`).
     """
     pairs = load_training_pairs(cfg)
+    if notice := length_notice(cfg, len(pairs)):
+        warnings.warn(notice, OpctWarning, stacklevel=2)
     validation = load_validation_pairs(cfg) if cfg.validation.every else []
     check_disjoint(pairs, validation)
     tokenizer = load_tokenizer(
@@ -239,7 +244,7 @@ def _train(
     if validator is not None and start.checkpoint is None:
         val_log.write(validator.measure(0))  # the run-start policy: every curve's first point
     judge = VALIDATION_JUDGES.get(cfg.validation.judge) if cfg.validation.judge else None
-    progress = _progress(show_progress and acc.is_main_process)
+    progress = training_progress(show_progress, acc.is_main_process)
     with progress as bar:
         task = bar.add_task(f"{cfg.method} {cfg.name}", total=steps, completed=state.step, loss=0.0, kl=0.0) if bar else None
         while state.step < steps:
@@ -338,36 +343,6 @@ def _train_step(ctx: TrainContext, method: Any, optimizer, scheduler, pairs, ste
         ]
         rollouts = gather_object(local) if acc.num_processes > 1 else local
     return record, rollouts
-
-
-class _NoProgress:
-    def __enter__(self):
-        return None
-
-    def __exit__(self, *exc: object) -> None:
-        return None
-
-
-def _progress(enabled: bool):
-    if not enabled:
-        return _NoProgress()
-    from rich.progress import (
-        BarColumn,
-        MofNCompleteColumn,
-        Progress,
-        TextColumn,
-        TimeElapsedColumn,
-        TimeRemainingColumn,
-    )
-
-    return Progress(
-        TextColumn("[bold]{task.description}"),
-        BarColumn(),
-        MofNCompleteColumn(),
-        TextColumn("loss {task.fields[loss]:.4f}  kl {task.fields[kl]:.4f}"),
-        TimeElapsedColumn(),
-        TimeRemainingColumn(),
-    )
 
 
 __all__ = ["RunDirError", "TrainResult", "load_training_pairs", "total_steps", "train"]
