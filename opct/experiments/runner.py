@@ -76,7 +76,7 @@ class ExperimentConfig(StrictSettings):
         default_factory=dict, description="per-method run settings: each method's own recipe (opct select writes them)"
     )
     validation_data: dict[str, list[str]] = Field(
-        default_factory=dict, description="axis -> validation pair sources; default organism:<axis>:val"
+        default_factory=dict, description="axis -> validation pair sources; default organism:<axis>:val and organism:<axis>:famval"
     )
     selection: str | None = Field(None, description="the selection.json the method_settings were chosen by (evidence)")
     variants: dict[str, Variant] = Field(
@@ -187,8 +187,17 @@ def _sources(cfg: ExperimentConfig, axis: str) -> list[str]:
     return cfg.train_data.get(axis, [f"organism:{axis}:train"])
 
 
+def default_validation_sources(axis: str) -> list[str]:
+    """An axis's validation pair sources: ``organism:<axis>:val``, and ``organism:<axis>:famval`` when
+    the axis holds back whole families from training (:mod:`opct.organism.pairs`)."""
+    from opct.axes import AXES
+
+    famval = [f"organism:{axis}:famval"] if AXES.get(axis).organism_validation_families else []
+    return [f"organism:{axis}:val", *famval]
+
+
 def _validation_sources(cfg: ExperimentConfig, axis: str) -> list[str]:
-    return cfg.validation_data.get(axis, [f"organism:{axis}:val"])
+    return cfg.validation_data.get(axis, default_validation_sources(axis))
 
 
 def method_recipe(cfg: ExperimentConfig, name: str) -> dict[str, Any]:

@@ -41,7 +41,7 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from opct.config import RunConfig, _set_path, dump_config, validate_config
 from opct.experiments.files import deep_merge, read_extended
-from opct.experiments.runner import ExperimentConfig, resolve
+from opct.experiments.runner import ExperimentConfig, default_validation_sources, resolve
 from opct.runs.compute import run_compute
 from opct.runs.layout import RunLayout
 from opct.runs.manifest import build_manifest, write_json_atomic
@@ -122,7 +122,7 @@ def candidate_configs(cfg: SelectionConfig) -> list[tuple[str, str, dict[str, An
                 tree = dump_config(stages[method])
                 for key, value in recipe.items():
                     _set_path(tree, key, value)
-                sources = [src for a in cfg.axes for src in s.validation_data.get(a, [f"organism:{a}:val"])]
+                sources = [src for a in cfg.axes for src in s.validation_data.get(a, default_validation_sources(a))]
                 tree = deep_merge(tree, {
                     "name": f"{cid}-s{seed}", "output_dir": str(cfg.root / "runs"), "seed": seed,
                     "train": {"max_steps": s.steps, "checkpoint_every": s.every},
