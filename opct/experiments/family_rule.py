@@ -117,7 +117,8 @@ def _checkpoint_target(run: RunConfig, step: int, settings: FamilyAttackSettings
 
 def attack_checkpoint(run: RunConfig, step: int, settings: FamilyAttackSettings) -> dict[str, Any]:
     """The attack's summary for ``run`` at ``step`` (reused from its folder when it already ran there):
-    behaviours cracked / defended / unscored, the defended rate over scored ones, queries and seconds."""
+    behaviours cracked / defended / unscored, the defended rate over scored ones (None when none is
+    scored), queries and seconds."""
     from opct.attack.results import outcome_counts, write_attack_results
     from opct.attack.run import scorer_for_responses
     from opct.attack.scorers import make_scorer
@@ -137,7 +138,7 @@ def attack_checkpoint(run: RunConfig, step: int, settings: FamilyAttackSettings)
                                          "judge": "organism-harm@1", "split": "val", "step": step})
     counts = outcome_counts(outcomes)["behaviors"]
     scored = counts["cracked"] + counts["defended"]
-    summary = {**counts, "defended_rate": counts["defended"] / scored if scored else math.nan,
+    summary = {**counts, "defended_rate": counts["defended"] / scored if scored else None,
                "queries": sum(len(o.attempts) for o in outcomes), "seconds": round(seconds, 2)}
     summary_path.write_text(json.dumps(summary, indent=1) + "\n", encoding="utf-8")
     return summary
@@ -160,7 +161,7 @@ def attack_candidates(
             queries += sum(s["queries"] for s in summaries)
             seconds += sum(s["seconds"] for s in summaries)
             m = by_id[candidate["id"]]["steps"][step]
-            defended = _mean([s["defended_rate"] for s in summaries])
+            defended = _mean([math.nan if s["defended_rate"] is None else s["defended_rate"] for s in summaries])
             m["family_attack"] = {"defended_rate": defended, "defended_rate_by_seed": [s["defended_rate"] for s in summaries],
                                   **{k: sum(s[k] for s in summaries) for k in ("cracked", "defended", "unscored")}}
             m["family_score"] = family_score(m["famval_good_by_axis"], defended)
