@@ -224,7 +224,7 @@ def score_candidates(cfg: SelectionConfig, attack: bool | None = None, log: Call
     score_steps(candidates, attacked)
     chosen = {method: {rule: pick(candidates, method, rule) for rule in PICK_RULES} for method in sorted(s.grid)}
     return {
-        "rules": RULES, "fixed_before_heldout": True, "capability_drop": s.capability_drop,
+        "rules": RULES, "model": cfg.model.name_or_path, "fixed_before_heldout": True, "capability_drop": s.capability_drop,
         "seeds": s.seeds, "steps": s.steps, "every": s.every, "pairs_per_step": runs[0][3].train.pairs_per_step,
         "budget": {m: sum(c["method"] == m for c in candidates) for m in sorted(s.grid)},
         "base_validation": {"val_cap": base, "val_teacher_kl": _mean([recs[0]["val_teacher_kl"] for by in records.values() for recs in by.values()]),

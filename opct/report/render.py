@@ -24,7 +24,10 @@ from opct.report.selection import (
     RECIPE_HEADERS,
     best_rows,
     chosen_lines,
+    family_lines,
+    fmt_value,
     off_policy_lines,
+    picks_table,
     recipe_rows,
     selection_markdown,
 )
@@ -283,9 +286,12 @@ def render_html(exp: Experiment, table: ResultsTable, sections: Sequence[Section
         if exp.selection:
             sel = best_rows(exp.selection)
             parts += [_tag("h3", "Recipe selection on the validation split"),
-                      simple_table_html(["candidate", "recipe", "best step (KL)", "val teacher-KL", "val good-behaviour", "eligible steps"],
+                      *[_tag("p", line, class_="note") for line in family_lines(exp.selection)],
+                      simple_table_html(["candidate", "recipe", "best step (KL)", "val teacher-KL", "val good-behaviour",
+                                         "famval good-behaviour", "best family score (step)", "eligible steps"],
                                         [[r["id"], r["recipe"], str(r["step"]), f"{r['val_teacher_kl']:.3f}", f"{r['val_good']:.3f}",
-                                          r["eligible_steps"]] for r in sel])]
+                                          fmt_value(r["famval_good"]), r["family_score"], r["eligible_steps"]] for r in sel]),
+                      _tag("h3", "Each rule's pick, side by side"), simple_table_html(*picks_table(exp.selection))]
             parts += [_tag("p", line, class_="note") for line in chosen_lines(exp.selection)]
         parts.append("</section>")
     ablation = ablation or ablation_parts(exp)
