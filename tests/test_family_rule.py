@@ -18,7 +18,8 @@ from opct.experiments.family_rule import (
     validation_behaviors,
     validation_wrappers,
 )
-from opct.experiments.selection import PICK_RULES, RULES, pick, rule_variants
+from opct.experiments.recipes import PICK_RULES, rule_variants
+from opct.experiments.selection import RULES, pick
 from opct.training.loop import train
 
 

@@ -104,3 +104,28 @@ def test_demo_full_reselect_trains_each_familys_picks(tmp_path, monkeypatch):
         assert f"{family}.json (family_transfer rule)" in text.replace(str(tmp_path) + "/", "")
     bad = CliRunner().invoke(app, ["demo", "--dry-run", "--rule", "family_transfer"])
     assert bad.exit_code == 2 and "predates that rule" in " ".join(bad.output.split())
+
+
+def _pick(cid: str, lr: float, step: int) -> dict:
+    return {"candidate": cid, "step": step, "recipe": {"optim.lr": lr}}
+
+
+def test_compare_rules_trains_every_distinct_pick_beside_the_shipped_one(tmp_path):
+    from opct.experiments.runner import load_experiment, resolve
+
+    evidence = {"method_settings": {"teacher_kl": {"bct": {"optim": {"lr": 3e-4}, "train": {"max_steps": 180}}}},
+                "chosen": {"bct": {"teacher_kl": _pick("bct-02", 3e-4, 180), "good_behaviour": _pick("bct-02", 3e-4, 180),
+                                   "family_transfer": _pick("bct-05", 2e-3, 40)},
+                           "opct": {"teacher_kl": _pick("opct-03", 3e-4, 120), "good_behaviour": _pick("opct-01", 1e-4, 60),
+                                    "family_transfer": _pick("opct-01", 1e-4, 60)}}}
+    sel = tmp_path / "selection.json"
+    sel.write_text(json.dumps(evidence))
+    cfg = load_experiment(EXPERIMENTS / "organism_demo.yaml", [f"selection={sel}", "compare_rules=true",
+                                                               "method_settings={bct: {optim: {lr: 3.0e-4}, train: {max_steps: 180}}}"])
+    assert cfg.methods == ["base", "bct", "opct", "bct-family_transfer", "opct-good_behaviour"]
+    runs = {r.key: r.config for r in resolve(cfg).runs}
+    assert (runs["bct-family_transfer"].optim.lr, runs["bct-family_transfer"].train.max_steps) == (2e-3, 40)
+    assert (runs["opct-good_behaviour"].optim.lr, runs["opct-good_behaviour"].train.max_steps) == (1e-4, 60)
+    assert runs["opct-good_behaviour"].method == "opct"
+    plain = load_experiment(EXPERIMENTS / "organism_demo.yaml", [f"selection={sel}"])
+    assert plain.methods == ["base", "bct", "opct"] and not plain.variants

@@ -106,6 +106,8 @@ def demo(
     rule: Annotated[str, typer.Option(help="Whose picks train: teacher_kl (the default, as shipped), good_behaviour "
                                       "(method-neutral) or family_transfer (method-neutral, on held-back families); "
                                       "a rule other than teacher_kl gets its own output folder.")] = "teacher_kl",
+    compare_rules: Annotated[bool, typer.Option("--compare-rules", help="Also train every other rule's pick where it "
+                                                "differs (variants <method>-<rule>, side by side in the report).")] = False,
 ) -> None:
     """The paper's comparison on the built-in organism: baseline vs BCT vs OPCT on all three axes, each
     method on its own recipe chosen on the validation split (shipped, or anew with --reselect). ACT
@@ -113,7 +115,7 @@ def demo(
     import json
     from importlib.resources import files
 
-    from opct.experiments.selection import PICK_RULES
+    from opct.experiments.recipes import PICK_RULES
 
     if rule not in PICK_RULES:
         _fail(f"--rule {rule!r}: use {', '.join(PICK_RULES)}")
@@ -139,6 +141,8 @@ def demo(
         if rule not in picks:
             _fail(f"--rule {rule}: {evidence} holds no {rule} picks (it predates that rule); choose anew with --reselect")
         overrides += [f"method_settings={json.dumps(picks[rule])}", f"selection={evidence}"]
+    if compare_rules:
+        overrides.append("compare_rules=true")
     name = "organism_demo_full.yaml" if full else "organism_demo.yaml"
     if rule != "teacher_kl":
         overrides.append(f"name={'organism-demo-full' if full else 'organism-demo'}-{rule.replace('_', '-')}")

@@ -33,7 +33,7 @@ from opct.config import (
 )
 from opct.errors import FAULT, OpctError
 from opct.experiments.files import deep_merge, read_extended
-from opct.experiments.recipes import recipe_summary, selection_rule
+from opct.experiments.recipes import recipe_summary, rule_variants, selection_rule
 from opct.experiments.settings import AttackSettings, EvalSettings, Variant, check_variant_name
 from opct.runs.manifest import build_manifest, write_json_atomic
 
@@ -79,6 +79,9 @@ class ExperimentConfig(StrictSettings):
         default_factory=dict, description="axis -> validation pair sources; default organism:<axis>:val and organism:<axis>:famval"
     )
     selection: str | None = Field(None, description="the selection.json the method_settings were chosen by (evidence)")
+    compare_rules: bool = Field(
+        False, description="also train every other selection rule's pick where it differs (variants <method>-<rule>)"
+    )
     variants: dict[str, Variant] = Field(
         default_factory=dict, description="name -> a method's recipe with some settings changed (an ablation's rows)"
     )
@@ -90,6 +93,21 @@ class ExperimentConfig(StrictSettings):
     threads: int | None = Field(
         None, gt=0, description="CPU threads for torch (--threads and OPCT_THREADS override it; None: torch's default)"
     )
+
+    @model_validator(mode="before")
+    @classmethod
+    def _rule_variants(cls, data: Any) -> Any:
+        """With ``compare_rules``, the variants that train every other rule's distinct pick of ``selection``
+        (:func:`~opct.experiments.recipes.rule_variants`), for the trained methods; a variant the file
+        defines by the same name is kept as written."""
+        if not (isinstance(data, dict) and data.get("compare_rules") and data.get("selection")):
+            return data
+        evidence = json.loads(Path(data["selection"]).read_text(encoding="utf-8"))
+        shipped = selection_rule(evidence, data.get("method_settings") or {}) or "teacher_kl"
+        methods = list(data.get("methods") or cls.model_fields["methods"].get_default(call_default_factory=True))
+        extra = {k: v for k, v in rule_variants(evidence, shipped).items() if v["method"] in methods}
+        return {**data, "variants": {**extra, **(data.get("variants") or {})},
+                "methods": [*methods, *(k for k in extra if k not in methods)]}
 
     @field_validator("axes")
     @classmethod

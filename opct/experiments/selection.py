@@ -22,7 +22,8 @@ The rules are fixed here, before any held-out number exists, and written into ``
 
 OPCT minimises the teacher-KL directly, so the first rule may favour it; the other two are
 method-neutral, and only the third measures transfer to perturbations training never saw. Every pick is
-reported; where picks differ, the comparison can train each (:func:`rule_variants`).
+reported; where picks differ, the comparison can train each
+(``compare_rules: true`` in an experiment file, :func:`opct.experiments.recipes.rule_variants`).
 Held-out data never enters: the validation split is refused if it contains held-out pairs.
 """
 
@@ -47,6 +48,7 @@ from opct.config import RunConfig, _set_path, dump_config, validate_config
 from opct.experiments.family_rule import RULE as FAMILY_RULE
 from opct.experiments.family_rule import FamilyAttackSettings, attack_candidates, famval_rates, score_steps
 from opct.experiments.files import deep_merge, read_extended
+from opct.experiments.recipes import PICK_RULES
 from opct.experiments.runner import ExperimentConfig, default_validation_sources, resolve
 from opct.runs.compute import run_compute
 from opct.runs.layout import RunLayout
@@ -60,8 +62,7 @@ RULES = {
                       "(candidate, step); ties: lower teacher-KL, then fewer steps",
     "family_transfer": FAMILY_RULE,
 }
-#: The rules that pick a recipe (``eligible`` is the guard every pick passes).
-PICK_RULES = ("teacher_kl", "good_behaviour", "family_transfer")
+
 #: Keys a grid may not vary: every candidate sees the same pairs per step and is measured alike.
 FIXED_KEYS = ("train.pairs_per_step", "train.max_steps", "train.epochs", "validation", "data", "seed", "method")
 
@@ -292,19 +293,3 @@ def family_validation_info(cfg: SelectionConfig) -> dict[str, Any]:
 
     return {a: {"key": AXES.get(a).organism_family_key, "families": list(AXES.get(a).organism_validation_families)}
             for a in cfg.axes if AXES.get(a).organism_validation_families}
-
-
-def rule_variants(evidence: dict[str, Any], shipped: str = "teacher_kl") -> dict[str, dict[str, Any]]:
-    """The experiment-file ``variants:`` that train every other rule's pick where it differs from the
-    ``shipped`` rule's (and from an earlier rule's): ``<method>-<rule>`` -> ``{method, settings}`` (dotted
-    recipe keys and the pick's steps), so one experiment evaluates every distinct pick side by side."""
-    out: dict[str, dict[str, Any]] = {}
-    for method, picks in sorted(evidence.get("chosen", {}).items()):
-        seen = [(picks[shipped]["recipe"], picks[shipped]["step"])] if picks.get(shipped) else []
-        for rule in PICK_RULES:
-            choice = picks.get(rule)
-            if rule == shipped or not choice or (choice["recipe"], choice["step"]) in seen:
-                continue
-            seen.append((choice["recipe"], choice["step"]))
-            out[f"{method}-{rule}"] = {"method": method, "settings": {**choice["recipe"], "train.max_steps": choice["step"]}}
-    return out

@@ -40,6 +40,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 
 from opct.config import ConfigError, FolderName, read_config_file, validate_config
 from opct.experiments.files import read_extended
+from opct.experiments.recipes import rule_variants, selection_rule
 from opct.experiments.runner import (
     ExperimentConfig,
     IncompleteEvalError,
@@ -147,6 +148,11 @@ def is_study_dir(path: str | Path) -> bool:
 def family_experiment(study: StudyConfig, family: str) -> ExperimentConfig:
     """The experiment of one family: the study's settings, its model, named after the family, in the study's folder."""
     tree = study.model_dump(mode="json", exclude={"families", "family_picks", "pick_rule"})
+    if study.compare_rules and study.selection:  # the shared picks' rule variants give way to the family's own
+        evidence = json.loads(Path(study.selection).read_text(encoding="utf-8"))
+        shared = rule_variants(evidence, selection_rule(evidence, study.method_settings) or "teacher_kl")
+        tree["variants"] = {k: v for k, v in tree["variants"].items() if k not in shared}
+        tree["methods"] = [m for m in tree["methods"] if m not in shared]
     tree["selection"], tree["method_settings"] = family_recipes(study, family)
     tree["name"] = family
     tree["output_dir"] = str(study.root)
