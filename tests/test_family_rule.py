@@ -101,3 +101,29 @@ def test_the_attack_measures_the_checkpoint_at_that_step_and_is_reused(tiny_mode
     assert results["outcomes"]["behaviors"]["cracked"] == summary["cracked"]
     monkeypatch.setattr(family_rule, "_checkpoint_target", lambda *a: pytest.fail("a finished attack is reused"))
     assert attack_checkpoint(cfg, 1, settings) == summary
+
+
+def test_the_report_shows_every_rules_pick_side_by_side_and_what_the_attack_cost():
+    from opct.report.selection import picks_table, recipe_rows, selection_markdown
+
+    pick_a = {"candidate": "bct-00", "step": 20, "recipe": {"optim.lr": 1e-3}, "val_teacher_kl": 0.1, "val_good": 0.9,
+              "famval_good": 0.5, "family_score": 0.6, "family_attack": {"defended_rate": 0.75}}
+    pick_b = {**pick_a, "candidate": "bct-01", "step": 40, "recipe": {"optim.lr": 3e-3}}
+    selection = {"rules": dict(RULES), "chosen": {"bct": {"teacher_kl": pick_a, "good_behaviour": pick_a, "family_transfer": pick_b}},
+                 "seeds": [0], "steps": 40, "every": 20, "pairs_per_step": 16, "budget": {"bct": 2}, "candidates": [],
+                 "family_validation": {"jailbreak": {"key": "family", "families": ["grandma", "dialogue"]}},
+                 "family_attack": {"budget": 8, "top": 2, "behaviors": 8, "attacks": 4, "queries": 200, "seconds": 40.0,
+                                   "seconds_per_attack": 10.0}}
+    headers, rows = picks_table(selection)
+    assert headers == ["method", "teacher_kl", "good_behaviour", "family_transfer", "picks agree"]
+    assert rows == [["bct", "bct-00 @ 20 (optim.lr=0.001)", "bct-00 @ 20 (optim.lr=0.001)", "bct-01 @ 40 (optim.lr=0.003)",
+                     "no (2 recipes)"]]
+    text = selection_markdown(selection)
+    assert "jailbreak grandma, dialogue" in text and "4 attacks, 200 queries, 40 s (10.0 s per attack)" in text
+    assert "famval good-behaviour 0.500, family score 0.600, validation attack defended 0.750" in text
+    old = {**selection, "rules": {k: v for k, v in RULES.items() if k != "family_transfer"}}
+    assert "predates the family_transfer rule" in selection_markdown({**old, "family_validation": {}, "family_attack": None})
+    plan = {"selection_rule": "teacher_kl", "recipes": {
+        "bct": {"lr": 1e-3, "steps": 20, "pairs_per_step": 16},
+        "bct-family_transfer": {"lr": 3e-3, "steps": 40, "pairs_per_step": 16}}}
+    assert [row[-1] for row in recipe_rows(plan, selection)] == ["opct select (teacher_kl rule)", "opct select (family_transfer rule)"]

@@ -139,8 +139,13 @@ def recipe_rows(plan: dict[str, Any], selection: dict[str, Any]) -> list[list[st
     rule = plan.get("selection_rule")
     rows = []
     for key, r in (plan.get("recipes") or {}).items():
-        method = key.split("-")[0]
-        chosen = f"opct select ({rule} rule)" if rule and method in selection.get("chosen", {}) else "the experiment file"
+        method, *rest = key.split("-")
+        if rest and rest[0] in selection.get("rules", {}) and method in selection.get("chosen", {}):
+            chosen = f"opct select ({rest[0]} rule)"  # a variant that trains another rule's pick (compare_rules)
+        elif rule and method in selection.get("chosen", {}):
+            chosen = f"opct select ({rule} rule)"
+        else:
+            chosen = "the experiment file"
         samples = f"{r['n']}, {r['temperature']:g}" if "n" in r else "—"
         rows.append([key, f"{r['lr']:g}", str(r["steps"]), str(r["pairs_per_step"]), str(r.get("loss", "—")), samples, chosen])
     return rows
