@@ -214,6 +214,13 @@ def default_validation_sources(axis: str) -> list[str]:
     return [f"organism:{axis}:val", *famval]
 
 
+def _held_back(cfg: ExperimentConfig) -> dict[str, list[str]]:
+    """Per axis trained on ``organism:<axis>:train``, the families it holds back from training (famval)."""
+    from opct.organism.pairs import held_back_families
+
+    return {a: list(fams) for a in cfg.axes if f"organism:{a}:train" in _sources(cfg, a) and (fams := held_back_families(a))}
+
+
 def _validation_sources(cfg: ExperimentConfig, axis: str) -> list[str]:
     return cfg.validation_data.get(axis, default_validation_sources(axis))
 
@@ -321,7 +328,7 @@ def run_experiment(cfg: ExperimentConfig, show_progress: bool = True, log: Any =
         "name": cfg.name, "model": cfg.model.name_or_path, "methods": list(plan.models), "axes": list(cfg.axes),
         "seeds": cfg.seeds, "evals": plan.evals, "stages": plan.stages,
         "recipes": {r.key: recipe_summary(r.config) for r in plan.runs}, "selection": cfg.selection,
-        "selection_rule": selection_rule(evidence, cfg.method_settings),
+        "selection_rule": selection_rule(evidence, cfg.method_settings), "held_back_families": _held_back(cfg),
         "variants": {name: v.model_dump(mode="json") for name, v in cfg.variants.items()}, "reference": cfg.reference,
     })
     write_json_atomic(root / "manifest.json", build_manifest("experiment", cfg.model_dump(mode="json")))

@@ -26,6 +26,7 @@ from opct.report.selection import (
     chosen_lines,
     family_lines,
     fmt_value,
+    held_back_line,
     off_policy_lines,
     picks_table,
     recipe_rows,
@@ -282,7 +283,8 @@ def render_html(exp: Experiment, table: ResultsTable, sections: Sequence[Section
     if recipes:
         parts += ['<section id="recipes">', _tag("h2", "Recipes"), _tag("p", RECIPES_HOWTO, class_="howto"),
                   simple_table_html(RECIPE_HEADERS, recipes)]
-        parts += [_tag("p", line, class_="note") for line in off_policy_lines(exp.diagnostics)]
+        held = held_back_line(exp.plan)
+        parts += [_tag("p", line, class_="note") for line in [*([held] if held else []), *off_policy_lines(exp.diagnostics)]]
         if exp.selection:
             sel = best_rows(exp.selection)
             parts += [_tag("h3", "Recipe selection on the validation split"),
@@ -343,7 +345,8 @@ def recipes_md(exp: Experiment) -> list[str]:
     if not rows:
         return []
     out = ["## Recipes", "", RECIPES_HOWTO, "", render_markdown(RECIPE_HEADERS, rows), ""]
-    out += [f"*{line}*\n" for line in off_policy_lines(exp.diagnostics)]
+    held = held_back_line(exp.plan)
+    out += [f"*{line}*\n" for line in [*([held] if held else []), *off_policy_lines(exp.diagnostics)]]
     if exp.selection:
         out += [selection_markdown(exp.selection).replace("## Recipe selection", "### Recipe selection"), ""]
     return out

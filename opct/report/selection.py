@@ -151,6 +151,15 @@ def recipe_rows(plan: dict[str, Any], selection: dict[str, Any]) -> list[list[st
     return rows
 
 
+def held_back_line(plan: dict[str, Any]) -> str | None:
+    """What the experiment's training left out for family validation (its plan's ``held_back_families``)."""
+    held = plan.get("held_back_families") or {}
+    if not held:
+        return None
+    return ("Training used the remaining training families: held back for family validation (never trained on) "
+            + "; ".join(f"{axis} {', '.join(fams)}" for axis, fams in held.items()) + ".")
+
+
 def off_policy_lines(diagnostics: dict[str, dict[str, Any]]) -> list[str]:
     """How far each run's SFT targets were from the run-start student's own samples (BCT's diagnostics)."""
     lines = []
