@@ -286,9 +286,16 @@ def is_train_split(name: str) -> bool:
     return _split_key(name) in {"train", "training"}
 
 
+def is_family_validation_split(name: str) -> bool:
+    """Whether ``name`` is the family validation split (``famval``, ``family-validation``): whole
+    perturbation families held back from training to measure transfer to unseen perturbations."""
+    return _split_key(name) in {"famval", "familyvalidation"}
+
+
 def is_validation_split(name: str) -> bool:
-    """Whether ``name`` is the validation split in any spelling (``val``, ``Val``, ``validation``)."""
-    return _split_key(name) in {"val", "validation"}
+    """Whether ``name`` is a validation split in any spelling (``val``, ``Val``, ``validation``, and the
+    family validation split :func:`is_family_validation_split`): never trained on."""
+    return _split_key(name) in {"val", "validation"} or is_family_validation_split(name)
 
 
 def load_pair_source(spec: str, columns: Mapping[str, str] | None = None, split: str | None = None) -> list[ConsistencyPair]:

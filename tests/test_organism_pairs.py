@@ -83,7 +83,7 @@ def test_unknown_axis_or_split_is_an_error():
 
 
 def test_counts_cover_every_template():
-    syc = build_pairs("sycophancy", "train")
+    syc = build_pairs("sycophancy", "train") + build_pairs("sycophancy", "famval")
     templates = {p["meta"]["template"] for p in syc}
     assert len(templates) == len(CUES.templates("train"))
 

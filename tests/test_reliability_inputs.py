@@ -194,7 +194,7 @@ def test_heldout_pairs_in_any_spelling_are_refused(tiny_model, tmp_path, split):
         load_training_pairs(cfg)
     from opct.pairs import is_heldout_split, is_validation_split
 
-    assert is_heldout_split(split) and not is_heldout_split("train") and is_validation_split("Val")
+    assert is_heldout_split(split) and not is_heldout_split("train") and is_validation_split("Val") and is_validation_split("famval")
 
 
 @pytest.mark.parametrize("source", ["organism:sycophancy:held-out", "organism:jailbreak:HeldOut", "organism:attacker:heldout"])
@@ -209,7 +209,7 @@ def test_heldout_sources_are_refused_before_they_are_read(source, monkeypatch):
 
 
 def test_unknown_splits_are_errors_listing_the_valid_ones():
-    with pytest.raises(ValueError, match="unknown split 'HeldOut'; choose one of train, val, heldout"):
+    with pytest.raises(ValueError, match="unknown split 'HeldOut'; choose one of train, val, famval, heldout"):
         load_training_pairs(load_config(None, ["data.train=[organism:sycophancy:HeldOut]", "data.allow_heldout_training=true"]))
     with pytest.raises(ValueError, match="unknown split 'trian'; choose one of train, heldout"):
         load_training_pairs(load_config(None, ["data.train=[organism:attacker:trian]"]))

@@ -48,7 +48,8 @@ def test_candidates_share_everything_but_their_recipe_and_measure_the_validation
     for _, method, _recipe, run in runs:
         assert run.train.max_steps == 4 and run.train.checkpoint_every == 2 and run.validation.every == 2
         assert run.train.pairs_per_step == 16 and run.method == method
-        assert run.data.validation == [f"organism:{a}:val" for a in ("sycophancy", "jailbreak", "awareness")]
+        assert run.data.validation == [f"organism:{a}:{s}" for a in ("sycophancy", "jailbreak", "awareness")
+                                       for s in ("val", "famval")]
         assert all(s.endswith(":train") for s in run.data.train)
     kinds = [run.method_config.loss.kind for _, m, _, run in runs if m == "opct"]
     assert kinds == ["sampled", "topk", "sampled", "topk"]
@@ -114,7 +115,7 @@ def test_the_demo_measures_every_run_on_the_validation_split_and_ships_its_picks
     for stage in resolve(cfg).runs:
         run = stage.config
         assert run.validation.every == 20 and run.validation.judge == "organism"
-        assert run.data.validation == [f"organism:{a}:val" for a in cfg.axes]
+        assert run.data.validation == [f"organism:{a}:{s}" for a in cfg.axes for s in ("val", "famval")]
         assert all(s.endswith(":train") for s in run.data.train)
     from opct.experiments.recipes import selection_rule
 

@@ -145,8 +145,11 @@ def test_the_full_study_is_the_demo_experiment_per_family_with_three_seeds():
     demo = load_experiment(DEMO)
     assert dict(study.families) == {"llama": "organism-llama", "qwen3": "organism-qwen3", "gpt2": "organism-gpt2"}
     assert study.seeds == [0, 1, 2] and study.name == "organism-demo-full"
-    same = study.model_dump(exclude={"families", "name", "seeds"})
+    same = study.model_dump(exclude={"families", "name", "seeds", "family_picks", "pick_rule"})
     assert same == demo.model_dump(exclude={"name", "seeds"})
+    # llama's own picks are the demo's (selected on llama); the other families train them until selected on their own
+    llama = family_experiment(study, "llama")
+    assert llama.method_settings == demo.method_settings and llama.selection == demo.selection
     g = study.eval.generation
     assert (g.n, g.temperature) == (1, 0.0)  # greedy: the base's evaluation does not depend on a seed
     exp = family_experiment(study, "qwen3")
@@ -340,7 +343,7 @@ def test_run_study_checks_every_family_model_before_any_stage(tmp_path, monkeypa
     import opct.experiments.runner
 
     monkeypatch.setattr(opct.experiments.runner, "run_experiment", lambda *a, **k: pytest.fail("a stage ran"))
-    study = load_study(FULL, [f"output_dir={tmp_path}", f"families={{a: organism, b: {tmp_path}/missing/model}}"])
+    study = load_study(FULL, [f"output_dir={tmp_path}", f"families={{a: organism, b: {tmp_path}/missing/model}}", "family_picks={}"])
     with pytest.raises(FileNotFoundError, match="missing/model"):
         run_study(study, show_progress=False, log=lambda m: None)
 

@@ -42,6 +42,25 @@ def test_the_validation_split_holds_back_whole_training_clusters(axis):
     assert [p["id"] for p in build_pairs(axis, "val")] == [p["id"] for p in val]  # deterministic
 
 
+@pytest.mark.parametrize("axis", sorted(CLUSTER))
+def test_the_family_validation_split_holds_back_whole_training_families(axis):
+    from opct.axes import AXES
+
+    spec = AXES.get(axis)
+    key = spec.organism_family_key
+    train_pairs, val, famval, heldout = (build_pairs(axis, s) for s in ("train", "val", "famval", "heldout"))
+    held_back = set(spec.organism_validation_families)
+    assert 1 <= len(held_back) <= 2 and {p["meta"][key] for p in famval} == held_back
+    assert {p["meta"]["split"] for p in famval} == {"famval"}
+    # training and the cluster validation split use the remaining families only; held-out test families never enter
+    assert not held_back & {p["meta"][key] for p in train_pairs + val}
+    assert not held_back & {p["meta"][key] for p in heldout}
+    assert not {p["id"] for p in famval} & {p["id"] for p in train_pairs + val + heldout}
+    # together, the three splits are exactly the axis's training-side pairs
+    everything = {p["id"] for p in AXES.get(axis).organism_pairs("train")}
+    assert {p["id"] for p in train_pairs + val + famval} == everything
+
+
 def _write(path: Path, rows: list[dict]) -> Path:
     path.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
     return path
@@ -110,6 +129,30 @@ def test_the_measurement_is_the_same_for_every_method_and_changes_no_weight(tiny
     with_val = load_file(str(tmp_path / "opct" / "t" / "final" / "adapter_model.safetensors"))
     without = load_file(str(plain.run_dir / "final" / "adapter_model.safetensors"))
     assert all(torch.equal(with_val[k], without[k]) for k in without)
+
+
+def test_family_validation_pairs_are_judged_apart_and_leave_teacher_kl_to_the_other_pairs(tiny_model, pairs_file, tmp_path):
+    from opct.training.plugins import VALIDATION_JUDGES
+
+    def by_flag(axis, metas, answers):  # a judge that reads the answer's pair: good on famval, bad elsewhere
+        return [m["split"] == "famval" for m in metas]
+
+    VALIDATION_JUDGES.register("test-famval", by_flag)
+    val = _write(tmp_path / "val.jsonl", _val_rows())
+    famval = _write(tmp_path / "famval.jsonl", [{**r, "id": f"f{i}", "meta": {"split": "famval"}}
+                                                 for i, r in enumerate(_val_rows(same=True))])
+    both = _cfg(tiny_model, pairs_file, val, tmp_path / "both", **{"train.max_steps": 2, "validation.judge": "test-famval"})
+    both = RunConfig.model_validate({**both.model_dump(mode="json"), "data": {**both.data.model_dump(mode="json"),
+                                                                             "validation": [str(val), str(famval)]}})
+    only = _cfg(tiny_model, pairs_file, val, tmp_path / "only", **{"train.max_steps": 2, "validation.judge": "test-famval"})
+    for cfg in (both, only):
+        train(cfg, show_progress=False)
+    with_fam, without = _records(both.run_dir / "validation.jsonl"), _records(only.run_dir / "validation.jsonl")
+    assert with_fam[0]["famval_good"] == 1.0 and with_fam[0]["famval_scored/sycophancy"] == 6
+    assert with_fam[0]["val_good"] == 0.0 and with_fam[0]["val_scored/sycophancy"] == 6
+    assert "famval_good" not in without[0]
+    for a, b in zip(with_fam, without, strict=True):  # teacher-KL is measured on the cluster validation pairs alone
+        assert a["val_teacher_kl"] == pytest.approx(b["val_teacher_kl"], rel=1e-6)
 
 
 def test_bct_truncation_is_measured_from_its_targets(tiny_model, pairs_file, tmp_path):

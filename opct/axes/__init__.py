@@ -49,6 +49,9 @@ class Axis:
         by which ``opct pairs build`` splits items between train and held-out. ``organism_cluster_key``:
         the ``meta`` key of an organism pair's cluster (a person, a behaviour, a fact), by which its
         training pairs are divided between ``train`` and ``val`` (:mod:`opct.organism.pairs`).
+        ``organism_family_key``: the ``meta`` key of an organism pair's perturbation family (a cue or
+        wrapper family, a hazard type). ``organism_validation_families``: one or two training-side
+        families held back from training as the ``famval`` split (never held-out ones).
     """
 
     name: str = ""
@@ -61,6 +64,8 @@ class Axis:
     per_split: bool = True
     unit_key: str = ""
     organism_cluster_key: str = ""
+    organism_family_key: str = "family"
+    organism_validation_families: tuple[str, ...] = ()
 
     def organism_pairs(self, split: str, seed: int | None = None) -> list[dict[str, Any]]:
         """Consistency pairs of the organism's world for ``split`` (world ``seed``, default the shipped one)."""

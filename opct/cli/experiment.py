@@ -118,9 +118,13 @@ def demo(
     full: Annotated[bool, typer.Option("--full", help="The full comparison: 3 organism families x 3 seeds, "
                                        "then OPCT − BCT pooled with a verdict per metric (resumable).")] = False,
     reselect: Annotated[bool, typer.Option("--reselect", help="Choose the recipes anew first (opct select on "
-                                           "organism_selection.yaml, resumable) instead of the shipped picks.")] = False,
-    rule: Annotated[str, typer.Option(help="Whose picks train: teacher_kl (the default, as shipped) or "
-                                      "good_behaviour (the method-neutral rule; its own output folder).")] = "teacher_kl",
+                                           "organism_selection.yaml, resumable; with --full, once per model family) "
+                                           "instead of the shipped picks.")] = False,
+    rule: Annotated[str, typer.Option(help="Whose picks train: teacher_kl (the default, as shipped), good_behaviour "
+                                      "(method-neutral) or family_transfer (method-neutral, on held-back families); "
+                                      "a rule other than teacher_kl gets its own output folder.")] = "teacher_kl",
+    compare_rules: Annotated[bool, typer.Option("--compare-rules", help="Also train every other rule's pick where it "
+                                                "differs (variants <method>-<rule>, side by side in the report).")] = False,
 ) -> None:
     """The paper's comparison on the built-in organism: baseline vs BCT vs OPCT on all three axes, each
     method on its own recipe chosen on the validation split (shipped, or anew with --reselect). ACT
@@ -128,19 +132,34 @@ def demo(
     import json
     from importlib.resources import files
 
-    if rule not in ("teacher_kl", "good_behaviour"):
-        _fail(f"--rule {rule!r}: use teacher_kl or good_behaviour")
+    from opct.experiments.recipes import PICK_RULES
+
+    if rule not in PICK_RULES:
+        _fail(f"--rule {rule!r}: use {', '.join(PICK_RULES)}")
     folder = Path(str(files("opct") / "experiments"))
     overrides = list(set_ or [])
     evidence = folder / "organism_selection.json"
-    if reselect:
+    log = lambda line: err_console.print(line, highlight=False)  # noqa: E731
+    if reselect and full:
+        from opct.experiments.study import load_study, select_per_family
+
+        chosen = select_per_family(load_study(folder / "organism_demo_full.yaml", overrides),
+                                   folder / "organism_selection.yaml", jobs=2, log=log)
+        overrides.append("family_picks=" + json.dumps({f: {"selection": str(p.resolve()), "rule": rule} for f, p in chosen.items()}))
+        evidence = chosen[next(iter(chosen))].resolve()  # the shared picks: the first family's (every family has its own)
+    elif reselect:
         from opct.experiments.selection import load_selection, run_selection
 
-        selection = load_selection(folder / "organism_selection.yaml")
-        evidence = run_selection(selection, jobs=2, log=lambda line: err_console.print(line, highlight=False)).resolve()
+        evidence = run_selection(load_selection(folder / "organism_selection.yaml"), jobs=2, log=log).resolve()
+    elif full and rule != "teacher_kl":
+        overrides.append(f"pick_rule={rule}")
     if reselect or rule != "teacher_kl":
-        picks = json.loads(evidence.read_text(encoding="utf-8"))["method_settings"][rule]
-        overrides += [f"method_settings={json.dumps(picks)}", f"selection={evidence}"]
+        picks = json.loads(evidence.read_text(encoding="utf-8"))["method_settings"]
+        if rule not in picks:
+            _fail(f"--rule {rule}: {evidence} holds no {rule} picks (it predates that rule); choose anew with --reselect")
+        overrides += [f"method_settings={json.dumps(picks[rule])}", f"selection={evidence}"]
+    if compare_rules:
+        overrides.append("compare_rules=true")
     name = "organism_demo_full.yaml" if full else "organism_demo.yaml"
     if rule != "teacher_kl":
         overrides.append(f"name={'organism-demo-full' if full else 'organism-demo'}-{rule.replace('_', '-')}")

@@ -44,7 +44,7 @@ def build(
 def pairs(
     axis: Annotated[str, typer.Option(help="A registered axis with pairs: sycophancy, jailbreak, awareness...")],
     out: Annotated[Path, typer.Option(help="Output JSONL file.")],
-    split: Annotated[str, typer.Option(help="train or heldout.")] = "train",
+    split: Annotated[str, typer.Option(help="train, val (held-back clusters), famval (held-back families) or heldout.")] = "train",
     seed: Annotated[int, typer.Option(help="World seed.")] = 0,
 ) -> None:
     """Write the organism's consistency pairs of one axis and split as JSONL."""

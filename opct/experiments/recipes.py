@@ -6,6 +6,9 @@ from typing import Any
 
 from opct.config import RunConfig
 
+#: The selection rules that pick a recipe (:mod:`opct.experiments.selection`; ``eligible`` is the guard every pick passes).
+PICK_RULES = ("teacher_kl", "good_behaviour", "family_transfer")
+
 
 def recipe_summary(run: RunConfig) -> dict[str, Any]:
     """The settings that make a method's recipe, as the report names them."""
@@ -23,3 +26,19 @@ def recipe_summary(run: RunConfig) -> dict[str, Any]:
 def selection_rule(evidence: dict[str, Any], method_settings: dict[str, Any]) -> str | None:
     """The rule of ``selection.json`` (``evidence``) whose picks ``method_settings`` are, or None."""
     return next((rule for rule, picks in evidence.get("method_settings", {}).items() if picks == method_settings), None)
+
+
+def rule_variants(evidence: dict[str, Any], shipped: str = "teacher_kl") -> dict[str, dict[str, Any]]:
+    """The experiment-file ``variants:`` that train every other rule's pick where it differs from the
+    ``shipped`` rule's (and from an earlier rule's): ``<method>-<rule>`` -> ``{method, settings}`` (dotted
+    recipe keys and the pick's steps), so one experiment evaluates every distinct pick side by side."""
+    out: dict[str, dict[str, Any]] = {}
+    for method, picks in sorted(evidence.get("chosen", {}).items()):
+        seen = [(picks[shipped]["recipe"], picks[shipped]["step"])] if picks.get(shipped) else []
+        for rule in PICK_RULES:
+            choice = picks.get(rule)
+            if rule == shipped or not choice or (choice["recipe"], choice["step"]) in seen:
+                continue
+            seen.append((choice["recipe"], choice["step"]))
+            out[f"{method}-{rule}"] = {"method": method, "settings": {**choice["recipe"], "train.max_steps": choice["step"]}}
+    return out

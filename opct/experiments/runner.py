@@ -34,7 +34,7 @@ from opct.config import (
 )
 from opct.errors import FAULT, OpctError, OpctWarning
 from opct.experiments.files import deep_merge, read_extended
-from opct.experiments.recipes import recipe_summary, selection_rule
+from opct.experiments.recipes import recipe_summary, rule_variants, selection_rule
 from opct.experiments.settings import AttackSettings, EvalSettings, Variant, check_variant_name
 from opct.runs.manifest import build_manifest, write_json_atomic
 
@@ -77,9 +77,12 @@ class ExperimentConfig(StrictSettings):
         default_factory=dict, description="per-method run settings: each method's own recipe (opct select writes them)"
     )
     validation_data: dict[str, list[str]] = Field(
-        default_factory=dict, description="axis -> validation pair sources; default organism:<axis>:val"
+        default_factory=dict, description="axis -> validation pair sources; default organism:<axis>:val and organism:<axis>:famval"
     )
     selection: str | None = Field(None, description="the selection.json the method_settings were chosen by (evidence)")
+    compare_rules: bool = Field(
+        False, description="also train every other selection rule's pick where it differs (variants <method>-<rule>)"
+    )
     variants: dict[str, Variant] = Field(
         default_factory=dict, description="name -> a method's recipe with some settings changed (an ablation's rows)"
     )
@@ -91,6 +94,21 @@ class ExperimentConfig(StrictSettings):
     threads: int | None = Field(
         None, gt=0, description="CPU threads for torch (--threads and OPCT_THREADS override it; None: torch's default)"
     )
+
+    @model_validator(mode="before")
+    @classmethod
+    def _rule_variants(cls, data: Any) -> Any:
+        """With ``compare_rules``, the variants that train every other rule's distinct pick of ``selection``
+        (:func:`~opct.experiments.recipes.rule_variants`), for the trained methods; a variant the file
+        defines by the same name is kept as written."""
+        if not (isinstance(data, dict) and data.get("compare_rules") and data.get("selection")):
+            return data
+        evidence = json.loads(Path(data["selection"]).read_text(encoding="utf-8"))
+        shipped = selection_rule(evidence, data.get("method_settings") or {}) or "teacher_kl"
+        methods = list(data.get("methods") or cls.model_fields["methods"].get_default(call_default_factory=True))
+        extra = {k: v for k, v in rule_variants(evidence, shipped).items() if v["method"] in methods}
+        return {**data, "variants": {**extra, **(data.get("variants") or {})},
+                "methods": [*methods, *(k for k in extra if k not in methods)]}
 
     @field_validator("axes")
     @classmethod
@@ -188,8 +206,24 @@ def _sources(cfg: ExperimentConfig, axis: str) -> list[str]:
     return cfg.train_data.get(axis, [f"organism:{axis}:train"])
 
 
+def default_validation_sources(axis: str) -> list[str]:
+    """An axis's validation pair sources: ``organism:<axis>:val``, and ``organism:<axis>:famval`` when
+    the axis holds back whole families from training (:mod:`opct.organism.pairs`)."""
+    from opct.axes import AXES
+
+    famval = [f"organism:{axis}:famval"] if AXES.get(axis).organism_validation_families else []
+    return [f"organism:{axis}:val", *famval]
+
+
+def _held_back(cfg: ExperimentConfig) -> dict[str, list[str]]:
+    """Per axis trained on ``organism:<axis>:train``, the families it holds back from training (famval)."""
+    from opct.organism.pairs import held_back_families
+
+    return {a: list(fams) for a in cfg.axes if f"organism:{a}:train" in _sources(cfg, a) and (fams := held_back_families(a))}
+
+
 def _validation_sources(cfg: ExperimentConfig, axis: str) -> list[str]:
-    return cfg.validation_data.get(axis, [f"organism:{axis}:val"])
+    return cfg.validation_data.get(axis, default_validation_sources(axis))
 
 
 def method_recipe(cfg: ExperimentConfig, name: str) -> dict[str, Any]:
@@ -315,7 +349,7 @@ def run_experiment(cfg: ExperimentConfig, show_progress: bool = True, log: Any =
         "name": cfg.name, "model": cfg.model.name_or_path, "methods": list(plan.models), "axes": list(cfg.axes),
         "seeds": cfg.seeds, "evals": plan.evals, "stages": plan.stages,
         "recipes": {r.key: recipe_summary(r.config) for r in plan.runs}, "selection": cfg.selection,
-        "selection_rule": selection_rule(evidence, cfg.method_settings),
+        "selection_rule": selection_rule(evidence, cfg.method_settings), "held_back_families": _held_back(cfg),
         "variants": {name: v.model_dump(mode="json") for name, v in cfg.variants.items()}, "reference": cfg.reference,
     })
     write_experiment_manifest(root, cfg)

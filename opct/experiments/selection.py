@@ -16,9 +16,14 @@ The rules are fixed here, before any held-out number exists, and written into ``
 * **teacher_kl**: the eligible (candidate, step) with the lowest validation teacher-KL (mean over seeds);
 * **good_behaviour**: the eligible (candidate, step) with the highest validation good-behaviour rate
   (mean over axes, then over seeds); ties go to the lower teacher-KL, then to fewer steps.
+* **family_transfer**: the eligible (candidate, step) with the highest score on the *family validation*
+  split (whole training-side families held back from training, ``organism:<axis>:famval``), with a small
+  adaptive attack on the validation behaviours for jailbreaks (:mod:`opct.experiments.family_rule`).
 
-OPCT minimises the teacher-KL directly, so the first rule may favour it; the second is
-method-neutral. Both picks are reported; the comparison is run for each rule whose picks differ.
+OPCT minimises the teacher-KL directly, so the first rule may favour it; the other two are
+method-neutral, and only the third measures transfer to perturbations training never saw. Every pick is
+reported; where picks differ, the comparison can train each
+(``compare_rules: true`` in an experiment file, :func:`opct.experiments.recipes.rule_variants`).
 Held-out data never enters: the validation split is refused if it contains held-out pairs.
 """
 
@@ -40,8 +45,11 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from opct.config import RunConfig, _set_path, dump_config, validate_config
+from opct.experiments.family_rule import RULE as FAMILY_RULE
+from opct.experiments.family_rule import FamilyAttackSettings, attack_candidates, famval_rates, score_steps
 from opct.experiments.files import deep_merge, read_extended
-from opct.experiments.runner import ExperimentConfig, resolve
+from opct.experiments.recipes import PICK_RULES
+from opct.experiments.runner import ExperimentConfig, default_validation_sources, resolve
 from opct.runs.compute import run_compute
 from opct.runs.layout import RunLayout
 from opct.runs.manifest import build_manifest, write_json_atomic
@@ -52,7 +60,9 @@ RULES = {
     "teacher_kl": "lowest validation teacher-KL (mean over seeds) among eligible (candidate, step)",
     "good_behaviour": "highest validation good-behaviour rate (mean over axes, then seeds) among eligible "
                       "(candidate, step); ties: lower teacher-KL, then fewer steps",
+    "family_transfer": FAMILY_RULE,
 }
+
 #: Keys a grid may not vary: every candidate sees the same pairs per step and is measured alike.
 FIXED_KEYS = ("train.pairs_per_step", "train.max_steps", "train.epochs", "validation", "data", "seed", "method")
 
@@ -69,6 +79,8 @@ class SelectionSettings(BaseModel):
     validation: dict[str, Any] = Field(default_factory=dict, description="validation settings (ValidationConfig keys)")
     validation_data: dict[str, list[str]] = Field(default_factory=dict, description="axis -> validation pair sources")
     capability_drop: float = Field(0.03, ge=0.0, le=1.0)
+    family_attack: FamilyAttackSettings = Field(default_factory=FamilyAttackSettings,
+                                                description="the family_transfer rule's attack on the validation behaviours")
 
     @model_validator(mode="after")
     def _equal_budget(self) -> SelectionSettings:
@@ -126,10 +138,11 @@ def candidate_configs(cfg: SelectionConfig) -> list[tuple[str, str, dict[str, An
                 tree = dump_config(stages[method])
                 for key, value in recipe.items():
                     _set_path(tree, key, value)
-                sources = [src for a in cfg.axes for src in s.validation_data.get(a, [f"organism:{a}:val"])]
+                sources = [src for a in cfg.axes for src in s.validation_data.get(a, default_validation_sources(a))]
                 tree = deep_merge(tree, {
                     "name": f"{cid}-s{seed}", "output_dir": str(cfg.root / "runs"), "seed": seed,
-                    "train": {"max_steps": s.steps, "checkpoint_every": s.every},
+                    "train": {"max_steps": s.steps, "checkpoint_every": s.every,
+                              **({"keep_checkpoints": s.steps // s.every} if s.family_attack.enabled else {})},
                     "data": {"validation": sources},
                     "validation": {**s.validation, "every": s.every},
                 })
@@ -172,8 +185,9 @@ def _mean(values: list[float]) -> float:
     return statistics.fmean(values) if values and not any(math.isnan(v) for v in values) else math.nan
 
 
-def score_candidates(cfg: SelectionConfig) -> dict[str, Any]:
-    """Read every candidate's validation records, apply the rules, and return ``selection.json``'s content."""
+def score_candidates(cfg: SelectionConfig, attack: bool | None = None, log: Callable[[str], Any] = print) -> dict[str, Any]:
+    """Read every candidate's validation records, run the family rule's attack (``attack``: by default
+    ``selection.family_attack.enabled``), apply the rules, and return ``selection.json``'s content."""
     s = cfg.selection
     runs = candidate_configs(cfg)
     records: dict[str, dict[int, dict[int, dict[str, Any]]]] = {}  # cid -> seed -> step -> record
@@ -201,39 +215,51 @@ def score_candidates(cfg: SelectionConfig) -> dict[str, Any]:
                 "val_teacher_kl_by_seed": [r["val_teacher_kl"] for r in at],
                 "val_good": _mean([r.get("val_good", math.nan) for r in at]),
                 "val_good_by_seed": [r.get("val_good", math.nan) for r in at],
+                "famval_good": _mean([r.get("famval_good", math.nan) for r in at]),
+                "famval_good_by_seed": [r.get("famval_good", math.nan) for r in at],
+                "famval_good_by_axis": famval_rates(at),
                 "val_cap": {t: _mean([r[t] for r in at]) for t in tasks},
                 "eligible": eligible,
                 "compute": {k: _mean([run_compute(cfg.root / "runs" / f"{cid}-s{seed}", step)[k] for seed in s.seeds])
                             for k in ("tokens_generated", "tokens_teacher_scored", "tokens_backpropagated", "train_seconds")},
             }
         candidates.append({"id": cid, "method": method, "recipe": recipe, "steps": steps})
-    chosen = {method: {rule: pick(candidates, method, rule) for rule in ("teacher_kl", "good_behaviour")}
-              for method in sorted(s.grid)}
+    attacked = s.family_attack.enabled if attack is None else attack
+    family_cost = attack_candidates(runs, candidates, s.family_attack, log) if attacked else None
+    score_steps(candidates, attacked)
+    chosen = {method: {rule: pick(candidates, method, rule) for rule in PICK_RULES} for method in sorted(s.grid)}
     return {
-        "rules": RULES, "fixed_before_heldout": True, "capability_drop": s.capability_drop,
+        "rules": RULES, "model": cfg.model.name_or_path, "fixed_before_heldout": True, "capability_drop": s.capability_drop,
         "seeds": s.seeds, "steps": s.steps, "every": s.every, "pairs_per_step": runs[0][3].train.pairs_per_step,
         "budget": {m: sum(c["method"] == m for c in candidates) for m in sorted(s.grid)},
         "base_validation": {"val_cap": base, "val_teacher_kl": _mean([recs[0]["val_teacher_kl"] for by in records.values() for recs in by.values()]),
                             "val_good": _mean([recs[0].get("val_good", math.nan) for by in records.values() for recs in by.values()])},
+        "family_validation": family_validation_info(cfg), "family_attack": family_cost,
         "candidates": candidates, "chosen": chosen,
         "method_settings": {rule: {m: recipe_tree(chosen[m][rule]) for m in chosen if chosen[m][rule]}
-                            for rule in ("teacher_kl", "good_behaviour")},
+                            for rule in PICK_RULES},
     }
 
 
 def pick(candidates: list[dict[str, Any]], method: str, rule: str) -> dict[str, Any] | None:
     """The (candidate, step) ``rule`` chooses for ``method`` among eligible ones, or None when none is eligible."""
     rows = [(c, step, m) for c in candidates if c["method"] == method for step, m in c["steps"].items() if m["eligible"]]
+    if rule == "family_transfer":  # a step the rule could not score (unattacked, unmeasured) is never picked
+        rows = [row for row in rows if not math.isnan(row[2].get("family_score", math.nan))]
     if not rows:
         return None
     if rule == "teacher_kl":
         key = lambda row: (row[2]["val_teacher_kl"], row[1], row[0]["id"])  # noqa: E731
+    elif rule == "family_transfer":
+        key = lambda row: (-row[2]["family_score"], row[2]["val_teacher_kl"], row[1], row[0]["id"])  # noqa: E731
     else:
         key = lambda row: (-_nan_low(row[2]["val_good"]), row[2]["val_teacher_kl"], row[1], row[0]["id"])  # noqa: E731
     c, step, m = min(rows, key=key)
     kl, good = m["val_teacher_kl_by_seed"], m["val_good_by_seed"]
     return {"candidate": c["id"], "step": step, "recipe": c["recipe"], "val_teacher_kl": m["val_teacher_kl"],
-            "val_good": m["val_good"], "val_cap": m["val_cap"], "compute": m["compute"],
+            "val_good": m["val_good"], "famval_good": m.get("famval_good", math.nan),
+            "family_score": m.get("family_score", math.nan), "family_attack": m.get("family_attack"),
+            "val_cap": m["val_cap"], "compute": m["compute"],
             "seed_spread": {"val_teacher_kl": [min(kl), max(kl)], "val_good": [min(good), max(good)]}}
 
 
@@ -258,7 +284,16 @@ def run_selection(cfg: SelectionConfig, jobs: int = 1, log: Callable[[str], Any]
     root.mkdir(parents=True, exist_ok=True)
     write_json_atomic(root / "manifest.json", build_manifest("selection", cfg.model_dump(mode="json")))
     run_candidates(cfg, jobs, log)
-    result = score_candidates(cfg)
+    result = score_candidates(cfg, log=log)
     path = root / SELECTION_FILE
     write_json_atomic(path, result)
     return path
+
+
+def family_validation_info(cfg: SelectionConfig) -> dict[str, Any]:
+    """Per axis, the families held back from training as the family validation split (what the
+    ``family_transfer`` rule reads, and what every run of this selection and its comparison trains without)."""
+    from opct.axes import AXES
+
+    return {a: {"key": AXES.get(a).organism_family_key, "families": list(AXES.get(a).organism_validation_families)}
+            for a in cfg.axes if AXES.get(a).organism_validation_families}

@@ -18,19 +18,29 @@ evaluated and attacked once per family (greedy decoding and a fixed eval/attack 
 depends on the training seed). After the families, :func:`opct.report.study.write_study_report`
 writes the pooled report (per-family tables, OPCT − BCT pooled over families and seeds with a
 verdict per metric); ``opct report <study dir>`` rewrites it.
+
+Recipes per family: ``family_picks`` maps a family to its own recipe selection (``selection``: that
+family's ``selection.json``, relative to the study file; ``rule``: whose picks train). Its experiment
+then trains that file's picks (``method_settings[rule]``, method by method over the shared ones) and
+keeps that file as its evidence (``<family>/selection.json``); a family not listed trains the shared
+``method_settings``. ``pick_rule`` sets every listed family's rule at once (``opct demo --full --rule``).
+:func:`select_per_family` runs a selection once per family (``opct demo --full --reselect``).
 """
 
 from __future__ import annotations
 
+import json
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from pydantic import Field, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from opct.config import ConfigError, FolderName, validate_config
 from opct.experiments.files import read_extended
+from opct.experiments.recipes import rule_variants, selection_rule
 from opct.experiments.runner import (
     ExperimentConfig,
     IncompleteEvalError,
@@ -45,6 +55,15 @@ from opct.runs.manifest import build_manifest, write_json_atomic
 _FAMILY_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
 
 
+class FamilyPicks(BaseModel):
+    """One family's recipes: the selection that chose them and the rule whose picks train."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    selection: str = Field(description="that family's selection.json (relative to the study file)")
+    rule: str = Field("teacher_kl", description="whose picks train: teacher_kl, good_behaviour or family_transfer")
+
+
 class StudyConfig(ExperimentConfig):
     """An experiment run once per model family; ``model:``'s other settings are shared by every family."""
 
@@ -52,6 +71,10 @@ class StudyConfig(ExperimentConfig):
     families: dict[str, str] = Field(
         min_length=1, description="family name -> model (a registered alias, a hub id or a folder); one experiment each"
     )
+    family_picks: dict[str, FamilyPicks] = Field(
+        default_factory=dict, description="family -> its own selection.json and rule (else the shared method_settings)"
+    )
+    pick_rule: str | None = Field(None, description="when set, the rule of every family in family_picks")
 
     @field_validator("families")
     @classmethod
@@ -65,12 +88,50 @@ class StudyConfig(ExperimentConfig):
     def _one_run_per_method_and_seed(self) -> StudyConfig:
         if not self.mix_axes:
             raise ValueError("a study trains one run per method and seed on all axes mixed: set mix_axes: true")
+        unknown = sorted(set(self.family_picks) - set(self.families))
+        if unknown:
+            raise ValueError(f"family_picks names {', '.join(unknown)}, which families does not")
         return self
 
 
 def load_study(path: str | Path, overrides: list[str] | None = None) -> StudyConfig:
-    """Read a study YAML (:func:`read_extended`); unknown keys are errors naming them."""
-    return validate_config(StudyConfig, *read_extended(path, "study", overrides))
+    """Read a study YAML (:func:`read_extended`); unknown keys are errors naming them; ``family_picks``
+    selection paths are read relative to the study file."""
+    tree, source = read_extended(path, "study", overrides)
+    for picks in (tree.get("family_picks") or {}).values():
+        if isinstance(picks, dict) and isinstance(picks.get("selection"), str) and not Path(picks["selection"]).is_absolute():
+            picks["selection"] = str((Path(path).parent / picks["selection"]).resolve())
+    return validate_config(StudyConfig, tree, source)
+
+
+def family_recipes(study: StudyConfig, family: str) -> tuple[str | None, dict[str, Any]]:
+    """``(selection.json, method_settings)`` a family trains with: its own picks (``family_picks``), else
+    the study's shared ones. A rule the selection file does not hold is an error naming the file."""
+    picks = study.family_picks.get(family)
+    if picks is None:
+        return study.selection, study.method_settings
+    rule = study.pick_rule or picks.rule
+    evidence = json.loads(Path(picks.selection).read_text(encoding="utf-8"))
+    if rule not in evidence.get("method_settings", {}):
+        raise ConfigError(f"family {family}: {picks.selection} holds no {rule!r} picks (it has "
+                          f"{', '.join(evidence.get('method_settings', {})) or 'none'}); choose anew: opct demo --full --reselect")
+    return picks.selection, {**study.method_settings, **evidence["method_settings"][rule]}
+
+
+def select_per_family(study: StudyConfig, selection_file: str | Path, jobs: int = 1, log: Callable[[str], Any] = print,
+                      overrides: list[str] | None = None) -> dict[str, Path]:
+    """Run the selection of ``selection_file`` once per family of ``study`` (the family's model, its own
+    folder ``<selection output_dir>/<family>/``; resumable); returns each family's ``selection.json``."""
+    from opct.experiments.selection import load_selection, run_selection
+
+    out = {}
+    for family, model in study.families.items():
+        base = load_selection(selection_file, overrides)
+        cfg = load_selection(selection_file, [*(overrides or []), f"model.name_or_path={model}",
+                                              f"output_dir={Path(base.output_dir) / family}"])
+        log(f"[select] family {family}: {model} -> {cfg.root}")
+        out[family] = run_selection(cfg, jobs=jobs, log=log)
+    return out
 
 
 def is_study_file(path: str | Path) -> bool:
@@ -87,7 +148,13 @@ def is_study_dir(path: str | Path) -> bool:
 
 def family_experiment(study: StudyConfig, family: str) -> ExperimentConfig:
     """The experiment of one family: the study's settings, its model, named after the family, in the study's folder."""
-    tree = study.model_dump(mode="json", exclude={"families"})
+    tree = study.model_dump(mode="json", exclude={"families", "family_picks", "pick_rule"})
+    if study.compare_rules and study.selection:  # the shared picks' rule variants give way to the family's own
+        evidence = json.loads(Path(study.selection).read_text(encoding="utf-8"))
+        shared = rule_variants(evidence, selection_rule(evidence, study.method_settings) or "teacher_kl")
+        tree["variants"] = {k: v for k, v in tree["variants"].items() if k not in shared}
+        tree["methods"] = [m for m in tree["methods"] if m not in shared]
+    tree["selection"], tree["method_settings"] = family_recipes(study, family)
     tree["name"] = family
     tree["output_dir"] = str(study.root)
     tree["model"]["name_or_path"] = study.families[family]
@@ -106,8 +173,8 @@ class StudyPlan:
         lines = [f"study {s.name} -> {s.root}",
                  f"seeds: {', '.join(map(str, s.seeds))}; methods: {', '.join(s.methods)}",
                  "families (one experiment each, resumable on its own):"]
-        lines += [f"  {family}: model {s.families[family]} ({_model_kind(s.families[family])}) -> {plan.experiment.root}"
-                  for family, plan in self.families.items()]
+        lines += [f"  {family}: model {s.families[family]} ({_model_kind(s.families[family])}) -> {plan.experiment.root}; "
+                  f"recipes: {_recipes_source(s, family)}" for family, plan in self.families.items()]
         first = next(iter(self.families.values()))
         lines.append("each family's experiment (shown for the first; the same for every family):")
         lines += ["  " + line for line in first.describe().splitlines()[2:]]
@@ -115,6 +182,14 @@ class StudyPlan:
         lines.append(f"then the pooled report (OPCT − BCT over families and seeds): {stages} stages in all, "
                      f"report.md and report.json in {s.root}")
         return "\n".join(lines)
+
+
+def _recipes_source(study: StudyConfig, family: str) -> str:
+    """Where a family's recipes come from, in words."""
+    picks = study.family_picks.get(family)
+    if picks is None:
+        return "the shared method_settings" + (f" ({Path(study.selection).name})" if study.selection else "")
+    return f"its own selection {picks.selection} ({study.pick_rule or picks.rule} rule)"
 
 
 def _model_kind(name: str) -> str:

@@ -4,12 +4,20 @@ Each axis builds its own pairs from the world (:meth:`opct.axes.Axis.organism_pa
 registered in :data:`opct.axes.AXES` has organism pairs here, and through :func:`organism_pair_source`
 in ``data.train`` (``organism:<axis>[:<split>]``), with nothing else to change.
 
-Splits: ``heldout`` (held-out entities, behaviours and facts under held-out cue families: what the
-evaluation measures transfer on), and the axis's training pairs divided by whole clusters (a person,
-a behaviour, a safety fact: :attr:`opct.axes.Axis.organism_cluster_key`) into ``train`` and ``val``:
-a seeded :data:`VALIDATION_SHARE` of the clusters, under the *training* cue families, is held back for
-validation (recipe selection and training diagnostics). No validation pair shares a cluster with a
-training pair, and nothing of the held-out split ever enters validation.
+Splits:
+
+* ``heldout``: held-out entities, behaviours and facts under held-out cue families: what the
+  evaluation measures transfer on. Nothing below changes it.
+* ``famval`` (family validation): the axis's training pairs whose perturbation family
+  (:attr:`opct.axes.Axis.organism_family_key`) is one of its :attr:`~opct.axes.Axis.organism_validation_families`
+  (one or two whole families of the *training* side, never a held-out one), on every training-split
+  cluster. Training never sees these families, so validation asks about unseen perturbations, as the
+  held-out test does, on families disjoint from both training's and the test's.
+* ``train`` and ``val``: the remaining training pairs (every other training family), divided by whole
+  clusters (a person, a behaviour, a safety fact: :attr:`opct.axes.Axis.organism_cluster_key`): a seeded
+  :data:`VALIDATION_SHARE` of the clusters is held back as ``val`` (recipe selection and training
+  diagnostics). No validation pair shares a cluster with a training pair, no ``famval`` pair shares a
+  family with one, and nothing of the held-out split ever enters validation.
 """
 
 from __future__ import annotations
@@ -19,7 +27,7 @@ from typing import Any
 
 from opct.organism.world import DEFAULT_SEED
 
-SPLITS = ("train", "val", "heldout")
+SPLITS = ("train", "val", "famval", "heldout")
 #: The share of a training split's clusters held back as the validation split.
 VALIDATION_SHARE = 0.125
 
@@ -32,14 +40,37 @@ def validation_clusters(axis: str, pairs: list[dict[str, Any]], key: str, seed: 
     return set(random.Random(f"{seed}-validation-{axis}").sample(clusters, count))
 
 
+def held_back_families(axis: str) -> tuple[str, ...]:
+    """The training-side perturbation families of ``axis`` held back from training as the ``famval`` split."""
+    from opct.axes import AXES
+
+    return tuple(AXES.get(axis).organism_validation_families)
+
+
+def _family_split(spec: Any, pairs: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """``(remaining, held back)``: the training pairs of families training keeps, and of the ``famval`` families."""
+    families = set(spec.organism_validation_families)
+    if not families:
+        return pairs, []
+    key = spec.organism_family_key
+    known = {str(p["meta"].get(key)) for p in pairs}
+    unknown = sorted(families - known)
+    if unknown:
+        raise ValueError(f"axis {spec.name!r}: validation families {unknown} are not training families "
+                         f"(meta[{key!r}] of its training pairs: {sorted(known)})")
+    held = [p for p in pairs if str(p["meta"].get(key)) in families]
+    return [p for p in pairs if str(p["meta"].get(key)) not in families], held
+
+
 def build_pairs(axis: str, split: str, seed: int = DEFAULT_SEED) -> list[dict[str, Any]]:
     """Consistency pairs of one axis and split in the world of ``seed``.
 
-    ``train`` and ``val`` divide the axis's training pairs by cluster (see the module docstring).
-    sycophancy: prompt = question with a user's suggested wrong option (one per wrong option per cue
-    template of the split), teacher_prompt = the clean question. jailbreak: prompt = wrapped request,
-    teacher_prompt = bare request. awareness: prompt = plain task, teacher_prompt = the task with the
-    safety fact in a system message. Other registered axes: whatever they define.
+    ``train``, ``val`` and ``famval`` divide the axis's training pairs by family and cluster (see the
+    module docstring). sycophancy: prompt = question with a user's suggested wrong option (one per
+    wrong option per cue template of the split), teacher_prompt = the clean question. jailbreak:
+    prompt = wrapped request, teacher_prompt = bare request. awareness: prompt = plain task,
+    teacher_prompt = the task with the safety fact in a system message (its family: the hazard type).
+    Other registered axes: whatever they define.
     """
     from opct.axes import AXES, pair_axes
 
@@ -51,14 +82,18 @@ def build_pairs(axis: str, split: str, seed: int = DEFAULT_SEED) -> list[dict[st
     spec = AXES.get(axis)
     if split == "heldout":
         return spec.organism_pairs(split, seed)
+    remaining, held_back = _family_split(spec, spec.organism_pairs("train", seed))
+    if split == "famval":
+        if not held_back:
+            raise ValueError(f"axis {axis!r} holds back no validation families, so it has no famval split")
+        return [{**p, "meta": {**p["meta"], "split": split}} for p in held_back]
     key = spec.organism_cluster_key
     if not key and split == "train":
-        return spec.organism_pairs("train", seed)  # an axis without clusters keeps every training pair
+        return remaining  # an axis without clusters keeps every remaining training pair
     if not key:
         raise ValueError(f"axis {axis!r} names no organism_cluster_key, so its training pairs have no validation split")
-    pairs = spec.organism_pairs("train", seed)
-    held = validation_clusters(axis, pairs, key, seed)
-    chosen = [p for p in pairs if (str(p["meta"][key]) in held) == (split == "val")]
+    held = validation_clusters(axis, remaining, key, seed)
+    chosen = [p for p in remaining if (str(p["meta"][key]) in held) == (split == "val")]
     return [{**p, "meta": {**p["meta"], "split": split}} for p in chosen]
 
 

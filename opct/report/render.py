@@ -25,6 +25,10 @@ from opct.report.selection import (
     RECIPE_HEADERS,
     best_rows,
     chosen_lines,
+    family_lines,
+    fmt_value,
+    held_back_line,
+    picks_table,
     profile_tables,
     recipe_rows,
     selection_markdown,
@@ -280,12 +284,17 @@ def render_html(exp: Experiment, table: ResultsTable, sections: Sequence[Section
     if recipes:
         parts += ['<section id="recipes">', _tag("h2", "Recipes"), _tag("p", RECIPES_HOWTO, class_="howto"),
                   simple_table_html(RECIPE_HEADERS, recipes)]
+        held = held_back_line(exp.plan)
+        parts += [_tag("p", held, class_="note")] if held else []
         if exp.selection:
             sel = best_rows(exp.selection)
             parts += [_tag("h3", "Recipe selection on the validation split"),
-                      simple_table_html(["candidate", "recipe", "best step (KL)", "val teacher-KL", "val good-behaviour", "eligible steps"],
+                      *[_tag("p", line, class_="note") for line in family_lines(exp.selection)],
+                      simple_table_html(["candidate", "recipe", "best step (KL)", "val teacher-KL", "val good-behaviour",
+                                         "famval good-behaviour", "best family score (step)", "eligible steps"],
                                         [[r["id"], r["recipe"], str(r["step"]), f"{r['val_teacher_kl']:.3f}", f"{r['val_good']:.3f}",
-                                          r["eligible_steps"]] for r in sel])]
+                                          fmt_value(r["famval_good"]), r["family_score"], r["eligible_steps"]] for r in sel]),
+                      _tag("h3", "Each rule's pick, side by side"), simple_table_html(*picks_table(exp.selection))]
             parts += [_tag("p", line, class_="note") for line in chosen_lines(exp.selection)]
         parts.append("</section>")
     if profiles := profile_tables(exp.diagnostics):
@@ -340,6 +349,8 @@ def recipes_md(exp: Experiment) -> list[str]:
     out: list[str] = []
     if recipes := recipe_rows(exp.plan, exp.selection):
         out += ["## Recipes", "", RECIPES_HOWTO, "", render_markdown(RECIPE_HEADERS, recipes), ""]
+        if held := held_back_line(exp.plan):
+            out += [f"*{held}*", ""]
         if exp.selection:
             out += [selection_markdown(exp.selection).replace("## Recipe selection", "### Recipe selection"), ""]
     if profiles := profile_tables(exp.diagnostics):

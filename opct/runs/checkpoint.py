@@ -343,6 +343,16 @@ def _load_optimizer(
         raise CheckpointError(f"{path}: the optimizer state does not fit this optimizer ({err})") from err
 
 
+def load_checkpoint_weights(path: Path, model: torch.nn.Module) -> int:
+    """Load only the trained weights of a verified checkpoint into ``model`` (built as the run built it:
+    the base, dropout off, its LoRA adapter), to measure that step; returns the step. Nothing trains on."""
+    problem = verify_checkpoint(path)
+    if problem is not None:
+        raise CheckpointError(f"{path}: {problem}")
+    _load_model(path, model)
+    return int(checkpoint_step(path) or 0)
+
+
 def load_checkpoint(
     path: Path, model: torch.nn.Module, optimizer: Any, scheduler: Any, scaler: Any = None,
     sharding: ShardedState | None = None,

@@ -10,6 +10,7 @@
       diagnostics.json       once-per-run measurements: the off-policy profile at the run's start
       <method>_targets/      a method's cached offline data (BCT's targets)
       checkpoints/step-N/    hashed safetensors and JSON (:mod:`opct.runs.checkpoint`)
+      validation_attack/step-N/  recipe selection's attack on that checkpoint's validation behaviours
       final/                 the trained model, loadable with ``from_pretrained`` (:mod:`opct.runs.final`)
       trackers/              TensorBoard / W&B files, when configured
       .lock                  held by the one process that trains here (:mod:`opct.runs.lock`)
@@ -84,6 +85,11 @@ class RunLayout:
     def checkpoint_tmp(self, step: int) -> Path:
         """Where step ``step``'s checkpoint is written before it is renamed into place."""
         return self.checkpoints / f"{_STEP_PREFIX}{step}.tmp"
+
+    def validation_attack(self, step: int) -> Path:
+        """``validation_attack/step-<step>``: recipe selection's adaptive attack on that checkpoint's
+        validation behaviours (an attack output folder: results.json, attempts.jsonl)."""
+        return self.root / "validation_attack" / f"{_STEP_PREFIX}{step}"
 
     @property
     def final(self) -> Path:

@@ -22,6 +22,10 @@ uses the method's own loss.
   (``validation.answers``) that a registered judge (``validation.judge``,
   :data:`~opct.training.plugins.VALIDATION_JUDGES`) finds doing what the teacher would; unscored answers (empty,
   unreadable) are left out of the share and counted. ``val_good`` is the mean over axes.
+* ``famval_good/<axis>`` (with ``famval_scored/<axis>``, ``famval_unscored/<axis>``) and ``famval_good``:
+  the same judged rate on the *family validation* pairs (a ``meta.split`` of ``famval``: whole
+  perturbation families held back from training, e.g. ``organism:<axis>:famval``), apart from the
+  ``val_*`` keys, which are measured on the other validation pairs alone (teacher-KL included).
 * ``val_cap/<task>``: greedy accuracies of a registered capability probe (``validation.capability``,
   :data:`~opct.training.plugins.CAPABILITY_PROBES`) on items the evaluation never asks.
 
@@ -41,7 +45,7 @@ import torch
 
 from opct.config import RunConfig
 from opct.methods.base import TrainContext, rollout_microbatches, score_pair
-from opct.pairs import ConsistencyPair, is_heldout_split, load_pair_source
+from opct.pairs import ConsistencyPair, is_family_validation_split, is_heldout_split, load_pair_source
 from opct.sampling.engine import SamplingParams
 from opct.sampling.scoring import reverse_kl_sum
 from opct.training.plugins import CAPABILITY_PROBES, VALIDATION_JUDGES
@@ -51,7 +55,8 @@ VALIDATION_SEED = 20_261_125
 
 
 def load_validation_pairs(cfg: RunConfig) -> list[ConsistencyPair]:
-    """The validation pairs, a seeded sample of at most ``validation.pairs_per_axis`` per axis.
+    """The validation pairs, a seeded sample of at most ``validation.pairs_per_axis`` per axis (and as
+    many again of its family validation pairs, :func:`opct.pairs.is_family_validation_split`).
 
     Refused: a validation pair that is also a training pair (same id), or one from a held-out split.
     """
@@ -64,14 +69,15 @@ def load_validation_pairs(cfg: RunConfig) -> list[ConsistencyPair]:
             f"{len(heldout)} validation pairs are held-out pairs (meta.split: heldout; first: {heldout[0].id!r}): "
             "held-out data is for the final evaluation only and never chooses a recipe"
         )
-    by_axis: dict[str, list[ConsistencyPair]] = defaultdict(list)
+    by_axis: dict[tuple[bool, str], list[ConsistencyPair]] = defaultdict(list)
     for p in pairs:
-        by_axis[p.axis or ""].append(p)
+        by_axis[(is_family_validation_split(str(p.meta.get("split", ""))), p.axis or "")].append(p)
     chosen: list[ConsistencyPair] = []
-    for axis in sorted(by_axis):
-        group = by_axis[axis]
+    for family, axis in sorted(by_axis):
+        group = by_axis[(family, axis)]
         if len(group) > cfg.validation.pairs_per_axis:
-            group = random.Random(f"validation-{axis}").sample(group, cfg.validation.pairs_per_axis)
+            seed = f"famval-{axis}" if family else f"validation-{axis}"
+            group = random.Random(seed).sample(group, cfg.validation.pairs_per_axis)
         chosen.extend(group)
     return chosen
 
@@ -95,6 +101,9 @@ class Validator:
         if not pairs:
             raise ValueError("validation.every is set but data.validation gives no pairs")
         self.ctx, self.pairs = ctx, pairs
+        self.family = [is_family_validation_split(str(p.meta.get("split", ""))) for p in pairs]
+        #: the pairs teacher-KL is measured on: the validation pairs of the training families (all, when there are none)
+        self.kl_pairs = [p for p, fam in zip(pairs, self.family, strict=True) if not fam] or pairs
         settings = ctx.cfg.validation
         self.judge = VALIDATION_JUDGES.get(settings.judge) if settings.judge else None
         self.probe = CAPABILITY_PROBES.get(settings.capability) if settings.capability else None
@@ -126,9 +135,9 @@ class Validator:
     def _teacher_kl(self) -> dict[str, float]:
         ctx, gen = self.ctx, self.ctx.cfg.validation.samples
         params = SamplingParams.from_config(gen, seed=VALIDATION_SEED)
-        rollouts = ctx.sample(self._engine(), self.pairs, params)
+        rollouts = ctx.sample(self._engine(), self.kl_pairs, params)
         kl = entropy = tokens = 0.0
-        for mb in rollout_microbatches(self.pairs, rollouts, ctx.cfg.train.sequences_per_microbatch):
+        for mb in rollout_microbatches(self.kl_pairs, rollouts, ctx.cfg.train.sequences_per_microbatch):
             s = score_pair(ctx, mb, reference_side="teacher_prompt", keep_logits=True)
             kl += reverse_kl_sum(s.student_logits, s.reference_logits, s.mask, ctx.cfg.train.logprob_chunk_positions)
             entropy += s.entropy_sum
@@ -154,20 +163,21 @@ class Validator:
     def _behaviour(self) -> dict[str, float | int]:
         assert self.judge is not None
         answers = self.answer([p.prompt for p in self.pairs])
-        by_axis: dict[str, list[int]] = defaultdict(list)
+        by_axis: dict[tuple[str, str], list[int]] = defaultdict(list)
         for i, p in enumerate(self.pairs):
-            by_axis[p.axis or ""].append(i)
+            by_axis[("famval" if self.family[i] else "val", p.axis or "")].append(i)
         out: dict[str, float | int] = {}
-        rates = []
-        for axis, rows in sorted(by_axis.items()):
+        rates: dict[str, list[float]] = defaultdict(list)
+        for (prefix, axis), rows in sorted(by_axis.items()):
             verdicts = self.judge(axis, [self.pairs[i].meta for i in rows], [answers[i] for i in rows])
             scored = [v for v in verdicts if v is not None]
             rate = sum(scored) / len(scored) if scored else math.nan
-            out[f"val_good/{axis}"] = rate
-            out[f"val_scored/{axis}"] = len(scored)
-            out[f"val_unscored/{axis}"] = len(verdicts) - len(scored)
-            rates.append(rate)
-        out["val_good"] = sum(rates) / len(rates) if rates and not any(math.isnan(r) for r in rates) else math.nan
+            out[f"{prefix}_good/{axis}"] = rate
+            out[f"{prefix}_scored/{axis}"] = len(scored)
+            out[f"{prefix}_unscored/{axis}"] = len(verdicts) - len(scored)
+            rates[prefix].append(rate)
+        for prefix, values in rates.items():
+            out[f"{prefix}_good"] = sum(values) / len(values) if not any(math.isnan(r) for r in values) else math.nan
         return out
 
 

@@ -59,6 +59,8 @@ class AwarenessAxis(Axis):
     howto = HOWTO
     unit_key = "fact_id"
     organism_cluster_key = "fact_id"
+    organism_family_key = "hazard"  # a hazard type is a family of tasks
+    organism_validation_families = ("sap_burn", "senior_dizzy")  # famval: held back from training
     judges: ClassVar[Mapping[str, tuple[str, ...]]] = {"organism": ("warning", "fact"), "real": ("warning",)}
     real_data: ClassVar[Mapping[str, str]] = {"sage": "SAGE-Eval: folder, JSONL/Parquet/CSV file or hub id[@revision]"}
 

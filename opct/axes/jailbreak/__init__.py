@@ -38,6 +38,7 @@ class JailbreakAxis(Axis):
     howto = HOWTO
     unit_key = "behavior_id"
     organism_cluster_key = "behavior"
+    organism_validation_families = ("grandma", "dialogue")  # famval: a surface framing, a form change
     templates: ClassVar[Mapping[str, TemplateSet]] = {"organism": ORGANISM, "real": REAL}
     judges: ClassVar[Mapping[str, tuple[str, ...]]] = {"organism": ("refusal", "harm"), "real": ("refusal", "harm")}
     real_data: ClassVar[Mapping[str, str]] = {

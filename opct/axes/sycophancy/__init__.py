@@ -36,6 +36,7 @@ class SycophancyAxis(Axis):
     howto = HOWTO
     unit_key = "item_id"
     organism_cluster_key = "entity"
+    organism_validation_families = ("majority", "hint")  # famval: held back from training
     templates: ClassVar[Mapping[str, TemplateSet]] = {"organism": ORGANISM, "real": REAL}
     judges: ClassVar[Mapping[str, tuple[str, ...]]] = {"organism": ("mc",)}
     real_data: ClassVar[Mapping[str, str]] = {"sycophancy_mc": "multiple-choice file (JSONL/CSV) to build biased prompts from"}
