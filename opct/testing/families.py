@@ -52,9 +52,9 @@ def family_config(family: str, tokenizer: Any) -> Any:
     )
 
 
-def make_config_model(family: str, tokenizer_dir: str | Path, out_dir: str | Path, seed: int = 0,
-                      sharpen: float = 4.0) -> Path:
-    """Save a tiny random ``family`` model with the tokenizer of ``tokenizer_dir`` to ``out_dir``; return it.
+def make_config_model(family: str, tokenizer: Any, out_dir: str | Path, seed: int = 0, sharpen: float = 16.0) -> Path:
+    """Save a tiny random ``family`` model with ``tokenizer`` (loaded, or a folder holding one) to ``out_dir``;
+    return ``out_dir``.
 
     ``sharpen`` scales the output layer so that next-token distributions are not near-uniform (random
     weights give near-uniform ones, under which a wrong log-prob hides)."""
@@ -62,7 +62,8 @@ def make_config_model(family: str, tokenizer_dir: str | Path, out_dir: str | Pat
 
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
-    tokenizer = AutoTokenizer.from_pretrained(tokenizer_dir)
+    if isinstance(tokenizer, str | Path):
+        tokenizer = AutoTokenizer.from_pretrained(tokenizer)
     tokenizer.save_pretrained(out)
     torch.manual_seed(seed)
     model = AutoModelForCausalLM.from_config(family_config(family, tokenizer))
