@@ -41,9 +41,10 @@ class FastPathFallbackWarning(UserWarning):
 
 def tolerance(model: torch.nn.Module) -> float:
     """The tolerance of :data:`TOLERANCE` for ``model``'s parameter dtype (or autocast's lower one)."""
-    dtype = next(model.parameters()).dtype
-    if dtype == torch.float32 and torch.is_autocast_enabled("cpu"):
-        dtype = torch.get_autocast_dtype("cpu")
+    param = next(model.parameters())
+    dtype, device = param.dtype, param.device.type
+    if dtype == torch.float32 and torch.is_autocast_enabled(device):
+        dtype = torch.get_autocast_dtype(device)
     return TOLERANCE.get(dtype, TOLERANCE[torch.bfloat16])
 
 

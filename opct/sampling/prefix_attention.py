@@ -14,7 +14,9 @@ which is softmax attention over the concatenated keys, the same function as the 
 to float rounding. It is used by :class:`opct.sampling.hf_sampler.HFSampler` only on CPU, only while decoding one token
 at a time, for batches whose rows are each prompt's samples side by side, in equal numbers, and for SDPA
 models with plain full attention (no sliding window, logit soft-capping or attention sinks, see
-:func:`supports_shared_prefix`); everything else runs the model's own attention.
+:func:`supports_shared_prefix`), and only once a self-check on the model showed that every attention
+module calls it (:func:`recording_dispatch`) and that its log-probs are the plain forward's
+(:mod:`opct.sampling.fast_paths`); everything else runs the model's own attention.
 """
 
 from __future__ import annotations

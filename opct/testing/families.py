@@ -36,6 +36,10 @@ FAMILIES: dict[str, tuple[str, dict[str, Any]]] = {
     "bloom": ("BloomConfig", {"hidden_size": 64, "n_layer": 2, "n_head": 4}),
 }
 
+#: Logit scales other than :func:`make_config_model`'s default: Bloom's residual stream carries its input
+#: embedding normalised, so its tied output layer favours the input token, more so the sharper it is made.
+SHARPEN = {"bloom": 8.0}
+
 #: Families whose layers attend through a sliding window (of 16 positions here).
 SLIDING_WINDOW_FAMILIES = ("mistral", "gemma2", "gemma3", "qwen2")
 
@@ -52,12 +56,14 @@ def family_config(family: str, tokenizer: Any) -> Any:
     )
 
 
-def make_config_model(family: str, tokenizer: Any, out_dir: str | Path, seed: int = 0, sharpen: float = 16.0) -> Path:
+def make_config_model(family: str, tokenizer: Any, out_dir: str | Path, seed: int = 0, sharpen: float | None = None) -> Path:
     """Save a tiny random ``family`` model with ``tokenizer`` (loaded, or a folder holding one) to ``out_dir``;
     return ``out_dir``.
 
-    ``sharpen`` scales the output layer so that next-token distributions are not near-uniform (random
-    weights give near-uniform ones, under which a wrong log-prob hides)."""
+    ``sharpen`` (default: the family's :data:`SHARPEN`, else 16) scales the logits so that next-token distributions are not near-uniform (random weights give
+    near-uniform ones, under which a wrong log-prob hides): the output layer's weight, or, where it is the
+    input embedding (tied), the final normalisation's output (scaling the shared embedding would also scale
+    the inputs, and the model would only repeat its input token)."""
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     out = Path(out_dir)
@@ -67,10 +73,22 @@ def make_config_model(family: str, tokenizer: Any, out_dir: str | Path, seed: in
     tokenizer.save_pretrained(out)
     torch.manual_seed(seed)
     model = AutoModelForCausalLM.from_config(family_config(family, tokenizer))
+    sharpen = sharpen or SHARPEN.get(family, 16.0)
     with torch.no_grad():
-        head = model.get_output_embeddings()
-        if model.config.tie_word_embeddings:
-            head = model.get_input_embeddings()
-        head.weight.mul_(sharpen)
+        if model.get_output_embeddings().weight is model.get_input_embeddings().weight:
+            _scale_final_norm(model, sharpen)
+        else:
+            model.get_output_embeddings().weight.mul_(sharpen)
     model.save_pretrained(out)
     return out
+
+
+def _scale_final_norm(model: torch.nn.Module, scale: float) -> None:
+    """Multiply the output of ``model``'s last normalisation layer (the one before the output layer) by ``scale``."""
+    norm = [m for m in model.modules() if "norm" in type(m).__name__.lower() and getattr(m, "weight", None) is not None][-1]
+    if bool((norm.weight == 0).all()):  # Gemma's RMSNorm multiplies by (1 + weight), initialised at 0
+        norm.weight.add_(scale - 1.0)
+    else:
+        norm.weight.mul_(scale)
+    if getattr(norm, "bias", None) is not None:
+        norm.bias.mul_(scale)
