@@ -54,8 +54,10 @@ def test_batches_that_split_a_prompts_samples_use_the_per_row_cache(monkeypatch)
     model, tok = AutoModelForCausalLM.from_pretrained(path), load_tokenizer(path)
     prompts = [[20, 21, 22, 23], [30, 31, 32]]
     params = SamplingParams(n=2, temperature=1.0, max_new_tokens=10, seed=2)
+    sampler = HFSampler(model, tok, batch_size=3)
+    assert sampler.uses_prefix_attention(torch.device("cpu"))  # its self-check passed (and built shared layers)
     monkeypatch.setattr(SharedPrefixLayer, "__init__", lambda *a, **k: pytest.fail("shared path on split groups"))
-    odd = HFSampler(model, tok, batch_size=3).generate(prompts, params)  # 4 rows in batches of 3: [a a b] [b]
+    odd = sampler.generate(prompts, params)  # 4 rows in batches of 3: [a a b] [b]
     assert [len(r.completion_ids) > 0 for r in odd] == [True] * 4
 
 
@@ -82,3 +84,84 @@ def test_only_cpu_decoding_uses_it():
     assert sampler.uses_prefix_attention(torch.device("cpu"))
     assert not sampler.uses_prefix_attention(torch.device("cuda"))  # unmeasured there: the per-row cache stays
     assert not HFSampler(sampler.model, sampler.tokenizer, share_prefix=False).uses_prefix_attention(torch.device("cpu"))
+
+
+def _hand_written_llama():
+    """A tiny Llama whose attention modules compute SDPA themselves, never asking the attention interface
+    (as Falcon's do): switched to the shared-prefix name they still run, on the generated keys alone."""
+    from transformers import LlamaConfig, LlamaForCausalLM
+    from transformers.integrations.sdpa_attention import sdpa_attention_forward
+    from transformers.models.llama.modeling_llama import LlamaAttention, apply_rotary_pos_emb
+
+    class HandWrittenAttention(LlamaAttention):
+        def forward(self, hidden_states, position_embeddings, attention_mask=None, cache=None, **kwargs):
+            shape = (*hidden_states.shape[:-1], -1, self.head_dim)
+            q, k, v = (proj(hidden_states).view(shape).transpose(1, 2) for proj in (self.q_proj, self.k_proj, self.v_proj))
+            q, k = apply_rotary_pos_emb(q, k, *position_embeddings)
+            if cache is not None:
+                k, v = cache.update(k, v, self.layer_idx)
+            out, _ = sdpa_attention_forward(self, q, k, v, attention_mask, scaling=self.scaling)
+            return self.o_proj(out.reshape(*hidden_states.shape[:-1], -1)), None
+
+    torch.manual_seed(0)
+    model = LlamaForCausalLM(LlamaConfig(vocab_size=300, hidden_size=32, intermediate_size=64, num_hidden_layers=2,
+                                         num_attention_heads=4, num_key_value_heads=2, attn_implementation="sdpa"))
+    for layer in model.model.layers:
+        layer.self_attn.__class__ = HandWrittenAttention
+    with torch.no_grad():
+        model.lm_head.weight.mul_(8.0)  # sharp distributions, so that a wrong attention shows in the log-probs
+    return model.eval()
+
+
+class _Tokenizer:
+    pad_token_id, eos_token_id = 0, 1
+
+
+def test_a_model_whose_attention_ignores_the_interface_falls_back(recwarn):
+    from opct.sampling import fast_paths
+    from opct.sampling.fast_paths import FastPathFallbackWarning
+    from opct.sampling.scoring import CompletionBatch, completion_logprobs
+
+    fast_paths._SAID.clear()
+    model = _hand_written_llama()
+    sampler = HFSampler(model, _Tokenizer())
+    assert sampler.prefix_attention  # its config alone says SDPA, plain full attention
+    prompts = [list(range(5, 25)), list(range(40, 52))]
+    params = SamplingParams(n=3, temperature=1.0, max_new_tokens=8, seed=4)
+    jobs = [(p, s) for p in range(2) for s in range(3)]
+    # forced, the fast path would record log-probs of another distribution than the model's, without an error
+    forced = sampler._generate_batch([prompts[p] for p, _ in jobs], jobs, list(range(6)), params, fast=(True, True))
+    batch = CompletionBatch(prompts, [r.completion_ids for r in forced], [r.prompt_index for r in forced])
+    with torch.no_grad():
+        plain, _ = completion_logprobs(model, batch, 0, share_prefix=False)
+    assert max(abs(plain[i, : len(r.logprobs)] - torch.tensor(r.logprobs)).max().item() for i, r in enumerate(forced)) > 1e-2
+
+    assert not sampler.uses_prefix_attention(torch.device("cpu"))  # the check on the modules turns it off
+    assert sampler.shares_prefill()  # the shared prefill goes through the model's own attention: its check passes
+    said = [w for w in recwarn if issubclass(w.category, FastPathFallbackWarning)]
+    assert len(said) == 1 and "2 of 2 attention modules (HandWrittenAttention) do not dispatch" in str(said[0].message)
+    rollouts = sampler.generate(prompts, params)
+    batch = CompletionBatch(prompts, [r.completion_ids for r in rollouts], [r.prompt_index for r in rollouts])
+    with torch.no_grad():
+        plain, _ = completion_logprobs(model, batch, 0, share_prefix=False)
+    for i, r in enumerate(rollouts):
+        torch.testing.assert_close(plain[i, : len(r.logprobs)], torch.tensor(r.logprobs), atol=1e-5, rtol=0)
+    HFSampler(_hand_written_llama(), _Tokenizer()).uses_prefix_attention(torch.device("cpu"))  # another of its kind
+    assert len([w for w in recwarn if issubclass(w.category, FastPathFallbackWarning)]) == 1  # said once
+
+
+def test_a_fast_path_that_raises_falls_back():
+    """Falcon's case: its hand-written attention raises under the shared-prefix name; sampling still works."""
+    from transformers import FalconConfig, FalconForCausalLM
+
+    model = FalconForCausalLM(FalconConfig(vocab_size=300, hidden_size=32, num_hidden_layers=2, num_attention_heads=4,
+                                           new_decoder_architecture=True, num_kv_heads=2, alibi=False)).eval()
+    from opct.sampling import fast_paths
+    from opct.sampling.fast_paths import FastPathFallbackWarning
+
+    fast_paths._SAID.clear()
+    sampler = HFSampler(model, _Tokenizer())
+    with pytest.warns(FastPathFallbackWarning, match="shared-prefix decode attention is off .*TypeError"):
+        assert sampler.prefix_attention and not sampler.uses_prefix_attention(torch.device("cpu"))
+    rollouts = sampler.generate([list(range(5, 25))], SamplingParams(n=2, max_new_tokens=4, seed=1))
+    assert [len(r.logprobs) for r in rollouts] == [len(r.completion_ids) for r in rollouts]

@@ -113,6 +113,7 @@ def test_shared_prefix_generation_matches_unshared(tiny_model):
     prompts = [render_prompt(tok, "hi"), render_prompt(tok, "a much longer prompt, with more words"), render_prompt(tok, "mid")]
     params = SamplingParams(n=3, max_new_tokens=10, seed=4)
     prefill_rows = []
+    assert HFSampler(model, tok).uses_prefix_attention(torch.device("cpu"))  # the fast paths' self-checks, once per model
     hook = model.model.register_forward_pre_hook(lambda m, a, kw: prefill_rows.append(kw["input_ids"].shape), with_kwargs=True)
     for batch_size in (64, 5):  # 5: a chunk boundary splits a prompt's samples
         prefill_rows.clear()

@@ -9,6 +9,8 @@
 * :mod:`~opct.sampling.factory`: ``make_sampler``, the engine ``sampling.engine`` names;
 * :mod:`~opct.sampling.merged_lora`: a LoRA policy's merged sampling copy, and merged weights for vLLM;
 * :mod:`~opct.sampling.scoring`: log-probs of given completion tokens after a prompt (teacher and student).
+* :mod:`~opct.sampling.fast_paths`: the self-check each sampler and scorer fast path passes on a model
+  before it is used there (else it falls back, and says so once).
 
 It imports only :mod:`opct.models`, :mod:`opct.config` and :mod:`opct.errors` of opct.
 """

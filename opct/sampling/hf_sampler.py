@@ -7,13 +7,17 @@ from transformers import DynamicCache, PreTrainedModel, PreTrainedTokenizerBase
 
 from opct.models import eos_token_ids
 from opct.sampling.engine import Rollout, SamplingParams, sample_seed
+from opct.sampling.fast_paths import check_once, largest_difference, probe_prompts, tolerance
 from opct.sampling.kv_cache import BufferedLayer, buffered_cache, cache_kwargs
 from opct.sampling.prefix_attention import (
     SharedPrefixLayer,
+    attention_modules,
     grouped_rows,
+    recording_dispatch,
     shared_prefix_decoding,
     supports_shared_prefix,
 )
+from opct.sampling.scoring import CompletionBatch, completion_logits, token_logprobs
 
 
 class _TokenChooser:
@@ -86,9 +90,10 @@ class HFSampler:
 
     With ``share_prefix`` (the default) a prompt with several samples in a ``generate`` call is
     prefilled once. When the batch holds each prompt's samples side by side in equal numbers and the
-    model's attention allows it (:func:`opct.sampling.prefix_attention.supports_shared_prefix`), its cached keys
-    and values stay once per prompt and decoding reads them once for all its samples; otherwise they
-    are copied to each sample before sampling starts.
+    model's attention allows it (:meth:`uses_prefix_attention`), its cached keys and values stay once per
+    prompt and decoding reads them once for all its samples; otherwise they are copied to each sample
+    before sampling starts. Each of the two is used on a model only once its self-check passed there
+    (:mod:`opct.sampling.fast_paths`); otherwise every row encodes its own prompt.
     """
 
     def __init__(
@@ -103,6 +108,7 @@ class HFSampler:
         self.batch_size = batch_size
         self.share_prefix = share_prefix
         # decode attention reading each shared prompt once (opct/sampling/prefix_attention.py), for SDPA models
+        # (the configs allow it; the modules' dispatch and the numbers are checked on first use)
         self.prefix_attention = share_prefix and supports_shared_prefix(model)
         self.eos_ids = eos_token_ids(model, tokenizer)
         self.pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else self.eos_ids[0]
@@ -158,7 +164,10 @@ class HFSampler:
         jobs: list[tuple[int, int]],
         seeds: list[int],
         params: SamplingParams,
+        fast: tuple[bool, bool] | None = None,
     ) -> list[Rollout]:
+        """Sample one completion per row; ``fast``: (prefill each prompt once, decode with shared-prefix
+        attention), by default those whose self-checks passed."""
         device = next(self.model.parameters()).device
         width = max(len(p) for p in batch_prompts)
         input_ids = torch.full((len(batch_prompts), width), self.pad_id, dtype=torch.long)
@@ -170,8 +179,10 @@ class HFSampler:
         chooser = _TokenChooser(params, generators, self.eos_ids)
         input_ids, attention = input_ids.to(device), attention.to(device)
         cache = buffered_cache(self.model.config, width + params.max_new_tokens)
-        if self.share_prefix:
-            self._prefill_shared(cache, input_ids, attention, [p for p, _ in jobs])
+        if fast is None:
+            fast = (self.shares_prefill(), self.uses_prefix_attention(device))
+        if fast[0]:
+            self._prefill_shared(cache, input_ids, attention, [p for p, _ in jobs], fast[1])
         if any(isinstance(layer, SharedPrefixLayer) for layer in cache.layers):
             with shared_prefix_decoding(self.model, cache):
                 self._decode(input_ids, attention, cache, chooser, params.max_new_tokens)
@@ -240,12 +251,53 @@ class HFSampler:
         """Whether decoding on ``device`` reads shared prompts once (:mod:`opct.sampling.prefix_attention`).
 
         CPU only: measured there (memory-bound decoding; the step bench went from 4.17-4.37 to 4.04-4.13 s);
-        on a GPU, unmeasured, the per-row cache and the model's fused SDPA kernel stay.
+        on a GPU, unmeasured, the per-row cache and the model's fused SDPA kernel stay. And only for a model
+        whose configs allow it and whose self-check passed (:meth:`_check_fast_path`, once per model).
         """
-        return self.prefix_attention and device.type == "cpu"
+        if not (self.prefix_attention and device.type == "cpu" and self.shares_prefill()):
+            return False
+        return check_once(self.model, "shared-prefix decode attention", lambda: self._check_fast_path(True),
+                          "each sample decodes against its own copy of the prompt's cache")
+
+    def shares_prefill(self) -> bool:
+        """Whether a prompt's samples share one prefill: ``share_prefix``, and its self-check passed on this model."""
+        return self.share_prefix and check_once(self.model, "shared prompt prefill", lambda: self._check_fast_path(False),
+                                                "each sample encodes its own prompt")
+
+    @torch.no_grad()
+    def _check_fast_path(self, prefix_attention: bool) -> str | None:
+        """``None`` when sampling with the fast path (shared prefill, and shared-prefix attention if
+        ``prefix_attention``) records the plain forward's log-probs on two random prompts, two samples each,
+        and every attention module called :func:`opct.sampling.prefix_attention.shared_prefix_attention`;
+        else why not."""
+        prompts = probe_prompts(self.model)
+        jobs = [(p, s) for p in range(len(prompts)) for s in range(2)]
+        params = SamplingParams(n=2, temperature=1.0, max_new_tokens=4, seed=0)
+        was_training = self.model.training
+        self.model.eval()
+        try:
+            with recording_dispatch() as called:
+                rollouts = self._generate_batch([prompts[p] for p, _ in jobs], jobs, list(range(len(jobs))), params,
+                                                fast=(True, prefix_attention))
+            modules = attention_modules(self.model)
+            missing = [m for m in modules if id(m) not in called]
+            if prefix_attention and missing:
+                return (f"{len(missing)} of {len(modules)} attention modules ({type(missing[0]).__name__}) do not "
+                        "dispatch through transformers' attention interface")
+            batch = CompletionBatch(prompts, [r.completion_ids for r in rollouts], [r.prompt_index for r in rollouts])
+            targets, mask = batch.targets_and_mask(next(self.model.parameters()).device)
+            plain = token_logprobs(completion_logits(self.model, batch, self.pad_id, share_prefix=False), targets)
+        finally:
+            self.model.train(was_training)
+        recorded = torch.zeros_like(plain)
+        for i, r in enumerate(rollouts):
+            recorded[i, : len(r.logprobs)] = torch.tensor(r.logprobs)
+        diff, tol = largest_difference(recorded, plain, mask), tolerance(self.model)
+        return None if diff <= tol else f"its log-probs differ from the plain forward's by {diff:.1e} > {tol:.0e}"
 
     def _prefill_shared(
-        self, cache: DynamicCache, input_ids: torch.Tensor, attention: torch.Tensor, prompt_of_row: list[int]
+        self, cache: DynamicCache, input_ids: torch.Tensor, attention: torch.Tensor, prompt_of_row: list[int],
+        prefix_attention: bool,
     ) -> None:
         """Fill ``cache`` with all but the last prompt position, computing each distinct prompt once.
 
@@ -265,7 +317,7 @@ class HFSampler:
             input_ids=ids, attention_mask=mask, position_ids=positions, use_cache=True, logits_to_keep=1,
             **cache_kwargs(self.model, cache),
         )
-        group = grouped_rows(prompt_of_row) if self.uses_prefix_attention(input_ids.device) else None
+        group = grouped_rows(prompt_of_row) if prefix_attention else None
         if group is not None and all(type(layer) is BufferedLayer for layer in cache.layers):
             # each prompt's keys stay once; its samples' generated keys go to a buffer per row
             cache.layers = [

@@ -14,7 +14,9 @@ which is softmax attention over the concatenated keys, the same function as the 
 to float rounding. It is used by :class:`opct.sampling.hf_sampler.HFSampler` only on CPU, only while decoding one token
 at a time, for batches whose rows are each prompt's samples side by side, in equal numbers, and for SDPA
 models with plain full attention (no sliding window, logit soft-capping or attention sinks, see
-:func:`supports_shared_prefix`); everything else runs the model's own attention.
+:func:`supports_shared_prefix`), and only once a self-check on the model showed that every attention
+module calls it (:func:`recording_dispatch`) and that its log-probs are the plain forward's
+(:mod:`opct.sampling.fast_paths`); everything else runs the model's own attention.
 """
 
 from __future__ import annotations
@@ -33,6 +35,8 @@ NAME = "opct_shared_prefix"
 
 #: The cache being decoded with shared prefixes (set by :func:`shared_prefix_decoding`).
 _ACTIVE: contextvars.ContextVar[Any] = contextvars.ContextVar("opct_shared_prefix_cache", default=None)
+#: While :func:`recording_dispatch` runs: the ids of the modules whose attention went through this function.
+_CALLED: contextvars.ContextVar[set[int] | None] = contextvars.ContextVar("opct_shared_prefix_called", default=None)
 
 
 class SharedPrefixLayer(DynamicLayer):
@@ -92,6 +96,9 @@ def shared_prefix_attention(
     unsupported = [k for k in ("sliding_window", "softcap", "s_aux") if kwargs.get(k) is not None]
     if unsupported:
         raise RuntimeError(f"shared-prefix attention does not implement {unsupported}")
+    called = _CALLED.get()
+    if called is not None:
+        called.add(id(module))
     rows, heads, _, dim = query.shape
     prompts, kv_heads, prefix_len, _ = layer.prefix_k.shape
     group, rep = layer.group, heads // kv_heads
@@ -116,19 +123,34 @@ def shared_prefix_attention(
 AttentionInterface.register(NAME, shared_prefix_attention)
 
 
+def attention_modules(model: torch.nn.Module) -> list[torch.nn.Module]:
+    """Every module of ``model`` that holds a KV-cache layer (a ``layer_idx``) and a config naming an attention
+    implementation: the modules :func:`shared_prefix_decoding` switches, each of which must then call
+    :func:`shared_prefix_attention` (:func:`recording_dispatch` tells whether it did)."""
+    return [m for m in model.modules() if hasattr(m, "layer_idx") and hasattr(getattr(m, "config", None), "_attn_implementation")]
+
+
 def _attention_configs(model: torch.nn.Module) -> list[Any]:
-    """The config object of every attention module that reads ``_attn_implementation`` (with a ``layer_idx``)."""
-    seen: dict[int, Any] = {}
-    for module in model.modules():
-        config = getattr(module, "config", None)
-        if hasattr(module, "layer_idx") and config is not None and hasattr(config, "_attn_implementation"):
-            seen[id(config)] = config
-    return list(seen.values())
+    """The config object of every attention module (:func:`attention_modules`), each once."""
+    return list({id(m.config): m.config for m in attention_modules(model)}.values())
+
+
+@contextmanager
+def recording_dispatch() -> Iterator[set[int]]:
+    """Record, for the duration, the ``id`` of every module whose decode attention :func:`shared_prefix_attention` computed."""
+    called: set[int] = set()
+    token = _CALLED.set(called)
+    try:
+        yield called
+    finally:
+        _CALLED.reset(token)
 
 
 def supports_shared_prefix(model: torch.nn.Module) -> bool:
-    """Whether ``model``'s attention modules all run SDPA through the attention interface (so they can be
-    switched to :func:`shared_prefix_attention` while decoding)."""
+    """Whether ``model``'s configs allow :func:`shared_prefix_attention`: every attention module's config says
+    SDPA, with plain full attention. Necessary, not sufficient: a module may read its config by hand and
+    never reach the attention interface (Falcon); :meth:`opct.sampling.hf_sampler.HFSampler.uses_prefix_attention`
+    checks that on the modules themselves before decoding with it."""
     configs = _attention_configs(model)
 
     def plain(c: Any) -> bool:  # no sliding window, logit soft-capping or attention sinks to reproduce

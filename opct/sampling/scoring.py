@@ -14,6 +14,7 @@ from typing import Any
 import torch
 from torch.utils.checkpoint import checkpoint
 
+from opct.sampling.fast_paths import check_once, largest_difference, probe_prompts, tolerance
 from opct.sampling.kv_cache import cache_kwargs, returned_cache
 
 
@@ -72,9 +73,30 @@ def completion_logits(
     Positions past a completion's end hold padding logits; use the mask from
     :meth:`CompletionBatch.targets_and_mask`.
     """
-    if share_prefix and len(batch.prompts) < len(batch.completions):
+    if share_prefix and len(batch.prompts) < len(batch.completions) and shares_prefix_scoring(model, pad_id):
         return _logits_shared_prefix(model, batch, pad_id)
     return _logits_full(model, batch, pad_id)
+
+
+def shares_prefix_scoring(model: torch.nn.Module, pad_id: int) -> bool:
+    """Whether ``model`` may score a prompt's completions on one encoding of the prompt (its KV cache reused):
+    its self-check (:func:`_check_shared_prefix`, once per model, :mod:`opct.sampling.fast_paths`) passed."""
+    return check_once(model, "shared-prefix scoring", lambda: _check_shared_prefix(model, pad_id),
+                      "each sequence is scored whole")
+
+
+@torch.no_grad()
+def _check_shared_prefix(model: torch.nn.Module, pad_id: int) -> str | None:
+    """``None`` when shared-prefix scoring gives the whole-sequence forward's log-probs on two random prompts
+    with two completions each (of unequal lengths); else why not."""
+    prompts = probe_prompts(model)
+    completions = [prompts[1][:5], prompts[0][3:6], prompts[0][:4], prompts[1][6:8]]
+    batch = CompletionBatch(prompts, completions, [0, 0, 1, 1])
+    targets, mask = batch.targets_and_mask(_device_of(model))
+    shared = token_logprobs(_logits_shared_prefix(model, batch, pad_id), targets)
+    whole = token_logprobs(_logits_full(model, batch, pad_id), targets)
+    diff, tol = largest_difference(shared, whole, mask), tolerance(model)
+    return None if diff <= tol else f"its log-probs differ from the whole sequence's by {diff:.1e} > {tol:.0e}"
 
 
 def _logits_full(model: torch.nn.Module, batch: CompletionBatch, pad_id: int) -> torch.Tensor:
