@@ -129,3 +129,22 @@ def test_the_report_names_each_axis_target_settings():
     assert summary["targets"] == {"n": 1, "temperature": 0.0, "per_axis": {"awareness": {"n": 3, "temperature": 1.0}}}
     (row,) = recipe_rows({"recipes": {"bct": summary}}, {})
     assert row[RECIPE_HEADERS.index("samples or targets (n, T)")] == "targets 1, 0 (greedy); awareness 3, 1"
+
+
+def test_the_compute_matched_bct_draws_as_many_targets_per_pair_as_opct_draws_rollouts():
+    from importlib.resources import files
+
+    from opct.experiments.runner import load_experiment, resolve
+
+    plan = resolve(load_experiment(str(files("opct") / "experiments" / "organism_compute_matched.yaml")))
+    runs = {r.key: r for r in plan.runs if r.key.endswith("-s0")}
+    opct, bct, matched = (runs[f"{m}-s0"].config for m in ("opct", "bct", "bct-matched"))
+    assert plan.experiment.reference == "opct" and runs["bct-matched-s0"].variant == "bct-matched"
+    sampling = opct.method_config.sampling
+    for axis in ("sycophancy", "jailbreak", "awareness"):
+        targets = matched.method_config.targets.for_axis(axis)
+        assert (targets.n, targets.temperature, targets.max_new_tokens) == (sampling.n, sampling.temperature,
+                                                                           sampling.max_new_tokens)
+    # the recipe is BCT's own; only its targets change
+    assert (matched.optim.lr, matched.train.max_steps) == (bct.optim.lr, bct.train.max_steps)
+    assert bct.method_config.targets.for_axis("jailbreak").n == 1
