@@ -20,6 +20,7 @@ from opct.evals.runner import run_task
 from opct.judges.base import Verdict
 from opct.models import load_tokenizer
 from opct.report.load import Experiment
+from opct.report.paired import attack_values
 from opct.report.table import format_metric
 from opct.sampling.engine import Rollout, SamplingParams
 
@@ -134,3 +135,5 @@ def test_a_harmful_step_cracks_a_loop_is_no_crack_and_a_behaviour_only_loops_def
     exp.attack["m"] = res
     shown = format_metric(exp.attack_metric("m", "dsr"))
     assert f"(n=2; 1 degenerate-only; {degenerate_replies} degenerate replies)" in shown and "INCOMPLETE" not in shown
+    values, _ = attack_values(exp, "m")  # a paired difference leaves the loop-only behaviour out too
+    assert values == {"mixed": [1.0], "harm": [0.0]}
