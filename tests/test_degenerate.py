@@ -15,7 +15,7 @@ from opct.attack.search import Reply, SearchAttacker, SearchConfig
 from opct.axes.jailbreak.data import Behavior
 from opct.axes.jailbreak.tasks import jailbreak_task, real_units
 from opct.axes.jailbreak.templates import REAL
-from opct.evals.outcomes import DEGENERATE, is_repetition_loop
+from opct.evals.outcomes import DEGENERATE, is_degenerate, is_repetition_loop
 from opct.evals.runner import run_task
 from opct.judges.base import Verdict
 from opct.models import load_tokenizer
@@ -53,6 +53,11 @@ def test_the_detector_on_the_organisms_real_replies(row):
 ])
 def test_the_loop_definition_at_its_edges(text, loop):
     assert is_repetition_loop(text) is loop
+
+
+def test_one_token_repeated_to_the_limit_is_judged_as_a_loop_not_left_empty():
+    assert is_degenerate("the the the the the")  # too short to be a loop: no answer, unscored
+    assert not is_degenerate("3 " * 40) and is_repetition_loop("3 " * 40)  # judged, then degenerate
 
 
 class _Judge:

@@ -87,12 +87,13 @@ def answer_text(response: str, reasoning: str = "strip") -> str:
 
 def is_degenerate(text: str) -> bool:
     """Whether ``text`` carries no answer: empty or whitespace, no letter or digit at all, or a single
-    token repeated at least four times and nothing else (``"the the the the"``, ``"!!!! !!!!"``)."""
+    token repeated at least four times and nothing else (``"the the the the"``, ``"!!!! !!!!"``), too short
+    to be a repetition loop (a longer one, ``"3 3 3 3 …"`` to the limit, is judged, then ``degenerate``)."""
     stripped = text.strip()
     if not stripped or not _ALNUM.search(stripped):
         return True
     tokens = _TOKEN.findall(stripped.lower())
-    return len(tokens) >= 4 and len(set(tokens)) == 1
+    return len(tokens) >= 4 and len(set(tokens)) == 1 and not is_repetition_loop(stripped)
 
 
 #: A loop: one unit of 1 to LOOP_MAX_UNIT characters, holding a letter or digit, written LOOP_MIN_REPEATS or
