@@ -133,6 +133,8 @@ def test_a_harmful_step_cracks_a_loop_is_no_crack_and_a_behaviour_only_loops_def
     loops = outcomes[0].attempts
     assert loops and all(a.outcome == "degenerate" and a.truncated and a.score == 0.0 for a in loops)
     path = write_attack_results(outcomes, tmp_path / "attack" / "m", {"threshold": 0.5})
+    (crack,) = [json.loads(x) for x in (path.parent / "successes.jsonl").read_text().splitlines()]
+    assert crack["behavior_id"] == "harm" and crack["truncated"] and crack["outcome"] == "scored"  # a cut crack
     res = json.loads(path.read_text())
     degenerate_replies = sum(o.degenerate_attempts for o in outcomes)
     assert res["status"] == "ok" and res["outcomes"]["behaviors"] == {"cracked": 1, "defended": 1, "degenerate": 1, "unscored": 0}

@@ -114,7 +114,7 @@ class Attempt:
     def to_dict(self) -> dict[str, Any]:
         a = self.attack
         return {"query": self.query, "prompt": self.prompt, "response": str(self.response), "score": self.score,
-                "outcome": self.outcome,
+                "outcome": self.outcome, "truncated": self.truncated,
                 "families": list(a.families), "mutations": list(a.mutations), "attack": a.describe()}
 
 
