@@ -38,9 +38,9 @@ def _rows() -> list[dict]:
 def test_the_detector_on_the_organisms_real_replies(row):
     """Replies the shipped organism checkpoints (llama, qwen3, gpt2) wrote to the attacker's wrapped prompts
     at 48 tokens, greedy and at T=1: every one cut off, the only 2 finished ones of 416 (llama, T=1) the
-    detector flags, and 30 other finished ones; then every distinct cut reply of a BCT model trained from
-    the llama organism on the demo's BCT recipe to the adaptive attacker (the "I 3 3 3 …" loops the issue
-    found). Each labelled by hand against the definition."""
+    detector flags, and 30 other finished ones; then every distinct cut reply of a BCT model and every
+    degenerate one of an OPCT model, each trained from the llama organism on the demo's recipe, to the
+    adaptive attacker (the "I 3 3 3 …" loops the issue found). Each labelled by hand against the definition."""
     assert is_repetition_loop(row["text"]) is row["loop"]
 
 
