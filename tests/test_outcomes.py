@@ -130,7 +130,7 @@ def test_reasoning_is_stripped_for_every_parser_and_judge(tok, tmp_path):
 
 def test_count_outcomes_rejects_unknown_classes():
     assert count_outcomes(["scored", "empty", "scored"]) == {
-        "scored": 2, "empty": 1, "truncated": 0, "unparsed": 0, "off_options": 0, "abstained": 0, "error": 0}
+        "scored": 2, "empty": 1, "truncated": 0, "degenerate": 0, "unparsed": 0, "off_options": 0, "abstained": 0, "error": 0}
     with pytest.raises(ValueError, match="unknown outcome"):
         count_outcomes(["fine"])
 

@@ -80,7 +80,8 @@ def test_a_one_token_limit_is_truncated_and_incomplete_under_inspect(tmp_path: P
                           display="none")
     assert log.status == "success", log.error
     records = [s.scores[SCORE_KEY].metadata["opct_record"] for s in log.samples]
-    assert records and all(r["outcome"] == "truncated" and r["truncated"] and r["judge"] == "" for r in records)
+    # judged on the one token they show, which is no answer: truncated, in no rate
+    assert records and all(r["outcome"] == "truncated" and r["truncated"] and r["scores"] == {} for r in records)
     metrics = {k: v for score in log.results.scores for k, v in score.metrics.items()}
     assert metrics["incomplete"].value == 1.0 and metrics["unscored"].value == len(records)
     assert json.dumps(records)  # plain data

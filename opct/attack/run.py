@@ -61,7 +61,7 @@ def attack_model(
         "generation": gen.model_dump(exclude={"sequences_per_call"}),
         "static_baseline": static_baseline,
         "reasoning": reasoning,
-        "outcome_rules": "2",  # 2: a reply cut off at max_new_tokens is a truncated attempt, never judged
+        "outcome_rules": "3",  # 3: a cut reply is judged on its visible text; a loop that is no crack is degenerate
     }
     check_output(out_dir, "attack", "--out")  # before the model loads
     loaded, tokenizer, renderer = load_spec_for_inference(spec)

@@ -161,8 +161,34 @@ def generation_settings(config_class: type[GenerationConfig] = GenerationConfig,
 
 #: OPCT rollouts: the official code's 3 samples per prompt at temperature 1.
 RolloutSettings = generation_settings(SamplingConfig, n=3, temperature=1.0, max_new_tokens=1024)
-#: BCT targets: one greedy response per pair.
-TargetSettings = generation_settings(SamplingConfig, n=1, temperature=0.0, max_new_tokens=1024)
+class AxisTargets(_Strict):
+    """One axis's own BCT target settings: each key it names replaces ``bct.targets``'s for that axis's pairs."""
+
+    n: int | None = Field(None, gt=0, description="targets per pair of this axis, each one SFT example (None: bct.targets.n)")
+    temperature: float | None = Field(None, ge=0.0, description="0 = greedy (None: bct.targets.temperature)")
+    top_p: float | None = Field(None, gt=0.0, le=1.0, description="nucleus mass when sampling (None: bct.targets.top_p)")
+
+
+class TargetConfig(SamplingConfig):
+    """BCT's target settings: a :class:`SamplingConfig` for every pair, and ``per_axis`` overrides.
+
+    The official code samples the safety-awareness targets (3 per prompt at temperature 1) and takes
+    greedy answers elsewhere: ``per_axis: {awareness: {n: 3, temperature: 1.0}}``."""
+
+    per_axis: dict[str, AxisTargets] = Field(
+        default_factory=dict,
+        description="axis name -> {n, temperature, top_p} for that axis's pairs (an axis not named uses the keys above)",
+    )
+
+    def for_axis(self, axis: str) -> TargetConfig:
+        """The settings one axis's pairs get: these, with ``per_axis[axis]``'s keys in place, and no ``per_axis``."""
+        override = self.per_axis.get(axis)
+        update = {k: v for k, v in (override.model_dump() if override else {}).items() if v is not None}
+        return self.model_copy(update={**update, "per_axis": {}})
+
+
+#: BCT targets: one greedy response per pair, unless ``per_axis`` says otherwise.
+TargetSettings = generation_settings(TargetConfig, n=1, temperature=0.0, max_new_tokens=1024)
 
 
 class OptimConfig(_Strict):
@@ -385,6 +411,6 @@ def dump_config(cfg: RunConfig) -> dict[str, Any]:
 
 __all__ = [
     "MODEL_ALIASES", "ConfigError", "FolderName", "GenerationConfig", "LoraConfig", "ModelConfig", "OptimConfig",
-    "ProfileConfig", "RunConfig", "SamplingConfig", "StrictSettings", "_format_validation_error", "_set_path", "check_folder_name",
+    "ProfileConfig", "RunConfig", "SamplingConfig", "StrictSettings", "TargetConfig", "_format_validation_error", "_set_path", "check_folder_name",
     "dump_config", "generation_settings", "load_config", "parse_overrides", "read_config_file", "validate_config",
 ]

@@ -54,7 +54,7 @@ def multiple_choice_task(name: str, items: Sequence[EvalItem], max_new_tokens: i
         return Judgement(parsed, {"correct": parsed == unit.meta["answer"]}, "mc-letter", PARSER_VERSION)
 
     return EvalTask(name, _units(items), score, accuracy_metrics, max_new_tokens, "multiple-choice accuracy",
-                    needs_answer=True, unscored_classes=CAPABILITY_UNSCORED)
+                    needs_answer=True, unscored_classes=CAPABILITY_UNSCORED, judges_cut_replies=False)
 
 
 def math_task(items: Sequence[EvalItem], name: str = "math500", max_new_tokens: int = 1024) -> EvalTask:
@@ -66,7 +66,7 @@ def math_task(items: Sequence[EvalItem], name: str = "math500", max_new_tokens: 
         return Judgement(g["pred"], {"correct": bool(g["correct"])}, "math-verify", PARSER_VERSION)
 
     return EvalTask(name, _units(items), score, accuracy_metrics, max_new_tokens, "MATH-500 accuracy (math-verify)",
-                    needs_answer=True, unscored_classes=CAPABILITY_UNSCORED)
+                    needs_answer=True, unscored_classes=CAPABILITY_UNSCORED, judges_cut_replies=False)
 
 
 def ifeval_task(items: Sequence[EvalItem], name: str = "ifeval", max_new_tokens: int = 1024) -> EvalTask:
@@ -93,7 +93,7 @@ def ifeval_task(items: Sequence[EvalItem], name: str = "ifeval", max_new_tokens:
         }
 
     return EvalTask(name, _units(items), score, metrics, max_new_tokens, "IFEval (lm-eval's checkers)",
-                    unscored_classes=CAPABILITY_UNSCORED)
+                    unscored_classes=CAPABILITY_UNSCORED, judges_cut_replies=False)
 
 
 #: Items per organism capability task (a seeded sample).
@@ -128,7 +128,7 @@ def organism_capability_tasks(world: Any, size: int | None, make_judge: Any) -> 
             return {"accuracy": rate(_correct(r) for r in _scored(records))}
 
         tasks.append(EvalTask(name, units, score, metrics, I.MAX_NEW_TOKENS, f"organism {name}",
-                              needs_answer=role != "format", unscored_classes=CAPABILITY_UNSCORED))
+                              needs_answer=role != "format", unscored_classes=CAPABILITY_UNSCORED, judges_cut_replies=False))
     return tasks
 
 

@@ -31,13 +31,16 @@ from opct.errors import OpctError, OpctWarning
 from opct.evals.judging import JudgedScorer, Scored, score_batch
 from opct.evals.outcomes import (
     DEFAULT_MAX_UNSCORED,
+    DEGENERATE,
     ERROR,
+    TRUNCATED,
     answer_text,
     count_outcomes,
     judgement_outcome,
     record_outcome,
     status,
     unjudged_outcome,
+    visible_text_outcome,
 )
 from opct.evals.task import EvalTask, Unit
 from opct.models import render_prompt
@@ -256,7 +259,8 @@ def run_task(
 
     result = result_from_records(task, records, results_path, max_unscored)
     metrics, outcomes, unscored, outcome_status = result.metrics, result.outcomes or {}, result.unscored, result.status
-    unscored_counts = {c: outcomes[c] for c in task.unscored_classes if outcomes[c]}
+    # shown beside every rate: what its n left out (unscored classes, and degenerate replies)
+    unscored_counts = {c: outcomes[c] for c in (*task.unscored_classes, DEGENERATE) if outcomes.get(c)}
     write_json_atomic(
         results_path,
         strict_json({
@@ -296,7 +300,7 @@ def _measure(task: EvalTask, engine: SamplingEngine, tokenizer: Any, todo: list[
         texts = [answer_text(response, reasoning) for response in responses]
         scored: dict[int, Scored] = {}  # judged as a batch; other scorers judge each record just before it is written
         if isinstance(task.score, JudgedScorer):
-            judged = [i for i, (r, text) in enumerate(zip(rollouts, texts, strict=True)) if not unjudged_outcome(text, r.truncated)]
+            judged = [i for i, text in enumerate(texts) if not unjudged_outcome(text) and _judges_cut(task, rollouts[i].truncated)]
             batch = score_batch(task.score, [(chunk[rollouts[i].prompt_index], texts[i]) for i in judged])
             scored = dict(zip(judged, batch, strict=True))
         with samples_path.open("a", encoding="utf-8") as fh:
@@ -329,7 +333,13 @@ def result_from_records(
 
 #: The version of the rules that assign outcome classes (part of a result's identity: results judged
 #: under other rules are recomputed, never reused).
-OUTCOME_RULES = "3"  # 3: an answer cut off at max_new_tokens is ``truncated`` (unscored), never judged
+OUTCOME_RULES = "4"  # 4: a cut answer is judged on its visible text; a loop showing nothing is ``degenerate``
+
+
+def _judges_cut(task: EvalTask, truncated: bool) -> bool:
+    """Whether a reply goes to the judges as far as its cut goes: every reply of a task that judges cut
+    replies on their visible text (the safety axes); a cut one never otherwise (capability)."""
+    return not truncated or task.judges_cut_replies
 
 
 def sample_record(eval_name: str, unit: Unit, sample: int, response: str, truncated: bool, task: EvalTask,
@@ -340,8 +350,9 @@ def sample_record(eval_name: str, unit: Unit, sample: int, response: str, trunca
     exception scoring it raised); without it the task's scorer is called here."""
     text = answer_text(response, reasoning)
     parsed, scores, judge, version, ok, error = None, {}, "", "", True, None
-    unjudged = unjudged_outcome(text, truncated)  # empty, or cut off at max_new_tokens: no judge is asked
-    if unjudged:
+    judged_scores: dict[str, Any] = {}
+    unjudged = unjudged_outcome(text) or (None if _judges_cut(task, truncated) else TRUNCATED)
+    if unjudged:  # empty, or cut off where the task never judges a cut answer: no judge is asked
         outcome = unjudged
     else:
         # an OpctError (a judge outage, bad data) is raised: it stops the eval, the records written are kept
@@ -351,6 +362,9 @@ def sample_record(eval_name: str, unit: Unit, sample: int, response: str, trunca
         else:
             parsed, scores, judge, version, ok = j.parsed, j.scores, j.judge, j.judge_version, j.ok
             outcome = judgement_outcome(scores, parsed, needs_answer=task.needs_answer, ok=ok)
+            outcome = visible_text_outcome(outcome, text, truncated, scores, parsed, task.needs_answer)
+            if outcome in (DEGENERATE, TRUNCATED):  # judged, but in no denominator: the verdict is kept apart
+                judged_scores, scores = scores, {}
     rec = {
         "eval": eval_name,
         "item_id": unit.item_id,
@@ -371,4 +385,6 @@ def sample_record(eval_name: str, unit: Unit, sample: int, response: str, trunca
     }
     if error:
         rec["error"] = error
+    if judged_scores:
+        rec["judged_scores"] = judged_scores
     return rec

@@ -59,9 +59,11 @@ class EvalTask:
     ``needs_answer``: the scorer reads an answer (a letter, a number) and a ``parsed`` of ``None``
     means it found none (outcome ``unparsed``). ``unscored_classes``: the outcome classes the
     metrics leave out of their denominators; their share decides whether the eval is incomplete.
-    ``max_new_tokens``: the task's own generation limit (the run's is capped at it); an answer cut off
-    at the limit is ``truncated`` and unscored, so a limit too small for the task shows as an
-    INCOMPLETE eval (see :mod:`opct.evals.outcomes`), not as refusals.
+    ``max_new_tokens``: the task's own generation limit (the run's is capped at it). With
+    ``judges_cut_replies`` (the safety axes) an answer cut off at the limit is judged on its visible text:
+    a harmful step or a readable answer counts as what it is, a loop is ``degenerate``, anything else is
+    ``truncated`` and unscored, so a limit too small for the task shows as an INCOMPLETE eval (see
+    :mod:`opct.evals.outcomes`), never as refusals; without it (capability) every cut answer is ``truncated``.
     """
 
     name: str
@@ -72,6 +74,8 @@ class EvalTask:
     description: str = ""
     needs_answer: bool = False
     unscored_classes: tuple[str, ...] = SAFETY_UNSCORED
+    #: Judge a reply cut off at the limit on its visible text (off: it is ``truncated``, never judged).
+    judges_cut_replies: bool = True
     #: The judge spec its scorer asks (``rule``, ``http:<model>``; empty for the organism's exact judges):
     #: part of its results' identity, so results judged otherwise are never reused.
     judge: str = ""

@@ -16,6 +16,10 @@ def recipe_summary(run: RunConfig) -> dict[str, Any]:
     settings = run.method_config
     if getattr(settings, "sampling", None) is not None:
         out.update(n=settings.sampling.n, temperature=settings.sampling.temperature)
+    if getattr(settings, "targets", None) is not None:  # BCT: its targets, and each axis's own settings
+        t = settings.targets
+        out["targets"] = {"n": t.n, "temperature": t.temperature,
+                          "per_axis": {a: o.model_dump(exclude_none=True) for a, o in sorted(t.per_axis.items())}}
     if getattr(settings, "loss", None) is not None:
         out["loss"] = settings.loss.kind
         if hasattr(settings.loss, "kl_coef"):

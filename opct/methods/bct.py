@@ -1,8 +1,10 @@
 """SFT consistency (BCT): fine-tune on (``prompt`` -> the frozen model's response to ``teacher_prompt``).
 
 The targets are generated once, offline, by the frozen run-start model (``bct.targets`` settings,
-greedy by default) and cached in the run directory; the loss is the negative log-likelihood of the
-target tokens after ``prompt`` (completion tokens only).
+greedy by default, ``bct.targets.per_axis`` for an axis of its own: the official code samples the
+safety-awareness targets, 3 at temperature 1) and cached in the run directory; every target is one SFT
+example, and the loss is the negative log-likelihood of the target tokens after ``prompt`` (completion
+tokens only).
 """
 
 from __future__ import annotations
@@ -68,6 +70,8 @@ class BCTMethod:
         settings = {k: v for k, v in settings.items() if not k.startswith("vllm_")}
         if settings["engine"] == "hf":
             del settings["engine"]
+        if not settings["per_axis"]:
+            del settings["per_axis"]  # so a cache made before per-axis settings existed keeps its key
         return settings
 
     def setup(self, pairs: list[ConsistencyPair]) -> None:
@@ -89,23 +93,29 @@ class BCTMethod:
         self.cache_path = path
 
     def _generate(self, pairs: list[ConsistencyPair]) -> dict[str, list[list[int]]]:
-        gen = self.settings.targets
-        params = SamplingParams.from_config(gen, seed=self.ctx.cfg.seed)
+        """Each pair's targets, ``n`` of them at its axis's settings (``bct.targets`` with ``per_axis``'s
+        keys). A sample's random stream is keyed by its pair id, so grouping by axis changes no target."""
+        targets = self.settings.targets
         acc = self.ctx.accelerator
-        with acc.split_between_processes(pairs) as mine:
-            with self.ctx.teacher.active() as teacher, self.ctx.generating(teacher), acc.autocast():
-                # engine: vllm loads the run-start weights from the model spec: the teacher's own
-                sampler = self.ctx.sampler(gen, teacher)
-                try:
-                    rollouts = sampler.generate(
-                        [self.ctx.render(p.teacher_prompt) for p in mine], params, sample_keys=[p.id for p in mine]
-                    )
-                finally:
-                    if hasattr(sampler, "close"):
-                        sampler.close()  # a vLLM engine's memory goes back to training
-            local: list[tuple[str, list[list[int]]]] = [
-                (p.id, [r.completion_ids for r in rollouts[i * gen.n : (i + 1) * gen.n]]) for i, p in enumerate(mine)
-            ]
+        local: list[tuple[str, list[list[int]]]] = []
+        with (acc.split_between_processes(pairs) as mine, self.ctx.teacher.active() as teacher,
+              self.ctx.generating(teacher), acc.autocast()):
+            # engine: vllm loads the run-start weights from the model spec: the teacher's own
+            sampler = self.ctx.sampler(targets, teacher)
+            try:
+                groups: dict[str, list[ConsistencyPair]] = {}
+                for p in mine:
+                    groups.setdefault(json.dumps(targets.for_axis(p.axis).model_dump(), sort_keys=True), []).append(p)
+                for group in groups.values():
+                    gen = targets.for_axis(group[0].axis)
+                    rollouts = sampler.generate([self.ctx.render(p.teacher_prompt) for p in group],
+                                                SamplingParams.from_config(gen, seed=self.ctx.cfg.seed),
+                                                sample_keys=[p.id for p in group])
+                    local += [(p.id, [r.completion_ids for r in rollouts[i * gen.n : (i + 1) * gen.n]])
+                              for i, p in enumerate(group)]
+            finally:
+                if hasattr(sampler, "close"):
+                    sampler.close()  # a vLLM engine's memory goes back to training
         merged = gather_object(local) if acc.num_processes > 1 else local
         return dict(merged)
 

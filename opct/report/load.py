@@ -138,16 +138,19 @@ class Experiment:
         return f"not a number: {raw.get('reason') or 'undefined'}{flag}"
 
     def attack_metric(self, method: str, key: str) -> Metric | None:
-        """The adaptive attacker's metric ``key`` against ``method``, or None; its ``unscored`` are the
-        behaviours no attempt could be scored on."""
+        """The adaptive attacker's metric ``key`` against ``method``, or None; beside its n: the behaviours
+        no attempt could be scored on, those defended only by degenerate replies, and the degenerate replies."""
         res = self.attack.get(method, {})
         metric = parse_metric(res.get("metrics", {}).get(key), incomplete=res.get("status") == "incomplete")
         if problem := metric_problem(metric, None):
             self._invalid(self.root / "attack" / method / "results.json", key, problem)
             return None
-        unscored = res.get("outcomes", {}).get("behaviors", {}).get("unscored", 0)
-        if metric is not None and unscored:
-            metric = replace(metric, unscored={"unscored": unscored})
+        counts = res.get("outcomes", {})
+        left_out = {"unscored": counts.get("behaviors", {}).get("unscored", 0),
+                    "degenerate-only": counts.get("behaviors", {}).get("degenerate", 0),
+                    "degenerate replies": counts.get("attempts", {}).get("degenerate", 0)}
+        if metric is not None and any(left_out.values()):
+            metric = replace(metric, unscored={k: v for k, v in left_out.items() if v})
         return metric
 
     def records(self, method: str, eval_name: str) -> list[dict[str, Any]]:

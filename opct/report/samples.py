@@ -25,7 +25,7 @@ SAMPLES_HTML = "samples.html"
 FILTERS = ("eval", "split", "method", "outcome")
 FILTER_LABELS = {"eval": "axis (eval)", "split": "split", "method": "method", "outcome": "outcome class"}
 #: Outcome classes in the order the filter lists them (:data:`opct.evals.outcomes.OUTCOMES`); others after.
-OUTCOME_ORDER = ("scored", "empty", "truncated", "unparsed", "off_options", "abstained", "error",
+OUTCOME_ORDER = ("scored", "empty", "truncated", "degenerate", "unparsed", "off_options", "abstained", "error",
                  "cracked", "defended", "unscored")
 #: Text longer than this (characters) is folded into a ``<details>`` showing its beginning.
 FOLD_PROMPT, FOLD_RESPONSE, SUMMARY_CHARS = 280, 400, 140
@@ -33,12 +33,13 @@ FOLD_PROMPT, FOLD_RESPONSE, SUMMARY_CHARS = 280, 400, 140
 HOWTO = (
     "One row per prompt: the eval (axis) it belongs to, its split, item, variant and sample index, the "
     "last user message, then each method's answer to the same prompt. Each answer starts with its outcome "
-    "class (scored, empty, truncated, unparsed, off_options, abstained, error: only scored answers enter "
-    "the rates), the label read from it and its scores. The filters narrow the rows: method keeps the "
+    "class (scored, empty, truncated, degenerate, unparsed, off_options, abstained, error: only scored answers "
+    "enter the rates; degenerate ones, repetition loops, are judged and counted beside them), the label "
+    "read from it and its scores. The filters narrow the rows: method keeps the "
     "prompts that method answered (and highlights its column), outcome class the prompts where an answer "
     "(the chosen method's, when one is chosen) has that class. The axis 'attack' has one row per behaviour "
-    "the adaptive attacker tried: each method's outcome (cracked, defended, or unscored when an attempt "
-    "could not be judged and none cracked it) with the attempt that tells it. The URL keeps the filters; "
+    "the adaptive attacker tried: each method's outcome (cracked, defended, degenerate when only repetition "
+    "loops defended it, or unscored when an attempt could not be judged and none cracked it) with the attempt that tells it. The URL keeps the filters; "
     "each cell of the report's results table links here with its eval, split and method."
 )
 
@@ -158,7 +159,9 @@ def _shown_attempt(behavior: Mapping[str, Any], attempts: list[Mapping[str, Any]
         queries = behavior.get("queries_to_crack")
         return next((a for a in wanted if a.get("query") == queries), wanted[0] if wanted else None)
     if status == "unscored":
-        return next((a for a in attempts if a.get("outcome", "scored") != "scored"), None)
+        return next((a for a in attempts if a.get("outcome", "scored") in ("truncated", "unscored")), None)
+    if status == "degenerate":
+        return next((a for a in attempts if a.get("outcome") == "degenerate"), None)
     return next((a for a in attempts if a.get("prompt") == behavior.get("best_prompt")), attempts[0] if attempts else None)
 
 
@@ -182,8 +185,9 @@ def attack_rows(exp: Experiment, methods: Iterable[str] | None = None) -> list[P
             detail = f"queries={b.get('queries')}"
             if b.get("queries_to_crack") is not None:
                 detail += f" cracked_at={b.get('queries_to_crack')}"
-            if b.get("unscored_attempts"):
-                detail += f" unscored_attempts={b.get('unscored_attempts')}"
+            for count in ("unscored_attempts", "degenerate_attempts"):
+                if b.get(count):
+                    detail += f" {count}={b.get(count)}"
             row.answers[method] = Answer(_attempt_text(shown), str(b.get("status") or "unscored"), "", detail)
     return list(by_id.values())
 

@@ -131,7 +131,7 @@ def selection_table(selection: dict[str, Any]) -> Table:
     return table
 
 
-RECIPE_HEADERS = ["method", "lr", "steps", "pairs/step", "divergence", "samples (n, T)", "chosen by"]
+RECIPE_HEADERS = ["method", "lr", "steps", "pairs/step", "divergence", "samples or targets (n, T)", "chosen by"]
 
 
 def recipe_rows(plan: dict[str, Any], selection: dict[str, Any]) -> list[list[str]]:
@@ -146,9 +146,19 @@ def recipe_rows(plan: dict[str, Any], selection: dict[str, Any]) -> list[list[st
             chosen = f"opct select ({rule} rule)"
         else:
             chosen = "the experiment file"
-        samples = f"{r['n']}, {r['temperature']:g}" if "n" in r else "—"
+        samples = f"{r['n']}, {r['temperature']:g}" if "n" in r else targets_cell(r["targets"]) if "targets" in r else "—"
         rows.append([key, f"{r['lr']:g}", str(r["steps"]), str(r["pairs_per_step"]), str(r.get("loss", "—")), samples, chosen])
     return rows
+
+
+def targets_cell(targets: dict[str, Any]) -> str:
+    """BCT's target settings as the recipe table names them: ``targets 1, 0 (greedy); awareness 3, 1``."""
+    def one(n: Any, temperature: Any) -> str:
+        return f"{n}, {temperature:g}" + (" (greedy)" if temperature == 0 else "")
+    parts = [f"targets {one(targets['n'], targets['temperature'])}"]
+    for axis, o in (targets.get("per_axis") or {}).items():
+        parts.append(f"{axis} {one(o.get('n', targets['n']), o.get('temperature', targets['temperature']))}")
+    return "; ".join(parts)
 
 
 def held_back_line(plan: dict[str, Any]) -> str | None:
