@@ -88,8 +88,11 @@ def train(
     from opct.training.loop import train as run_training
 
     result = run_training(cfg, show_progress=not no_progress)
-    if result.is_main_process:
-        console.print(f"done: {result.steps} steps; checkpoint in [bold]{result.final_dir}[/]")
+    if result.is_main_process and result.already_complete:
+        console.print(f"already complete at step {result.steps}; nothing trained. Checkpoint in [bold]{result.final_dir}[/]")
+    elif result.is_main_process:
+        resumed = f" (resumed at step {result.start_step})" if result.start_step else ""
+        console.print(f"done: {result.steps} steps{resumed}; checkpoint in [bold]{result.final_dir}[/]")
 
 
 app.command()(run)

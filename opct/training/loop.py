@@ -54,10 +54,19 @@ from opct.training.validation import (
 
 @dataclass
 class TrainResult:
+    """Where a training's outputs are. ``steps``: the run's total; ``start_step``: where this call began
+    (``steps`` for a run that was already complete: nothing was trained)."""
+
     run_dir: Path
     steps: int
     final_dir: Path
     is_main_process: bool = True
+    start_step: int = 0
+
+    @property
+    def already_complete(self) -> bool:
+        """Whether the run was finished before this call, which trained nothing."""
+        return self.start_step >= self.steps
 
 
 class TrainerState:
@@ -233,9 +242,10 @@ def _train(
     if validator is not None and start.checkpoint is None:
         val_log.write(validator.measure(0))  # the run-start policy: every curve's first point
     judge = VALIDATION_JUDGES.get(cfg.validation.judge) if cfg.validation.judge else None
-    progress = _progress(show_progress and acc.is_main_process)
+    start_step = state.step
+    progress = _progress(show_progress and acc.is_main_process and state.step < steps)  # no bar when nothing trains
     with progress as bar:
-        task = bar.add_task(f"{cfg.method} {cfg.name}", total=steps, completed=state.step, loss=0.0, kl=0.0) if bar else None
+        task = bar.add_task(f"{cfg.method} {cfg.name}", total=steps, completed=state.step, loss="-", kl="-") if bar else None
         while state.step < steps:
             step = state.step
             record, rollouts = _train_step(ctx, method, optimizer, scheduler, pairs, step, judge)
@@ -250,12 +260,14 @@ def _train(
             if state.step % cfg.train.checkpoint_every == 0 or state.step == steps:
                 run.save_checkpoint(acc, state.step, cfg.train.keep_checkpoints, prepared, optimizer, scheduler, sharding)
             if bar is not None:
-                bar.update(task, completed=state.step, loss=record["loss"], kl=record.get("kl_to_teacher", 0.0))
+                kl = record.get("kl_to_teacher")
+                bar.update(task, completed=state.step, loss=f"{record['loss']:.4f}", kl="-" if kl is None else f"{kl:.4f}")
     identity = {"base_weights": teacher.fingerprint, "data_hash": data_hash, "num_pairs": len(pairs)}
     final = run.save_final(acc, prepared, tokenizer, cfg, identity)
     if cfg.train.trackers:
         acc.end_training()
-    return TrainResult(run_dir=run.root, steps=steps, final_dir=final, is_main_process=acc.is_main_process)
+    return TrainResult(run_dir=run.root, steps=steps, final_dir=final, is_main_process=acc.is_main_process,
+                       start_step=start_step)
 
 
 def _train_step(ctx: TrainContext, method: Any, optimizer, scheduler, pairs, step: int, judge: Any = None):
@@ -358,7 +370,7 @@ def _progress(enabled: bool):
         TextColumn("[bold]{task.description}"),
         BarColumn(),
         MofNCompleteColumn(),
-        TextColumn("loss {task.fields[loss]:.4f}  kl {task.fields[kl]:.4f}"),
+        TextColumn("loss {task.fields[loss]}  kl {task.fields[kl]}"),  # "-" until this call's first step
         TimeElapsedColumn(),
         TimeRemainingColumn(),
     )
