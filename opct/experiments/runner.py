@@ -55,16 +55,16 @@ def _known_method(method: str) -> str:
 class ExperimentConfig(StrictSettings):
     """What to compare: methods x seeds (x axes) on one model."""
 
-    name: FolderName = "experiment"
-    output_dir: str = "runs/experiments"
-    model: ModelConfig = Field(default_factory=ModelConfig)
+    name: FolderName = Field("experiment", description="the experiment's folder name: its outputs go to <output_dir>/<name>")
+    output_dir: str = Field("runs/experiments", description="the folder that holds experiment directories")
+    model: ModelConfig = Field(default_factory=ModelConfig, description="the base model every method trains from")
     axes: list[str] = Field(default_factory=lambda: _pair_axes(), description="registered axes with pairs")
     methods: list[str] = Field(
         default_factory=lambda: ["base", "bct", "opct"],
         description="base, registered training methods and the names of variants",
     )
     mix_axes: bool = Field(True, description="one training run on all axes mixed (else one run per axis)")
-    seeds: list[int] = Field(default_factory=lambda: [0])
+    seeds: list[int] = Field(default_factory=lambda: [0], description="one training run per method and seed")
     train_data: dict[str, list[str]] = Field(
         default_factory=dict, description="axis -> pair sources; default organism:<axis>:train"
     )
@@ -85,8 +85,8 @@ class ExperimentConfig(StrictSettings):
     reference: str | None = Field(
         None, description="the method or variant every other trained one is compared with (an ablation's reference)"
     )
-    eval: EvalSettings = Field(default_factory=EvalSettings)
-    attack: AttackSettings = Field(default_factory=AttackSettings)
+    eval: EvalSettings = Field(default_factory=EvalSettings, description="how every model is evaluated")
+    attack: AttackSettings = Field(default_factory=AttackSettings, description="the adaptive attack run against every model")
     threads: int | None = Field(
         None, gt=0, description="CPU threads for torch (--threads and OPCT_THREADS override it; None: torch's default)"
     )
