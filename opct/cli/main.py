@@ -114,9 +114,16 @@ def export(
     push_to_hub: Annotated[str | None, typer.Option("--push-to-hub", metavar="REPO",
                                                     help="Also upload the export to this hub repository (owner/name).")] = None,
     private: Annotated[bool, typer.Option("--private", help="With --push-to-hub: create the repository private.")] = False,
+    adapter_only: Annotated[bool, typer.Option(
+        "--adapter-only", help="A LoRA run: export (and push) the adapter as it is, to load on its base, instead of merging it.")] = False,
+    eval_results: Annotated[list[Path] | None, typer.Option(
+        "--eval-results", metavar="DIR", help="An opct eval folder of this checkpoint (repeatable): its results go into the "
+        "card's model-index when they measured exactly these weights. An experiment's own evals of the run are found without it.")] = None,
 ) -> None:
     """Write a trained checkpoint as one model folder (a LoRA adapter merged into its base, base weights
-    checked): loadable by any Hugging Face tool, e.g. lm-eval-harness's --model hf pretrained=DIR."""
+    checked): loadable by any Hugging Face tool, e.g. lm-eval-harness's --model hf pretrained=DIR. With
+    --adapter-only, the adapter itself. No exported file holds a local absolute path; the card's
+    model-index holds the run's own eval results, when there are any."""
     import tempfile
 
     from opct.runs.export import export_merged, hub_token
@@ -127,7 +134,9 @@ def export(
     token = hub_token() if push_to_hub else None  # no login: refused before anything is merged
     with tempfile.TemporaryDirectory(prefix="opct-export-") as scratch:
         target = out if out is not None else Path(scratch) / "export"
-        folder = export_merged(model, target, dtype=dtype, overwrite=overwrite, trust_remote_code=trust_remote_code)
+        folder = export_merged(model, target, dtype=dtype, overwrite=overwrite, trust_remote_code=trust_remote_code,
+                               eval_results=list(eval_results or []), adapter_only=adapter_only,
+                               name=push_to_hub.split("/")[-1] if push_to_hub else None)
         if out is not None:
             console.print(f"exported to [bold]{folder}[/]")
         if push_to_hub:

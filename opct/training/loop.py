@@ -31,7 +31,7 @@ from opct.models import (
     load_model,
     load_tokenizer,
     make_teacher,
-    weights_fingerprint,
+    weights_sha256,
 )
 from opct.pairs import ConsistencyPair
 from opct.runs.directory import RunDirectory
@@ -154,12 +154,12 @@ def _train(
     seed_step(cfg.seed, 0, 0)
 
     model = load_model(cfg.model)
-    base_weights = weights_fingerprint(model)  # the base as loaded: what final/ records and eval checks
+    base_weights = weights_sha256(model)  # the base as loaded: what final/ records (in full) and eval checks
     if cfg.train.disable_dropout:
         disable_dropout(model)
     if cfg.finetune == "lora":
         model = add_lora(model, cfg.lora)
-    teacher = make_teacher(model, fingerprint=base_weights)
+    teacher = make_teacher(model, fingerprint=base_weights[:16])  # the run's identity (manifest, resume), as before
     if not teacher.shares_weights and sharded:  # each process keeps its shard of the copy, moved unit by unit
         teacher.model = fsdp.shard_frozen(acc, teacher.model)
     elif not teacher.shares_weights:
@@ -262,7 +262,7 @@ def _train(
             if bar is not None:
                 kl = record.get("kl_to_teacher")
                 bar.update(task, completed=state.step, loss=f"{record['loss']:.4f}", kl="-" if kl is None else f"{kl:.4f}")
-    identity = {"base_weights": teacher.fingerprint, "data_hash": data_hash, "num_pairs": len(pairs)}
+    identity = {"base_weights": base_weights, "data_hash": data_hash, "num_pairs": len(pairs)}
     final = run.save_final(acc, prepared, tokenizer, cfg, identity)
     if cfg.train.trackers:
         acc.end_training()
