@@ -1,7 +1,7 @@
 """The ``opct`` command group: its global options, ``train`` and ``export``, and every other command
 registered from the module of its group (:mod:`opct.cli.experiment`, :mod:`opct.cli.eval`,
 :mod:`opct.cli.attack`, :mod:`opct.cli.pairs`, :mod:`opct.cli.organism`, :mod:`opct.cli.env`,
-:mod:`opct.cli.data`)."""
+:mod:`opct.cli.data`, :mod:`opct.cli.model`)."""
 
 from __future__ import annotations
 
@@ -25,6 +25,7 @@ from opct.cli.data import data_app
 from opct.cli.env import env, version_callback
 from opct.cli.eval import eval_
 from opct.cli.experiment import demo, report, run, select
+from opct.cli.model import model_app
 from opct.cli.pairs import pairs_app
 
 app = typer.Typer(cls=ErrorBoundary, add_completion=False, no_args_is_help=True,
@@ -57,6 +58,7 @@ app.add_typer(_organism_app(), name="organism")
 
 app.add_typer(pairs_app, name="pairs")
 app.add_typer(data_app, name="data")
+app.add_typer(model_app, name="model")
 
 
 @app.command()
