@@ -246,7 +246,10 @@ class TrainConfig(_Strict):
     disable_dropout: bool = Field(
         True, description="zero the base model's dropout (on-policy ratios need it; lora.dropout is kept)"
     )
-    trackers: list[Literal["tensorboard", "wandb", "trackio"]] = Field(default_factory=list, description="experiment trackers that also get the metrics (like TRL's report_to); metrics.jsonl is always written")
+    trackers: list[Literal["tensorboard", "wandb", "trackio"]] = Field(default_factory=list, description="experiment trackers that also get the metrics (like TRL's report_to), written under the run's trackers/; metrics.jsonl is always written")
+    tracker_project: str | None = Field(None, description="the trackers' project (W&B project, TensorBoard folder trackers/<project>); None: opct. The run is named after name")
+    tracker_entity: str | None = Field(None, description="W&B entity (team or user); None: W&B's default")
+    tracker_tags: list[str] = Field(default_factory=list, description="W&B tags of the run")
     on_nonfinite: Literal["stop", "skip"] = Field(
         "stop", description="a non-finite loss or gradient norm: stop the run (exit 1; checkpoints before it kept), or "
                             "skip that step's update and count it (nonfinite_skipped in metrics.jsonl)",

@@ -317,6 +317,8 @@ def run_experiment(cfg: ExperimentConfig, show_progress: bool = True, log: Any =
         results = evaluate(specs[key], tasks, root / "eval" / key, e.generation, seed=e.seed, show_progress=show_progress,
                            reasoning=e.reasoning, max_unscored=e.max_unscored, discard_stale=True)  # retrained: measured again
         unfinished.extend(f"{key}/{line}" for line in incomplete(results))
+        if key != "base":
+            track_results(Path(plan.models[key]), "eval", root / "eval" / key)
 
     if "base" in plan.models:
         evaluate_model("base")
@@ -332,6 +334,9 @@ def run_experiment(cfg: ExperimentConfig, show_progress: bool = True, log: Any =
             if forced(forces, "attack", key) and clear(root / "attack" / key):
                 log(f"[stage] attack {key}: forced (--force), its results deleted")
         unfinished.extend(attack_models(cfg, specs, root / "attack", log=log, show_progress=show_progress))
+        for key in plan.models:
+            if key != "base":
+                track_results(Path(plan.models[key]), "attack", root / "attack" / key)
     from opct.report import write_report
 
     write_report(root)
@@ -341,6 +346,17 @@ def run_experiment(cfg: ExperimentConfig, show_progress: bool = True, log: Any =
             + "\n  ".join(unfinished) + "\nSet eval.allow_unscored: true to accept them."
         )
     return root
+
+
+def track_results(run_dir: Path, namespace: str, folder: Path) -> None:
+    """Log an eval's (``eval/<eval>/<metric>``) or attack's (``attack/<metric>``) results into the
+    trackers of the training run they measured, when it has any (:mod:`opct.training.tracking`)."""
+    from opct.training.tracking import log_to_run, result_metrics
+
+    files = sorted(folder.glob("*/results.json")) if namespace == "eval" else [folder / "results.json"]
+    results = {(f.parent.name if namespace == "eval" else ""): json.loads(f.read_text(encoding="utf-8"))
+               for f in files if f.is_file()}
+    log_to_run(run_dir, result_metrics(namespace, results))
 
 
 class IncompleteEvalError(OpctError, ValueError):

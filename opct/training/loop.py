@@ -10,7 +10,6 @@ directory resumes from the newest valid one and ends with the same weights as an
 
 from __future__ import annotations
 
-import json
 import math
 import time
 from contextlib import nullcontext
@@ -38,12 +37,12 @@ from opct.runs.directory import RunDirectory
 from opct.runs.errors import RunDirError
 from opct.runs.lock import on_main
 from opct.runs.manifest import build_manifest, hash_records
-from opct.runs.resume import flatten
 from opct.training import fsdp
 from opct.training.batches import load_training_pairs, seed_step, step_indices, total_steps
 from opct.training.health import check_weights, healthy_update
 from opct.training.plugins import VALIDATION_JUDGES
 from opct.training.prompt_checks import check_prompts
+from opct.training.tracking import init_kwargs, project_name, step_metrics, tracker_hparams
 from opct.training.validation import (
     Validator,
     check_disjoint,
@@ -74,20 +73,6 @@ class TrainerState:
 
     def __init__(self) -> None:
         self.step = 0
-
-
-def tracker_hparams(cfg: RunConfig) -> dict[str, int | float | str | bool]:
-    """The configuration flattened to the scalar types every tracker accepts (TensorBoard's hparams
-    take no None, list or dict): None becomes "none", lists and dicts their JSON text."""
-    out: dict[str, int | float | str | bool] = {}
-    for key, value in flatten(dump_config(cfg)).items():
-        if value is None:
-            out[key] = "none"
-        elif isinstance(value, bool | int | float | str):
-            out[key] = value
-        else:
-            out[key] = json.dumps(value)
-    return out
 
 
 def _has_accelerator_device() -> bool:
@@ -233,8 +218,8 @@ def _train(
         write_manifest()
         if acc.is_main_process:
             run.recover_logs(state.step)
-    if cfg.train.trackers:
-        acc.init_trackers(cfg.name, config=tracker_hparams(cfg))
+    if cfg.train.trackers:  # one project, this run named in it; its keys namespaced (opct/training/tracking.py)
+        acc.init_trackers(project_name(cfg), config=tracker_hparams(cfg), init_kwargs=init_kwargs(cfg, run.layout))
 
     writer = run.metrics_writer(acc.is_main_process, cfg.train.log_rollouts)
     validator = Validator(ctx, validation) if validation else None
@@ -250,13 +235,14 @@ def _train(
             step = state.step
             record, rollouts = _train_step(ctx, method, optimizer, scheduler, pairs, step, judge)
             state.step = step + 1
+            measured: dict[str, Any] = {}
             if validator is not None and (state.step % (cfg.validation.every or 1) == 0 or state.step == steps):
                 measured = validator.measure(state.step)
                 val_log.write(measured)
                 record.update({k: v for k, v in measured.items() if k != "step"})
             writer.write(record, rollouts)
             if cfg.train.trackers:
-                acc.log({k: v for k, v in record.items() if isinstance(v, int | float)}, step=step + 1)
+                acc.log(step_metrics(record, set(measured)), step=step + 1)
             if state.step % cfg.train.checkpoint_every == 0 or state.step == steps:
                 run.save_checkpoint(acc, state.step, cfg.train.keep_checkpoints, prepared, optimizer, scheduler, sharding)
             if bar is not None:
