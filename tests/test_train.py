@@ -273,3 +273,21 @@ def test_a_step_larger_than_the_data_is_an_error(tiny_model, pairs_file, tmp_pat
     with pytest.raises(ValueError, match="train.pairs_per_step=32 is more than the 16 training pairs"):
         train(cfg, show_progress=False)
     assert not (cfg.run_dir / "checkpoints").exists()
+
+
+def test_a_trl_style_pair_file_without_ids_trains(tiny_model, tmp_path):
+    """``prompt`` and ``teacher_prompt`` only (TRL's layout): the pairs get derived ids and the run trains;
+    its rollouts name the derived ids."""
+    import gzip
+
+    from conftest import make_pairs
+
+    rows = [{"prompt": p["prompt"], "teacher_prompt": p["teacher_prompt"]} for p in make_pairs()]
+    trl = tmp_path / "trl.jsonl"
+    trl.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
+    cfg = _cfg(tiny_model, trl, tmp_path, **{"train.max_steps": 1})
+    with pytest.warns(UserWarning, match=r"16 of 16 pairs have no 'id'"):
+        train(cfg, show_progress=False)
+    assert [r["step"] for r in _metrics(cfg.run_dir)] == [1]
+    with gzip.open(cfg.run_dir / "rollouts.jsonl.gz", "rt") as fh:
+        assert all(json.loads(line)["pair_id"].startswith("pair-") for line in fh)
