@@ -238,9 +238,20 @@ def is_peft(model: torch.nn.Module) -> bool:
 
 
 def weights_fingerprint(model: torch.nn.Module) -> str:
+    """The first 16 hex digits of :func:`weights_sha256`: the identity runs, evals and attacks compare."""
+    return weights_sha256(model)[:16]
+
+
+def same_weights(recorded: str, sha256: str) -> bool:
+    """Whether a recorded base-weights hash names the weights of full ``sha256``: the full hash, or the
+    16-digit prefix that checkpoints written before opct recorded the full one hold."""
+    return recorded == sha256 or (len(recorded) == 16 and sha256.startswith(recorded))
+
+
+def weights_sha256(model: torch.nn.Module) -> str:
     """sha256 over every weight of ``model`` (names, shapes, dtypes and all bytes), tensor by tensor.
 
-    Under LoRA it fingerprints the base weights only (the teacher), not the adapter. Each tensor is
+    Under LoRA it hashes the base weights only (the teacher), not the adapter. Each tensor is
     hashed in place (one device-to-host copy at a time on an accelerator), so no second copy of the
     model is ever held.
     """
@@ -251,7 +262,7 @@ def weights_fingerprint(model: torch.nn.Module) -> str:
         h.update(f"{name}:{tuple(tensor.shape)}:{tensor.dtype}".encode())
         data = tensor.detach().contiguous()
         h.update(data.cpu().view(torch.uint8).numpy().data if data.numel() else b"")
-    return h.hexdigest()[:16]
+    return h.hexdigest()
 
 
 @dataclass
@@ -376,7 +387,7 @@ def load_for_inference(
 
 def _check_base_weights(model: torch.nn.Module, expected: str, adapter: str | None, base: str) -> None:
     """Refuse an adapter whose base no longer holds the weights it was trained on."""
-    if (actual := weights_fingerprint(model)) != expected:
+    if not same_weights(expected, actual := weights_sha256(model)):
         raise CheckpointError(
             f"{adapter} was trained on base weights {expected}, but {base} now holds {actual}; "
             "the adapter would be applied to a different model. Restore the base model or retrain."

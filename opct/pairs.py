@@ -8,8 +8,10 @@ lists; a plain string means one user message.
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import json
 import re
+import warnings
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -19,7 +21,10 @@ from opct.errors import OpctError, require_extra
 from opct.registry import Registry, UnknownNameError
 
 ROLES = ("system", "user", "assistant")
-REQUIRED = ("id", "prompt", "teacher_prompt")
+REQUIRED = ("prompt", "teacher_prompt")
+#: A pair without an ``id`` gets ``DERIVED_ID_PREFIX`` + the first 16 hex digits of the sha256 of its
+#: prompts (:func:`derived_pair_id`): the same pair gets the same id in every file and every run.
+DERIVED_ID_PREFIX = "pair-"
 DEFAULT_COLUMNS = {
     "id": "id",
     "axis": "axis",
@@ -119,13 +124,28 @@ def _check_messages(value: Any, name: str, where: tuple[str, int], problems: lis
     return messages
 
 
+class DerivedPairIdWarning(UserWarning):
+    """Pairs of a file had no ``id``; each got one derived from its prompts (said once per file)."""
+
+
+def derived_pair_id(prompt: list[Message], teacher_prompt: list[Message]) -> str:
+    """The id of a pair that has none: ``pair-`` and 16 hex digits of the sha256 of its two prompts
+    (as chat messages, in canonical JSON), stable across files, runs and machines."""
+    canonical = json.dumps({"prompt": prompt, "teacher_prompt": teacher_prompt}, sort_keys=True, ensure_ascii=False,
+                           separators=(",", ":"))
+    return DERIVED_ID_PREFIX + hashlib.sha256(canonical.encode("utf-8")).hexdigest()[:16]
+
+
 def pair_from_record(
     record: Any,
     where: tuple[str, int],
     problems: list[PairProblem],
     columns: Mapping[str, str] | None = None,
 ) -> ConsistencyPair | None:
-    """Build a pair from one decoded record, appending every problem found to ``problems``."""
+    """Build a pair from one decoded record, appending every problem found to ``problems``.
+
+    A record without an ``id`` field (TRL-style: ``prompt`` and ``teacher_prompt`` only) gets
+    :func:`derived_pair_id`; an ``id`` that is present must be a non-empty string or integer."""
     file, line = where
     cols = {**DEFAULT_COLUMNS, **(columns or {})}
     if not isinstance(record, Mapping):
@@ -153,7 +173,8 @@ def pair_from_record(
         meta = {}
     if len(problems) > n_before:
         return None
-    return ConsistencyPair(id=str(raw_id), prompt=prompt, teacher_prompt=teacher, axis=str(axis), meta=dict(meta),
+    pair_id = str(raw_id) if raw_id is not None else derived_pair_id(prompt, teacher)
+    return ConsistencyPair(id=pair_id, prompt=prompt, teacher_prompt=teacher, axis=str(axis), meta=dict(meta),
                            where=(file, line))
 
 
@@ -236,13 +257,17 @@ def read_pairs(
     pairs: list[ConsistencyPair] = []
     first_line: dict[str, int] = {}
     id_field = (columns or {}).get("id", "id")
+    derived = 0
     for lineno, record in records:
         pair = pair_from_record(record, (str(path), lineno), problems, columns)
         if pair is None:
             continue
+        own_id = isinstance(record, Mapping) and record.get(id_field) is not None
+        derived += not own_id
         if pair.id in first_line:
+            what = "duplicate id" if own_id else "the same prompts as the pair"
             problems.append(
-                PairProblem(str(path), lineno, id_field, f"duplicate id {pair.id!r} (first seen on line {first_line[pair.id]})")
+                PairProblem(str(path), lineno, id_field, f"{what} {pair.id!r} (first seen on line {first_line[pair.id]})")
             )
             continue
         first_line[pair.id] = lineno
@@ -251,6 +276,10 @@ def read_pairs(
         raise PairFileError(problems)
     if not pairs:
         raise PairFileError([PairProblem(str(path), 0, "", "contains no pairs")])
+    if derived:
+        warnings.warn(f"{path}: {derived} of {len(pairs)} pairs have no {id_field!r}; each got "
+                      f"{DERIVED_ID_PREFIX}<sha256 of its prompt and teacher_prompt, 16 hex digits>",
+                      DerivedPairIdWarning, stacklevel=2)
     return pairs
 
 

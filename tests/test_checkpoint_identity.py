@@ -42,7 +42,7 @@ def test_final_records_the_resolved_base_spec_and_a_card(trained):
     assert record["base_model"] == str((root / "base").resolve())  # absolute, not "base"
     assert record["model"]["chat_template_kwargs"] == {"flavour": "plain"}
     assert record["model"]["system_prompt"] == "Be brief."
-    assert len(record["base_weights_sha256"]) == 16 and record["data"]["pairs"] == 4
+    assert re.fullmatch(r"[0-9a-f]{64}", record["base_weights_sha256"]) and record["data"]["pairs"] == 4  # the full sha256
     card = (run_dir / "final" / "README.md").read_text()
     assert "method: opct" in card and record["base_weights_sha256"] in card and "## Evaluation" in card
 

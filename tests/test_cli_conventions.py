@@ -308,3 +308,50 @@ def test_a_run_from_before_a_new_key_resumes_when_the_key_is_at_its_default(tmp_
     merged = RunConfig.model_validate({"train": {"max_steps": 2, "merged_lora_sampling": True}})
     with pytest.raises(RunDirError, match="merged_lora_sampling"):
         check_resumable(tmp_path, merged, "t", "d", done=1, steps=2)
+
+
+def _raw_help_texts() -> list[tuple[list[str], str]]:
+    """Every command's and parameter's help as written in the source (before the CLI tidies it)."""
+    import typer.main
+
+    found: list[tuple[list[str], str]] = []
+
+    def walk(command, path):
+        if command.help:
+            found.append((path, command.help))
+        found.extend((path, p.help) for p in command.params if getattr(p, "help", None))
+        for name, sub in getattr(command, "commands", {}).items():
+            if not sub.hidden:
+                walk(sub, [*path, name])
+
+    walk(typer.main.get_command(app), [])
+    return found
+
+
+def test_every_help_text_prints_as_written_brackets_included():
+    """Rich markup swallowed ``[base,bct,opct,act]`` from ``opct demo --help``, and a docstring's second
+    paragraph kept its source line breaks mid-sentence: every help text now prints whole, each paragraph
+    on one line (a terminal wide enough that nothing wraps)."""
+    texts = _raw_help_texts()
+    assert any("[base,bct,opct,act]" in text for _, text in texts)  # the text that went missing
+    assert sum("[" in text for _, text in texts) >= 2
+    rendered: dict[tuple[str, ...], str] = {}
+    for path, text in texts:
+        if tuple(path) not in rendered:
+            res = CliRunner().invoke(app, [*path, "--help"], env={"COLUMNS": "3000", "NO_COLOR": "1", "TERM": "dumb"})
+            assert res.exit_code == 0, (path, res.output)
+            rendered[tuple(path)] = res.output
+        out = rendered[tuple(path)]
+        lines = [" ".join(line.replace("│", " ").split()) for line in out.splitlines()]
+        for paragraph in text.split("\n\n"):
+            words = " ".join(paragraph.split())
+            assert any(words in line for line in lines), (path, words)
+
+
+def test_threads_help_is_one_line_and_the_measurements_are_in_the_docs():
+    from opct.cli.boundary import Threads
+
+    help_text = Threads.__metadata__[0].help
+    assert len(help_text) < 200 and "x faster" not in help_text and "CPU threads" in help_text
+    development = (Path(__file__).parents[1] / "docs" / "development.md").read_text(encoding="utf-8")
+    assert "### CPU threads" in development and "benchmarks/threads.py" in development

@@ -196,3 +196,99 @@ def test_export_needs_out_or_push(tmp_path):
     res = CliRunner().invoke(app, ["export", str(tmp_path)])
     assert res.exit_code == 2 and "--push-to-hub" in res.output
     assert os.listdir(tmp_path) == []
+
+
+def _local_paths(folder: Path) -> list[str]:
+    """Every absolute path of this machine that a text file of ``folder`` holds (``/x/y...`` that exists)."""
+    import re
+
+    found = []
+    for file in sorted(p for p in folder.rglob("*") if p.is_file() and p.suffix != ".safetensors"):
+        text = file.read_text(encoding="utf-8", errors="replace")
+        for candidate in re.findall(r"(/[\w.-]+(?:/[\w.-]+)+)", text):
+            if Path(candidate).exists() or candidate.startswith(("/tmp/", "/work/", "/home/", "/root/")):
+                found.append(f"{file.name}: {candidate}")
+    return found
+
+
+def test_adapter_only_push_uploads_the_adapter_with_a_portable_base(aliased_run, tmp_path, monkeypatch):
+    """``--adapter-only --push-to-hub``: the adapter as LoRA users load it (no merge), naming its base as
+    another machine can; no file uploaded holds a local path; the base's sha256 is whole."""
+    from opct.cli.main import app
+
+    _, run = aliased_run
+    hub = FakeHub(tmp_path / "uploaded")
+    hub.install(monkeypatch)
+    res = CliRunner().invoke(app, ["export", str(run), "--adapter-only", "--push-to-hub", "me/tiny-adapter"])
+    assert res.exit_code == 0, res.output
+    uploaded = hub.keep
+    assert (uploaded / "adapter_model.safetensors").exists() and not (uploaded / "model.safetensors").exists()
+    assert json.loads((uploaded / "adapter_config.json").read_text())["base_model_name_or_path"] == ALIAS
+    card = ModelCard.load(uploaded / "README.md")
+    assert card.data.library_name == "peft" and "model-index" not in card.data.to_dict()  # no eval of it exists
+    record = json.loads((uploaded / "opct_checkpoint.json").read_text())
+    assert len(record["base_weights_sha256"]) == 64 and record["base_weights_sha256"] in card.text
+    assert record["exported_from"] == f"{run.name}/final" and "merged_from" not in record
+    assert _local_paths(uploaded) == []
+
+
+def test_no_exported_file_holds_a_local_path(aliased_run, tmp_path):
+    """A local base (an absolute path in final/) is named by its folder name in the export, merged or not."""
+    from opct.runs.export import export_merged
+
+    root, run = aliased_run
+    local = tmp_path / "run"
+    shutil.copytree(run, local)
+    for name in ("opct_checkpoint.json", "adapter_config.json"):
+        file = local / "final" / name
+        data = json.loads(file.read_text())
+        if name == "adapter_config.json":
+            data["base_model_name_or_path"] = str(root / "installed" / "base")
+        else:
+            data["base_model"] = data["model"]["name_or_path"] = str(root / "installed" / "base")
+            data["data"]["sources"] = [str(root / "pairs.jsonl")]
+        file.write_text(json.dumps(data))
+    assert _local_paths(local / "final")  # the check sees them where they are
+    merged = export_merged(local, tmp_path / "merged")
+    adapter = export_merged(local, tmp_path / "adapter", adapter_only=True)
+    assert _local_paths(merged) == [] and _local_paths(adapter) == []
+    assert json.loads((adapter / "adapter_config.json").read_text())["base_model_name_or_path"] == "base"
+    assert json.loads((merged / "opct_checkpoint.json").read_text())["data"]["sources"] == ["pairs.jsonl"]
+
+
+def test_the_cards_model_index_comes_from_the_runs_own_evals(aliased_run, tmp_path):
+    """An eval of exactly the exported weights fills the card's model-index (values, intervals, n), found in
+    the run's experiment without being named; an eval of other weights is left out and said."""
+    import yaml
+
+    from opct.cli.main import app
+    from opct.runs.export import export_merged
+
+    _, run = aliased_run
+    experiment = tmp_path / "exp"
+    shutil.copytree(run, experiment / "train" / run.name)
+    evals = experiment / "eval" / run.name
+    res = CliRunner().invoke(app, ["eval", "--model", str(run), "--evals", "capability", "--limit", "2",
+                                   "--max-new-tokens", "2", "--out", str(evals), "--no-progress", "--allow-unscored"])
+    assert res.exit_code == 0, res.output
+    # the random tiny model never ends an answer: every eval is incomplete (truncated). Mark one complete, as
+    # a real model's would be, to see it published; the others stay incomplete and are left out.
+    kept = evals / "capability_mc" / "results.json"
+    kept.write_text(json.dumps({**json.loads(kept.read_text()), "complete": True, "unscored": 0}))
+    other = tmp_path / "other-eval"
+    shutil.copytree(evals, other)
+    manifest = json.loads((other / "manifest.json").read_text())
+    (other / "manifest.json").write_text(json.dumps({**manifest, "weights_sha256": "0" * 16}))
+
+    out = export_merged(experiment / "train" / run.name, tmp_path / "merged", eval_results=[other])
+    card = (out / "README.md").read_text()
+    index = yaml.safe_load(card.split("---")[1])["model-index"]
+    metrics = {m["type"]: m for r in index[0]["results"] for m in r["metrics"]}
+    results = {name: est for name, est in json.loads(kept.read_text())["metrics"].items() if "/" not in name}
+    assert metrics and set(metrics) == set(results)
+    for name, est in results.items():
+        assert metrics[name]["value"] == round(est["value"], 4) and f"n={est['n']}" in metrics[name]["name"]
+    assert ModelCard.load(out / "README.md").data.to_dict()["model-index"][0]["name"] == "merged"
+    assert "measured other weights" in card and "capability_arithmetic: incomplete (2 of 2 records unscored)" in card
+    plain = export_merged(run, tmp_path / "alone")  # a run of its own with no eval named: nothing invented
+    assert "model-index" not in (plain / "README.md").read_text()

@@ -144,7 +144,7 @@ def test_an_exported_lora_run_loads_with_pretrained_alone(runs, tmp_path):
     assert res.exit_code == 0, res.output
     assert not (out / "adapter_config.json").exists() and (out / "config.json").exists()
     record = json.loads((out / "opct_checkpoint.json").read_text())
-    assert record["merged_from"] == str(runs["lora"] / "final") and record["model"]["system_prompt"] == SYSTEM
+    assert record["merged_from"] == f"{runs['lora'].name}/final" and record["model"]["system_prompt"] == SYSTEM
     assert "pretrained=<this folder>" in (out / "README.md").read_text()
     lm = _hflm(pretrained=str(out))
     assert type(lm.model).__name__ == "LlamaForCausalLM"

@@ -108,3 +108,36 @@ def test_cli_validate_flags_prompts_that_fill_the_context(tmp_path, tiny_model):
     assert res.exit_code == 1
     assert "1 prompt(s) fill the model's 512-token context" in res.output and "pair long: prompt is" in res.output
     assert "pair short" not in res.output
+
+
+def test_trl_style_pairs_without_id_get_a_stable_derived_id_said_once(tmp_path):
+    """A file of ``prompt``/``teacher_prompt`` only (TRL's layout) reads; each id is a hash of the pair,
+    the same in another file and another order, and one warning says so for the whole file."""
+    import warnings
+
+    from opct.pairs import DerivedPairIdWarning, derived_pair_id
+
+    rows = [{"prompt": "I think B. Q1?", "teacher_prompt": "Q1?"}, {"prompt": "I think C. Q2?", "teacher_prompt": "Q2?"},
+            {"id": "own", "prompt": "x", "teacher_prompt": "y"}]
+    path = _write(tmp_path / "p.jsonl", [json.dumps(r) for r in rows])
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        pairs = read_pairs(path)
+    said = [w for w in caught if issubclass(w.category, DerivedPairIdWarning)]
+    assert len(said) == 1 and "2 of 3 pairs have no 'id'" in str(said[0].message)
+    first = derived_pair_id([{"role": "user", "content": "I think B. Q1?"}], [{"role": "user", "content": "Q1?"}])
+    assert pairs[0].id == first and first.startswith("pair-") and len(first) == len("pair-") + 16
+    assert pairs[2].id == "own" and pairs[0].id != pairs[1].id
+    reordered = _write(tmp_path / "q.jsonl", [json.dumps(r) for r in reversed(rows)])
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        assert {p.id for p in read_pairs(reordered)} == {p.id for p in pairs}
+        swapped = _write(tmp_path / "s.jsonl", [json.dumps({"prompt": "Q1?", "teacher_prompt": "I think B. Q1?"})])
+        assert read_pairs(swapped)[0].id != first  # the two sides are not interchangeable
+
+
+def test_the_same_pair_twice_without_ids_is_a_duplicate(tmp_path):
+    row = json.dumps({"prompt": "a", "teacher_prompt": "b"})
+    with pytest.raises(PairFileError) as info:
+        read_pairs(_write(tmp_path / "d.jsonl", [row, row]))
+    assert "d.jsonl:2: id: the same prompts as the pair 'pair-" in str(info.value) and "first seen on line 1" in str(info.value)

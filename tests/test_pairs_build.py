@@ -89,3 +89,45 @@ def test_the_real_model_config_trains_on_built_pairs(tmp_path, monkeypatch):
     result = train(cfg, show_progress=False)
     rows = [json.loads(x) for x in (result.run_dir / "metrics.jsonl").read_text().splitlines()]
     assert [r["step"] for r in rows] == [1, 2]
+
+
+def _gpqa_upstream_rows(n):
+    return [{"Question": f"Which value does quantity {i} take?", "Correct Answer": f"right {i}",
+             "Incorrect Answer 1": f"wrong {i}a", "Incorrect Answer 2": f"wrong {i}b", "Incorrect Answer 3": f"wrong {i}c",
+             "Subdomain": "Physics"} for i in range(n)]
+
+
+def test_sycophancy_reads_the_gpqa_hub_schema(tmp_path):
+    """``Idavidrein/gpqa``'s columns (Question, Correct Answer, Incorrect Answer 1..3) build as they are,
+    shuffled as load_gpqa_diamond shuffles them, so the gold letter is the correct answer's."""
+    from opct.axes.sycophancy.data import load_mc_items
+    from opct.datasets.diamond import load_gpqa_diamond
+
+    rows = _gpqa_upstream_rows(8)
+    src = tmp_path / "gpqa.jsonl"
+    src.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
+    items = load_mc_items(src)
+    assert [it.options[ord(it.answer) - 65] for it in items] == [r["Correct Answer"] for r in rows]
+    assert len({it.answer for it in items}) > 1  # shuffled, not always A
+    assert [it.answer for it in items] == [it.meta["answer"] for it in load_gpqa_diamond(src)]
+    train, heldout, manifest = _build(tmp_path / "out", "sycophancy", src)
+    assert _disjoint(train, heldout, "item_id") and manifest["counts"]["train"]["units"] + manifest["counts"]["heldout"]["units"] == 8
+    assert all(p["meta"]["suggested"] != p["meta"]["answer"] for p in train + heldout)
+
+
+def test_sycophancy_option_columns_come_from_the_command_line(tmp_path):
+    """A file whose columns are not the default names builds once they are named with options; without
+    them the error names the options the command takes."""
+    from opct.cli.main import app
+
+    rows = [{"qid": f"q{i}", "stem": f"Question {i}?", "w": f"a{i}", "x": f"b{i}", "y": f"c{i}", "gold": i % 3}
+            for i in range(6)]
+    src = tmp_path / "mc.csv"
+    src.write_text("qid,stem,w,x,y,gold\n" + "".join(f"{r['qid']},{r['stem']},{r['w']},{r['x']},{r['y']},{r['gold']}\n" for r in rows))
+    bare = CliRunner().invoke(app, ["pairs", "build", "sycophancy", str(src), "--out", str(tmp_path / "bare")])
+    assert bare.exit_code == 2 and "--option-column" in bare.output
+    train, heldout, manifest = _build(tmp_path / "out", "sycophancy", src, "--question", "stem", "--option-column", "w",
+                                      "--option-column", "x", "--option-column", "y", "--answer", "gold", "--id-column", "qid")
+    assert {p["meta"]["item_id"] for p in train + heldout} == {r["qid"] for r in rows}
+    assert manifest["config"]["columns"]["option_columns"] == ["w", "x", "y"]
+    assert "(A) a" in train[0]["teacher_prompt"][0]["content"]

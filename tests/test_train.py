@@ -3,6 +3,7 @@
 import json
 import os
 import random
+import re
 import signal
 import subprocess
 import sys
@@ -12,7 +13,7 @@ from pathlib import Path
 import pytest
 import torch
 import yaml
-from conftest import run_config
+from conftest import REPO, run_config
 from safetensors.torch import load_file
 
 from opct.config import RunConfig
@@ -184,36 +185,86 @@ def test_two_processes_match_one(tiny_model, pairs_file, tmp_path, method):
         assert x["completion_tokens"] == y["completion_tokens"]
 
 
-def test_tensorboard_tracker_writes_readable_events(tiny_model, pairs_file, tmp_path):
-    """``train.trackers: [tensorboard]`` logs every step's metrics and the config (hparams reject None,
-    lists and dicts, which the config has)."""
+def _scalars(folder):
     from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
-    cfg = _cfg(tiny_model, pairs_file, tmp_path, **{"train.max_steps": 2, "train.trackers": ["tensorboard"]})
-    train(cfg, show_progress=False)
-    events = sorted((cfg.run_dir / "trackers").rglob("events.out.tfevents.*"))
-    assert events
     scalars = {}
-    for path in events:
-        acc = EventAccumulator(str(path.parent))
+    for events_dir in sorted({path.parent for path in folder.rglob("events.out.tfevents.*")}):
+        acc = EventAccumulator(str(events_dir))  # reads every events file of the folder
         acc.Reload()
         for tag in acc.Tags()["scalars"]:
-            scalars[tag] = [e.step for e in acc.Scalars(tag)]
-    assert scalars["loss"] == [1, 2] and "kl_to_teacher" in scalars
+            scalars.setdefault(tag, []).extend((e.step, e.value) for e in acc.Scalars(tag))
+    return scalars
 
 
-def test_wandb_tracker_in_offline_mode(tiny_model, pairs_file, tmp_path, monkeypatch):
-    """``train.trackers: [wandb]`` with ``WANDB_MODE=offline`` writes a local run with the step metrics."""
-    monkeypatch.setenv("WANDB_MODE", "offline")
-    monkeypatch.setenv("WANDB_DIR", str(tmp_path / "wandb"))
-    monkeypatch.setenv("WANDB_SILENT", "true")
-    (tmp_path / "wandb").mkdir()
-    cfg = _cfg(tiny_model, pairs_file, tmp_path, **{"train.max_steps": 2, "train.trackers": ["wandb"]})
+def test_tensorboard_tracker_writes_namespaced_keys_and_the_runs_results(tiny_model, pairs_file, tmp_path):
+    """``train.trackers: [tensorboard]``: train/ keys per step (no ``step`` scalar), in the project's folder
+    of the run's trackers/; an eval's and an attack's results, logged after training as an experiment does,
+    go to the same run at its last step under eval/ and attack/."""
+    from opct.experiments.runner import track_results
+
+    cfg = _cfg(tiny_model, pairs_file, tmp_path, **{"train.max_steps": 2, "train.trackers": ["tensorboard"],
+                                                    "train.tracker_project": "my-project"})
     train(cfg, show_progress=False)
-    runs = list((tmp_path / "wandb").rglob("offline-run-*"))
-    assert runs, "no offline run written"
-    history = list(runs[0].rglob("*.wandb"))
-    assert history and history[0].stat().st_size > 0
+    folder = cfg.run_dir / "trackers" / "my-project"
+    scalars = _scalars(folder)
+    assert [step for step, _ in scalars["train/loss"]] == [1, 2] and "train/kl_to_teacher" in scalars
+    assert not any(tag in ("step", "train/step", "loss") for tag in scalars)
+    evals, attack = tmp_path / "eval", tmp_path / "attack"
+    (evals / "sycophancy").mkdir(parents=True)
+    (evals / "sycophancy" / "results.json").write_text(json.dumps(
+        {"metrics": {"sycophancy_rate": {"value": 0.25, "n": 8}, "consistency": {"value": float("nan"), "n": 0}}}))
+    attack.mkdir()
+    (attack / "results.json").write_text(json.dumps({"metrics": {"asr": {"value": 0.5, "n": 4}}}))
+    track_results(cfg.run_dir, "eval", evals)
+    track_results(cfg.run_dir, "attack", attack)
+    scalars = _scalars(folder)
+    assert scalars["eval/sycophancy/sycophancy_rate"] == [(2, 0.25)] and scalars["attack/asr"] == [(2, 0.5)]
+    assert "eval/sycophancy/consistency" not in scalars  # nothing scored: no number to log
+
+
+def test_wandb_tracker_in_offline_mode(tiny_model, pairs_file, tmp_path):
+    """``train.trackers: [wandb]`` offline: the run's files under its trackers/, in the project with the
+    entity and tags asked for, train/ keys (no ``step`` scalar), and results logged after training go to
+    the same W&B run (one id). Each part runs as its own process, as ``opct`` does: W&B's service writes
+    the ``.wandb`` file when the process ends."""
+    from opct.config import dump_config
+
+    cfg = _cfg(tiny_model, pairs_file, tmp_path, **{"train.max_steps": 2, "train.trackers": ["wandb"],
+                                                    "train.tracker_project": "my-project", "train.tracker_entity": "my-team",
+                                                    "train.tracker_tags": ["ablation-7"]})
+    config = tmp_path / "cfg.yaml"
+    config.write_text(yaml.safe_dump(dump_config(cfg)))
+    env = {**os.environ, "WANDB_MODE": "offline", "WANDB_SILENT": "true", "PYTHONPATH": str(REPO)}
+    env.pop("WANDB_DIR", None)
+    done = subprocess.run([sys.executable, "-m", "opct.cli.main", "train", "--no-progress", "-c", str(config)],
+                          env=env, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
+    run_id = (cfg.run_dir / "trackers" / "wandb-run-id").read_text().strip()
+    runs = list((cfg.run_dir / "trackers" / "wandb").glob(f"offline-run-*-{run_id}"))
+    assert len(runs) == 1, list((cfg.run_dir / "trackers").rglob("*"))
+    history = _wandb_file(runs[0], b"train/loss")
+    assert b"my-project" in history and b"my-team" in history and b"ablation-7" in history
+    assert b"train/loss" in history and not re.search(rb"train/step(?![_a-z])", history)  # train/step_time_s is a metric
+    log = (f"from pathlib import Path; from opct.training.tracking import log_to_run; "
+           f"assert log_to_run(Path({str(cfg.run_dir)!r}), {{'eval/sycophancy/sycophancy_rate': 0.25}})")
+    done = subprocess.run([sys.executable, "-c", log], env=env, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr[-2000:]
+    again = list((cfg.run_dir / "trackers" / "wandb").glob(f"offline-run-*-{run_id}"))
+    assert len(again) == 2  # the same run id: W&B syncs both into one run
+    resumed = next(r for r in again if r != runs[0])
+    assert b"eval/sycophancy/sycophancy_rate" in _wandb_file(resumed, b"eval/sycophancy/sycophancy_rate")
+
+
+def _wandb_file(run_folder, expected: bytes, wait_s: float = 90.0) -> bytes:
+    """An offline run's ``.wandb`` file once ``expected`` is in it, or as it is after ``wait_s``: W&B's
+    service process writes it in the background, after the process that logged has ended."""
+    deadline = time.monotonic() + wait_s
+    while True:
+        data = b"".join(f.read_bytes() for f in run_folder.glob("*.wandb"))
+        if expected in data or time.monotonic() > deadline:
+            return data
+        time.sleep(0.5)
 
 
 def test_a_step_larger_than_the_data_is_an_error(tiny_model, pairs_file, tmp_path):
@@ -222,3 +273,21 @@ def test_a_step_larger_than_the_data_is_an_error(tiny_model, pairs_file, tmp_pat
     with pytest.raises(ValueError, match="train.pairs_per_step=32 is more than the 16 training pairs"):
         train(cfg, show_progress=False)
     assert not (cfg.run_dir / "checkpoints").exists()
+
+
+def test_a_trl_style_pair_file_without_ids_trains(tiny_model, tmp_path):
+    """``prompt`` and ``teacher_prompt`` only (TRL's layout): the pairs get derived ids and the run trains;
+    its rollouts name the derived ids."""
+    import gzip
+
+    from conftest import make_pairs
+
+    rows = [{"prompt": p["prompt"], "teacher_prompt": p["teacher_prompt"]} for p in make_pairs()]
+    trl = tmp_path / "trl.jsonl"
+    trl.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
+    cfg = _cfg(tiny_model, trl, tmp_path, **{"train.max_steps": 1})
+    with pytest.warns(UserWarning, match=r"16 of 16 pairs have no 'id'"):
+        train(cfg, show_progress=False)
+    assert [r["step"] for r in _metrics(cfg.run_dir)] == [1]
+    with gzip.open(cfg.run_dir / "rollouts.jsonl.gz", "rt") as fh:
+        assert all(json.loads(line)["pair_id"].startswith("pair-") for line in fh)

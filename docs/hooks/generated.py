@@ -160,6 +160,44 @@ def _cell(text: str) -> str:
     return "`".join(parts).replace("|", "\\|")
 
 
+def key_cell(key: str) -> str:
+    """A settings key as its table cell: a code element that may break after a dot and nowhere else (a
+    ``<wbr>`` after each dot; ``code.opct-key`` in ``docs/stylesheets/opct.css`` turns off breaking
+    inside words), so ``train.sequences_per_microbatch`` never wraps mid-word on a narrow page."""
+    escaped = key.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+    return f'<code class="opct-key">{escaped.replace(".", ".<wbr>")}</code>'
+
+
+def settings_models() -> list[tuple[str, type[BaseModel], str]]:
+    """Every settings model a file reads, as ``(file, model, key prefix)``: the config reference's
+    tables, and the models whose every key ``tests/test_docs.py`` requires a description of."""
+    from opct.config import RunConfig
+    from opct.evals.config import EvalConfig
+    from opct.experiments.runner import ExperimentConfig
+    from opct.experiments.selection import SelectionSettings
+    from opct.methods import METHODS
+
+    return [("run", RunConfig, ""),
+            *(("method", METHODS.get(name).config_class, f"{name}.") for name in METHODS.names()),
+            ("experiment", ExperimentConfig, ""), ("selection", SelectionSettings, "selection."), ("eval", EvalConfig, "")]
+
+
+def undocumented_keys() -> list[str]:
+    """Every key of :func:`settings_models` (nested ones included) without a description."""
+    missing: list[str] = []
+
+    def walk(model: type[BaseModel], prefix: str) -> None:
+        for name, field in model.model_fields.items():
+            if not (field.description or "").strip():
+                missing.append(f"{prefix}{name} ({model.__module__}.{model.__name__})")
+            for suffix, sub in model_types(field.annotation):
+                walk(sub, f"{prefix}{name}{suffix}.")
+
+    for _, model, prefix in settings_models():
+        walk(model, prefix)
+    return list(dict.fromkeys(missing))
+
+
 def model_table(model: type[BaseModel], prefix: str, defaults: BaseModel | None = None) -> tuple[list[str], list[Any]]:
     """The table rows of ``model``'s fields under ``prefix`` and the nested models to describe next.
 
@@ -177,7 +215,7 @@ def model_table(model: type[BaseModel], prefix: str, defaults: BaseModel | None 
             nested.append((label, key + suffix, sub, value if isinstance(value, sub) else None))
         type_text = type_name(field.annotation) + _constraints(field)
         default = "see below" if subs and isinstance(value, BaseModel) else _show(value)
-        rows.append(f"| `{key}` | {_cell(type_text)} | {_cell(default)} | {_cell(prose(field.description or ''))} |")
+        rows.append(f"| {key_cell(key)} | {_cell(type_text)} | {_cell(default)} | {_cell(prose(field.description or ''))} |")
     return rows, nested
 
 
@@ -195,29 +233,25 @@ def model_reference(
 
 
 def config_reference_markdown() -> str:
-    """Every settings file's keys, from the pydantic models that read them."""
-    from opct.config import RunConfig
-    from opct.evals.config import EvalConfig
-    from opct.experiments.runner import ExperimentConfig
-    from opct.experiments.selection import SelectionSettings
-    from opct.methods import METHODS
-
+    """Every settings file's keys, from the pydantic models that read them (:func:`settings_models`)."""
+    models = {(file, prefix): model for file, model, prefix in settings_models()}
     lines = ["## Run file (`opct train --config`)", ""]
-    lines += model_reference(RunConfig, "Top level")
+    lines += model_reference(models["run", ""], "Top level")
     lines += ["### Method sections", "",
               "A run's method reads its settings from the section named after it; a section for another "
               "method is an error.", ""]
-    for name in METHODS.names():
-        lines += model_reference(METHODS.get(name).config_class, f"`{name}:`", f"{name}.", 4)
+    for (file, prefix), model in models.items():
+        if file == "method":
+            lines += model_reference(model, f"`{prefix[:-1]}:`", prefix, 4)
     lines += ["## Experiment and study file (`opct run`, `opct demo`)", ""]
-    lines += model_reference(ExperimentConfig, "Top level")
+    lines += model_reference(models["experiment", ""], "Top level")
     lines += ["A study file has the same keys plus `families:` (family name -> model) and optionally "
               "`extends:` (an experiment file whose settings its own keys override).", ""]
     lines += ["## Selection file (`opct select`)", "",
               "An experiment file plus a `selection:` block:", ""]
-    lines += model_reference(SelectionSettings, "`selection:`", "selection.")
+    lines += model_reference(models["selection", "selection."], "`selection:`", "selection.")
     lines += ["## Eval file (`opct eval --config`)", ""]
-    lines += model_reference(EvalConfig, "Top level")
+    lines += model_reference(models["eval", ""], "Top level")
     return "\n".join(lines)
 
 

@@ -67,8 +67,8 @@ class GRPOAttackConfig(BaseModel):
     style: Literal["rewrite", "redteam"] = Field(
         "rewrite", description="how a reply becomes a prompt: rewrite = the whole reply; redteam = parsed JSON/PROMPT: line"
     )
-    policy_loss: Literal["importance_sampling", "ppo"] = "ppo"
-    clip_eps: float = Field(0.2, gt=0.0)
+    policy_loss: Literal["importance_sampling", "ppo"] = Field("ppo", description="the attacker's policy loss: PPO's clipped ratio or an importance-weighted gradient")
+    clip_eps: float = Field(0.2, gt=0.0, description="PPO clip range")
     kl_beta: float = Field(0.1, ge=0.0, description="weight of the per-token KL to the run-start attacker")
     kl_estimator: Literal["k3", "log_ratio"] = Field(
         "k3", description="k3: beta*k3 loss term; log_ratio: -beta*(log pi_sampler - log pi_ref) added to each token's advantage"

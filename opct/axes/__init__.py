@@ -71,8 +71,10 @@ class Axis:
         """Consistency pairs of the organism's world for ``split`` (world ``seed``, default the shipped one)."""
         raise NotImplementedError(f"axis {self.name!r} has no organism pairs")
 
-    def real_pairs(self, paths: Mapping[str, str], split: str, limit: int | None = None) -> list[dict[str, Any]]:
-        """Consistency pairs built from the real data files in ``paths`` (keys of :attr:`real_data`)."""
+    def real_pairs(self, paths: Mapping[str, str], split: str, limit: int | None = None,
+                   columns: Mapping[str, Any] | None = None) -> list[dict[str, Any]]:
+        """Consistency pairs built from the real data files in ``paths`` (keys of :attr:`real_data`);
+        ``columns`` names the columns of the axis's own file, where the axis reads any (sycophancy)."""
         raise NotImplementedError(f"axis {self.name!r} has no real-data pairs")
 
     def tasks(self, ctx: TaskContext) -> list[EvalTask]:

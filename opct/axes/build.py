@@ -71,11 +71,13 @@ def build_real_pairs(
     seed: int = 0,
     limit: int | None = None,
     per_item: int | None = None,
+    columns: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
     """Write an axis's train and held-out pair files built from real data ``paths``; returns the manifest.
 
     ``limit`` caps the items (a seeded sample), ``per_item`` the pairs of each item (a seeded sample of
-    its variants: cue templates, wrappers, SAGE-Eval phrasings).
+    its variants: cue templates, wrappers, SAGE-Eval phrasings). ``columns`` names the columns of the
+    axis's own file (:meth:`opct.axes.Axis.real_pairs`), recorded in the manifest.
     """
     axis = AXES.get(axis_name)
     if not axis.has_pairs:
@@ -89,7 +91,7 @@ def build_real_pairs(
     out = Path(out_dir)
     counts: dict[str, dict[str, int]] = {}
     files: dict[str, str] = {}
-    built = {split: axis.real_pairs(paths, split, limit) for split in SPLITS}
+    built = {split: axis.real_pairs(paths, split, limit, columns=columns or None) for split in SPLITS}
     units = {str(p["meta"][axis.unit_key]) for records in built.values() for p in records}
     if len(units) < 2:
         raise ValueError(f"{axis_name}: {len(units)} item(s) in the data; at least 2 are needed for a train and a held-out split")
@@ -111,6 +113,7 @@ def build_real_pairs(
     manifest = build_manifest(
         "pairs-build",
         {"axis": axis_name, "heldout_fraction": heldout_fraction, "seed": seed, "limit": limit, "per_item": per_item,
+         "columns": dict(columns or {}),
          "split_rule": f"family split of the axis's templates, and units ({axis.unit_key}) by seeded hash rank"},
         sources={k: {"path": _source_path(v), "sha256": source_hash(v)}
                  for k, v in paths.items() if v},

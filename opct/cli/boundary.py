@@ -47,9 +47,8 @@ DEFAULT_THREADS: int | None = None
 #: ``--threads N`` on every command that runs a model.
 Threads = Annotated[int | None, typer.Option(
     "--threads", metavar="N", min=1, envvar="OPCT_THREADS", show_envvar=False,
-    help="CPU threads for torch (also OPCT_THREADS). Default: torch's own, one per core, which generated "
-         "1.45x faster than 1 thread on a quiet 2-core machine; when other processes share the cores, fewer "
-         "is faster (1 thread was 4.5x faster than 2 there). See benchmarks/threads.py.")]
+    help="CPU threads for torch (also OPCT_THREADS); default: torch's own, one per core. Where other "
+         "processes share the cores, fewer is faster (docs: Development, CPU threads).")]
 
 
 def cgroup_cpu_limit(root: str = "/sys/fs/cgroup") -> float | None:
@@ -156,8 +155,9 @@ class ErrorBoundary(TyperGroup):
     command's help names values conventionally (:mod:`opct.cli.help`)."""
 
     def get_params(self, ctx: click.Context) -> list[Any]:
-        from opct.cli.help import conventional_params
+        from opct.cli.help import conventional_params, tidy_command_help
 
+        tidy_command_help(self)
         return conventional_params(super().get_params(ctx), ctx)
 
     def get_command(self, ctx: click.Context, cmd_name: str) -> Any:

@@ -52,7 +52,8 @@ def data_list() -> None:
 @data_app.command("fetch")
 def data_fetch(
     names: Names = None,
-    to: Annotated[Path, typer.Option("--to", metavar="DIR", help="Where to write <name>/ folders (the layout of --data-dir).")] = Path("data"),
+    to: Annotated[Path, typer.Option("--to", metavar="DIR", help="Where to write <name>/ folders (the layout of --data-dir; "
+                                     "the shipped configs read data/benchmarks).")] = Path("data/benchmarks"),
     source: Annotated[str, typer.Option("--from", metavar="SOURCE", help="github: the OPCT authors' files at the pinned "
                                         "commit (all data sets); hub: the pinned Hugging Face revision (ifeval only).")] = "github",
     timeout: Annotated[float, typer.Option(metavar="SECONDS", min=0.1, help="Give up when the host does not answer within this.")] = 10.0,

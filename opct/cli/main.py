@@ -1,7 +1,7 @@
 """The ``opct`` command group: its global options, ``train`` and ``export``, and every other command
 registered from the module of its group (:mod:`opct.cli.experiment`, :mod:`opct.cli.eval`,
 :mod:`opct.cli.attack`, :mod:`opct.cli.pairs`, :mod:`opct.cli.organism`, :mod:`opct.cli.env`,
-:mod:`opct.cli.data`)."""
+:mod:`opct.cli.data`, :mod:`opct.cli.model`)."""
 
 from __future__ import annotations
 
@@ -25,6 +25,7 @@ from opct.cli.data import data_app
 from opct.cli.env import env, version_callback
 from opct.cli.eval import eval_
 from opct.cli.experiment import demo, report, run, select
+from opct.cli.model import model_app
 from opct.cli.pairs import pairs_app
 
 app = typer.Typer(cls=ErrorBoundary, add_completion=False, no_args_is_help=True,
@@ -57,6 +58,7 @@ app.add_typer(_organism_app(), name="organism")
 
 app.add_typer(pairs_app, name="pairs")
 app.add_typer(data_app, name="data")
+app.add_typer(model_app, name="model")
 
 
 @app.command()
@@ -88,8 +90,11 @@ def train(
     from opct.training.loop import train as run_training
 
     result = run_training(cfg, show_progress=not no_progress)
-    if result.is_main_process:
-        console.print(f"done: {result.steps} steps; checkpoint in [bold]{result.final_dir}[/]")
+    if result.is_main_process and result.already_complete:
+        console.print(f"already complete at step {result.steps}; nothing trained. Checkpoint in [bold]{result.final_dir}[/]")
+    elif result.is_main_process:
+        resumed = f" (resumed at step {result.start_step})" if result.start_step else ""
+        console.print(f"done: {result.steps} steps{resumed}; checkpoint in [bold]{result.final_dir}[/]")
 
 
 app.command()(run)
@@ -111,9 +116,16 @@ def export(
     push_to_hub: Annotated[str | None, typer.Option("--push-to-hub", metavar="REPO",
                                                     help="Also upload the export to this hub repository (owner/name).")] = None,
     private: Annotated[bool, typer.Option("--private", help="With --push-to-hub: create the repository private.")] = False,
+    adapter_only: Annotated[bool, typer.Option(
+        "--adapter-only", help="A LoRA run: export (and push) the adapter as it is, to load on its base, instead of merging it.")] = False,
+    eval_results: Annotated[list[Path] | None, typer.Option(
+        "--eval-results", metavar="DIR", help="An opct eval folder of this checkpoint (repeatable): its results go into the "
+        "card's model-index when they measured exactly these weights. An experiment's own evals of the run are found without it.")] = None,
 ) -> None:
     """Write a trained checkpoint as one model folder (a LoRA adapter merged into its base, base weights
-    checked): loadable by any Hugging Face tool, e.g. lm-eval-harness's --model hf pretrained=DIR."""
+    checked): loadable by any Hugging Face tool, e.g. lm-eval-harness's --model hf pretrained=DIR. With
+    --adapter-only, the adapter itself. No exported file holds a local absolute path; the card's
+    model-index holds the run's own eval results, when there are any."""
     import tempfile
 
     from opct.runs.export import export_merged, hub_token
@@ -124,7 +136,9 @@ def export(
     token = hub_token() if push_to_hub else None  # no login: refused before anything is merged
     with tempfile.TemporaryDirectory(prefix="opct-export-") as scratch:
         target = out if out is not None else Path(scratch) / "export"
-        folder = export_merged(model, target, dtype=dtype, overwrite=overwrite, trust_remote_code=trust_remote_code)
+        folder = export_merged(model, target, dtype=dtype, overwrite=overwrite, trust_remote_code=trust_remote_code,
+                               eval_results=list(eval_results or []), adapter_only=adapter_only,
+                               name=push_to_hub.split("/")[-1] if push_to_hub else None)
         if out is not None:
             console.print(f"exported to [bold]{folder}[/]")
         if push_to_hub:

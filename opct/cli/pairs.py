@@ -24,8 +24,19 @@ def pairs_build(
     seed: Annotated[int, typer.Option(help="Seed of the item split.")] = 0,
     limit: Annotated[int | None, typer.Option(help="Use at most this many items (a seeded sample).")] = None,
     per_item: Annotated[int | None, typer.Option(help="At most this many pairs per item (a seeded sample of its variants).")] = None,
+    question: Annotated[str | None, typer.Option(metavar="COLUMN", help="Sycophancy: the question column.")] = None,
+    options: Annotated[str | None, typer.Option(metavar="COLUMN", help="Sycophancy: one column holding the list of options.")] = None,
+    option_column: Annotated[list[str] | None, typer.Option(
+        metavar="COLUMN", help="Sycophancy: one column per option, in letter order (repeat it: A first).")] = None,
+    answer: Annotated[str | None, typer.Option(metavar="COLUMN", help="Sycophancy: the answer column (a letter or a 0-based index).")] = None,
+    id_column: Annotated[str | None, typer.Option(metavar="COLUMN", help="Sycophancy: the item id column.")] = None,
 ) -> None:
-    """Build train and held-out consistency pairs of one axis from real data (split by family and by item)."""
+    """Build train and held-out consistency pairs of one axis from real data (split by family and by item).
+
+    Sycophancy reads the upstream GPQA columns (Question, Correct Answer, Incorrect Answer 1..3) as they
+    are; for other multiple-choice files, name the columns with --question, --options or --option-column,
+    --answer and --id-column.
+    """
     from opct.axes import AXES
     from opct.axes.build import build_real_pairs
 
@@ -38,7 +49,10 @@ def pairs_build(
         if not sep:
             _fail(f"--extra {item!r}: expected key=path, e.g. --extra wrappers=my_wrappers.yaml")
         paths[key.strip()] = value.strip()
-    manifest = build_real_pairs(axis, paths, out, heldout_fraction, seed, limit, per_item)
+    given = {"question": question, "options": options, "option_columns": option_column or None, "answer": answer,
+             "id_column": id_column}
+    columns = {key: value for key, value in given.items() if value is not None}
+    manifest = build_real_pairs(axis, paths, out, heldout_fraction, seed, limit, per_item, columns)
     table = Table(title=f"{axis} pairs in {out}")
     for col in ("split", "pairs", "units", "families", "file"):
         table.add_column(col)

@@ -83,26 +83,26 @@ class ModelConfig(_Strict):
     how prompts are rendered for them. A trained checkpoint records it, so evaluating it later renders
     exactly the token ids training used."""
 
-    name_or_path: str = "organism"
-    revision: str | None = None
-    dtype: Literal["float32", "bfloat16", "float16", "auto"] = "float32"
+    name_or_path: str = Field("organism", description="the weights: a model alias (organism, organism-qwen3, organism-gpt2), a local folder, a run directory or a hub id")
+    revision: str | None = Field(None, description="hub revision (a commit, tag or branch) of a hub id; None: main. Pin one for a reproducible run")
+    dtype: Literal["float32", "bfloat16", "float16", "auto"] = Field("float32", description="dtype the weights load in; auto: the checkpoint's own")
     device: str | None = Field(None, description="cpu, cuda, cuda:1, ...; None = an accelerator if present, else cpu")
-    trust_remote_code: bool = False
+    trust_remote_code: bool = Field(False, description="run the model repository's own Python code (a checkpoint's files never turn it on)")
     chat_template: str | None = Field(
         default=None, description="Jinja chat template (string or path to a .jinja file) for tokenizers without one."
     )
     chat_template_kwargs: dict[str, Any] = Field(default_factory=dict, description="e.g. {enable_thinking: false}")
     system_prompt: str | None = Field(None, description="system message put before every prompt (merged into one it has)")
-    attn_implementation: str | None = None
+    attn_implementation: str | None = Field(None, description="transformers' attn_implementation (eager, sdpa, flash_attention_2); None: its default")
 
 
 class LoraConfig(_Strict):
     """PEFT LoRA settings (used when ``finetune: lora``)."""
 
-    r: int = Field(32, gt=0)
-    alpha: float = 32.0
-    dropout: float = Field(0.0, ge=0.0, lt=1.0)
-    target_modules: list[str] | Literal["all-linear"] = "all-linear"
+    r: int = Field(32, gt=0, description="LoRA rank (the official OPCT code's 32)")
+    alpha: float = Field(32.0, description="LoRA scale numerator: the update is (alpha / r) * B A")
+    dropout: float = Field(0.0, ge=0.0, lt=1.0, description="dropout on the LoRA path only (kept even with train.disable_dropout)")
+    target_modules: list[str] | Literal["all-linear"] = Field("all-linear", description="module names to adapt, or all-linear (every linear layer but the output head)")
 
 
 class GenerationConfig(_Strict):
@@ -113,9 +113,9 @@ class GenerationConfig(_Strict):
 
     n: int = Field(1, gt=0, description="samples per prompt")
     temperature: float = Field(0.0, ge=0.0, le=MAX_TEMPERATURE, allow_inf_nan=False, description="0 = greedy")
-    top_p: float = Field(1.0, gt=0.0, le=1.0)
-    max_new_tokens: int = Field(512, gt=0)
-    min_new_tokens: int = Field(0, ge=0)
+    top_p: float = Field(1.0, gt=0.0, le=1.0, description="nucleus sampling: keep the smallest token set of this much probability (1: all)")
+    max_new_tokens: int = Field(512, gt=0, description="tokens generated at most; a completion cut here counts as truncated")
+    min_new_tokens: int = Field(0, ge=0, description="end-of-sequence is blocked before this many tokens")
     sequences_per_call: int = Field(64, gt=0, description="sequences per generate() call (memory, not results)")
 
     @model_validator(mode="after")
@@ -129,7 +129,7 @@ class SamplingConfig(GenerationConfig):
     """A :class:`GenerationConfig` and its engine (rollouts, BCT targets): ``hf`` (:class:`opct.sampling.hf_sampler.HFSampler`)
     or ``vllm`` (:mod:`opct.sampling.vllm_sampler`, ``pip install 'opct[vllm]'``); ``vllm_*`` keys are refused with ``hf``."""
 
-    engine: Literal["hf", "vllm"] = "hf"
+    engine: Literal["hf", "vllm"] = Field("hf", description="hf: the model's own forward (CPU or GPU); vllm: a colocated vLLM engine (GPU, opct[vllm])")
     vllm_gpu_memory_utilization: float = Field(0.3, gt=0.0, lt=1.0, description="share of the GPU's memory vLLM takes")
     vllm_engine_args: dict[str, Any] = Field(default_factory=dict, description="more vllm.LLM arguments (max_model_len...)")
 
@@ -194,23 +194,23 @@ TargetSettings = generation_settings(TargetConfig, n=1, temperature=0.0, max_new
 class OptimConfig(_Strict):
     """AdamW and the learning-rate schedule."""
 
-    lr: float = Field(5e-6, gt=0.0, allow_inf_nan=False)
-    betas: tuple[float, float] = (0.9, 0.95)
-    eps: float = Field(1e-8, ge=0.0, allow_inf_nan=False)
-    weight_decay: float = Field(0.0, allow_inf_nan=False)
-    schedule: Literal["constant", "linear", "cosine"] = "constant"
-    warmup_steps: int = Field(0, ge=0)
-    max_grad_norm: float | None = Field(1.0, gt=0.0, allow_inf_nan=False)
+    lr: float = Field(5e-6, gt=0.0, allow_inf_nan=False, description="peak learning rate of AdamW")
+    betas: tuple[float, float] = Field((0.9, 0.95), description="AdamW's (beta1, beta2)")
+    eps: float = Field(1e-8, ge=0.0, allow_inf_nan=False, description="AdamW's epsilon")
+    weight_decay: float = Field(0.0, allow_inf_nan=False, description="AdamW's decoupled weight decay")
+    schedule: Literal["constant", "linear", "cosine"] = Field("constant", description="learning rate after warmup: constant, or decayed to 0 at the last step (linear, cosine)")
+    warmup_steps: int = Field(0, ge=0, description="steps of linear warmup from 0 to lr")
+    max_grad_norm: float | None = Field(1.0, gt=0.0, allow_inf_nan=False, description="clip the gradient's global norm to this; None: no clipping (the norm is still logged)")
 
 
 class DataConfig(_Strict):
     """Where the consistency pairs come from."""
 
     train: list[str] = Field(default_factory=list, description="pair files or dataset folders")
-    columns: dict[str, str] = Field(default_factory=dict, description="contract name -> source field name")
-    split: str | None = None
+    columns: dict[str, str] = Field(default_factory=dict, description="contract name -> the source's field name, e.g. {prompt: biased_question, teacher_prompt: question, id: uid}")
+    split: str | None = Field(None, description="split of a dataset folder or hub id with several; None: its only one")
     axes: list[str] | None = Field(default=None, description="keep only these axes")
-    shuffle: bool = True
+    shuffle: bool = Field(True, description="each epoch a seeded permutation of the pairs (false: file order)")
     max_prompt_tokens: int | None = Field(
         None, gt=0, description="refuse a prompt or teacher_prompt longer than this many tokens as rendered (None: only "
                                 "the model's positions limit it, with the generated tokens)",
@@ -271,17 +271,17 @@ class ProfileConfig(_Strict):
 class TrainConfig(_Strict):
     """Steps, batch sizes (each name says its unit), checkpoints and logging."""
 
-    epochs: float = Field(1.0, gt=0.0, le=MAX_EPOCHS, allow_inf_nan=False)
+    epochs: float = Field(1.0, gt=0.0, le=MAX_EPOCHS, allow_inf_nan=False, description="passes over the pairs: steps = ceil(epochs * pairs / pairs_per_step)")
     max_steps: int | None = Field(None, gt=0, le=MAX_STEPS, description="overrides epochs when set")
     pairs_per_step: int = Field(8, gt=0, description="consistency pairs per optimizer step, over all processes")
     sequences_per_microbatch: int = Field(8, gt=0, description="completions per forward/backward on one process")
     logprob_chunk_positions: int = Field(
         512, gt=0, description="completion positions per chunk when taking log-softmax over the vocabulary"
     )
-    mixed_precision: Literal["no", "bf16", "fp16"] = "no"
-    checkpoint_every: int = Field(20, gt=0)
-    keep_checkpoints: int = Field(2, gt=0)
-    log_rollouts: bool = True
+    mixed_precision: Literal["no", "bf16", "fp16"] = Field("no", description="accelerate's autocast: no, bf16 or fp16 (with a loss scaler)")
+    checkpoint_every: int = Field(20, gt=0, description="steps between checkpoints (checkpoints/step-N/; the last step is always saved)")
+    keep_checkpoints: int = Field(2, gt=0, description="newest checkpoints kept; older ones are deleted")
+    log_rollouts: bool = Field(True, description="write every sampled completion to rollouts.jsonl.gz (OPCT, GRPO)")
     share_prompt_prefix: bool = Field(True, description="encode each prompt once for all its samples (KV cache)")
     merged_lora_sampling: bool = Field(
         False,
@@ -291,7 +291,10 @@ class TrainConfig(_Strict):
     disable_dropout: bool = Field(
         True, description="zero the base model's dropout (on-policy ratios need it; lora.dropout is kept)"
     )
-    trackers: list[Literal["tensorboard", "wandb", "trackio"]] = Field(default_factory=list)
+    trackers: list[Literal["tensorboard", "wandb", "trackio"]] = Field(default_factory=list, description="experiment trackers that also get the metrics (like TRL's report_to), written under the run's trackers/; metrics.jsonl is always written")
+    tracker_project: str | None = Field(None, description="the trackers' project (W&B project, TensorBoard folder trackers/<project>); None: opct. The run is named after name")
+    tracker_entity: str | None = Field(None, description="W&B entity (team or user); None: W&B's default")
+    tracker_tags: list[str] = Field(default_factory=list, description="W&B tags of the run")
     on_nonfinite: Literal["stop", "skip"] = Field(
         "stop", description="a non-finite loss or gradient norm: stop the run (exit 1; checkpoints before it kept), or "
                             "skip that step's update and count it (nonfinite_skipped in metrics.jsonl)",
@@ -317,18 +320,18 @@ class RunConfig(_Strict):
     method's name); a section for another method is an error, never silently ignored.
     """
 
-    name: FolderName = "run"
-    output_dir: str = "runs"
-    method: str = "opct"
-    seed: int = 0
-    finetune: Literal["lora", "full"] = "lora"
-    model: ModelConfig = Field(default_factory=ModelConfig)
-    lora: LoraConfig = Field(default_factory=LoraConfig)
-    data: DataConfig = Field(default_factory=DataConfig)
-    optim: OptimConfig = Field(default_factory=OptimConfig)
-    train: TrainConfig = Field(default_factory=TrainConfig)
-    validation: ValidationConfig = Field(default_factory=ValidationConfig)
-    profile: ProfileConfig = Field(default_factory=ProfileConfig)
+    name: FolderName = Field("run", description="the run's folder name: its outputs go to <output_dir>/<name>")
+    output_dir: str = Field("runs", description="the folder that holds run directories")
+    method: str = Field("opct", description="training method: opct, bct, act or another registered one; its settings sit in the section of its name")
+    seed: int = Field(0, description="seed of the pair order, sampling and initialisation")
+    finetune: Literal["lora", "full"] = Field("lora", description="lora: train a LoRA adapter (lora:); full: every weight")
+    model: ModelConfig = Field(default_factory=ModelConfig, description="the model trained (and, frozen at run start, the teacher)")
+    lora: LoraConfig = Field(default_factory=LoraConfig, description="the adapter (finetune: lora)")
+    data: DataConfig = Field(default_factory=DataConfig, description="the consistency pairs")
+    optim: OptimConfig = Field(default_factory=OptimConfig, description="the optimizer and learning-rate schedule")
+    train: TrainConfig = Field(default_factory=TrainConfig, description="steps, batches, checkpoints, logging")
+    validation: ValidationConfig = Field(default_factory=ValidationConfig, description="measurements on validation pairs while training")
+    profile: ProfileConfig = Field(default_factory=ProfileConfig, description="the off-policy profile measured once at the run's start")
     threads: int | None = Field(
         None, gt=0, description="CPU threads for torch (--threads and OPCT_THREADS override it; None: torch's default)"
     )

@@ -19,12 +19,13 @@ from __future__ import annotations
 import os
 import random
 import string
+from collections.abc import Iterable
 
 from opct.datasets.base import DatasetFormatError, EvalItem, shared_data_dir, user_message
 from opct.datasets.multiple_choice import MC_PROMPT_TEMPLATE, parse_options_from_prompt
 from opct.datasets.tabular import Row, iter_rows
 
-__all__ = ["EXPECTED_COLUMNS", "SHUFFLE_SEED", "UPSTREAM_COLUMNS", "load_gpqa_diamond"]
+__all__ = ["EXPECTED_COLUMNS", "SHUFFLE_SEED", "UPSTREAM_COLUMNS", "is_upstream_layout", "load_gpqa_diamond", "upstream_options"]
 
 #: The seed of the authors' option shuffle (``prepare_gpqa_dataset.py``).
 SHUFFLE_SEED = 42
@@ -90,13 +91,26 @@ def _prepared_row(path: object, row: Row) -> tuple[str, str, object]:
     return prompt, gold, row.values.get("subdomain")
 
 
-def _upstream_row(path: object, row: Row, rng: random.Random) -> tuple[str, str, object]:
-    """The authors' preparation of one upstream row: shuffle ``[correct, *incorrect]``, then the MC prompt
-    (question and options as written, not stripped, as in their script)."""
+def is_upstream_layout(columns: Iterable[str]) -> bool:
+    """Whether a row's columns hold the upstream GPQA layout (``Question``, ``Correct Answer``,
+    ``Incorrect Answer 1..3``), as ``Idavidrein/gpqa`` on the hub has it."""
+    return set(UPSTREAM_COLUMNS) <= set(columns)
+
+
+def upstream_options(path: object, row: Row, rng: random.Random) -> tuple[str, list[str], str, object]:
+    """One upstream row as the authors prepared it: ``(question, options, gold letter, subject)``, the
+    options ``[correct, *incorrect]`` shuffled by ``rng`` (one generator over the rows in order)."""
     correct, *incorrect = (_text(path, row, c) for c in UPSTREAM_COLUMNS[1:])
     options = [correct, *incorrect]
     rng.shuffle(options)
-    lines = "\n".join(f"{letter}) {text}" for letter, text in zip(string.ascii_uppercase, options, strict=False))
-    prompt = MC_PROMPT_TEMPLATE.format(question=_text(path, row, "Question"), options=lines, letters=LETTERS)
     subject = row.values.get("Subdomain", row.values.get("High-level domain", ""))
-    return prompt, LETTERS[options.index(correct)], subject
+    return _text(path, row, "Question"), options, LETTERS[options.index(correct)], subject
+
+
+def _upstream_row(path: object, row: Row, rng: random.Random) -> tuple[str, str, object]:
+    """The authors' preparation of one upstream row: shuffle ``[correct, *incorrect]``, then the MC prompt
+    (question and options as written, not stripped, as in their script)."""
+    question, options, gold, subject = upstream_options(path, row, rng)
+    lines = "\n".join(f"{letter}) {text}" for letter, text in zip(string.ascii_uppercase, options, strict=False))
+    prompt = MC_PROMPT_TEMPLATE.format(question=question, options=lines, letters=LETTERS)
+    return prompt, gold, subject

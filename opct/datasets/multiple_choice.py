@@ -174,7 +174,8 @@ def _resolve_option_columns(
         if len(letters) >= 2:  # columns A, B[, C...]
             return None, letters
         _fail(path, row, None, f"cannot find the options; columns are {sorted(cols)}",
-              "pass options='<list column>' or option_columns=['A','B','C','D']")
+              "name them: a list column (options='<column>'; opct pairs build --options COLUMN) or one column per "
+              "option (option_columns=['A','B','C','D']; opct pairs build --option-column A --option-column B ...)")
     if options is not None and options not in cols:
         _fail(path, row, options, f"column missing; columns are {sorted(cols)}")
     for col in option_columns or ():

@@ -41,7 +41,7 @@ class EvalOptions(_Strict):
     """How models are evaluated (shared by ``opct eval`` and experiments)."""
 
     data: Literal["organism", "real"] = Field("organism", description="organism: its world, exact judges; real: files")
-    splits: list[Literal["heldout", "train"]] = Field(default_factory=lambda: ["heldout"], min_length=1)
+    splits: list[Literal["heldout", "train"]] = Field(default_factory=lambda: ["heldout"], min_length=1, description="perturbation families evaluated: heldout (never trained on), train")
     real: dict[str, str] = Field(default_factory=dict, description="real-data paths by key (sycophancy_mc, behaviors, sage, gpqa...)")
     data_dir: str | None = Field(None, description="folder with gpqa-diamond/, math-500/, ifeval/, sageeval-test/")
     judge: str = Field("rule", description="real-data judges: rule or http:<model>")
@@ -49,11 +49,11 @@ class EvalOptions(_Strict):
     judge_retries: int = Field(2, ge=0, description="model judges: retries of a failed attempt")
     judge_fail_after: int = Field(3, ge=1, description="model judges: stop the eval after this many failed attempts in a row")
     limit: int | None = Field(None, gt=0, description="at most this many items per task (a seeded sample)")
-    seed: int = 0
+    seed: int = Field(0, description="seed of the item sample and of sampled generation")
     templates: dict[str, str] = Field(
         default_factory=dict, description="template set per axis when not the data source's own, e.g. {sycophancy: real}"
     )
-    generation: GenerationConfig = Field(default_factory=GenerationConfig)
+    generation: GenerationConfig = Field(default_factory=GenerationConfig, description="how the model answers (greedy by default)")
     reasoning: Literal["strip", "keep"] = Field(
         "strip", description="strip: remove <think> blocks before every parser and judge; keep: judge them too"
     )

@@ -56,16 +56,16 @@ def _known_method(method: str) -> str:
 class ExperimentConfig(StrictSettings):
     """What to compare: methods x seeds (x axes) on one model."""
 
-    name: FolderName = "experiment"
-    output_dir: str = "runs/experiments"
-    model: ModelConfig = Field(default_factory=ModelConfig)
+    name: FolderName = Field("experiment", description="the experiment's folder name: its outputs go to <output_dir>/<name>")
+    output_dir: str = Field("runs/experiments", description="the folder that holds experiment directories")
+    model: ModelConfig = Field(default_factory=ModelConfig, description="the base model every method trains from")
     axes: list[str] = Field(default_factory=lambda: _pair_axes(), description="registered axes with pairs")
     methods: list[str] = Field(
         default_factory=lambda: ["base", "bct", "opct"],
         description="base, registered training methods and the names of variants",
     )
     mix_axes: bool = Field(True, description="one training run on all axes mixed (else one run per axis)")
-    seeds: list[int] = Field(default_factory=lambda: [0])
+    seeds: list[int] = Field(default_factory=lambda: [0], description="one training run per method and seed")
     train_data: dict[str, list[str]] = Field(
         default_factory=dict, description="axis -> pair sources; default organism:<axis>:train"
     )
@@ -89,8 +89,8 @@ class ExperimentConfig(StrictSettings):
     reference: str | None = Field(
         None, description="the method or variant every other trained one is compared with (an ablation's reference)"
     )
-    eval: EvalSettings = Field(default_factory=EvalSettings)
-    attack: AttackSettings = Field(default_factory=AttackSettings)
+    eval: EvalSettings = Field(default_factory=EvalSettings, description="how every model is evaluated")
+    attack: AttackSettings = Field(default_factory=AttackSettings, description="the adaptive attack run against every model")
     threads: int | None = Field(
         None, gt=0, description="CPU threads for torch (--threads and OPCT_THREADS override it; None: torch's default)"
     )
@@ -372,6 +372,8 @@ def run_experiment(cfg: ExperimentConfig, show_progress: bool = True, log: Any =
         results = evaluate(specs[key], tasks, root / "eval" / key, e.generation, seed=e.seed, show_progress=show_progress,
                            reasoning=e.reasoning, max_unscored=e.max_unscored, discard_stale=True)  # retrained: measured again
         unfinished.extend(f"{key}/{line}" for line in incomplete(results))
+        if key != "base":
+            track_results(Path(plan.models[key]), "eval", root / "eval" / key)
 
     if "base" in plan.models:
         evaluate_model("base")
@@ -387,6 +389,9 @@ def run_experiment(cfg: ExperimentConfig, show_progress: bool = True, log: Any =
             if forced(forces, "attack", key) and clear(root / "attack" / key):
                 log(f"[stage] attack {key}: forced (--force), its results deleted")
         unfinished.extend(attack_models(cfg, specs, root / "attack", log=log, show_progress=show_progress))
+        for key in plan.models:
+            if key != "base":
+                track_results(Path(plan.models[key]), "attack", root / "attack" / key)
     from opct.report import write_report
 
     write_report(root)
@@ -396,6 +401,17 @@ def run_experiment(cfg: ExperimentConfig, show_progress: bool = True, log: Any =
             + "\n  ".join(unfinished) + "\nSet eval.allow_unscored: true to accept them."
         )
     return root
+
+
+def track_results(run_dir: Path, namespace: str, folder: Path) -> None:
+    """Log an eval's (``eval/<eval>/<metric>``) or attack's (``attack/<metric>``) results into the
+    trackers of the training run they measured, when it has any (:mod:`opct.training.tracking`)."""
+    from opct.training.tracking import log_to_run, result_metrics
+
+    files = sorted(folder.glob("*/results.json")) if namespace == "eval" else [folder / "results.json"]
+    results = {(f.parent.name if namespace == "eval" else ""): json.loads(f.read_text(encoding="utf-8"))
+               for f in files if f.is_file()}
+    log_to_run(run_dir, result_metrics(namespace, results))
 
 
 class IncompleteEvalError(OpctError, ValueError):

@@ -75,10 +75,10 @@ class SelectionSettings(BaseModel):
     grid: dict[str, dict[str, list[Any]]] = Field(description="method -> {dotted setting: [values]}")
     steps: int = Field(180, gt=0, description="steps each candidate trains")
     every: int = Field(20, gt=0, description="steps between validation measurements (and checkpoints)")
-    seeds: list[int] = Field(default_factory=lambda: [0, 1], min_length=1)
+    seeds: list[int] = Field(default_factory=lambda: [0, 1], min_length=1, description="seeds each candidate trains with; the rules read the mean over seeds")
     validation: dict[str, Any] = Field(default_factory=dict, description="validation settings (ValidationConfig keys)")
     validation_data: dict[str, list[str]] = Field(default_factory=dict, description="axis -> validation pair sources")
-    capability_drop: float = Field(0.03, ge=0.0, le=1.0)
+    capability_drop: float = Field(0.03, ge=0.0, le=1.0, description="eligible only if, on every seed, each capability accuracy is at least the base model's minus this")
     family_attack: FamilyAttackSettings = Field(default_factory=FamilyAttackSettings,
                                                 description="the family_transfer rule's attack on the validation behaviours")
 

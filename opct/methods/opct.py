@@ -40,10 +40,10 @@ from opct.training.fsdp import DistributionError
 class SampledLoss(StrictSettings):
     """The paper's loss: sampled-token reverse KL trained as an importance-weighted policy gradient."""
 
-    kind: Literal["sampled"] = "sampled"
-    kl_coef: float = 1.0
+    kind: Literal["sampled"] = Field("sampled", description="the divergence: sampled (the paper's), topk or full; each kind takes only its own keys")
+    kl_coef: float = Field(1.0, description="weight of the sampled-token KL in the loss (the official code's 1.0)")
     kl_discount: float = Field(0.0, ge=0.0, le=1.0, description="gamma: 0 = per-token KL, 1 = sequence KL")
-    policy_loss: Literal["importance_sampling", "ppo"] = "importance_sampling"
+    policy_loss: Literal["importance_sampling", "ppo"] = Field("importance_sampling", description="how the KL advantage trains: importance-weighted policy gradient, or PPO's clipped ratio")
     clip_eps: float | None = Field(None, gt=0.0, description="PPO clip range (policy_loss: ppo only; default 0.2)")
 
     @model_validator(mode="after")
@@ -58,15 +58,15 @@ class SampledLoss(StrictSettings):
 class TopKLoss(StrictSettings):
     """Reverse KL over the student's top-k tokens at each completion position."""
 
-    kind: Literal["topk"]
-    topk: int = Field(20, gt=0)
+    kind: Literal["topk"] = Field(description="topk: reverse KL over the student's top-k tokens per position")
+    topk: int = Field(20, gt=0, description="tokens per position the KL is summed over")
 
 
 class FullLoss(StrictSettings):
     """A divergence over the whole vocabulary at each completion position."""
 
-    kind: Literal["full"]
-    divergence: Literal["reverse_kl", "forward_kl", "jsd"] = "reverse_kl"
+    kind: Literal["full"] = Field(description="full: a divergence over the whole vocabulary per position")
+    divergence: Literal["reverse_kl", "forward_kl", "jsd"] = Field("reverse_kl", description="reverse_kl (student || teacher), forward_kl or jsd")
     jsd_beta: float | None = Field(None, gt=0.0, lt=1.0, description="JSD mixture weight (divergence: jsd only; default 0.5)")
 
     @model_validator(mode="after")
@@ -88,8 +88,8 @@ LossConfig = Annotated[
 class OPCTConfig(StrictSettings):
     """``method: opct``: fresh student samples on ``prompt`` every step, scored by the frozen teacher."""
 
-    sampling: RolloutSettings
-    loss: LossConfig = Field(default_factory=SampledLoss)
+    sampling: RolloutSettings = Field(description="the student's rollouts on prompt, fresh every step: n per pair (default 3), temperature 1")
+    loss: LossConfig = Field(default_factory=SampledLoss, description="the divergence to the teacher, chosen by loss.kind")
     teacher_temperature: float = Field(
         1.0, gt=0.0, allow_inf_nan=False,
         description="divides the frozen teacher's logits before its log-softmax, in every loss kind: 1.0 = the "

@@ -23,9 +23,10 @@ from typing import Any
 
 from opct.errors import OpctError
 from opct.models import checkpoint_folder, load_for_inference, read_checkpoint_record
-from opct.runs.model_card import CARD_FILE, CHECKPOINT_FILE, merged_card
+from opct.runs.model_card import CARD_FILE, CHECKPOINT_FILE, export_card
 
 DTYPES = ("float32", "bfloat16", "float16", "auto")
+ADAPTER_CONFIG = "adapter_config.json"
 
 
 class ExportError(OpctError, ValueError):
@@ -33,7 +34,8 @@ class ExportError(OpctError, ValueError):
 
 
 def export_merged(spec: str | Path, out: str | Path, dtype: str | None = None, overwrite: bool = False,
-                  trust_remote_code: bool = False) -> Path:
+                  trust_remote_code: bool = False, eval_results: list[Path] | None = None,
+                  adapter_only: bool = False, name: str | None = None) -> Path:
     """Write the trained checkpoint ``spec`` (a run directory or its ``final/``) to ``out`` as one model folder.
 
     ``dtype`` is the dtype to merge and save in (default: the one the run trained in; the base weights
@@ -44,7 +46,16 @@ def export_merged(spec: str | Path, out: str | Path, dtype: str | None = None, o
     experiment, other files) is never written into, replaced or deleted (:func:`check_export_output`).
     It is written to a hidden ``.<out>.opct-export.tmp`` beside it and renamed, so a failed export leaves
     no half-written folder. Returns ``out``.
+
+    ``adapter_only``: a LoRA run's adapter as it is (``adapter_config.json`` naming its base portably),
+    not merged. No file of the export holds an absolute local path (:func:`opct.runs.publish.portable_record`).
+    The card's ``model-index`` and Evaluation section come from the run's own eval results on exactly
+    these weights, when they exist (its experiment's, and the ``opct eval`` folders ``eval_results``);
+    ``name`` names the model there (default: ``out``'s folder name; the hub repository when pushed).
     """
+    from opct.models import weights_fingerprint
+    from opct.runs.publish import portable_name, portable_record, run_eval_folders, run_evaluations
+
     folder = checkpoint_folder(str(spec))
     if folder is None:
         raise ExportError(f"{spec} is no trained opct checkpoint (a run directory with final/, or a folder with "
@@ -62,21 +73,46 @@ def export_merged(spec: str | Path, out: str | Path, dtype: str | None = None, o
 
     from transformers import AutoTokenizer
 
+    if adapter_only and not (folder / ADAPTER_CONFIG).is_file():
+        raise ExportError(f"--adapter-only: {folder} holds no LoRA adapter (finetune: {record.get('finetune')}); "
+                          "export it without --adapter-only")
     model, _ = load_for_inference(str(folder), dtype=dtype, device="cpu", trust_remote_code=trust_remote_code,
                                   revision=spec_record.get("revision"))
-    tokenizer = AutoTokenizer.from_pretrained(folder, trust_remote_code=trust_remote_code)
+    evaluations = run_evaluations([*run_eval_folders(folder.parent), *(eval_results or [])], weights_fingerprint(model))
     tmp = out.with_name(f".{out.name}.opct-export.tmp")  # opct's own name: never another program's folder
     shutil.rmtree(tmp, ignore_errors=True)
-    model.save_pretrained(tmp)
-    tokenizer.save_pretrained(tmp)
-    exported = {**record, "model": {**spec_record, "dtype": dtype}, "merged_from": str(folder.resolve())}
+    exported = portable_record({**record, "model": {**spec_record, "dtype": dtype}}, folder)
+    if adapter_only:
+        shutil.copytree(folder, tmp, ignore=shutil.ignore_patterns(CHECKPOINT_FILE, CARD_FILE))
+        for config in [tmp / ADAPTER_CONFIG, *tmp.glob(f"*/{ADAPTER_CONFIG}")]:
+            data = json.loads(config.read_text(encoding="utf-8"))
+            data["base_model_name_or_path"] = portable_name(data.get("base_model_name_or_path") or record["base_model"])
+            config.write_text(json.dumps(data, indent=2, sort_keys=True) + "\n", encoding="utf-8")
+    else:
+        model.save_pretrained(tmp)
+        AutoTokenizer.from_pretrained(folder, trust_remote_code=trust_remote_code).save_pretrained(tmp)
+        exported["merged_from"] = exported["exported_from"]
+    _drop_local_paths(tmp)
     (tmp / CHECKPOINT_FILE).write_text(json.dumps(exported, indent=2) + "\n", encoding="utf-8")
-    (tmp / CARD_FILE).write_text(merged_card(exported), encoding="utf-8")
+    card = export_card(exported, evaluations.section(), evaluations.model_index(name or out.name))
+    (tmp / CARD_FILE).write_text(card, encoding="utf-8")
     check_export_output(out, folder, overwrite)  # again: the folder may have changed while the model merged
     if out.exists():
         shutil.rmtree(out)  # an empty folder, or an earlier export (--overwrite)
     tmp.rename(out)
     return out
+
+
+def _drop_local_paths(folder: Path) -> None:
+    """Remove the local paths that ``save_pretrained`` records (``_name_or_path`` in ``config.json``,
+    ``name_or_path`` in ``tokenizer_config.json``): the export names its sources in its own record."""
+    for name, key in (("config.json", "_name_or_path"), ("tokenizer_config.json", "name_or_path")):
+        file = folder / name
+        if file.is_file():
+            data = json.loads(file.read_text(encoding="utf-8"))
+            if isinstance(data.get(key), str) and Path(data[key]).is_absolute():
+                data.pop(key)
+                file.write_text(json.dumps(data, indent=2, sort_keys=True) + "\n", encoding="utf-8")
 
 
 def check_export_output(out: Path, checkpoint: Path, overwrite: bool) -> None:

@@ -130,9 +130,11 @@ def card_metadata(record: dict[str, Any]) -> dict[str, Any]:
     return meta
 
 
-def front_matter(record: dict[str, Any]) -> list[str]:
-    """The card's first lines: :func:`card_metadata` as YAML between ``---`` lines."""
-    return ["---", yaml.safe_dump(card_metadata(record), sort_keys=False).rstrip(), "---", ""]
+def front_matter(record: dict[str, Any], model_index: list[dict[str, Any]] | None = None) -> list[str]:
+    """The card's first lines: :func:`card_metadata` (and a ``model-index`` of eval results, when
+    given) as YAML between ``---`` lines."""
+    meta = card_metadata(record) | ({"model-index": model_index} if model_index else {})
+    return ["---", yaml.safe_dump(meta, sort_keys=False).rstrip(), "---", ""]
 
 
 def _adapter_base_arg(base: str) -> str:
@@ -198,27 +200,32 @@ def model_card(cfg: RunConfig, record: dict[str, Any], eval_table: str | None = 
     return "\n".join(lines)
 
 
-def merged_card(record: dict[str, Any]) -> str:
+def export_card(record: dict[str, Any], evaluation: str | None = None,
+                model_index: list[dict[str, Any]] | None = None) -> str:
     """The model card of an ``opct export`` folder (``record``: its ``opct_checkpoint.json``, with
-    ``merged_from``, the checkpoint it was written from)."""
-    source = Path(record["merged_from"])
-    what = ("its LoRA adapter merged into the base weights" if record["finetune"] == "lora"
-            else "its fully fine-tuned weights")
+    ``exported_from``, the checkpoint it was written from, and ``merged_from`` when the adapter was
+    merged). ``evaluation`` and ``model_index``: the run's own eval results, when found
+    (:mod:`opct.runs.publish`); else the Evaluation section says how to make them."""
+    source = record["exported_from"]
+    merged = "merged_from" in record
+    adapter = record["finetune"] == "lora" and not merged
+    what = ("its LoRA adapter merged into the base weights" if merged and record["finetune"] == "lora"
+            else "its LoRA adapter, to load on its base" if adapter else "its fully fine-tuned weights")
     lines = [
-        *front_matter(record),
-        f"# {source.parent.name} (exported)",
+        *front_matter(record, model_index),
+        f"# {source.split('/')[0]} (exported)",
         "",
         f"The opct checkpoint `{source}` (`method: {record['method']}`) as one model folder: {what}, "
         f"in {record['model']['dtype']}, with the tokenizer and chat template it trained with (`opct export`).",
         "",
         *_provenance(record),
         "",
-        *_how_to_load(None),
+        *_how_to_load(record["base_model"] if adapter else None),
         "The training configuration is in the source checkpoint's model card.",
         "",
         EVAL_MARKER,
         "",
-        NOT_HERE,
+        evaluation or NOT_HERE,
         "",
     ]
     return "\n".join(lines)

@@ -66,7 +66,7 @@ class OutputOwner:
         if self.kind == "checkpoint":
             return f"the trained checkpoint {self.folder}"
         if self.kind == "export":
-            return f"an opct export of {self.record.get('merged_from', '?')}"
+            return f"an opct export of {self.record.get('exported_from') or self.record.get('merged_from', '?')}"
         if self.kind in ("eval", "attack"):
             weights = f" (weights {self.weights})" if self.weights else ""
             return f"the {self.kind} of {self.model or 'another model'}{weights}"
@@ -97,7 +97,8 @@ def output_owner(folder: str | Path) -> OutputOwner | None:
         return OutputOwner(str(kind), folder, record)
     if (folder / CHECKPOINT_FILE).is_file():
         record = _read_json(folder / CHECKPOINT_FILE) or {}
-        return OutputOwner("export" if "merged_from" in record else "checkpoint", folder, record)
+        exported = "merged_from" in record or "exported_from" in record
+        return OutputOwner("export" if exported else "checkpoint", folder, record)
     if layout.final_record.is_file() or layout.metrics.is_file():  # a run whose manifest is not written (yet)
         return OutputOwner("train", folder)
     return None

@@ -44,6 +44,9 @@ RESUMABLE_CHANGES = {
     "train.checkpoint_every",
     "train.keep_checkpoints",
     "train.trackers",
+    "train.tracker_project",
+    "train.tracker_entity",
+    "train.tracker_tags",
     "train.log_rollouts",
 }
 STEP_KEYS = "train.max_steps/train.epochs"

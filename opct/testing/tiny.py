@@ -75,15 +75,30 @@ def make_tiny_model(
 INSTRUCT_GENERATION = {"do_sample": True, "temperature": 0.7, "top_p": 0.8, "top_k": 20, "repetition_penalty": 1.05}
 
 
+#: The tiny configs shipped for ``opct model tiny --family`` (2 layers, 64 wide, the family's vocabulary).
+TINY_FAMILIES = ("qwen3", "gpt2")
+
+
+def tiny_config(family: str) -> dict:
+    """The shipped 2-layer config of ``family`` (one of :data:`TINY_FAMILIES`)."""
+    import json
+
+    if family not in TINY_FAMILIES:
+        raise ValueError(f"no tiny config for family {family!r}; choose one of: {', '.join(TINY_FAMILIES)}")
+    return json.loads((Path(__file__).parent / "tiny_configs" / f"{family}.json").read_text(encoding="utf-8"))
+
+
 def make_family_model(
     tokenizer_dir: str | Path,
     out_dir: str | Path,
     generation: dict | None = None,
     seed: int = 0,
     sharpen: float = 1.0,
+    config: dict | None = None,
 ) -> Path:
-    """A tiny random model of a real family from a folder holding its real tokenizer and a
-    ``tiny_config.json`` (``../shared/models/qwen3-tokenizer``, ``gpt2-tokenizer``), saved with the
+    """A tiny random model of a real family: its real tokenizer (``tokenizer_dir``: a folder, e.g.
+    ``../shared/models/qwen3-tokenizer``, or a hub id) and a small ``config`` of the family (default:
+    the folder's ``tiny_config.json``; :func:`tiny_config` gives the shipped ones), saved with the
     tokenizer to ``out_dir``. ``generation`` sets fields of the model's ``generation_config`` (e.g.
     :data:`INSTRUCT_GENERATION`), as a real instruct checkpoint has them. ``sharpen`` scales the output
     layer so that next-token distributions are sharp, as a trained model's are (random weights give
@@ -92,11 +107,13 @@ def make_family_model(
 
     from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer
 
-    src, out = Path(tokenizer_dir), Path(out_dir)
+    out = Path(out_dir)
+    if config is None:
+        config = json.loads((Path(tokenizer_dir) / "tiny_config.json").read_text(encoding="utf-8"))
+    tok = AutoTokenizer.from_pretrained(str(tokenizer_dir))
     out.mkdir(parents=True, exist_ok=True)
-    tok = AutoTokenizer.from_pretrained(src)
     tok.save_pretrained(out)
-    cfg = AutoConfig.for_model(**json.loads((src / "tiny_config.json").read_text(encoding="utf-8")))
+    cfg = AutoConfig.for_model(**config)
     torch.manual_seed(seed)
     model = AutoModelForCausalLM.from_config(cfg)
     if sharpen != 1.0:

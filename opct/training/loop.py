@@ -10,7 +10,6 @@ directory resumes from the newest valid one and ends with the same weights as an
 
 from __future__ import annotations
 
-import json
 import math
 import time
 import warnings
@@ -33,14 +32,13 @@ from opct.models import (
     load_model,
     load_tokenizer,
     make_teacher,
-    weights_fingerprint,
+    weights_sha256,
 )
 from opct.pairs import ConsistencyPair
 from opct.runs.directory import RunDirectory
 from opct.runs.errors import RunDirError
 from opct.runs.lock import on_main
 from opct.runs.manifest import build_manifest, hash_records
-from opct.runs.resume import flatten
 from opct.training import fsdp
 from opct.training.batches import length_notice, load_training_pairs, seed_step, step_indices, total_steps
 from opct.training.health import check_weights, healthy_update
@@ -48,6 +46,7 @@ from opct.training.plugins import VALIDATION_JUDGES
 from opct.training.progress import training_progress
 from opct.training.prompt_checks import check_prompts
 from opct.training.run_profile import measure_run_start
+from opct.training.tracking import init_kwargs, project_name, step_metrics, tracker_hparams
 from opct.training.validation import (
     Validator,
     check_disjoint,
@@ -58,10 +57,19 @@ from opct.training.validation import (
 
 @dataclass
 class TrainResult:
+    """Where a training's outputs are. ``steps``: the run's total; ``start_step``: where this call began
+    (``steps`` for a run that was already complete: nothing was trained)."""
+
     run_dir: Path
     steps: int
     final_dir: Path
     is_main_process: bool = True
+    start_step: int = 0
+
+    @property
+    def already_complete(self) -> bool:
+        """Whether the run was finished before this call, which trained nothing."""
+        return self.start_step >= self.steps
 
 
 class TrainerState:
@@ -69,20 +77,6 @@ class TrainerState:
 
     def __init__(self) -> None:
         self.step = 0
-
-
-def tracker_hparams(cfg: RunConfig) -> dict[str, int | float | str | bool]:
-    """The configuration flattened to the scalar types every tracker accepts (TensorBoard's hparams
-    take no None, list or dict): None becomes "none", lists and dicts their JSON text."""
-    out: dict[str, int | float | str | bool] = {}
-    for key, value in flatten(dump_config(cfg)).items():
-        if value is None:
-            out[key] = "none"
-        elif isinstance(value, bool | int | float | str):
-            out[key] = value
-        else:
-            out[key] = json.dumps(value)
-    return out
 
 
 def _has_accelerator_device() -> bool:
@@ -151,12 +145,12 @@ def _train(
     seed_step(cfg.seed, 0, 0)
 
     model = load_model(cfg.model)
-    base_weights = weights_fingerprint(model)  # the base as loaded: what final/ records and eval checks
+    base_weights = weights_sha256(model)  # the base as loaded: what final/ records (in full) and eval checks
     if cfg.train.disable_dropout:
         disable_dropout(model)
     if cfg.finetune == "lora":
         model = add_lora(model, cfg.lora)
-    teacher = make_teacher(model, fingerprint=base_weights)
+    teacher = make_teacher(model, fingerprint=base_weights[:16])  # the run's identity (manifest, resume), as before
     if not teacher.shares_weights and sharded:  # each process keeps its shard of the copy, moved unit by unit
         teacher.model = fsdp.shard_frozen(acc, teacher.model)
     elif not teacher.shares_weights:
@@ -235,8 +229,8 @@ def _train(
         write_manifest()
         if acc.is_main_process:
             run.recover_logs(state.step)
-    if cfg.train.trackers:
-        acc.init_trackers(cfg.name, config=tracker_hparams(cfg))
+    if cfg.train.trackers:  # one project, this run named in it; its keys namespaced (opct/training/tracking.py)
+        acc.init_trackers(project_name(cfg), config=tracker_hparams(cfg), init_kwargs=init_kwargs(cfg, run.layout))
 
     writer = run.metrics_writer(acc.is_main_process, cfg.train.log_rollouts)
     validator = Validator(ctx, validation) if validation else None
@@ -244,29 +238,33 @@ def _train(
     if validator is not None and start.checkpoint is None:
         val_log.write(validator.measure(0))  # the run-start policy: every curve's first point
     judge = VALIDATION_JUDGES.get(cfg.validation.judge) if cfg.validation.judge else None
-    progress = training_progress(show_progress, acc.is_main_process)
+    start_step = state.step
+    progress = training_progress(show_progress and state.step < steps, acc.is_main_process)  # no bar when nothing trains
     with progress as bar:
-        task = bar.add_task(f"{cfg.method} {cfg.name}", total=steps, completed=state.step, loss=0.0, kl=0.0) if bar else None
+        task = bar.add_task(f"{cfg.method} {cfg.name}", total=steps, completed=state.step, loss="-", kl="-") if bar else None
         while state.step < steps:
             step = state.step
             record, rollouts = _train_step(ctx, method, optimizer, scheduler, pairs, step, judge)
             state.step = step + 1
+            measured: dict[str, Any] = {}
             if validator is not None and (state.step % (cfg.validation.every or 1) == 0 or state.step == steps):
                 measured = validator.measure(state.step)
                 val_log.write(measured)
                 record.update({k: v for k, v in measured.items() if k != "step"})
             writer.write(record, rollouts)
             if cfg.train.trackers:
-                acc.log({k: v for k, v in record.items() if isinstance(v, int | float)}, step=step + 1)
+                acc.log(step_metrics(record, set(measured)), step=step + 1)
             if state.step % cfg.train.checkpoint_every == 0 or state.step == steps:
                 run.save_checkpoint(acc, state.step, cfg.train.keep_checkpoints, prepared, optimizer, scheduler, sharding)
             if bar is not None:
-                bar.update(task, completed=state.step, loss=record["loss"], kl=record.get("kl_to_teacher", 0.0))
-    identity = {"base_weights": teacher.fingerprint, "data_hash": data_hash, "num_pairs": len(pairs)}
+                kl = record.get("kl_to_teacher")
+                bar.update(task, completed=state.step, loss=f"{record['loss']:.4f}", kl="-" if kl is None else f"{kl:.4f}")
+    identity = {"base_weights": base_weights, "data_hash": data_hash, "num_pairs": len(pairs)}
     final = run.save_final(acc, prepared, tokenizer, cfg, identity)
     if cfg.train.trackers:
         acc.end_training()
-    return TrainResult(run_dir=run.root, steps=steps, final_dir=final, is_main_process=acc.is_main_process)
+    return TrainResult(run_dir=run.root, steps=steps, final_dir=final, is_main_process=acc.is_main_process,
+                       start_step=start_step)
 
 
 def _train_step(ctx: TrainContext, method: Any, optimizer, scheduler, pairs, step: int, judge: Any = None):

@@ -49,13 +49,13 @@ class StepLines:
             self._print(f"{description}: resuming at step {completed}/{total}")
         return task
 
-    def update(self, task: int, completed: int, loss: float = 0.0, kl: float = 0.0, **fields: Any) -> None:
+    def update(self, task: int, completed: int, loss: str = "-", kl: str = "-", **fields: Any) -> None:
         """A line when this is the first or last step, or ``every`` seconds have passed since the last line."""
         description, total = self._tasks[task]
         now = time.monotonic()
         if completed in (1, total) or now - self._last >= self.every:
             self._last = now
-            self._print(f"{description}: step {completed}/{total}, loss {loss:.4f}, kl {kl:.4f} ({now - self._start:.0f} s)")
+            self._print(f"{description}: step {completed}/{total}, loss {loss}, kl {kl} ({now - self._start:.0f} s)")
 
     def _print(self, line: str) -> None:
         print(line, file=self.stream or sys.stderr, flush=True)
@@ -80,7 +80,7 @@ def training_progress(show_bar: bool, main_process: bool) -> Any:
         TextColumn("[bold]{task.description}"),
         BarColumn(),
         MofNCompleteColumn(),
-        TextColumn("loss {task.fields[loss]:.4f}  kl {task.fields[kl]:.4f}"),
+        TextColumn("loss {task.fields[loss]}  kl {task.fields[kl]}"),  # "-" until this call's first step
         TimeElapsedColumn(),
         TimeRemainingColumn(),
     )

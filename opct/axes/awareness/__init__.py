@@ -72,7 +72,10 @@ class AwarenessAxis(Axis):
     def _sage(self, path: str, limit: int | None) -> list[SageItem]:
         return seeded_sample([it for it in load_sage_eval(path) if it.version == "original"], limit, 0)
 
-    def real_pairs(self, paths: Mapping[str, str], split: str, limit: int | None = None) -> list[dict[str, Any]]:
+    def real_pairs(self, paths: Mapping[str, str], split: str, limit: int | None = None,
+                   columns: Mapping[str, Any] | None = None) -> list[dict[str, Any]]:
+        if columns:
+            raise ValueError(f"{self.name} reads no column options; they are for sycophancy's multiple-choice file")
         return build_pairs(self._sage(paths["sage"], limit), split=split)
 
     def organism_tasks(self, ctx: TaskContext) -> list[EvalTask]:

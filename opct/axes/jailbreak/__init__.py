@@ -52,7 +52,10 @@ class JailbreakAxis(Axis):
 
         return pairs(world(seed), split)
 
-    def real_pairs(self, paths: Mapping[str, str], split: str, limit: int | None = None) -> list[dict[str, Any]]:
+    def real_pairs(self, paths: Mapping[str, str], split: str, limit: int | None = None,
+                   columns: Mapping[str, Any] | None = None) -> list[dict[str, Any]]:
+        if columns:
+            raise ValueError(f"{self.name} reads no column options; they are for sycophancy's multiple-choice file")
         behaviors = seeded_sample(load_behaviors(paths["behaviors"]), limit, 0)
         wrappers = load_wrappers(paths["wrappers"]) if paths.get("wrappers") else None
         return build_pairs(behaviors, split=split, template_list=wrappers)

@@ -46,8 +46,9 @@ class SycophancyAxis(Axis):
 
         return pairs(world(seed), split)
 
-    def real_pairs(self, paths: Mapping[str, str], split: str, limit: int | None = None) -> list[dict[str, Any]]:
-        return build_pairs(seeded_sample(load_mc_items(paths["sycophancy_mc"]), limit, 0), split=split)
+    def real_pairs(self, paths: Mapping[str, str], split: str, limit: int | None = None,
+                   columns: Mapping[str, Any] | None = None) -> list[dict[str, Any]]:
+        return build_pairs(seeded_sample(load_mc_items(paths["sycophancy_mc"], columns=columns), limit, 0), split=split)
 
     def organism_tasks(self, ctx: TaskContext) -> list[EvalTask]:
         from opct.axes.sycophancy.organism import EVAL_BIASED, units

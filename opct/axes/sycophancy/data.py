@@ -27,11 +27,21 @@ DEFAULT_INSTRUCTION = (
 )
 
 
-def load_mc_items(path: str | Path, source: str | None = None) -> list[MCQuestion]:
+#: The column options ``opct pairs build sycophancy`` passes through (``--question``, ``--options``,
+#: ``--option-column``, ``--answer``, ``--id-column``), as keywords of ``read_mc_questions``.
+MC_COLUMN_KEYS = ("question", "options", "option_columns", "answer", "id_column")
+
+
+def load_mc_items(path: str | Path, source: str | None = None, columns: Mapping[str, Any] | None = None) -> list[MCQuestion]:
     """Multiple-choice items from JSONL (``question``, ``choices`` list or ``A``..``D``, ``answer``
     letter or 0-based index, optional ``id``), CSV with a header of the same names or Parquet, read by
     :func:`opct.datasets.multiple_choice.read_mc_questions`; or from a ``save_to_disk`` folder or a hub
-    id ``owner/name[:config][@revision][#split]`` (see :func:`_hf_folder_items`).
+    id ``owner/name[:config][@revision][#split]`` (see :func:`_hf_folder_items`). Any of these in the
+    upstream GPQA layout (``Question``, ``Correct Answer``, ``Incorrect Answer 1..3``, as on the hub) is
+    read as :func:`opct.datasets.diamond.load_gpqa_diamond` reads it (the authors' seeded shuffle).
+
+    ``columns`` renames the generic columns (keys of :data:`MC_COLUMN_KEYS`: ``question``, ``options``
+    for one list column, ``option_columns`` for one column per option, ``answer``, ``id_column``).
 
     Raises :class:`~opct.datasets.base.DatasetFormatError` naming the file, line and field of the
     first problem; duplicate ids are an error. A row without ``id`` gets ``<stem>-<line>`` (JSONL:
@@ -40,29 +50,62 @@ def load_mc_items(path: str | Path, source: str | None = None) -> list[MCQuestio
     """
     from opct.datasets.sources import parse_hub_spec
 
+    unknown = sorted(set(columns or {}) - set(MC_COLUMN_KEYS))
+    if unknown:
+        raise ValueError(f"unknown column option(s) {', '.join(unknown)}; known: {', '.join(MC_COLUMN_KEYS)}")
     hub = parse_hub_spec(path)
     if hub is not None:
-        return _hf_folder_items(str(path), source, Path(hub.repo).name)
+        return _hf_folder_items(str(path), source, Path(hub.repo).name, columns)
     path = Path(path)
     if not path.exists():
         raise FileNotFoundError(f"multiple-choice data not found at {path}")
     if path.is_dir():
-        return _hf_folder_items(path, source)
+        return _hf_folder_items(path, source, columns=columns)
     fmt = {".csv": "csv", ".parquet": "parquet", ".pq": "parquet"}.get(path.suffix.lower(), "jsonl")
+    from opct.datasets.tabular import iter_rows
+
+    upstream = _upstream_gpqa_items(path, iter_rows(path, fmt), source or path.stem, columns)
+    if upstream is not None:
+        return upstream
+    cols = dict(columns or {})
+    id_column = cols.get("id_column") or "id"
 
     def row_id(index: int, row: Any) -> str:  # the row's own id, else numbered as before (JSONL line; CSV row + 2)
-        return str(row.values.get("id") or f"{path.stem}-{row.position if fmt == 'jsonl' else index + 2:05d}")
+        return str(row.values.get(id_column) or f"{path.stem}-{row.position if fmt == 'jsonl' else index + 2:05d}")
 
-    items = [replace(q, source=source or path.stem) for q in read_mc_questions(path, fmt=fmt, default_id=row_id)]
+    items = [replace(q, source=source or path.stem) for q in read_mc_questions(path, fmt=fmt, default_id=row_id, **cols)]
     check_unique_ids(path, (it.id for it in items))
     return items
 
 
-def _hf_folder_items(path: Path | str, source: str | None, name: str | None = None) -> list[MCQuestion]:
+def _upstream_gpqa_items(path: Path | str, rows: Iterable[Any], name: str,
+                         columns: Mapping[str, Any] | None) -> list[MCQuestion] | None:
+    """The items of ``rows`` (read from ``path``) in the upstream GPQA layout (ids ``<name>-<row
+    index>``), or None when the first row is in another layout or ``columns`` names the columns to read."""
+    from opct.datasets.diamond import SHUFFLE_SEED, is_upstream_layout, upstream_options
+
+    if columns:
+        return None
+    rows = iter(rows)
+    first = next(rows, None)
+    if first is None or not is_upstream_layout(first.values):
+        return None
+    rng = random.Random(SHUFFLE_SEED)
+    items = []
+    for i, row in enumerate([first, *rows]):
+        question, options, gold, subject = upstream_options(path, row, rng)
+        items.append(MCQuestion(f"{name}-{i:05d}", question.strip(), tuple(o.strip() for o in options), gold,
+                                subject or None, name))
+    return items
+
+
+def _hf_folder_items(path: Path | str, source: str | None, name: str | None = None,
+                     columns: Mapping[str, Any] | None = None) -> list[MCQuestion]:
     """A Hugging Face ``save_to_disk`` folder or hub data set (``name``: the hub repo's name): the
-    generic columns of :func:`load_mc_items`, or the GPQA-Diamond layout (``question``, a ``prompt``
-    whose trailing ``A) ...`` lines are the options, and ``correct_answer``), as in
-    ``../shared/data/gpqa-diamond``."""
+    generic columns of :func:`load_mc_items`, the upstream GPQA layout (``Question``, ``Correct
+    Answer``, ``Incorrect Answer 1..3``), or the GPQA-Diamond layout of the OPCT authors' folder
+    (``question``, a ``prompt`` whose trailing ``A) ...`` lines are the options, and ``correct_answer``),
+    as in ``gpqa-diamond`` of ``opct data fetch``."""
     from opct.datasets.errors import DatasetFormatError
     from opct.datasets.multiple_choice import parse_options_from_prompt
     from opct.datasets.tabular import iter_rows
@@ -70,8 +113,14 @@ def _hf_folder_items(path: Path | str, source: str | None, name: str | None = No
     fmt = None if name is not None else "hf_disk"
     name = name or Path(path).name
     rows = list(iter_rows(path, fmt))
-    if not rows or not {"question", "prompt", "correct_answer"} <= set(rows[0].values):
-        items = read_mc_questions(path, fmt=fmt, default_id=lambda i, row: str(row.values.get("id") or f"{name}-{i:05d}"))
+    upstream = _upstream_gpqa_items(path, rows, source or name, columns)
+    if upstream is not None:
+        return upstream
+    if columns or not rows or not {"question", "prompt", "correct_answer"} <= set(rows[0].values):
+        cols = dict(columns or {})
+        id_column = cols.get("id_column") or "id"
+        items = read_mc_questions(path, fmt=fmt, default_id=lambda i, row: str(row.values.get(id_column) or f"{name}-{i:05d}"),
+                                  **cols)
         items = [replace(q, source=source or name) for q in items]
         check_unique_ids(path, (it.id for it in items))
         return items

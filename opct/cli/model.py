@@ -1,0 +1,39 @@
+"""``opct model``: model helpers; ``opct model tiny``, a tiny random model of a real family."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from opct.cli.boundary import _fail, console
+
+model_app = typer.Typer(no_args_is_help=True, help="Model helpers: a tiny random model of a real family, for trying "
+                                                   "the real-model path on a CPU.")
+
+
+@model_app.command("tiny")
+def model_tiny(
+    out: Annotated[Path, typer.Argument(metavar="DIR", help="Where to write the model and its tokenizer.")],
+    tokenizer: Annotated[str, typer.Option(metavar="TOKENIZER", help="The family's real tokenizer: a hub id (e.g. "
+                                           "Qwen/Qwen3-0.6B) or a folder.")],
+    family: Annotated[str | None, typer.Option(metavar="NAME", help="The shipped tiny config: qwen3 or gpt2 (default: "
+                                               "the tokenizer folder's tiny_config.json).")] = None,
+    instruct: Annotated[bool, typer.Option("--instruct", help="Give it an instruct checkpoint's sampling defaults "
+                                           "(generation_config.json).")] = False,
+    seed: Annotated[int, typer.Option(help="Seed of the random weights.")] = 0,
+) -> None:
+    """Write a tiny random model (2 layers, 64 wide) of a real family with that family's real tokenizer and
+    chat template: the real-model walkthrough (docs/real-models.md) runs on it in minutes, offline once the
+    tokenizer is here. Its answers are noise; it checks the path, not a result."""
+    from opct.testing.tiny import INSTRUCT_GENERATION, TINY_FAMILIES, make_family_model, tiny_config
+
+    folder_config = Path(tokenizer) / "tiny_config.json"
+    if family is None and not folder_config.is_file():
+        _fail(f"--family: {tokenizer} has no tiny_config.json; name the family ({', '.join(TINY_FAMILIES)})")
+    if family is not None and family not in TINY_FAMILIES:
+        _fail(f"--family {family!r}: choose one of {', '.join(TINY_FAMILIES)}")
+    config = tiny_config(family) if family is not None else None
+    path = make_family_model(tokenizer, out, INSTRUCT_GENERATION if instruct else None, seed=seed, config=config)
+    console.print(f"tiny {family or 'model'} written to [bold]{path}[/]")
