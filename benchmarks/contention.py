@@ -53,6 +53,7 @@ def cores() -> int:
 def variant_env(variant: str, runs: int) -> tuple[dict[str, str], list[str]]:
     """The environment and extra ``opct train`` arguments of ``variant``."""
     env = {k: v for k, v in os.environ.items() if k not in ("OMP_NUM_THREADS", "OPCT_THREADS", "OMP_WAIT_POLICY")}
+    env["OPCT_PASSIVE_WAIT"] = "0"  # OpenMP's own waiting unless the variant sets it (not opct's choice when busy)
     args: list[str] = []
     if variant == "passive":
         env["OMP_WAIT_POLICY"] = "PASSIVE"
