@@ -59,3 +59,25 @@ def test_without_threads_torch_is_cut_to_the_available_cores_only(monkeypatch):
     assert calls == [4]
     boundary.apply_threads(32)  # an explicit --threads wins over both
     assert calls == [4, 32]
+
+
+def test_passive_waiting_only_when_the_machine_is_already_busy():
+    quiet: dict[str, str] = {}
+    assert not boundary.passive_waiting_when_busy(quiet, load=0.7, cores=2) and "OMP_WAIT_POLICY" not in quiet
+    busy: dict[str, str] = {}
+    assert boundary.passive_waiting_when_busy(busy, load=2.0, cores=2) and busy["OMP_WAIT_POLICY"] == "PASSIVE"
+    mine = {"OMP_WAIT_POLICY": "ACTIVE"}
+    assert not boundary.passive_waiting_when_busy(mine, load=12.0, cores=2) and mine["OMP_WAIT_POLICY"] == "ACTIVE"
+    off = {"OPCT_PASSIVE_WAIT": "0"}
+    assert not boundary.passive_waiting_when_busy(off, load=12.0, cores=2) and "OMP_WAIT_POLICY" not in off
+
+
+def test_the_command_line_package_sets_waiting_before_torch_loads():
+    """OpenMP reads OMP_WAIT_POLICY when torch loads it: importing opct.cli must not import torch first."""
+    import subprocess
+    import sys
+
+    code = "import sys, opct.cli, opct.cli.main; print('torch' in sys.modules)"
+    res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120,
+                         cwd=Path(__file__).resolve().parents[1])
+    assert res.returncode == 0 and res.stdout.strip() == "False", res.stderr

@@ -5,3 +5,7 @@
 options they share) and ``help`` (how option values are named in every help). Nothing outside this
 package imports it: it is the top layer.
 """
+
+from opct.cli.boundary import passive_waiting_when_busy
+
+passive_waiting_when_busy()  # before anything imports torch (OpenMP reads it when it loads)

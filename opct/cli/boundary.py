@@ -99,6 +99,27 @@ def available_cores(cgroup_root: str = "/sys/fs/cgroup") -> int:
     return max(1, cores)
 
 
+def passive_waiting_when_busy(environ: Any = os.environ, load: float | None = None, cores: int | None = None) -> bool:
+    """Set ``OMP_WAIT_POLICY=PASSIVE`` when the machine is already busy as opct starts; returns whether it did.
+
+    Busy: the 1-minute load average is at least the cores available (:func:`available_cores`). An
+    OpenMP thread waiting for its siblings spins on its core by default; when other processes need
+    that core, the spinning takes it from them and from the sibling it waits for. On the project's
+    2 shared cores (load average 10-13) three organism trainings with torch's 2 threads took 4.7-36 s
+    a step spinning and a median 2.1 s with passive waiting (``benchmarks/contention.py``). On a quiet
+    machine nothing changes. A value the user set is kept, and ``OPCT_PASSIVE_WAIT=0`` turns this off.
+    It must run before torch is imported (OpenMP reads it when it loads): ``opct.cli`` calls it on
+    import, and the processes opct starts inherit it. It changes no result, only how idle threads wait.
+    """
+    if "OMP_WAIT_POLICY" in environ or environ.get("OPCT_PASSIVE_WAIT") == "0":
+        return False
+    load = os.getloadavg()[0] if load is None and hasattr(os, "getloadavg") else (load or 0.0)
+    if load < (cores if cores is not None else available_cores()):
+        return False
+    environ["OMP_WAIT_POLICY"] = "PASSIVE"
+    return True
+
+
 def apply_threads(threads: int | None) -> None:
     """``torch.set_num_threads(threads)`` before any model work: when ``--threads`` is given, or when
     :data:`DEFAULT_THREADS` differs from torch's default; otherwise torch keeps its own default, cut to
