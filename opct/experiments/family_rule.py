@@ -48,7 +48,7 @@ class FamilyAttackSettings(BaseModel):
     budget: int = Field(8, gt=0, description="target queries per validation behaviour")
     top: int = Field(2, gt=0, description="checkpoints attacked per candidate: its best by the held-back families' rate")
     max_new_tokens: int = Field(48, gt=0, description="the target's greedy replies")
-    sequences_per_call: int = Field(96, gt=0)
+    sequences_per_call: int = Field(96, gt=0, description="sequences per generate() call (memory, not results)")
 
 
 def _mean(values: list[float]) -> float:
