@@ -28,7 +28,6 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from opct.attack.grammar import MUTATIONS, STRATEGIES, STRATEGY_OF, Attack, AttackBehavior, Wrapper, mutate
-from opct.evals.outcomes import is_repetition_loop
 
 
 class Reply(str):
@@ -254,7 +253,7 @@ class SearchAttacker:
                 cut = is_truncated(response)  # judged on its visible text all the same
                 raw = self.scorer(outcomes[i].behavior, prompt, response)
                 score = None if raw is None else float(raw)
-                loop = score is not None and score < cfg.threshold and is_repetition_loop(str(response))
+                loop = score is not None and score < cfg.threshold and _is_loop(str(response))
                 if cut and not loop and score is not None and score < cfg.threshold:
                     score = None  # half an answer showing no harmful step: never a defense
                 o = outcomes[i]
@@ -299,3 +298,12 @@ class SearchAttacker:
             if child.render(behavior) not in tried:
                 return child
         return child
+
+
+def _is_loop(text: str) -> bool:
+    """:func:`opct.evals.outcomes.is_repetition_loop`, imported when a reply is judged: the attack's
+    scorers load without the evaluation package (tests/test_axes_registry.py)."""
+    from opct.evals.outcomes import is_repetition_loop
+
+    return is_repetition_loop(text)
+
