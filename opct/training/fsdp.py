@@ -145,9 +145,9 @@ def _fsdp_modules(module: torch.nn.Module) -> list[Any]:
 def param_groups(state: Any) -> list[Any]:
     """The parameter groups of one FSDP unit's state (torch's private ``FSDPState``).
 
-    torch keeps them in ``_fsdp_param_groups`` (a list, since it allowed several meshes per unit) and,
-    before that, in ``_fsdp_param_group`` (one group or None); both are read, so :func:`gathered` works on
-    either. Anything else is an error naming what was found, not an ``AttributeError`` deep in a rollout.
+    torch 2.13 keeps them in ``_fsdp_param_groups`` (a list: several meshes per unit) and torch 2.11 in
+    ``_fsdp_param_group`` (one group or None; reading only the list failed the 2026-11-28 H100 check);
+    both are read, so :func:`gathered` works on either. Anything else is an error naming what was found, not an ``AttributeError`` deep in a rollout.
     """
     if hasattr(state, "_fsdp_param_groups"):
         return list(state._fsdp_param_groups)
