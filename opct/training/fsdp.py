@@ -147,8 +147,8 @@ def param_groups(state: Any) -> list[Any]:
 
     torch 2.13 keeps them in ``_fsdp_param_groups`` (a list: several meshes per unit) and torch 2.11 in
     ``_fsdp_param_group`` (one group or None; reading only the list fails there, the torch of the
-    2026-11-28 H100 check);
-    both are read, so :func:`gathered` works on either. Anything else is an error naming what was found, not an ``AttributeError`` deep in a rollout.
+    2026-11-28 H100 check); both are read, so :func:`gathered` works on either. Anything else is an
+    error naming what was found, not an ``AttributeError`` deep in a rollout.
     """
     if hasattr(state, "_fsdp_param_groups"):
         return list(state._fsdp_param_groups)
