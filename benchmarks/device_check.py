@@ -29,33 +29,43 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import device_logs  # beside this file
+
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parent
 LOG_TAIL_CHARS = 600
+#: Seconds for all sections together, by default: the check must fit in 8 minutes of a lent GPU.
+DEFAULT_BUDGET_S = 450.0
 
 
 @dataclass(frozen=True)
 class Section:
-    """One measurement: its name, what it measures, what it needs and its time limit in seconds."""
+    """One measurement: its name, what it measures, what it needs, its time limit and the time it is
+    expected to take on one H100 (seconds; measured 2026-11-28, or estimated where it had not finished)."""
 
     name: str
     measures: str
     needs_gpu: bool
     timeout_s: int
+    expected_s: int
 
 
+#: On one H100 (2026-11-28): env 21 s, engines 80 s, lora 83 s, full 87 s; resume (now on the tiny model)
+#: and fsdp had not finished, so theirs are estimates. The expected times add up to at most the default
+#: budget, and each section leaves the sections after it their expected time (:func:`section_limit`).
 PLAN = (
-    Section("env", "Python, torch, CUDA and the GPU, package versions; whether vLLM and opct import", False, 90),
+    Section("env", "Python, torch, CUDA and the GPU, package versions; whether vLLM and opct import", False, 60, 25),
     Section("engines", "rollouts on a random Qwen3-0.6B-shaped model (bf16, 32 prompts x n=4 x 128 tokens): "
             "tokens/s of vLLM (if installed), HF generate and opct's HF sampler, and |recorded log-prob - "
-            "forward-pass log-prob| per token", True, 150),
+            "forward-pass log-prob| per token", True, 120, 85),
     Section("lora", "opct training, LoRA r=32, bf16, random Qwen3-1.7B-shaped model, HF rollouts (8 pairs x n=3 x "
-            "64 tokens): steps/s, peak GPU memory, step 1's |loss - KL| (on-policy check)", True, 120),
-    Section("full", "the same with full fine-tuning: steps/s, peak GPU memory, step 1's |loss - KL|", True, 150),
-    Section("resume", "a 20-step OPCT run on the 0.6B shape (vLLM engine if installed, else HF), stopped after "
-            "step 10 and resumed by a second `opct train`: steps 1..20 each logged once, final/ written", True, 150),
+            "64 tokens): steps/s, peak GPU memory, step 1's |loss - KL| (on-policy check)", True, 120, 90),
+    Section("full", "the same with full fine-tuning: steps/s, peak GPU memory, step 1's |loss - KL|", True, 120, 95),
+    Section("resume", "a 20-step OPCT run on the tokenizer's 2-layer model (vLLM engine if installed, else HF), "
+            "stopped after step 10 and resumed by a second `opct train`: steps 1..20 each logged once, final/ "
+            "written", True, 120, 75),
     Section("fsdp", "FSDP2 on one GPU through `accelerate launch`: full fine-tuning of the 0.6B shape for 3 steps, "
-            "that it trains sharded, and its peak memory", True, 120),
+            "that it trains sharded, and its peak memory", True, 120, 75),
 )
 
 
@@ -77,16 +87,21 @@ def find_tokenizer(given: str | None) -> Path | None:
 def section_record(name: str, returncode: int | None, result_file: Path, log: str, seconds: float) -> dict[str, Any]:
     """One section's record from what its process left: its JSON result, or why there is none.
 
-    ``returncode`` None means it ran out of time. A result file whose status is ``ok`` after a non-zero
-    exit is not trusted: the section failed.
+    ``returncode`` None means it ran out of time (the note then quotes the log's last line: how far it
+    got). A result file whose status is ``ok`` after a non-zero exit is not trusted: the section failed,
+    and its note is the first traceback's exception (``device_logs.first_error``), the real error rather
+    than a launcher's summary; the whole first traceback is kept under ``traceback``.
     """
     tail = log.strip()[-LOG_TAIL_CHARS:]
     if returncode is None:
-        return {"status": "timeout", "seconds": seconds, "note": f"stopped after {seconds:.0f} s", "log_tail": tail}
+        return {"status": "timeout", "seconds": seconds, "note": f"stopped after {seconds:.0f} s (last output: "
+                f"{device_logs.last_line(log)[:160]})", "log_tail": tail}
     if returncode != 0 or not result_file.is_file():
-        last = next((line for line in reversed(log.strip().splitlines()) if line.strip()), "no output")
-        return {"status": "failed", "seconds": seconds, "note": f"exit {returncode}: {last.strip()[:300]}",
-                "log_tail": tail}
+        record = {"status": "failed", "seconds": seconds,
+                  "note": f"exit {returncode}: {device_logs.first_error(log)[:300]}", "log_tail": tail}
+        if (traceback := device_logs.traceback_text(log)) is not None:
+            record["traceback"] = traceback
+        return record
     try:
         found = json.loads(result_file.read_text())
     except json.JSONDecodeError as err:
@@ -106,7 +121,8 @@ def run_section(section: Section, args: argparse.Namespace, timeout: float, extr
     log_path = args.out / "logs" / f"{section.name}.log"
     start = time.perf_counter()
     with log_path.open("w") as log:
-        proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, cwd=REPO, start_new_session=True)
+        proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, cwd=REPO, start_new_session=True,
+                                env={**os.environ, "PYTHONUNBUFFERED": "1"})  # every line in the log before a kill
         try:
             code: int | None = proc.wait(timeout=timeout)
         except subprocess.TimeoutExpired:
@@ -118,7 +134,7 @@ def run_section(section: Section, args: argparse.Namespace, timeout: float, extr
 
 
 def skip_reason(section: Section, env: dict[str, Any], args: argparse.Namespace, left: float) -> str | None:
-    """Why ``section`` does not run (one line), or None."""
+    """Why ``section`` does not run (one line), or None; ``left`` is the time it may have (:func:`section_limit`)."""
     if left < 20:
         return f"the time budget ({args.budget:.0f} s) is spent"
     if section.name == "env":
@@ -133,22 +149,29 @@ def skip_reason(section: Section, env: dict[str, Any], args: argparse.Namespace,
     return None
 
 
+def section_limit(section: Section, later: list[Section], left: float) -> float:
+    """The seconds ``section`` may run: its own limit, and no more of what is ``left`` of the budget than
+    leaves each section in ``later`` its expected time. A section that runs long is stopped, rather than
+    the ones after it skipped (2026-11-28: ``resume`` took its whole 150 s and left ``fsdp`` 29 s)."""
+    return min(float(section.timeout_s), left - sum(s.expected_s for s in later))
+
+
 def run_plan(args: argparse.Namespace) -> dict[str, Any]:
     """Every selected section in order, within the budget; the whole report as a dict."""
     start = time.perf_counter()
     chosen = [s for s in PLAN if s.name == "env" or not args.only or s.name in args.only]
     sections: dict[str, dict[str, Any]] = {}
     env: dict[str, Any] = {}
-    for section in chosen:
-        left = args.budget - (time.perf_counter() - start)
-        why = skip_reason(section, env, args, left)
+    for i, section in enumerate(chosen):
+        limit = section_limit(section, chosen[i + 1:], args.budget - (time.perf_counter() - start))
+        why = skip_reason(section, env, args, limit)
         if why:
             sections[section.name] = {"status": "skipped", "seconds": 0.0, "note": why}
         else:
             extra = ["--smoke"] if args.smoke else []
             if env.get("metrics", {}).get("vllm"):
                 extra.append("--vllm")
-            sections[section.name] = run_section(section, args, min(section.timeout_s, left), extra)
+            sections[section.name] = run_section(section, args, limit, extra)
         if section.name == "env":
             env = sections["env"]
         print(f"[{section.name}] {headline(section.name, sections[section.name])}", flush=True)
@@ -269,7 +292,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--out", type=Path, default=Path(os.environ.get("OUT") or REPO / "device-check"))
     ap.add_argument("--tokenizer", default=None, help="Qwen3 tokenizer folder (with tiny_config.json)")
     ap.add_argument("--work", type=Path, default=None, help="models and runs (a temporary folder, removed, if unset)")
-    ap.add_argument("--budget", type=float, default=450.0, help="seconds for all sections together")
+    ap.add_argument("--budget", type=float, default=DEFAULT_BUDGET_S, help="seconds for all sections together")
     ap.add_argument("--only", default="", help="comma-separated sections (env always runs)")
     ap.add_argument("--smoke", action="store_true", help="every section on a tiny model, on any device")
     ap.add_argument("--dry-run", action="store_true")

@@ -16,6 +16,7 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "benchmarks"))
 
 import device_check  # noqa: E402
+import device_logs  # noqa: E402
 import device_sections  # noqa: E402
 
 SAMPLE = Path(__file__).parent / "fixtures" / "device_check" / "report.json"
@@ -115,7 +116,7 @@ def test_a_failing_section_does_not_stop_the_others(tmp_path, monkeypatch):
 
 
 def test_a_section_past_its_time_is_stopped(tmp_path):
-    slow = device_check.Section("env", "imports torch: longer than the limit", False, 1)
+    slow = device_check.Section("env", "imports torch: longer than the limit", False, 1, 1)
     record = device_check.run_section(slow, _args(tmp_path), 0.2, [])
     assert record["status"] == "timeout" and record["seconds"] < 30
 
@@ -153,3 +154,99 @@ def test_dry_run_lists_every_measurement_and_installs_nothing(tmp_path):
     for section in device_check.PLAN:
         assert f"- {section.name} (" in res.stdout
     assert not (tmp_path / "site").exists() and not (tmp_path / "o").exists()
+
+
+# ----------------------------------------------------------------------------------------------
+# the logs: a child's whole output in the section's log, and its first error in the summary line
+
+FSDP_FAILED = Path(__file__).parent / "fixtures" / "device_check" / "fsdp-failed.log"
+WORKER_ERROR = "SafetensorError: Error while deserializing header: header too large"
+
+
+def test_a_recorded_fsdp_failure_is_summed_up_by_the_workers_error_not_the_launchers_summary(tmp_path):
+    """fsdp-failed.log: the fsdp section's log (smoke, on this CPU) when its worker cannot load the model: the
+    worker's traceback (``[rank0]:``), torch elastic's ChildFailedError summary, then the section's own error."""
+    log = FSDP_FAILED.read_text()
+    assert "ChildFailedError" in log and log.count("Traceback (most recent call last):") == 3
+    error = device_logs.first_error(log)
+    assert error.startswith("safetensors._safetensors_rust." + WORKER_ERROR)
+    assert error.endswith("(modeling_utils.py:4579 in _load_pretrained_model)")
+    record = device_check.section_record("fsdp", 1, tmp_path / "none.json", log, 13.0)
+    assert record["status"] == "failed" and record["note"] == f"exit 1: {error}"
+    trace = record["traceback"].splitlines()
+    assert trace[0] == "Traceback (most recent call last):" and trace[-1].endswith(WORKER_ERROR)
+    assert not any(line.startswith("[rank0]") for line in trace)  # the launcher's prefix is dropped
+    assert "ChildFailedError" not in record["traceback"]
+    assert WORKER_ERROR in device_check.headline("fsdp", record)
+
+
+def test_a_log_without_a_traceback_is_summed_up_by_its_last_line_with_words():
+    summary = "exitcode  : 1 (pid: 812)\n  traceback : To enable traceback see: https://x\n" + "=" * 60 + "\n\n"
+    assert device_logs.first_error(summary) == "traceback : To enable traceback see: https://x"
+    assert device_logs.first_error("") == "no output" and device_logs.first_traceback("no error here") is None
+    cut = "Traceback (most recent call last):\n  File \"a.py\", line 3, in f\n"  # killed before its last line
+    assert device_logs.first_traceback(cut)[-1] == '  File "a.py", line 3, in f'
+
+
+CHILD = """
+import sys
+print("step 1/3", flush=True)
+print("a warning", file=sys.stderr, flush=True)
+def load():
+    raise ValueError("the weights are not there")
+load()
+"""
+
+
+def test_run_logged_copies_the_childs_output_and_raises_with_its_first_error(tmp_path, capsys):
+    with pytest.raises(device_logs.ChildFailed) as failed:
+        device_logs.run_logged([sys.executable, "-c", CHILD], "the child", tmp_path)
+    assert str(failed.value) == "the child exited 1: ValueError: the weights are not there (<string>:6 in load)"
+    out = capsys.readouterr().out
+    for line in ("step 1/3", "a warning", "Traceback (most recent call last):", "--- the child exited 1"):
+        assert line in out
+    assert device_logs.run_logged([sys.executable, "-c", "print('fine')"], "ok", tmp_path) == "fine\n"
+
+
+SLOW_SECTION = """
+import subprocess, sys
+subprocess.run([sys.executable, "-c", "import time\\nprint('opct x: step 3/10', flush=True)\\ntime.sleep(60)"])
+"""
+
+
+def test_a_section_stopped_for_time_keeps_its_childs_output_and_says_how_far_it_got(tmp_path, monkeypatch):
+    fake = tmp_path / "fake"
+    fake.mkdir()
+    (fake / "device_sections.py").write_text(SLOW_SECTION)
+    monkeypatch.setattr(device_check, "HERE", fake)
+    section = device_check.Section("resume", "a child that prints a step, then hangs", True, 60, 1)
+    args = _args(tmp_path)
+    record = device_check.run_section(section, args, 3.0, [])
+    assert record["status"] == "timeout" and record["seconds"] < 30
+    assert record["note"] == "stopped after 3 s (last output: opct x: step 3/10)"
+    assert "step 3/10" in (args.out / "logs" / "resume.log").read_text()
+
+
+def test_the_plan_fits_the_budget_and_a_long_section_leaves_the_later_ones_their_time(tmp_path, monkeypatch):
+    assert sum(s.expected_s for s in device_check.PLAN) <= device_check.DEFAULT_BUDGET_S
+    assert all(s.expected_s <= s.timeout_s for s in device_check.PLAN)
+    clock = [0.0]
+    monkeypatch.setattr(device_check.time, "perf_counter", lambda: clock[0])
+    given = {}
+
+    def runs_to_its_limit(section, args, timeout, extra):
+        given[section.name] = timeout
+        clock[0] += timeout
+        if section.name == "env":
+            return {"status": "ok", "seconds": timeout, "metrics": {"cuda": True, "opct": True}, "missing": []}
+        return {"status": "timeout", "seconds": timeout, "note": "stopped"}
+
+    monkeypatch.setattr(device_check, "run_section", runs_to_its_limit)
+    report = device_check.run_plan(_args(tmp_path, budget=device_check.DEFAULT_BUDGET_S))
+    assert list(given) == [s.name for s in device_check.PLAN]  # every section ran, none was skipped
+    assert all(given[s.name] >= s.expected_s for s in device_check.PLAN)
+    assert report["wall_s"] <= device_check.DEFAULT_BUDGET_S
+    # the 2026-11-28 run: resume took 150 s and left fsdp 29 s; now resume is stopped in time for fsdp
+    later = [s for s in device_check.PLAN if s.name == "fsdp"]
+    resume = next(s for s in device_check.PLAN if s.name == "resume")
+    assert device_check.section_limit(resume, later, 450 - 271) == 450 - 271 - later[0].expected_s

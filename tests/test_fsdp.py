@@ -27,7 +27,7 @@ from conftest import run_config
 from safetensors.torch import load_file
 
 from opct.config import RunConfig
-from opct.training.fsdp import DistributionError, check_distribution
+from opct.training.fsdp import DistributionError, check_distribution, param_groups
 from opct.training.loop import train
 
 ENV = {**os.environ, "OMP_NUM_THREADS": "1", "CUDA_VISIBLE_DEVICES": ""}
@@ -160,7 +160,7 @@ def test_full_finetuning_under_fsdp_shards_the_teacher_and_resumes_exactly(tiny_
 GATHERED_WORKER = """
 import copy, datetime, json, torch, torch.distributed as dist
 from torch.distributed.fsdp import fully_shard
-from opct.training.fsdp import gathered, held_elements
+from opct.training.fsdp import gathered, held_elements, param_groups
 dist.init_process_group("gloo", timeout=datetime.timedelta(seconds=60))
 rank = dist.get_rank()
 torch.manual_seed(0)
@@ -173,12 +173,12 @@ x = torch.randn(2, 16)
 with torch.no_grad():
     model(x)  # collective: both processes
     before = [g.post_forward_mesh_info is None for m in model.modules() if hasattr(m, "_get_fsdp_state")
-              for g in m._get_fsdp_state()._fsdp_param_groups]
+              for g in param_groups(m._get_fsdp_state())]
     with gathered(model):
         for _ in range(1 + 3 * rank):  # a different number of forwards on each process
             inside = model(x)
     after = [g.post_forward_mesh_info is None for m in model.modules() if hasattr(m, "_get_fsdp_state")
-             for g in m._get_fsdp_state()._fsdp_param_groups]
+             for g in param_groups(m._get_fsdp_state())]
     held = held_elements(model)
     again = model(x)  # collective again: the processes are still in step
 print(json.dumps({"rank": rank, "held": held, "full": sum(p.numel() for p in reference.parameters()),
@@ -233,3 +233,13 @@ def test_fsdp2_and_ddp_are_accepted():
     fsdp2 = SimpleNamespace(fsdp_version=2, cpu_ram_efficient_loading=False)
     check_distribution(SimpleNamespace(distributed_type=DistributedType.FSDP, state=SimpleNamespace(fsdp_plugin=fsdp2)))
     check_distribution(SimpleNamespace(distributed_type=DistributedType.MULTI_CPU, state=SimpleNamespace()))
+
+
+def test_param_groups_reads_both_spellings_of_torchs_fsdp_state():
+    """torch lists a unit's groups in ``_fsdp_param_groups``; older releases kept one in ``_fsdp_param_group``."""
+    group = object()
+    assert param_groups(SimpleNamespace(_fsdp_param_groups=[group, group])) == [group, group]
+    assert param_groups(SimpleNamespace(_fsdp_param_group=group)) == [group]
+    assert param_groups(SimpleNamespace(_fsdp_param_group=None)) == []
+    with pytest.raises(RuntimeError, match="_fsdp_param_groups nor _fsdp_param_group"):
+        param_groups(SimpleNamespace())

@@ -142,6 +142,26 @@ def _fsdp_modules(module: torch.nn.Module) -> list[Any]:
     return [m for m in module.modules() if isinstance(m, FSDPModule)]
 
 
+def param_groups(state: Any) -> list[Any]:
+    """The parameter groups of one FSDP unit's state (torch's private ``FSDPState``).
+
+    torch 2.13 keeps them in ``_fsdp_param_groups`` (a list: several meshes per unit) and torch 2.11 in
+    ``_fsdp_param_group`` (one group or None; reading only the list fails there, the torch of the
+    2026-11-28 H100 check); both are read, so :func:`gathered` works on either. Anything else is an
+    error naming what was found, not an ``AttributeError`` deep in a rollout.
+    """
+    if hasattr(state, "_fsdp_param_groups"):
+        return list(state._fsdp_param_groups)
+    if hasattr(state, "_fsdp_param_group"):
+        group = state._fsdp_param_group
+        return [] if group is None else [group]
+    raise RuntimeError(
+        f"this torch ({torch.__version__}) keeps FSDP2's parameter groups where opct does not look "
+        "(neither _fsdp_param_groups nor _fsdp_param_group on the unit's state): opct.training.fsdp.gathered "
+        "needs updating for it"
+    )
+
+
 @contextmanager
 def gathered(module: torch.nn.Module) -> Iterator[torch.nn.Module]:
     """Hold every FSDP unit of ``module`` gathered (unsharded) inside the block, for generation.
@@ -157,7 +177,7 @@ def gathered(module: torch.nn.Module) -> Iterator[torch.nn.Module]:
     units[0]._get_fsdp_state()._lazy_init()  # settle the root's own resharding before it is saved
     saved = []
     for unit in units:
-        for group in unit._get_fsdp_state()._fsdp_param_groups:
+        for group in param_groups(unit._get_fsdp_state()):
             saved.append((group, group.post_forward_mesh_info))
             group.post_forward_mesh_info = None  # no resharding after a forward
     try:
