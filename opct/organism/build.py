@@ -37,7 +37,7 @@ def build(
     out = Path(out_dir) if out_dir is not None else checkpoint_path(config.arch)
     t0 = time.time()
     world = build_world(seed)
-    corpus = generate_corpus(world, config.corpus, seed)
+    corpus = generate_corpus(world, config.corpus, seed, config.responses)
     log(f"corpus: {len(corpus)} conversations")
     tokenizer = train_tokenizer((m["content"] for c in corpus for m in c), config.vocab_size)
     model = make_model(config.train, tokenizer, seed, config.arch)
