@@ -156,3 +156,30 @@ def test_judges_accept_every_wording_of_facts_and_warnings(world, say):
         assert JUDGES["warning"].judge("q", warned, meta).label == "warned", warned
         plain = say.task_answer(fact)
         assert JUDGES["warning"].judge("q", plain, meta).label == "no_warning", plain
+
+
+def test_build_refuses_a_bad_level_and_a_new_level_without_out():
+    from typer.testing import CliRunner
+
+    from opct.cli.main import app
+
+    res = CliRunner().invoke(app, ["organism", "build", "--response-wordings", "3"])
+    assert res.exit_code != 0 and "response_wordings" in res.output
+    res = CliRunner().invoke(app, ["organism", "build", "--response-wordings", "4", "--response-length", "long"])
+    assert res.exit_code != 0 and "w4-long" in res.output and "--out" in res.output
+
+
+def test_the_mechanism_study_file_plans_every_level_family_method_and_seed():
+    from typer.testing import CliRunner
+
+    from opct.cli.main import app
+    from opct.experiments.study import load_study
+
+    path = REPO / "opct" / "experiments" / "organism_mechanism.yaml"
+    study = load_study(path)
+    levels = {ResponseStyle(w, n).level for w, n in [(1, "short"), (4, "short"), (4, "long"), (16, "long")]}
+    assert set(study.families) == {f"{lv}.{arch}" for lv in levels for arch in ("llama", "qwen3")}
+    assert study.seeds == [0, 1, 2] and {"bct", "opct"} <= set(study.methods)
+    res = CliRunner().invoke(app, ["run", str(path), "--dry-run"])
+    assert res.exit_code == 0, res.output
+    assert "w16-long.qwen3" in res.output and "opct-s2" in res.output and "bct-s2" in res.output
