@@ -183,3 +183,25 @@ def test_the_mechanism_study_file_plans_every_level_family_method_and_seed():
     res = CliRunner().invoke(app, ["run", str(path), "--dry-run"])
     assert res.exit_code == 0, res.output
     assert "w16-long.qwen3" in res.output and "opct-s2" in res.output and "bct-s2" in res.output
+
+
+def test_a_level_trains_on_its_corpus_with_todays_tokenizer(monkeypatch, tmp_path, corpus):
+    import opct.organism.build as B
+
+    seen: dict[str, list[str]] = {}
+
+    class _Stop(Exception):
+        pass
+
+    def tokenizer_texts(texts, vocab_size):
+        seen["tokenizer"] = list(texts)
+        return object()
+
+    def stop_at_model(train, tokenizer, seed, arch):
+        raise _Stop
+
+    monkeypatch.setattr(B, "train_tokenizer", tokenizer_texts)
+    monkeypatch.setattr(B, "make_model", stop_at_model)
+    with pytest.raises(_Stop):
+        B.build(0, tmp_path / "out", BuildConfig(responses=ResponseStyle(4, "long")), log=lambda s: None)
+    assert seen["tokenizer"] == [m["content"] for c in corpus for m in c]
