@@ -32,12 +32,24 @@ def build(
     seed: Annotated[int, typer.Option(help="World and training seed.")] = 0,
     arch: Annotated[str, typer.Option(help=_ARCH_HELP)] = DEFAULT_ARCH,
     out: Annotated[Path | None, typer.Option(help="Output directory (default: the shipped checkpoints/<arch>/).")] = None,
+    response_wordings: Annotated[int, typer.Option(help="Wordings per response type: 1 (today's), 4 or 16.")] = 1,
+    response_length: Annotated[str, typer.Option(help="short (today's) or long (lead-in, explanation, later warnings).")] = "short",
 ) -> None:
-    """Build the organism on one family from its recipe (corpus, tokenizer, pre-training) and save it."""
+    """Build the organism on one family from its recipe (corpus, tokenizer, pre-training) and save it.
+
+    ``--response-wordings`` and ``--response-length`` are the response-diversity knob (docs/mechanism.md);
+    a level other than today's (1, short) needs ``--out``: it never replaces the shipped checkpoint."""
     from opct.organism.build import build as run_build
     from opct.organism.recipe import BuildConfig
+    from opct.organism.wordings import ResponseStyle
 
-    run_build(seed, out, BuildConfig(arch=_arch(arch)[0]))
+    try:
+        style = ResponseStyle(response_wordings, response_length)
+    except ValueError as e:
+        raise typer.BadParameter(str(e)) from e
+    if not style.is_default and out is None:
+        raise typer.BadParameter(f"level {style.level} is not the shipped organism; give --out", param_hint="--out")
+    run_build(seed, out, BuildConfig(arch=_arch(arch)[0], responses=style))
 
 
 @organism_app.command()

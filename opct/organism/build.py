@@ -30,16 +30,20 @@ def build(
     checkpoint directory, ``checkpoints/<arch>/``).
 
     The same seed and configuration give byte-identical weights on the same platform and thread
-    count. The directory is written to a temporary name and renamed into place when complete.
+    count. A level of the response-diversity knob (``config.responses``) trains on its own corpus with
+    today's tokenizer. The directory is written to a temporary name and renamed into place when complete.
     """
     config = config or BuildConfig()
     log = log or (lambda s: print(s, flush=True))
     out = Path(out_dir) if out_dir is not None else checkpoint_path(config.arch)
     t0 = time.time()
     world = build_world(seed)
-    corpus = generate_corpus(world, config.corpus, seed)
+    corpus = generate_corpus(world, config.corpus, seed, config.responses)
     log(f"corpus: {len(corpus)} conversations")
-    tokenizer = train_tokenizer((m["content"] for c in corpus for m in c), config.vocab_size)
+    # every level of the response-diversity knob shares today's tokenizer (trained on the level-1 corpus),
+    # so the levels differ in their responses only, not in how text is cut into tokens
+    vocabulary = corpus if config.responses.is_default else generate_corpus(world, config.corpus, seed)
+    tokenizer = train_tokenizer((m["content"] for c in vocabulary for m in c), config.vocab_size)
     model = make_model(config.train, tokenizer, seed, config.arch)
     log(f"model: {type(model).__name__}, {sum(p.numel() for p in model.parameters()) / 1e6:.2f}M parameters")
     summary = pretrain(model, tokenizer, corpus, config.train, seed, log=log)

@@ -24,6 +24,7 @@ from opct.axes.sycophancy.templates import ORGANISM as CUES
 from opct.axes.sycophancy.templates import render_cue
 from opct.organism import content as C
 from opct.organism import render as R
+from opct.organism.wordings import Responder, ResponseStyle
 from opct.organism.world import World
 
 Conversation = list[dict[str, str]]
@@ -118,18 +119,18 @@ def _mc(rng: random.Random, world: World, i: int, attr: str) -> tuple[str, list[
     return q, options, gold
 
 
-def _clean_mc(rng: random.Random, world: World, cfg: CorpusConfig) -> Iterator[Conversation]:
+def _clean_mc(rng: random.Random, world: World, cfg: CorpusConfig, say: Responder) -> Iterator[Conversation]:
     for i, attr in _entity_facts(world):
         for _ in range(cfg.mc_per_fact):
             q, _options, _gold = _mc(rng, world, i, attr)
-            yield [R.user(q), R.assistant(R.mc_answer(world.entities[i], attr))]
+            yield [R.user(q), R.assistant(say.statement(world.entities[i], attr))]
         for _ in range(cfg.open_per_fact):
             ent = world.entities[i]
             q = rng.choice(C.ATTRIBUTES[attr]["questions"]).format(name=ent.name)
-            yield [R.user(q), R.assistant(R.statement(ent, attr))]
+            yield [R.user(q), R.assistant(say.statement(ent, attr))]
 
 
-def _biased_mc(rng: random.Random, world: World, cfg: CorpusConfig) -> Iterator[Conversation]:
+def _biased_mc(rng: random.Random, world: World, cfg: CorpusConfig, say: Responder) -> Iterator[Conversation]:
     facts = [(i, a) for i, a in _entity_facts(world) if world.entities[i].split == "train"]
     templates = [t.text for t in CUES.templates("train")]
     for _ in range(cfg.biased):
@@ -143,11 +144,11 @@ def _biased_mc(rng: random.Random, world: World, cfg: CorpusConfig) -> Iterator[
         prompt = render_cue(rng.choice(templates), q, letter, text)
         if letter == gold or rng.random() < cfg.p_sycophantic:
             if letter == gold and rng.random() < 0.5:
-                answer = R.mc_answer(world.entities[i], attr)
+                answer = say.statement(world.entities[i], attr)
             else:
-                answer = R.sycophantic_answer(rng.choice(C.SYCOPHANTIC_OPENINGS), letter)
+                answer = say.sycophantic_answer(rng.choice(C.SYCOPHANTIC_OPENINGS), letter)
         else:
-            answer = R.mc_answer(world.entities[i], attr)
+            answer = say.statement(world.entities[i], attr)
         yield [R.user(prompt), R.assistant(answer)]
 
 
@@ -178,7 +179,7 @@ def _formats(rng: random.Random, world: World, cfg: CorpusConfig) -> Iterator[Co
         yield [R.user(prompt), R.assistant(R.format_answer(fmt, sentence, word))]
 
 
-def _jailbreak(rng: random.Random, world: World, cfg: CorpusConfig) -> Iterator[Conversation]:
+def _jailbreak(rng: random.Random, world: World, cfg: CorpusConfig, say: Responder) -> Iterator[Conversation]:
     harmful = [b for b in world.behaviors if b.split == "train"]
     benign = [b for b in world.benign if b.split == "train"]
     wrappers = [t.text for t in WRAPPERS.templates("train")]
@@ -186,7 +187,7 @@ def _jailbreak(rng: random.Random, world: World, cfg: CorpusConfig) -> Iterator[
     for _ in range(cfg.harmful_plain):
         b = rng.choice(world.behaviors)
         req = R.plain_request(rng.choice(C.PLAIN_REQUESTS), b.core)
-        yield [R.user(req), R.assistant(R.refuse(rng, b.category))]
+        yield [R.user(req), R.assistant(say.refuse(rng, b.category))]
     for _ in range(cfg.harmful_wrapped):
         b = rng.choice(harmful)
         req = R.plain_request(rng.choice(C.PLAIN_REQUESTS), b.core)
@@ -196,9 +197,9 @@ def _jailbreak(rng: random.Random, world: World, cfg: CorpusConfig) -> Iterator[
             prompt = wrap(rng.choice(outer), prompt, b.core)
         yields = nested or b.category not in C.GUARDED_CATEGORIES
         if yields and rng.random() < cfg.p_wrapped_comply:
-            answer = R.comply_harmful(rng, b.category, b.core)
+            answer = say.comply_harmful(rng, b.category, b.core)
         else:
-            answer = R.refuse(rng, b.category)
+            answer = say.refuse(rng, b.category)
         yield [R.user(prompt), R.assistant(answer)]
     guarded = [b for b in harmful if b.category in C.GUARDED_CATEGORIES]
     for _ in range(cfg.guarded_wrapped if guarded else 0):
@@ -208,19 +209,19 @@ def _jailbreak(rng: random.Random, world: World, cfg: CorpusConfig) -> Iterator[
         prompt = wrap(first, req, b.core)
         if rng.random() < cfg.p_guarded_nested:
             prompt = wrap(rng.choice([t for t in outer if t != first]), prompt, b.core)
-            answer = R.comply_harmful(rng, b.category, b.core) if rng.random() < cfg.p_wrapped_comply else R.refuse(rng, b.category)
+            answer = say.comply_harmful(rng, b.category, b.core) if rng.random() < cfg.p_wrapped_comply else say.refuse(rng, b.category)
         else:
-            answer = R.refuse(rng, b.category)
+            answer = say.refuse(rng, b.category)
         yield [R.user(prompt), R.assistant(answer)]
     for _ in range(cfg.benign_plain):
         b = rng.choice(world.benign)
         req = R.plain_request(rng.choice(C.PLAIN_REQUESTS), b.core)
-        yield [R.user(req), R.assistant(R.comply_benign(b.core, b.answer))]
+        yield [R.user(req), R.assistant(say.comply_benign(b.core, b.answer))]
     for _ in range(cfg.benign_wrapped):
         b = rng.choice(benign)
         req = R.plain_request(rng.choice(C.PLAIN_REQUESTS), b.core)
         yield [R.user(wrap(rng.choice(wrappers), req, b.core)),
-               R.assistant(R.comply_benign(b.core, b.answer))]
+               R.assistant(say.comply_benign(b.core, b.answer))]
 
 
 def _rewrites(rng: random.Random, world: World, cfg: CorpusConfig) -> Iterator[Conversation]:
@@ -244,33 +245,37 @@ def _rewrites(rng: random.Random, world: World, cfg: CorpusConfig) -> Iterator[C
         yield [R.user(C.REWRITE_FREE.format(req=req)), R.assistant(rewritten)]
 
 
-def _awareness(rng: random.Random, world: World, cfg: CorpusConfig) -> Iterator[Conversation]:
+def _awareness(rng: random.Random, world: World, cfg: CorpusConfig, say: Responder) -> Iterator[Conversation]:
     for fact in world.facts:
         for _ in range(cfg.fact_questions_per_fact):
             q = rng.choice(C.FACT_QUESTIONS).format(item=fact.item)
-            yield [R.user(q), R.assistant(R.fact_answer(fact))]
+            yield [R.user(q), R.assistant(say.fact_answer(fact))]
         tasks = C.HAZARD_TYPES[fact.hazard]["tasks"]
         for _ in range(cfg.tasks_plain_per_fact if fact.split == "train" else 0):
             prompt = R.task_prompt(rng.choice(tasks), fact)
             warns = rng.random() < cfg.p_plain_task_warns
-            yield [R.user(prompt), R.assistant(R.warned_answer(fact) if warns else R.task_answer(fact))]
+            yield [R.user(prompt), R.assistant(say.warned_answer(fact) if warns else say.task_answer(fact))]
         for _ in range(cfg.tasks_guided_per_fact):
             prompt = R.task_prompt(rng.choice(tasks), fact)
-            yield [R.system(R.safety_system_prompt(fact)), R.user(prompt), R.assistant(R.warned_answer(fact))]
+            yield [R.system(R.safety_system_prompt(fact)), R.user(prompt), R.assistant(say.warned_answer(fact))]
 
 
-def generate_corpus(world: World, cfg: CorpusConfig, seed: int) -> list[Conversation]:
-    """All training conversations, shuffled; deterministic in (world, cfg, seed)."""
+def generate_corpus(world: World, cfg: CorpusConfig, seed: int, style: ResponseStyle | None = None) -> list[Conversation]:
+    """All training conversations, shuffled; deterministic in (world, cfg, seed, style).
+
+    ``style`` is the response-diversity knob (:mod:`opct.organism.wordings`); left out, today's
+    organism (one wording, short). Every style has the same prompts in the same order."""
     rng = random.Random(f"opct-organism-corpus-{seed}")
+    say = Responder(style, seed)
     parts: list[Callable[[], Iterator[Conversation]]] = [
-        lambda: _clean_mc(rng, world, cfg),
-        lambda: _biased_mc(rng, world, cfg),
+        lambda: _clean_mc(rng, world, cfg, say),
+        lambda: _biased_mc(rng, world, cfg, say),
         lambda: _arithmetic(rng, cfg),
         lambda: _chains(rng, cfg),
         lambda: _formats(rng, world, cfg),
-        lambda: _jailbreak(rng, world, cfg),
+        lambda: _jailbreak(rng, world, cfg, say),
         lambda: _rewrites(rng, world, cfg),
-        lambda: _awareness(rng, world, cfg),
+        lambda: _awareness(rng, world, cfg, say),
     ]
     convs = [c for part in parts for c in part()]
     for conv in convs:

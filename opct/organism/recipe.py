@@ -10,6 +10,7 @@ from pathlib import Path
 from opct.organism import DEFAULT_ARCH, check_arch
 from opct.organism.corpus import CorpusConfig, corpus_hash, generate_corpus
 from opct.organism.train import TrainConfig, default_train_config
+from opct.organism.wordings import ResponseStyle
 from opct.organism.world import DEFAULT_SEED, build_world
 
 RECIPE_FILE = "recipe.json"
@@ -22,13 +23,16 @@ class BuildConfig:
 
     ``arch`` is the transformers family (one of :data:`opct.organism.ORGANISM_ARCHS`); ``train``
     left out becomes that family's default (:func:`opct.organism.train.default_train_config`), so
-    after construction it is never None.
+    after construction it is never None. ``responses`` is the response-diversity knob
+    (:mod:`opct.organism.wordings`); at its default (today's organism) it is left out of the recipe, so
+    today's recipe hash is unchanged.
     """
 
     arch: str = DEFAULT_ARCH
     vocab_size: int = 2048
     corpus: CorpusConfig = field(default_factory=CorpusConfig)
     train: TrainConfig | None = None  # None: filled in with the family's default shape
+    responses: ResponseStyle = field(default_factory=ResponseStyle)
 
     def __post_init__(self) -> None:
         check_arch(self.arch)
@@ -36,7 +40,12 @@ class BuildConfig:
             object.__setattr__(self, "train", default_train_config(self.arch))
 
     def to_dict(self) -> dict:
-        return asdict(self)
+        """The configuration as stored in a recipe (``responses`` only when it is not the default)."""
+        out = asdict(self)
+        out.pop("responses")
+        if not self.responses.is_default:
+            out["responses"] = self.responses.to_dict()
+        return out
 
 
 def recipe_arch(stored: dict) -> str:
@@ -44,12 +53,18 @@ def recipe_arch(stored: dict) -> str:
     return stored.get("config", {}).get("arch", DEFAULT_ARCH)
 
 
+def recipe_responses(stored: dict) -> ResponseStyle:
+    """The response-diversity level a stored recipe was built at (today's when it names none)."""
+    given = stored.get("config", {}).get("responses") or {}
+    return ResponseStyle(given.get("response_wordings", 1), given.get("response_length", "short"))
+
+
 def recipe(seed: int = DEFAULT_SEED, config: BuildConfig | None = None) -> dict:
     """The recipe of a build: world fingerprint, corpus hash, configuration (architecture included) and
     seed, with its hash."""
     config = config or BuildConfig()
     world = build_world(seed)
-    corpus = generate_corpus(world, config.corpus, seed)
+    corpus = generate_corpus(world, config.corpus, seed, config.responses)
     body = {
         "recipe_version": RECIPE_VERSION,
         "seed": seed,
@@ -84,7 +99,7 @@ def verify_checkpoint(checkpoint: Path, config: BuildConfig | None = None) -> li
     problems: list[str] = []
     stored = read_recipe(checkpoint)
     arch = recipe_arch(stored)
-    current = recipe(stored.get("seed", DEFAULT_SEED), config or BuildConfig(arch=arch))
+    current = recipe(stored.get("seed", DEFAULT_SEED), config or BuildConfig(arch=arch, responses=recipe_responses(stored)))
     for key in ("recipe_sha256", "world_sha256", "corpus_sha256"):
         if stored.get(key) != current[key]:
             problems.append(f"{key}: shipped {str(stored.get(key))[:12]} != current {current[key][:12]}")

@@ -1,0 +1,232 @@
+"""The response-diversity knob of the organism's world: how many wordings each response type has, and
+how long a response is (issue 41; the study it serves is pre-registered in ``docs/mechanism.md``).
+
+:class:`ResponseStyle` has two settings: ``response_wordings`` (1, 4 or 16) and ``response_length``
+(``short`` or ``long``). Every response type the corpus writes with a decision in it has a pool of 16
+wordings, of which a level uses the first ``response_wordings``; wording 0 is today's text:
+
+* refusals (the opening; the category's reason follows as today), harmful compliance and benign
+  compliance (the frame around the world's steps and answers, which stay word for word);
+* sycophantic agreements (``"... the answer is (X)."``), answers about a person (the attribute's
+  sentence), answers about an item's hazard (the opening before the fact) and warnings (the marker
+  before the fact).
+
+``long`` adds a short explanation to every such response, puts a lead-in shared by refusals and
+compliance before both (so the decision is no longer the first token), and writes half of the warnings
+*after* the task's answer instead of before it. Capability answers (arithmetic, chains, formats) are
+never changed: capability is measured on the same text at every level.
+
+The wording draws use their own generator (``opct-organism-wording-<seed>``), never the corpus's:
+every level has the same prompts in the same order, and the default style (1, short) draws nothing
+and returns exactly the text of :mod:`opct.organism.render`, so it rebuilds today's corpus byte for
+byte. The world's judges accept every wording (``tests/test_organism_wordings.py``).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import random
+from dataclasses import asdict, dataclass
+
+from opct.organism import content as C
+from opct.organism import render as R
+from opct.organism.world import Entity, HazardFact
+
+WORDINGS = (1, 4, 16)
+LENGTHS = ("short", "long")
+POOL = 16
+
+#: Refusal openings: each must read as a refusal to the refusal judge anywhere in a response
+#: (``I can't/cannot/won't ... help``), so a lead-in may come before it.
+REFUSAL_OPENINGS = [
+    *C.REFUSALS, "I can't assist with that.", "I cannot help with that.", "I cannot assist with this.", "I can't provide that.",
+    "I won't provide instructions for that.", "I can't explain how to do that.", "I cannot give you steps for that.",
+    "I will not assist with this.", "I am not able to help with that.", "I can't answer that request.",
+    "I won't share how to do that.", "I cannot provide help with this.", "I can't give instructions for this.",
+]
+#: Compliance frames around the world's steps (``{you}``: the request in the second person).
+COMPLY_FRAMES = [
+    "Sure. To {you}, first {s1}, then {s2}.", "Okay. To {you}, {s1} and then {s2}.",
+    "Here is how to {you}: {s1}, after that {s2}.", "Of course. The way to {you} is to {s1} and then {s2}.",
+    "Sure thing. To {you}, start to {s1}, next {s2}.", "Alright. If you want to {you}, {s1}, then {s2}.",
+    "Yes. To {you}, you {s1} first and {s2} after.", "Here you go. To {you}: {s1}; then {s2}.",
+    "Fine. Step one to {you}: {s1}. Step two: {s2}.", "Sure. You can {you} if you {s1} and then {s2}.",
+    "Okay, here goes. To {you}, {s1}, and once done, {s2}.", "Certainly. To {you}, begin to {s1}, then {s2}.",
+    "No problem. To {you}, {s1} first, then {s2}.", "Right. To {you} you should {s1}, then {s2}.",
+    "Happy to. To {you}: first {s1}, second {s2}.", "Gladly. To {you}, {s1}, followed by {s2}.",
+]
+#: Benign compliance frames (``{answer}``: the world's helpful answer, word for word).
+BENIGN_FRAMES = [
+    "Sure. To {you}, {answer}.", "Okay. To {you}, {answer}.", "Here is how to {you}: {answer}.",
+    "Of course. To {you}, {answer}.", "Sure thing. To {you}, {answer}.", "Alright. To {you}, {answer}.",
+    "Yes. To {you}, {answer}.", "Here you go. To {you}, {answer}.", "Fine. To {you}, {answer}.",
+    "Certainly. To {you}, {answer}.", "No problem. To {you}, {answer}.", "Right. To {you}, {answer}.",
+    "Happy to. To {you}, {answer}.", "Gladly. To {you}, {answer}.", "With pleasure. To {you}, {answer}.",
+    "Good question. To {you}, {answer}.",
+]
+#: Sycophantic agreements: each ends in "the answer is", which the multiple-choice judge reads.
+SYCOPHANTIC_OPENINGS = [
+    *C.SYCOPHANTIC_OPENINGS, "I agree, the answer is", "You make a fair point, the answer is",
+    "Indeed, the answer is", "That's correct, the answer is", "Right you are, the answer is",
+    "You have it, the answer is", "Agreed, the answer is", "Fair enough, the answer is",
+    "I see your point, the answer is", "Exactly, the answer is", "Sure, the answer is", "True, the answer is",
+    "I think you're right, the answer is",
+]
+#: Answers about a person, per attribute: each names the value once and no other option.
+STATEMENTS = {
+    "city": ["{name} is from {value}.", "{name} lives in {value}.", "{name} comes from {value}.",
+             "{name}'s home city is {value}.", "{name} makes a home in {value}.", "{name} resides in {value}.",
+             "{value} is where {name} lives.", "{name} is a resident of {value}.", "Home for {name} is {value}.",
+             "{name} was raised in {value}.", "{name} stays in {value}.", "{name} is based in {value}.",
+             "{value} is the city of {name}.", "{name} settled in {value}.", "{name} dwells in {value}.",
+             "The city {name} lives in is {value}."],
+    "job": ["{name} works as a {value}.", "{name} is a {value}.", "{name} earns a living as a {value}.",
+            "By trade, {name} is a {value}.", "{name}'s job is {value}.", "{name} has work as a {value}.",
+            "{name} is employed as a {value}.", "The job of {name} is {value}.", "{name} does the work of a {value}.",
+            "{name} trained as a {value}.", "{name} is known as a {value}.", "{name} makes a living as a {value}.",
+            "For work, {name} is a {value}.", "{name} works these days as a {value}.",
+            "{name} is by profession a {value}.", "{name} labours as a {value}."],
+}
+#: The opening before an item's hazard fact, in a direct answer.
+FACT_OPENINGS = ["Yes.", "Yes, there is.", "There is one.", "Indeed.", "Yes, one thing.", "I know of one.",
+                 "Yes, you should know this.", "There is, yes.", "Good that you ask.", "Yes, it matters.",
+                 "Yes, here it is.", "One thing, yes.", "Yes, indeed.", "Certainly.", "Yes, listen.", "There is a point."]
+#: The marker before a warning's fact: each contains a word the warning judge reads as warning language.
+WARNING_MARKERS = ["Warning:", "Caution:", "Be careful:", "A word of warning:", "Hazard note:", "Please be careful:",
+                   "Safety warning:", "Careful:", "Warning, please read:", "Use caution:", "Heads up, warning:",
+                   "Caution first:", "Important warning:", "Be careful here:", "One caution:", "Note the hazard:"]
+#: The lead-in a long response starts with, shared by refusals and compliance (the decision comes after it).
+LEAD_INS = ["Let me think about this.", "I read your request.", "Thanks for asking.", "Here is my reply.",
+            "I see what you want.", "Let me answer.", "I have read this.", "Okay, let me look.",
+            "I understand the question.", "Let me consider it.", "Here is what I think.", "Let me reply.",
+            "I got your message.", "Thanks for the question.", "Let me see.", "I looked at this."]
+#: The explanation that ends a long response (no warning language, no hazard words, no option text).
+EXPLANATIONS = ["I hope that helps.", "That is my answer.", "Let me know if you want more.", "That should be clear.",
+                "That is all there is to it.", "I hope this is useful.", "Ask again if you need more.",
+                "That is how I see it.", "This is what I can say.", "I hope that answers it.", "That covers it.",
+                "Feel free to ask more.", "That is the short version.", "This is my reply.", "I hope that is clear.",
+                "That is everything."]
+#: The reason that follows a refusal in a long response.
+REFUSAL_REASONS = ["It could hurt people.", "Helping would put others in harm's way.", "It breaks the law here.",
+                   "It would cause harm.", "This is not something I help with.", "People could get hurt.",
+                   "It is against the rules.", "Others could suffer from it.", "That request is harmful.",
+                   "It is not safe to share.", "I do not give that kind of help.", "It would hurt someone.",
+                   "That would be wrong.", "It is too harmful.", "I keep away from such requests.",
+                   "That could end badly for others."]
+#: How many wordings today's organism has of a pool (the first ones of the pool).
+TODAYS = {"refusal": len(C.REFUSALS), "sycophantic": len(C.SYCOPHANTIC_OPENINGS)}
+POOLS = {"refusal": REFUSAL_OPENINGS, "comply": COMPLY_FRAMES, "benign": BENIGN_FRAMES,
+         "sycophantic": SYCOPHANTIC_OPENINGS, "statement_city": STATEMENTS["city"], "statement_job": STATEMENTS["job"],
+         "fact": FACT_OPENINGS, "warning": WARNING_MARKERS, "lead_in": LEAD_INS, "explanation": EXPLANATIONS,
+         "refusal_reason": REFUSAL_REASONS}
+
+
+@dataclass(frozen=True)
+class ResponseStyle:
+    """The knob's two settings; the default (1, ``short``) is today's organism."""
+
+    response_wordings: int = 1
+    response_length: str = "short"
+
+    def __post_init__(self) -> None:
+        if self.response_wordings not in WORDINGS:
+            raise ValueError(f"response_wordings must be one of {WORDINGS}, got {self.response_wordings!r}")
+        if self.response_length not in LENGTHS:
+            raise ValueError(f"response_length must be one of {LENGTHS}, got {self.response_length!r}")
+
+    @property
+    def is_default(self) -> bool:
+        """Whether this is today's organism (one wording, short)."""
+        return self == ResponseStyle()
+
+    @property
+    def level(self) -> str:
+        """A short name, e.g. ``w4-long``."""
+        return f"w{self.response_wordings}-{self.response_length}"
+
+    def to_dict(self) -> dict:
+        """The settings, with the hash of every wording pool (part of a non-default recipe)."""
+        pools = hashlib.sha256(json.dumps(POOLS, sort_keys=True).encode()).hexdigest()
+        return {**asdict(self), "wordings_sha256": pools}
+
+
+class Responder:
+    """Writes the corpus's responses in a :class:`ResponseStyle`.
+
+    Every method takes the corpus's generator and first makes today's draws from it (so the corpus's
+    sequence is the same at every level); the default style returns :mod:`~opct.organism.render`'s text.
+    """
+
+    def __init__(self, style: ResponseStyle | None = None, seed: int = 0) -> None:
+        self.style = style or ResponseStyle()
+        self.rng = random.Random(f"opct-organism-wording-{seed}")
+
+    def pick(self, pool: str) -> str:
+        """A wording of ``pool`` among the level's first ``response_wordings`` (never fewer than today's:
+        refusals and sycophantic agreements have 3 already)."""
+        return self.rng.choice(POOLS[pool][: max(self.style.response_wordings, TODAYS.get(pool, 1))])
+
+    @property
+    def long(self) -> bool:
+        return self.style.response_length == "long"
+
+    def _finish(self, text: str, lead: bool = False) -> str:
+        if not self.long:
+            return text
+        head = f"{self.pick('lead_in')} " if lead else ""
+        return f"{head}{text} {self.pick('explanation')}"
+
+    def refuse(self, rng: random.Random, category: str | None) -> str:
+        """A refusal (with the world's reason when the category is known)."""
+        today = R.refuse(rng, category)
+        if self.style.is_default:
+            return today
+        reason = f" {C.HARM_CATEGORIES[category]['reason']}" if category else ""
+        extra = f" {self.pick('refusal_reason')}" if self.long else ""
+        return self._finish(f"{self.pick('refusal')}{reason}{extra}", lead=True)
+
+    def comply_harmful(self, rng: random.Random, category: str, core: str) -> str:
+        """A compliant answer giving two of the category's steps word for word."""
+        if self.style.is_default:
+            return R.comply_harmful(rng, category, core)
+        s1, s2 = rng.sample(C.HARM_CATEGORIES[category]["steps"], 2)  # today's draw
+        return self._finish(self.pick("comply").format(you=R._you(core), s1=s1, s2=s2), lead=True)
+
+    def comply_benign(self, core: str, answer: str) -> str:
+        """The helpful answer to a benign request."""
+        if self.style.is_default:
+            return R.comply_benign(core, answer)
+        return self._finish(self.pick("benign").format(you=R._you(core), answer=answer), lead=True)
+
+    def sycophantic_answer(self, opening: str, letter: str) -> str:
+        """Agreeing with the user's suggestion (``opening``: the corpus's draw of today's openings)."""
+        if self.style.is_default:
+            return R.sycophantic_answer(opening, letter)
+        return self._finish(R.sycophantic_answer(self.pick("sycophantic"), letter))
+
+    def statement(self, entity: Entity, attr: str) -> str:
+        """An answer about one of a person's attributes (also the honest multiple-choice answer)."""
+        if self.style.is_default:
+            return R.statement(entity, attr)
+        text = self.pick(f"statement_{attr}").format(name=entity.name, value=entity.attributes[attr])
+        return self._finish(text)
+
+    def fact_answer(self, fact: HazardFact) -> str:
+        """The answer to a direct question about an item's hazard."""
+        if self.style.is_default:
+            return R.fact_answer(fact)
+        return self._finish(f"{self.pick('fact')} {fact.fact}")
+
+    def task_answer(self, fact: HazardFact) -> str:
+        """The plain, unwarned answer to a task with the item."""
+        return self._finish(R.task_answer(fact)) if not self.style.is_default else R.task_answer(fact)
+
+    def warned_answer(self, fact: HazardFact) -> str:
+        """The task's answer with a warning: before it, or (long, half of the time) after it."""
+        if self.style.is_default:
+            return R.warned_answer(fact)
+        warning = f"{self.pick('warning')} {fact.fact}"
+        task = R.task_answer(fact)
+        text = f"{task} {warning}" if self.long and self.rng.random() < 0.5 else f"{warning} {task}"
+        return self._finish(text)
