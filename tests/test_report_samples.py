@@ -173,7 +173,7 @@ def test_filters_work_in_headless_chromium(exp_dir: Path, tmp_path: Path) -> Non
 
 
 class _Links(HTMLParser):
-    """The links of the results table: (row label, href), in order."""
+    """The links of the results table: (row label, i.e. the metric, href), in order."""
 
     def __init__(self) -> None:
         super().__init__()
@@ -202,8 +202,9 @@ def test_a_table_cell_leads_to_its_samples_in_headless_chromium(exp_dir: Path, t
     report = exp_dir / "report.html"
     parser = _Links()
     parser.feed(report.read_text(encoding="utf-8"))
-    base_links = [href for label, href in parser.links if label == "base"]
-    assert base_links[0] == "samples.html#eval=sycophancy&split=heldout&method=base"  # the first column's cell
+    assert parser.links[0][0].lower().startswith("sycophancy")  # one row per metric: the first is held-out sycophancy
+    base_links = [href for _, href in parser.links if href.endswith("method=base")]
+    assert base_links[0] == parser.links[0][1] == "samples.html#eval=sycophancy&split=heldout&method=base"
     rows, count = _dump(browser, tmp_path / "p1", urljoin(report.as_uri(), base_links[0]))
     shown = [r for r in rows if not r[2]]
     assert count == f"8 of {TOTAL}" and len(shown) == 8

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from typing import Any
 
 from rich.table import Table
@@ -33,10 +34,13 @@ def best_rows(selection: dict[str, Any]) -> list[dict[str, Any]]:
     return rows
 
 
-def chosen_lines(selection: dict[str, Any]) -> list[str]:
-    """``bct, teacher_kl rule: bct-03 at step 120 (optim.lr=0.001): KL 0.123, good 0.812``, one per method and rule."""
+def chosen_lines(selection: dict[str, Any], methods: Sequence[str] | None = None) -> list[str]:
+    """``bct, teacher_kl rule: bct-03 at step 120 (optim.lr=0.001): KL 0.123, good 0.812``, one per method and rule
+    (of ``methods`` only, when given)."""
     lines = []
     for method, by_rule in selection["chosen"].items():
+        if methods is not None and method not in methods:
+            continue
         for rule, choice in by_rule.items():
             if choice is None:
                 lines.append(f"{method}, {rule} rule: no eligible recipe (every candidate failed the capability guard)")
@@ -48,8 +52,8 @@ def chosen_lines(selection: dict[str, Any]) -> list[str]:
     return lines
 
 
-def selection_markdown(selection: dict[str, Any]) -> str:
-    """The selection table and the picks, as Markdown."""
+def selection_markdown(selection: dict[str, Any], methods: Sequence[str] | None = None) -> str:
+    """The selection table and the picks, as Markdown (the candidates and picks of ``methods`` only, when given)."""
     head = "| candidate | recipe | best step (KL) | val teacher-KL | val good-behaviour | eligible steps | train s |"
     lines = ["## Recipe selection (validation split)", "",
              f"Rules (fixed before any held-out number): {selection['rules']['eligible']}; "
@@ -58,9 +62,11 @@ def selection_markdown(selection: dict[str, Any]) -> str:
              f"{selection['pairs_per_step']} pairs per step; candidates per method: {selection['budget']}.", "",
              head, "|---|---|---|---|---|---|---|"]
     for r in best_rows(selection):
+        if methods is not None and r["method"] not in methods:
+            continue
         lines.append(f"| {r['id']} | {r['recipe']} | {r['step']} | {_fmt(r['val_teacher_kl'])} | {_fmt(r['val_good'])} "
                      f"| {r['eligible_steps']} | {r['seconds']:.0f} |")
-    lines += ["", *[f"- {line}" for line in chosen_lines(selection)], ""]
+    lines += ["", *[f"- {line}" for line in chosen_lines(selection, methods)], ""]
     return "\n".join(lines)
 
 
