@@ -42,11 +42,15 @@ def _panel(ax: object, diffs: Sequence[PairedDifference]) -> None:
         est = d.estimate
         colour = FIXED_COLOURS["opct"] if (d.a, d.b) == PAPER_PAIR else OTHER_PAIR
         if est is None or math.isnan(est.value):
-            ax.text(0, y, "not measured", ha="center", va="center", fontsize=TICK_PT, color=OTHER_PAIR)
+            ax.text(0.5, y, "not measured", ha="center", va="center", fontsize=TICK_PT, color=OTHER_PAIR,
+                    transform=ax.get_yaxis_transform())
             continue
         lo, hi = (est.value - est.ci_low) * scale, (est.ci_high - est.value) * scale
         ax.errorbar([est.value * scale], [y], xerr=[[max(0.0, lo)], [max(0.0, hi)]], fmt="o", color=colour,
                     ms=5, capsize=3, elinewidth=1.4, mfc="white" if d.incomplete else colour)
+    low, high = ax.get_xlim()
+    pad = 0.08 * (high - low)
+    ax.set_xlim(min(low, -pad), max(high, pad))  # 0 is always inside, clear of the frame
     ax.axvline(0, color="#222222", linewidth=0.9)
     ax.set_yticks(range(len(diffs)), labels)
     ax.set_ylim(len(diffs) - 0.5, -0.5)
@@ -55,7 +59,8 @@ def _panel(ax: object, diffs: Sequence[PairedDifference]) -> None:
     if direction and paper_row is not None:
         ax.annotate("paper →" if direction[0] == "higher" else "← paper", xy=(1.0 if direction[0] == "higher" else 0.0, paper_row),
                     xycoords=("axes fraction", "data"), ha="right" if direction[0] == "higher" else "left", va="bottom",
-                    fontsize=TICK_PT, color=FIXED_COLOURS["opct"], xytext=(0, 6), textcoords="offset points")
+                    fontsize=TICK_PT, color=FIXED_COLOURS["opct"], xytext=(-4 if direction[0] == "higher" else 4, 6),
+                    textcoords="offset points")
     ax.grid(axis="x", alpha=0.3)
     ax.grid(axis="y", visible=False)
     ax.set_xlabel("difference, points" if diffs[0].column.percent else "difference")
