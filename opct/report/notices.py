@@ -59,7 +59,8 @@ def attack_sentence(data: Mapping[str, Any]) -> str | None:
     unscored = counts.get("unscored", "some")
     rest = _counts(counts, ("unscored",))
     return (f"adaptive attack: INCOMPLETE. {unscored} of {total} behaviours were unscored (an attempt could not be "
-            f"judged and none cracked it){'; ' + rest if rest else ''}, so its defense rate is not a measurement.")
+            f"judged and none cracked it{'; of the others ' + rest if rest else ''}), so its defense rate is not a "
+            "measurement.")
 
 
 def _run_of(exp: Experiment, text: str) -> tuple[str, str]:
