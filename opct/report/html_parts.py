@@ -136,8 +136,8 @@ def verdict_html(lines: Sequence[VerdictLine]) -> str:
     items = []
     for line in lines:
         cls = HOLDS_CLASS.get(line.verdict, "open")
-        items.append(f'<li class="{cls}">{tag("b", line.header)} '
-                     f'{tag("span", "paper: " + line.side_text, class_="side")} '
+        side = f'{tag("span", "paper: " + line.side_text, class_="side")} ' if line.side else ""
+        items.append(f'<li class="{cls}">{tag("b", line.header)} {side}'
                      f'{tag("span", "OPCT − BCT " + line.difference_text, class_="diff")} '
                      f'{tag("strong", line.verdict, class_="verdict")}</li>')
     return f'<ul class="verdicts">{"".join(items)}</ul>'

@@ -124,4 +124,5 @@ def verdict_markdown(lines: Sequence[VerdictLine]) -> list[str]:
     if not lines:
         return []
     return ["## Verdict: OPCT − BCT against the paper", "", HOWTO, "",
-            *(f"- **{v.header}**: paper {v.side_text}; OPCT − BCT {v.difference_text}: **{v.verdict}**" for v in lines), ""]
+            *(f"- **{v.header}**: " + (f"paper {v.side_text}; " if v.side else "")
+              + f"OPCT − BCT {v.difference_text}: **{v.verdict}**" for v in lines), ""]
