@@ -173,7 +173,7 @@ def test_filters_work_in_headless_chromium(exp_dir: Path, tmp_path: Path) -> Non
 
 
 class _Links(HTMLParser):
-    """The links of the results table: (row label, href), in order."""
+    """The links of the results table: (row label, i.e. the metric, href), in order."""
 
     def __init__(self) -> None:
         super().__init__()
@@ -202,8 +202,9 @@ def test_a_table_cell_leads_to_its_samples_in_headless_chromium(exp_dir: Path, t
     report = exp_dir / "report.html"
     parser = _Links()
     parser.feed(report.read_text(encoding="utf-8"))
-    base_links = [href for label, href in parser.links if label == "base"]
-    assert base_links[0] == "samples.html#eval=sycophancy&split=heldout&method=base"  # the first column's cell
+    assert parser.links[0][0].lower().startswith("sycophancy")  # one row per metric: the first is held-out sycophancy
+    base_links = [href for _, href in parser.links if href.endswith("method=base")]
+    assert base_links[0] == parser.links[0][1] == "samples.html#eval=sycophancy&split=heldout&method=base"
     rows, count = _dump(browser, tmp_path / "p1", urljoin(report.as_uri(), base_links[0]))
     shown = [r for r in rows if not r[2]]
     assert count == f"8 of {TOTAL}" and len(shown) == 8
@@ -270,3 +271,49 @@ def test_the_adaptive_attack_has_one_row_per_behaviour_with_the_attempt_that_tel
     assert links[("opct", "dsr_adaptive")] == samples_href(ATTACK, "opct")
     assert ("base", "dsr_adaptive") not in links  # the base model was not attacked here
     assert samples_href(ATTACK, "bct").replace("&", "&amp;") in (exp / "report.html").read_text(encoding="utf-8")
+
+
+#: Appended to a copy of samples.html: after the URL's filters ran, record what shows, then type into the
+#: search field as a user would and record again.
+SEARCH_PROBE = (
+    '<script>(() => { const state = () => [document.getElementById("shown").textContent, location.hash,'
+    ' [...document.querySelectorAll("#samples tbody tr:not([hidden])")].map(tr => tr.dataset.i)];'
+    ' const before = state(), q = document.getElementById("f-q"); q.value = "BASE answers q3/clean";'
+    ' q.dispatchEvent(new Event("input")); const p = document.createElement("pre"); p.id = "probe";'
+    ' p.textContent = JSON.stringify([before, state()]); document.body.appendChild(p); })();</script>'
+)
+
+
+def _probe(browser: str, profile: Path, exp_dir: Path, fragment: str) -> tuple[list, list]:
+    probe = exp_dir / "search-probe.html"  # beside samples.html; removed below
+    probe.write_text((exp_dir / "samples.html").read_text(encoding="utf-8").replace("</body>", SEARCH_PROBE + "</body>"))
+    try:
+        run = run_browser(browser, profile, "--dump-dom", probe.as_uri() + fragment)
+    finally:
+        probe.unlink()
+    assert run.returncode == 0, run.stderr[-2000:]
+    found = re.search(r'<pre id="probe">([^<]*)</pre>', run.stdout)
+    assert found, "probe did not run"
+    before, after = json.loads(unescape(found.group(1)))
+    return before, after
+
+
+def test_search_and_item_id_filter_rows_and_live_in_the_url_in_headless_chromium(exp_dir: Path, tmp_path: Path) -> None:
+    browser = find_browser()
+    if browser is None:
+        pytest.skip(NO_BROWSER)
+    page = (exp_dir / "samples.html").read_text(encoding="utf-8")
+    assert 'id="f-item"' in page and 'id="f-q"' in page and '<option value="j2">' in page  # the ids are suggested
+
+    rows, count = _dump(browser, tmp_path / "p1", (exp_dir / "samples.html").as_uri() + "#item=q1")
+    shown = [r for r in rows if not r[2]]
+    assert count == f"2 of {TOTAL}" and {r[0] for r in shown} == {"sycophancy"}  # q1: its clean and biased prompt
+
+    # the fragment's search and item id, then a search typed into the field: every word, any case
+    before, after = _probe(browser, tmp_path / "p2", exp_dir, "#q=j2")
+    assert before == ["1", "#q=j2", ["j2"]]
+    assert after == ["1", "#q=BASE+answers+q3%2Fclean", ["q3"]]
+    before, _ = _probe(browser, tmp_path / "p3", exp_dir, "#method=opct&q=j2")  # OPCT never answered j2
+    assert before[0] == "0" and before[2] == []
+    before, _ = _probe(browser, tmp_path / "p4", exp_dir, "#item=q&q=q")  # an item id is matched exactly
+    assert before[0] == "0"

@@ -19,31 +19,42 @@ __all__ = ["Experiment", "format_results_table", "load_experiment", "write_repor
 
 
 def write_report(experiment_dir: Path, out: Path | None = None) -> tuple[Path, Path]:
-    """Write ``report.html``, ``report.md`` and ``samples.html`` (and ``figures/*.png``) of ``experiment_dir``
-    into ``out`` (default: ``experiment_dir`` itself). Which folders may be written is the caller's to
-    check (:mod:`opct.report.folders`; ``opct report`` does).
+    """Write ``report.html``, ``report.md``, ``report.json`` (every number, :func:`opct.report.verdict.report_data`)
+    and ``samples.html`` (and ``figures/*.png``) of ``experiment_dir`` into ``out`` (default:
+    ``experiment_dir`` itself). Which folders may be written is the caller's to check
+    (:mod:`opct.report.folders`; ``opct report`` does).
 
     Returns ``(html_path, md_path)``. Raises FileNotFoundError when the directory does not exist.
     """
+    import json
+
     from opct.report.figures import make_figures
-    from opct.report.paired import paired_table
+    from opct.report.forest import plot_forest
+    from opct.report.paired import paired_differences, paired_table
     from opct.report.render import ablation_parts, build_sections, render_html, render_md
     from opct.report.samples import SAMPLES_HTML, attack_rows, cell_links, render_samples_html, sample_rows
+    from opct.report.verdict import REPORT_JSON, report_data
 
     root = Path(experiment_dir)
     exp = load_experiment(root)
     dest = Path(out) if out is not None else root
     table = build_table(exp)
-    sections = build_sections(make_figures(exp, dest / "figures"))
+    differences = paired_differences(exp, table.columns)  # the bootstraps run once for every document
+    figures = make_figures(exp, dest / "figures", extra=[("forest", "verdict", lambda: plot_forest(differences))])
+    sections = build_sections(figures)
     generated = time.strftime("%Y-%m-%d %H:%M:%S %Z")
     html_path, md_path = dest / "report.html", dest / "report.md"
-    paired = paired_table(exp, table.columns)  # the bootstraps run once for both documents
+    paired = paired_table(exp, table.columns, differences)
     ablation = ablation_parts(exp)
     rows = sample_rows(exp) + attack_rows(exp)  # read before the reports, so that an unreadable line is among their warnings
     _write_atomic(dest / SAMPLES_HTML, render_samples_html(exp, rows, html_path.name))
     links = cell_links(exp, table)
-    _write_atomic(html_path, render_html(exp, table, sections, generated, paired=paired, ablation=ablation, links=links))
-    _write_atomic(md_path, render_md(exp, table, sections, generated, paired=paired, ablation=ablation, samples=bool(rows)))
+    _write_atomic(html_path, render_html(exp, table, sections, generated, paired=paired, ablation=ablation, links=links,
+                                         differences=differences))
+    _write_atomic(md_path, render_md(exp, table, sections, generated, paired=paired, ablation=ablation, samples=bool(rows),
+                                     differences=differences))
+    data = report_data(exp, table, differences)
+    _write_atomic(dest / REPORT_JSON, json.dumps(data, indent=2, ensure_ascii=False) + "\n")
     return html_path, md_path
 
 

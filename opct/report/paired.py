@@ -11,11 +11,13 @@ for one method, and the statistic over units when it is not the pooled mean).
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from opct.report.columns import Column, PairedValues
 from opct.report.load import ATTACK, Experiment
 from opct.report.table import MISSING, method_label
+from opct.stats.estimate import Estimate
 
 #: ``record -> value`` (``None``: the record does not enter this column).
 RecordValue = Callable[[Mapping[str, Any]], "float | None"]
@@ -84,47 +86,91 @@ def side_incomplete(exp: Experiment, column: Column, method: str, values: Mappin
     return metric.incomplete
 
 
-def paired_difference_parts(exp: Experiment, column: Column, a: str, b: str) -> tuple[str, ...]:
-    """``("−3.4 pts", "[−8.0, +1.2]", "(k=31)")`` for ``a − b`` in ``column`` (``(k=2 of 100)`` when the two
-    share fewer units than one of them has), or ``("—",)`` when either lacks the units; a fourth part ``INCOMPLETE`` when either side is no complete measurement
-    (:func:`side_incomplete`)."""
+@dataclass(frozen=True)
+class PairedDifference:
+    """``a − b`` in one results column, measured once: its estimate (``None`` when the two share no unit)
+    and whether either side is no complete measurement (:func:`side_incomplete`)."""
+
+    a: str
+    b: str
+    column: Column
+    estimate: Estimate | None
+    incomplete: bool = False
+    most: int = 0  # the units the side with more has: fewer shared is said, "(k=2 of 100)"
+
+    @property
+    def label(self) -> str:
+        """``"OPCT − BCT"``."""
+        return f"{method_label(self.a)} − {method_label(self.b)}"
+
+    def parts(self) -> tuple[str, ...]:
+        """``("−3.4 pts", "[−8.0, +1.2]", "(k=31)")`` (``(k=2 of 100)`` when the two share fewer units than one
+        of them has), ``("—",)`` without shared units, a fourth part
+        ``INCOMPLETE`` when either side is no complete measurement."""
+        est = self.estimate
+        if est is None:
+            return (MISSING,)
+        scale, digits, unit = (100.0, 1, " pts") if self.column.percent else (1.0, 3, "")
+        k = f"(k={est.clusters})" if est.clusters >= self.most else f"(k={est.clusters} of {self.most})"
+        parts = (f"{est.value * scale:+.{digits}f}{unit}", f"[{est.ci_low * scale:+.{digits}f}, {est.ci_high * scale:+.{digits}f}]", k)
+        return (*parts, INCOMPLETE) if self.incomplete else parts
+
+
+def paired_difference(exp: Experiment, column: Column, a: str, b: str) -> PairedDifference:
+    """``a − b`` in ``column`` on the units both have, with its paired cluster bootstrap interval."""
     from opct.stats.paired import paired_cluster_difference
 
     assert column.paired is not None
     values_a, statistic = column.paired(exp, a)
     values_b, _ = column.paired(exp, b)
     if not set(values_a) & set(values_b):
-        return (MISSING,)
+        return PairedDifference(a, b, column, None)
     est = paired_cluster_difference(values_a, values_b, statistic)
-    scale, digits, unit = (100.0, 1, " pts") if column.percent else (1.0, 3, "")
-    most = max(len(values_a), len(values_b))  # fewer shared units than a side measured: say of how many
-    k = f"(k={est.clusters})" if est.clusters >= most else f"(k={est.clusters} of {most})"
-    parts = (f"{est.value * scale:+.{digits}f}{unit}", f"[{est.ci_low * scale:+.{digits}f}, {est.ci_high * scale:+.{digits}f}]", k)
-    if side_incomplete(exp, column, a, values_a) or side_incomplete(exp, column, b, values_b):
-        return (*parts, INCOMPLETE)
-    return parts
+    incomplete = side_incomplete(exp, column, a, values_a) or side_incomplete(exp, column, b, values_b)
+    return PairedDifference(a, b, column, est, incomplete, max(len(values_a), len(values_b)))
 
 
-def paired_parts(exp: Experiment, columns: Sequence[Column]) -> tuple[list[Column], list[tuple[str, list[tuple[str, ...]]]]]:
-    """The results columns that have a paired reader, and per pair of methods with any difference
-    ``("OPCT − BCT", [cell parts per column])`` (see :func:`paired_difference_parts`). No pairs when
-    fewer than two methods have results, or in an ablation (:mod:`opct.report.ablation` pools its pairs
-    over the seeds instead)."""
+def paired_difference_parts(exp: Experiment, column: Column, a: str, b: str) -> tuple[str, ...]:
+    """``("−3.4 pts", "[−8.0, +1.2]", "(k=31)")`` for ``a − b`` in ``column``, or ``("—",)`` when either
+    lacks the units; a fourth part ``INCOMPLETE`` when either side is no complete measurement
+    (:func:`side_incomplete`)."""
+    return paired_difference(exp, column, a, b).parts()
+
+
+def paired_differences(exp: Experiment, columns: Sequence[Column]) -> list[PairedDifference]:
+    """Every pair of methods (:func:`method_pairs`) in every results column that has a paired reader, each
+    measured once, pair by pair; a pair none of whose columns has shared units is left out. None in an
+    ablation (:mod:`opct.report.ablation` pools its pairs over the seeds instead)."""
     cols = [c for c in columns if c.paired is not None]
-    rows = []
     if exp.plan.get("reference"):  # an ablation: its own table compares each variant with the reference
-        return cols, rows
+        return []
+    out: list[PairedDifference] = []
     for a, b in method_pairs(exp.methods):
-        cells = [paired_difference_parts(exp, c, a, b) for c in cols]
-        if any(cell != (MISSING,) for cell in cells):
-            rows.append((f"{method_label(a)} − {method_label(b)}", cells))
-    return cols, rows
+        diffs = [paired_difference(exp, c, a, b) for c in cols]
+        if any(d.estimate is not None for d in diffs):
+            out += diffs
+    return out
 
 
-def paired_table(exp: Experiment, columns: Sequence[Column]) -> tuple[list[str], list[list[str]]]:
+def paired_parts(exp: Experiment, columns: Sequence[Column],
+                 differences: Sequence[PairedDifference] | None = None) -> tuple[list[Column], list[tuple[str, list[tuple[str, ...]]]]]:
+    """The results columns that have a paired reader, and per pair of methods with any difference
+    ``("OPCT − BCT", [cell parts per column])`` (see :meth:`PairedDifference.parts`). No pairs when
+    fewer than two methods have results, or in an ablation; ``differences``: :func:`paired_differences`'s,
+    computed when not given."""
+    cols = [c for c in columns if c.paired is not None]
+    differences = paired_differences(exp, columns) if differences is None else differences
+    rows: dict[tuple[str, str], tuple[str, list[tuple[str, ...]]]] = {}
+    for d in differences:
+        rows.setdefault((d.a, d.b), (d.label, []))[1].append(d.parts())
+    return cols, list(rows.values())
+
+
+def paired_table(exp: Experiment, columns: Sequence[Column],
+                 differences: Sequence[PairedDifference] | None = None) -> tuple[list[str], list[list[str]]]:
     """Headers and rows of the paired-differences table: one row per pair of methods, one column per
     results column that has a paired reader. Empty rows when fewer than two methods have results."""
-    cols, rows = paired_parts(exp, columns)
+    cols, rows = paired_parts(exp, columns, differences)
     headers = ["difference", *(c.header for c in cols)]
     return headers, [[label, *(" ".join(cell) for cell in cells)] for label, cells in rows]
 

@@ -16,9 +16,20 @@ from typing import Any
 from opct.report.ablation import HOWTO as ABLATION_HOWTO
 from opct.report.ablation import ablation_rows, ablation_table, is_ablation, largest_moves
 from opct.report.figures import FigureFile
+from opct.report.html_parts import (
+    CSS,
+    results_table_html,
+    simple_table_html,
+    tag,
+    transposed_tables_html,
+    verdict_html,
+    warnings_html,
+)
 from opct.report.load import Experiment, Metric
+from opct.report.notices import warning_groups
 from opct.report.paired import HOWTO as PAIRED_HOWTO
-from opct.report.paired import paired_table
+from opct.report.paired import PairedDifference, paired_table
+from opct.report.pooled import run_methods
 from opct.report.samples import SAMPLES_HTML
 from opct.report.selection import (
     PROFILE_HOWTO,
@@ -40,10 +51,11 @@ from opct.report.table import (
     ResultsTable,
     format_metric,
     method_label,
-    metric_parts,
     render_markdown,
     scale_note,
 )
+from opct.report.verdict import HOWTO as VERDICT_HOWTO
+from opct.report.verdict import verdict_lines, verdict_markdown
 
 HOW_TO_READ = {
     "results": (
@@ -65,6 +77,15 @@ HOW_TO_READ = {
 }
 
 
+#: The section of the forest plot (:mod:`opct.report.forest`), shown under the verdict block, not with the axes.
+VERDICT = "verdict"
+FOREST_HOWTO = (
+    "Every paired difference between two methods, one panel per metric (points for rates), with its 95% paired "
+    "cluster bootstrap interval: a point left of the line at 0 means the first method of the pair is lower. "
+    "OPCT − BCT is blue, with an arrow to the side the paper claims; a hollow point is INCOMPLETE."
+)
+
+
 @dataclass
 class Section:
     """A report section: heading, how-to-read paragraph and its figures."""
@@ -80,7 +101,8 @@ def build_sections(figures: Sequence[FigureFile]) -> list[Section]:
     the figures drawn for each."""
     from opct.axes import AXES
 
-    sections = [Section(name, axis.title or name.capitalize(), axis.howto) for name, axis in AXES.items()]
+    sections = [Section(VERDICT, "Every paired difference", FOREST_HOWTO)]
+    sections += [Section(name, axis.title or name.capitalize(), axis.howto) for name, axis in AXES.items()]
     sections.append(Section("training", "Training", HOW_TO_READ["training"]))
     by_key = {s.key: s for s in sections}
     for fig in figures:
@@ -147,81 +169,6 @@ def _figure_alt(fig: FigureFile) -> str:
 
 # --------------------------------------------------------------------------- HTML
 
-CSS = """
-:root { --fg: #1d1d1f; --muted: #5f6368; --line: #d9dce0; --band: #f5f7fa; --accent: #0072B2; }
-* { box-sizing: border-box; }
-body { margin: 0; font: 15px/1.5 -apple-system, "Segoe UI", Roboto, "DejaVu Sans", sans-serif; color: var(--fg); background: #fff; }
-main { max-width: 1180px; margin: 0 auto; padding: 28px 32px 48px; }
-h1 { font-size: 26px; margin: 0 0 4px; }
-h2 { font-size: 20px; margin: 36px 0 8px; padding-bottom: 4px; border-bottom: 2px solid var(--line); }
-h3 { font-size: 16px; margin: 22px 0 6px; }
-p.meta { color: var(--muted); margin: 0 0 16px; }
-p.howto { background: var(--band); border-left: 4px solid var(--accent); padding: 8px 12px; margin: 8px 0 14px; font-size: 14px; }
-p.note { font-size: 13.5px; color: var(--muted); font-style: italic; }
-.scroll { overflow-x: auto; }
-table { border-collapse: collapse; font-size: 13.5px; margin: 6px 0 10px; }
-th, td { border: 1px solid var(--line); padding: 6px 9px; text-align: left; vertical-align: top; }
-thead th { background: #eef1f5; font-weight: 600; }
-tbody tr:nth-child(even) { background: #fafbfc; }
-td.cell { white-space: nowrap; }
-td.cell .v { display: block; font-weight: 600; font-variant-numeric: tabular-nums; }
-td.cell .ci, td.cell .n { color: var(--muted); font-size: 12.5px; font-variant-numeric: tabular-nums; }
-td.missing { color: #9aa0a6; text-align: center; }
-td a { color: inherit; text-decoration: none; }
-td.cell a .v { color: var(--accent); }
-td a:hover { text-decoration: underline; }
-table.paper { font-style: italic; }
-table.paper thead th { background: #f3efe6; }
-figure { margin: 14px 0 22px; }
-figure img { max-width: 100%; height: auto; display: block; border: 1px solid var(--line); border-radius: 4px; }
-figcaption { font-size: 12.5px; color: var(--muted); margin-top: 4px; }
-details { margin: 8px 0; border: 1px solid var(--line); border-radius: 4px; padding: 6px 10px; }
-summary { cursor: pointer; font-weight: 600; }
-pre { background: var(--band); padding: 10px; overflow-x: auto; font-size: 12.5px; }
-div.warn { background: #fff4e5; border: 1px solid #e69f00; border-radius: 4px; padding: 6px 12px; margin: 12px 0; }
-footer { margin-top: 40px; color: var(--muted); font-size: 12.5px; }
-"""
-
-
-def _tag(name: str, text: str, **attrs: str) -> str:
-    """``<name attrs>escaped text</name>``; attribute values are escaped too."""
-    attr = "".join(f' {k.rstrip("_")}="{escape(v, quote=True)}"' for k, v in attrs.items())
-    return f"<{name}{attr}>{escape(text)}</{name}>"
-
-
-def _metric_cell(metric: Metric | None, percent: bool, missing: str = MISSING, href: str | None = None) -> str:
-    """A results cell; with ``href`` its content links there (the cell's samples on ``samples.html``)."""
-    if metric is None:
-        inner, class_ = escape(missing), "missing"
-    else:
-        value, ci, n = metric_parts(metric, percent)
-        inner = _tag("span", value, class_="v") + "".join(" " + _tag("span", p, class_=c) for p, c in ((ci, "ci"), (n, "n")) if p)
-        class_ = "cell"
-    if href:
-        inner = f'<a href="{escape(href, quote=True)}" title="its samples">{inner}</a>'
-    return f'<td class="{class_}">{inner}</td>'
-
-
-def _head(headers: Sequence[str]) -> str:
-    return "<thead><tr>" + "".join(_tag("th", h) for h in headers) + "</tr></thead>"
-
-
-def results_table_html(table: ResultsTable, links: Mapping[tuple[str, str], str] | None = None) -> str:
-    """The paper-style table as an HTML table (cells split into value, interval and n); ``links``: each
-    cell's link by (method, column key), :func:`opct.report.samples.cell_links`."""
-    links = links or {}
-    body = []
-    for m in table.methods:
-        cells = "".join(_metric_cell(table.metrics[(m, c.key)], c.percent, table.missing(m, c), links.get((m, c.key)))
-                        for c in table.columns)
-        body.append(f"<tr>{_tag('th', method_label(m))}{cells}</tr>")
-    return f'<div class="scroll"><table class="results" id="results-table">{_head(table.headers)}<tbody>{"".join(body)}</tbody></table></div>'
-
-
-def simple_table_html(headers: Sequence[str], rows: Sequence[Sequence[str]], class_: str = "") -> str:
-    """A table of plain strings (escaped)."""
-    body = "".join("<tr>" + _tag("th", r[0]) + "".join(_tag("td", c) for c in r[1:]) + "</tr>" for r in rows)
-    return f'<div class="scroll"><table class="{escape(class_, quote=True)}">{_head(headers)}<tbody>{body}</tbody></table></div>'
 
 
 def _samples_note(links: Mapping[tuple[str, str], str] | None) -> list[str]:
@@ -234,12 +181,13 @@ def _samples_note(links: Mapping[tuple[str, str], str] | None) -> list[str]:
 def _img_html(fig: FigureFile) -> str:
     data = base64.b64encode(fig.path.read_bytes()).decode("ascii")
     alt = _figure_alt(fig)
-    return f'<figure><img src="data:image/png;base64,{data}" alt="{escape(alt, quote=True)}">{_tag("figcaption", f"figures/{fig.path.name}")}</figure>'
+    return (f'<figure><img src="data:image/png;base64,{data}" alt="{escape(alt, quote=True)}" '
+            f'data-text-px="{fig.min_text_px:.1f}">{tag("figcaption", f"figures/{fig.path.name}")}</figure>')
 
 
 def _json_block(title: str, data: dict[str, Any]) -> str:
     text = json.dumps(data, indent=2, ensure_ascii=False, default=str)
-    return f"<details>{_tag('summary', title)}{_tag('pre', text)}</details>"
+    return f"<details>{tag('summary', title)}{tag('pre', text)}</details>"
 
 
 def _versions_html(manifest: dict[str, Any]) -> str:
@@ -247,7 +195,7 @@ def _versions_html(manifest: dict[str, Any]) -> str:
     if not isinstance(versions, dict) or not versions:
         return ""
     rows = [[str(k), str(v)] for k, v in versions.items()]
-    return _tag("h3", "Versions") + simple_table_html(["package", "version"], rows)
+    return tag("h3", "Versions") + simple_table_html(["package", "version"], rows)
 
 
 Paired = tuple[list[str], list[list[str]]]
@@ -263,75 +211,109 @@ def ablation_parts(exp: Experiment) -> Ablation | None:
     return (*ablation_table(rows), largest_moves(rows))
 
 
+def _figure_sections_html(sections: Sequence[Section]) -> list[str]:
+    parts = []
+    for s in sections:
+        if not s.figures or s.key == VERDICT:
+            continue
+        parts += [f'<section id="{escape(s.key, quote=True)}">', tag("h2", s.title), tag("p", s.howto, class_="howto")]
+        parts += [_img_html(f) for f in s.figures]
+        parts.append("</section>")
+    return parts
+
+
+def _answer_html(exp: Experiment, sections: Sequence[Section], differences: Sequence[PairedDifference] | None) -> list[str]:
+    """The first screen: the verdict block (OPCT − BCT per metric), the warnings by run, the forest plot."""
+    parts = []
+    lines = verdict_lines(differences or [])
+    if lines:
+        parts += ['<section id="verdict">', tag("h2", "Verdict: OPCT − BCT against the paper"), verdict_html(lines),
+                  tag("p", VERDICT_HOWTO, class_="howto")]
+    groups = warning_groups(exp)
+    if groups:
+        parts.append(warnings_html(groups))
+    forest = [f for s in sections if s.key == VERDICT for f in s.figures]
+    if forest:
+        parts += ([] if lines else ['<section id="verdict">']) + [tag("h3", "Every paired difference"), *map(_img_html, forest),
+                                                                    tag("p", FOREST_HOWTO, class_="howto")]
+    if lines or forest:
+        parts.append("</section>")
+    return parts
+
+
+def _selection_html(exp: Experiment) -> list[str]:
+    """The selection table, the candidates of the methods this experiment ran only, and the picks."""
+    methods = run_methods(exp)  # a run's method, without its seed
+    sel = [r for r in best_rows(exp.selection) if r["method"] in methods]
+    if not sel:
+        return []
+    return [tag("h3", "Recipe selection on the validation split"),
+            *(tag("p", line, class_="note") for line in family_lines(exp.selection)),
+            simple_table_html(["candidate", "recipe", "best step (KL)", "val teacher-KL", "val good-behaviour",
+                               "famval good-behaviour", "best family score (step)", "eligible steps"],
+                              [[r["id"], r["recipe"], str(r["step"]), f"{r['val_teacher_kl']:.3f}", f"{r['val_good']:.3f}",
+                                fmt_value(r["famval_good"]), r["family_score"], r["eligible_steps"]] for r in sel], "wrap"),
+            tag("h3", "Each rule's pick, side by side"), simple_table_html(*picks_table(exp.selection, methods), "wrap"),
+            *(tag("p", line, class_="note") for line in chosen_lines(exp.selection, methods))]
+
+
 def render_html(exp: Experiment, table: ResultsTable, sections: Sequence[Section], generated: str,
                 paired: Paired | None = None, ablation: Ablation | None = None,
-                links: Mapping[tuple[str, str], str] | None = None) -> str:
-    """The whole report as one self-contained HTML document (``paired``: :func:`paired_table`'s result,
-    ``ablation``: :func:`ablation_parts`'s; computed here when not given; ``links``: the results cells'
-    links to ``samples.html``, :func:`opct.report.samples.cell_links`, none when not given)."""
+                links: Mapping[tuple[str, str], str] | None = None,
+                differences: Sequence[PairedDifference] | None = None) -> str:
+    """The whole report as one self-contained HTML document: the answer first (the verdict block from
+    ``differences``, :func:`opct.report.paired.paired_differences`'s, the warnings by run, the forest plot),
+    then the details (``paired``: :func:`paired_table`'s result, ``ablation``: :func:`ablation_parts`'s;
+    computed here when not given; ``links``: the results cells' links to ``samples.html``,
+    :func:`opct.report.samples.cell_links`, none when not given)."""
     title = f"OPCT experiment report: {exp.name}"
     meta = f"model {exp.model or MISSING} · methods {', '.join(method_label(m) for m in exp.methods) or MISSING} · {exp.root}"
-    parts = [_tag("h1", title), _tag("p", meta, class_="meta")]
-    if exp.warnings:
-        items = "".join(_tag("li", w) for w in exp.warnings)
-        parts.append(f'<div class="warn"><strong>Warnings</strong><ul>{items}</ul></div>')
+    parts = [tag("h1", title), tag("p", meta, class_="meta"), *_answer_html(exp, sections, differences)]
     parts += [
-        '<section id="results">', _tag("h2", "Results"), _tag("p", HOW_TO_READ["results"], class_="howto"),
-        results_table_html(table, links), *_samples_note(links), _tag("h3", "The paper's reported numbers, for reference"),
-        simple_table_html(PAPER_HEADERS, PAPER_ROWS, "paper"), _tag("p", scale_note(exp), class_="note"), "</section>",
+        '<section id="results">', tag("h2", "Results"), tag("p", HOW_TO_READ["results"], class_="howto"),
+        results_table_html(table, links), *_samples_note(links), tag("h3", "The paper's reported numbers, for reference"),
+        transposed_tables_html(PAPER_HEADERS, PAPER_ROWS), tag("p", scale_note(exp), class_="note"), "</section>",
     ]
     recipes = recipe_rows(exp.plan, exp.selection)
     if recipes:
-        parts += ['<section id="recipes">', _tag("h2", "Recipes"), _tag("p", RECIPES_HOWTO, class_="howto"),
-                  simple_table_html(RECIPE_HEADERS, recipes)]
+        parts += ['<section id="recipes">', tag("h2", "Recipes"), tag("p", RECIPES_HOWTO, class_="howto"),
+                  simple_table_html(RECIPE_HEADERS, recipes, "wrap")]
         held = held_back_line(exp.plan)
-        parts += [_tag("p", held, class_="note")] if held else []
-        if exp.selection:
-            sel = best_rows(exp.selection)
-            parts += [_tag("h3", "Recipe selection on the validation split"),
-                      *[_tag("p", line, class_="note") for line in family_lines(exp.selection)],
-                      simple_table_html(["candidate", "recipe", "best step (KL)", "val teacher-KL", "val good-behaviour",
-                                         "famval good-behaviour", "best family score (step)", "eligible steps"],
-                                        [[r["id"], r["recipe"], str(r["step"]), f"{r['val_teacher_kl']:.3f}", f"{r['val_good']:.3f}",
-                                          fmt_value(r["famval_good"]), r["family_score"], r["eligible_steps"]] for r in sel]),
-                      _tag("h3", "Each rule's pick, side by side"), simple_table_html(*picks_table(exp.selection))]
-            parts += [_tag("p", line, class_="note") for line in chosen_lines(exp.selection)]
+        parts += [tag("p", held, class_="note")] if held else []
+        parts += _selection_html(exp) if exp.selection else []
         parts.append("</section>")
     if profiles := profile_tables(exp.diagnostics):
-        parts += ['<section id="profile">', _tag("h2", "Off-policy profile"), _tag("p", PROFILE_HOWTO, class_="howto")]
-        parts += [x for cap, head, rows in profiles for x in (_tag("p", cap, class_="note"), simple_table_html(head, rows) if rows else "")]
+        parts += ['<section id="profile">', tag("h2", "Off-policy profile"), tag("p", PROFILE_HOWTO, class_="howto")]
+        parts += [x for cap, head, rows in profiles for x in (tag("p", cap, class_="note"), simple_table_html(head, rows, "wrap") if rows else "")]
         parts.append("</section>")
     ablation = ablation or ablation_parts(exp)
     if ablation:
-        parts += ['<section id="ablation">', _tag("h2", "Ablation: each variant minus the reference"),
-                  _tag("p", ABLATION_HOWTO, class_="howto"), simple_table_html(ablation[0], ablation[1])]
-        parts += [_tag("p", "Largest resolved move per metric: " + "; ".join(ablation[2]), class_="note")] if ablation[2] else []
+        parts += ['<section id="ablation">', tag("h2", "Ablation: each variant minus the reference"),
+                  tag("p", ABLATION_HOWTO, class_="howto"), transposed_tables_html(ablation[0], ablation[1])]
+        parts += [tag("p", "Largest resolved move per metric: " + "; ".join(ablation[2]), class_="note")] if ablation[2] else []
         parts.append("</section>")
-    pheaders, prows = paired or paired_table(exp, table.columns)
+    pheaders, prows = paired or paired_table(exp, table.columns, differences)
     if prows:
-        parts += ['<section id="paired">', _tag("h2", "Paired differences between methods"), _tag("p", PAIRED_HOWTO, class_="howto"),
-                  simple_table_html(pheaders, prows), "</section>"]
-    if attack_rows(exp):
-        parts += ['<section id="attack">', _tag("h2", "Adaptive attacker"), _tag("p", attack_howto(exp), class_="howto"),
-                  simple_table_html(ATTACK_HEADERS, attack_rows(exp)), "</section>"]
-    for s in sections:
-        if not s.figures:
-            continue
-        parts += [f'<section id="{escape(s.key, quote=True)}">', _tag("h2", s.title), _tag("p", s.howto, class_="howto")]
-        parts += [_img_html(f) for f in s.figures]
+        parts += ['<section id="paired">', tag("h2", "Paired differences between methods"), tag("p", PAIRED_HOWTO, class_="howto"),
+                  transposed_tables_html(pheaders, prows, "metric")]
+    if prows:
         parts.append("</section>")
-    parts += ['<section id="all-metrics">', _tag("h2", "All metrics")]
-    parts.append(_tag("p", "Every metric each eval reported, as fractions (not percent), with 95% intervals and n.", class_="howto"))
+    if attack_rows(exp):
+        parts += ['<section id="attack">', tag("h2", "Adaptive attacker"), tag("p", attack_howto(exp), class_="howto"),
+                  simple_table_html(ATTACK_HEADERS, attack_rows(exp), "wrap"), "</section>"]
+    parts += _figure_sections_html(sections)
+    parts += ['<section id="all-metrics">', tag("h2", "All metrics")]
+    parts.append(tag("p", "Every metric each eval reported, as fractions (not percent), with 95% intervals and n.", class_="howto"))
     for eval_name in exp.evals():
         rows = all_metrics_rows(exp, eval_name)
-        parts.append(f"<details>{_tag('summary', eval_name)}{simple_table_html(['metric', *map(method_label, exp.methods)], rows)}</details>")
-    parts += ["</section>", '<section id="experiment">', _tag("h2", "Experiment"), _versions_html(exp.manifest)]
+        parts.append(f"<details>{tag('summary', eval_name)}{simple_table_html(['metric', *map(method_label, exp.methods)], rows, 'wrap')}</details>")
+    parts += ["</section>", '<section id="experiment">', tag("h2", "Experiment"), _versions_html(exp.manifest)]
     parts += [_json_block("plan.json", exp.plan), _json_block("manifest.json", exp.manifest), "</section>"]
-    parts.append(_tag("footer", f"Generated by opct.report on {generated}."))
+    parts.append(tag("footer", f"Generated by opct.report on {generated}."))
     return (
         '<!DOCTYPE html>\n<html lang="en">\n<head>\n<meta charset="utf-8">\n'
         '<meta name="viewport" content="width=device-width, initial-scale=1">\n'
-        f"{_tag('title', title)}\n<style>{CSS}</style>\n</head>\n<body>\n<main>\n" + "\n".join(parts) + "\n</main>\n</body>\n</html>\n"
+        f"{tag('title', title)}\n<style>{CSS}</style>\n</head>\n<body>\n<main>\n" + "\n".join(parts) + "\n</main>\n</body>\n</html>\n"
     )
 
 
@@ -352,7 +334,7 @@ def recipes_md(exp: Experiment) -> list[str]:
         if held := held_back_line(exp.plan):
             out += [f"*{held}*", ""]
         if exp.selection:
-            out += [selection_markdown(exp.selection).replace("## Recipe selection", "### Recipe selection"), ""]
+            out += [selection_markdown(exp.selection, run_methods(exp)).replace("## Recipe selection", "### Recipe selection"), ""]
     if profiles := profile_tables(exp.diagnostics):
         out += ["## Off-policy profile", "", PROFILE_HOWTO, ""]
         out += [x for cap, head, rows in profiles for x in (f"*{cap}*", "", render_markdown(head, rows) if rows else "", "")]
@@ -360,13 +342,18 @@ def recipes_md(exp: Experiment) -> list[str]:
 
 
 def render_md(exp: Experiment, table: ResultsTable, sections: Sequence[Section], generated: str, figures_dir: str = "figures",
-              paired: Paired | None = None, ablation: Ablation | None = None, samples: bool = False) -> str:
-    """The report as Markdown: the tables, how-to-read notes and links to the PNGs under ``figures_dir``
+              paired: Paired | None = None, ablation: Ablation | None = None, samples: bool = False,
+              differences: Sequence[PairedDifference] | None = None) -> str:
+    """The report as Markdown, its answer first (the verdict lines from ``differences``, the warnings by run,
+    the forest plot), then the tables, how-to-read notes and links to the PNGs under ``figures_dir``
     (``samples``: say that ``samples.html`` holds every prompt and answer)."""
     out = [f"# OPCT experiment report: {exp.name}", "",
            f"Model `{exp.model or MISSING}`; methods {', '.join(method_label(m) for m in exp.methods) or MISSING}. Generated {generated}.", ""]
-    if exp.warnings:
-        out += ["**Warnings**", "", *(f"- {w}" for w in exp.warnings), ""]
+    out += verdict_markdown(verdict_lines(differences or []))
+    for run, lines in warning_groups(exp):
+        out += [f"**Warnings: {run}**", "", *(f"- {line}" for line in lines), ""]
+    for f in (f for s in sections if s.key == VERDICT for f in s.figures):
+        out += [f"![{_figure_alt(f)}]({figures_dir}/{f.path.name})", "", FOREST_HOWTO, ""]
     out += ["## Results", "", HOW_TO_READ["results"], "", render_markdown(table.headers, table.rows()), "",
             *([f"Every prompt, with each method's answer side by side: [{SAMPLES_HTML}]({SAMPLES_HTML}).", ""] if samples else []),
             "### The paper's reported numbers, for reference", "", render_markdown(PAPER_HEADERS, PAPER_ROWS), "", f"*{scale_note(exp)}*", ""]
@@ -375,13 +362,13 @@ def render_md(exp: Experiment, table: ResultsTable, sections: Sequence[Section],
     if ablation:
         out += ["## Ablation: each variant minus the reference", "", ABLATION_HOWTO, "", render_markdown(ablation[0], ablation[1]), ""]
         out += ["Largest resolved move per metric:", "", *(f"- {line}" for line in ablation[2]), ""] if ablation[2] else []
-    pheaders, prows = paired or paired_table(exp, table.columns)
+    pheaders, prows = paired or paired_table(exp, table.columns, differences)
     if prows:
         out += ["## Paired differences between methods", "", PAIRED_HOWTO, "", render_markdown(pheaders, prows), ""]
     if attack_rows(exp):
         out += ["## Adaptive attacker", "", attack_howto(exp), "", render_markdown(ATTACK_HEADERS, attack_rows(exp)), ""]
     for s in sections:
-        if not s.figures:
+        if not s.figures or s.key == VERDICT:
             continue
         out += [f"## {s.title}", "", s.howto, ""]
         out += [f"![{_figure_alt(f)}]({figures_dir}/{f.path.name})\n" for f in s.figures]

@@ -23,7 +23,10 @@ from opct.report.table import ResultsTable, method_label
 SAMPLES_HTML = "samples.html"
 #: The filters, in the order the page shows them; each is also a key of the URL's fragment.
 FILTERS = ("eval", "split", "method", "outcome")
-FILTER_LABELS = {"eval": "axis (eval)", "split": "split", "method": "method", "outcome": "outcome class"}
+#: The text fields, also kept in the fragment: an item id (exact) and free text (every word, anywhere in the row).
+TEXT_FILTERS = ("item", "q")
+FILTER_LABELS = {"eval": "axis (eval)", "split": "split", "method": "method", "outcome": "outcome class",
+                 "item": "item id", "q": "search"}
 #: Outcome classes in the order the filter lists them (:data:`opct.evals.outcomes.OUTCOMES`); others after.
 OUTCOME_ORDER = ("scored", "empty", "truncated", "degenerate", "unparsed", "off_options", "abstained", "error",
                  "cracked", "defended", "unscored")
@@ -39,8 +42,10 @@ HOWTO = (
     "prompts that method answered (and highlights its column), outcome class the prompts where an answer "
     "(the chosen method's, when one is chosen) has that class. The axis 'attack' has one row per behaviour "
     "the adaptive attacker tried: each method's outcome (cracked, defended, degenerate when only repetition "
-    "loops defended it, or unscored when an attempt could not be judged and none cracked it) with the attempt that tells it. The URL keeps the filters; "
-    "each cell of the report's results table links here with its eval, split and method."
+    "loops defended it, or unscored when an attempt could not be judged and none cracked it) with the attempt that tells it. Item id keeps one item's "
+    "prompts; search keeps the rows holding every word typed (in the prompt, an id or an answer, any case). The "
+    "URL keeps the filters and the search; each cell of the report's results table links here with its eval, "
+    "split and method."
 )
 
 
@@ -245,16 +250,19 @@ details summary { cursor: pointer; }
 
 SCRIPT = """
 (() => {
-  const F = __FILTERS__, sel = {}, table = document.getElementById("samples"), rows = [...table.tBodies[0].rows];
+  const F = __FILTERS__, T = __TEXTS__, sel = {}, table = document.getElementById("samples"), rows = [...table.tBodies[0].rows];
   const cols = Object.create(null);
-  F.forEach(k => { sel[k] = document.getElementById("f-" + k); });
+  [...F, ...T].forEach(k => { sel[k] = document.getElementById("f-" + k); });
   [...table.tHead.rows[0].cells].forEach((th, i) => { if (th.dataset.m !== undefined) cols[th.dataset.m] = i; });
   const match = (td, f) => td.dataset.o !== undefined && (!f.method || td.dataset.m === f.method) && (!f.outcome || td.dataset.o === f.outcome);
+  const text = new Map(rows.map(tr => [tr, tr.textContent.toLowerCase()]));
   function apply() {
     const f = {}; let shown = 0;
-    F.forEach(k => { f[k] = sel[k].value; });
+    [...F, ...T].forEach(k => { f[k] = sel[k].value.trim(); });
+    const words = f.q.toLowerCase().split(/\\s+/).filter(Boolean);
     for (const tr of rows) {
-      let ok = (!f.eval || tr.dataset.e === f.eval) && (!f.split || tr.dataset.s === f.split);
+      let ok = (!f.eval || tr.dataset.e === f.eval) && (!f.split || tr.dataset.s === f.split) && (!f.item || tr.dataset.i === f.item);
+      if (ok && words.length) ok = words.every(w => text.get(tr).includes(w));
       if (ok && (f.method || f.outcome)) ok = [...tr.cells].some(td => match(td, f));
       tr.hidden = !ok;
       if (ok) shown++;
@@ -269,15 +277,17 @@ SCRIPT = """
       if (v && ![...s.options].some(o => o.value === v)) s.add(new Option(v + " (none here)", v));
       s.value = v;
     });
+    T.forEach(k => { sel[k].value = p.get(k) || ""; });
     apply();
   }
   function toUrl() {
     const p = new URLSearchParams();
-    F.forEach(k => { if (sel[k].value) p.set(k, sel[k].value); });
+    [...F, ...T].forEach(k => { if (sel[k].value.trim()) p.set(k, sel[k].value.trim()); });
     try { history.replaceState(null, "", "#" + p.toString()); } catch (e) { /* a page opened from a file may refuse */ }
     apply();
   }
   F.forEach(k => sel[k].addEventListener("change", toUrl));
+  T.forEach(k => sel[k].addEventListener("input", toUrl));
   window.addEventListener("hashchange", fromUrl);
   fromUrl();
 })();
@@ -310,7 +320,8 @@ def _row_html(row: PromptRow, methods: list[str]) -> str:
     what = f"{row.item_id} · {row.variant or '—'} · #{row.sample}"
     earlier = f"(+{row.earlier} earlier message{'s' if row.earlier != 1 else ''})\n" if row.earlier else ""
     cells = "".join(_answer_cell(m, row.answers.get(m)) for m in methods)
-    return (f'<tr data-e="{escape(row.eval_name, quote=True)}" data-s="{escape(row.split, quote=True)}">'
+    return (f'<tr data-e="{escape(row.eval_name, quote=True)}" data-s="{escape(row.split, quote=True)}" '
+            f'data-i="{escape(row.item_id, quote=True)}">'
             f'<td class="k">{escape(where)}<br>{escape(what)}</td><td class="p">{escape(earlier)}'
             f"{_folded(row.prompt, FOLD_PROMPT)}</td>{cells}</tr>")
 
@@ -325,6 +336,16 @@ def _select(key: str, values: Iterable[str], labels: Mapping[str, str] | None = 
             f'<option value="">all</option>{options}</select></label>')
 
 
+def _text_input(key: str, placeholder: str, options: Iterable[str] = ()) -> str:
+    """A text field of the filters (``options``: suggestions, a ``<datalist>``)."""
+    listed = list(options)
+    datalist = (f'<datalist id="l-{key}">' + "".join(f'<option value="{escape(v, quote=True)}">' for v in listed)
+                + "</datalist>") if listed else ""
+    list_attr = f' list="l-{key}"' if listed else ""
+    return (f'<label>{escape(FILTER_LABELS[key])} <input type="search" id="f-{key}" name="{key}" '
+            f'placeholder="{escape(placeholder, quote=True)}"{list_attr}></label>{datalist}')
+
+
 def render_samples_html(exp: Experiment, rows: list[PromptRow] | None = None, report_name: str = "report.html") -> str:
     """``samples.html`` for ``exp``: the filters, the count of prompts shown and one table row per prompt
     (``rows``: :func:`sample_rows`'s, computed when not given)."""
@@ -336,6 +357,8 @@ def render_samples_html(exp: Experiment, rows: list[PromptRow] | None = None, re
         _select("split", sorted({r.split for r in rows if r.split})),
         _select("method", methods, {m: method_label(m) for m in methods}),
         _select("outcome", _ordered_outcomes({a.outcome for r in rows for a in r.answers.values()})),
+        _text_input("item", "exact id", dict.fromkeys(r.item_id for r in rows)),
+        _text_input("q", "words in the prompt or an answer"),
     ])
     pick_css = "".join(f"table.pick{i + 2} tr > :nth-child({i + 3}) {{ background: #eaf3fb; }}\n" for i in range(len(methods)))
     head = "".join(["<th>eval · split<br>item · variant · sample</th><th>prompt (last user message)</th>",
@@ -352,7 +375,7 @@ def render_samples_html(exp: Experiment, rows: list[PromptRow] | None = None, re
         f'<table id="samples"><thead><tr>{head}</tr></thead>\n<tbody>\n{body}\n</tbody></table>'
         if rows else _tag("p", "No per-sample records (samples.jsonl) in this experiment."),
     ]
-    script = SCRIPT.replace("__FILTERS__", json.dumps(FILTERS)) if rows else ""
+    script = SCRIPT.replace("__FILTERS__", json.dumps(FILTERS)).replace("__TEXTS__", json.dumps(TEXT_FILTERS)) if rows else ""
     return (
         '<!DOCTYPE html>\n<html lang="en">\n<head>\n<meta charset="utf-8">\n'
         '<meta name="viewport" content="width=device-width, initial-scale=1">\n'

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from typing import Any
 
 from rich.table import Table
@@ -38,10 +39,13 @@ def best_rows(selection: dict[str, Any]) -> list[dict[str, Any]]:
     return rows
 
 
-def chosen_lines(selection: dict[str, Any]) -> list[str]:
-    """``bct, teacher_kl rule: bct-03 at step 120 (optim.lr=0.001): KL 0.123, good 0.812``, one per method and rule."""
+def chosen_lines(selection: dict[str, Any], methods: Sequence[str] | None = None) -> list[str]:
+    """``bct, teacher_kl rule: bct-03 at step 120 (optim.lr=0.001): KL 0.123, good 0.812``, one per method and rule
+    (of ``methods`` only, when given)."""
     lines = []
     for method, by_rule in selection["chosen"].items():
+        if methods is not None and method not in methods:
+            continue
         for rule, choice in by_rule.items():
             if choice is None:
                 lines.append(f"{method}, {rule} rule: no eligible recipe (every candidate failed the capability guard)")
@@ -54,8 +58,8 @@ def chosen_lines(selection: dict[str, Any]) -> list[str]:
     return lines
 
 
-def selection_markdown(selection: dict[str, Any]) -> str:
-    """The selection table and the picks, as Markdown."""
+def selection_markdown(selection: dict[str, Any], methods: Sequence[str] | None = None) -> str:
+    """The selection table and the picks, as Markdown (the candidates and picks of ``methods`` only, when given)."""
     head = ("| candidate | recipe | best step (KL) | val teacher-KL | val good-behaviour | famval good-behaviour "
             "| best family score (step) | eligible steps | train s |")
     rules = "; ".join(f"{name}: {text}" for name, text in selection["rules"].items() if name != "eligible")
@@ -66,12 +70,14 @@ def selection_markdown(selection: dict[str, Any]) -> str:
              *[f"{line}" for line in family_lines(selection)], "",
              head, "|---|---|---|---|---|---|---|---|---|"]
     for r in best_rows(selection):
+        if methods is not None and r["method"] not in methods:
+            continue
         lines.append(f"| {r['id']} | {r['recipe']} | {r['step']} | {fmt_value(r['val_teacher_kl'])} | {fmt_value(r['val_good'])} "
                      f"| {fmt_value(r['famval_good'])} | {r['family_score']} | {r['eligible_steps']} | {r['seconds']:.0f} |")
-    headers, rows = picks_table(selection)
+    headers, rows = picks_table(selection, methods)
     lines += ["", "Each rule's pick, side by side:", "", "| " + " | ".join(headers) + " |", "|" + "---|" * len(headers),
               *["| " + " | ".join(row) + " |" for row in rows]]
-    lines += ["", *[f"- {line}" for line in chosen_lines(selection)], ""]
+    lines += ["", *[f"- {line}" for line in chosen_lines(selection, methods)], ""]
     return "\n".join(lines)
 
 
@@ -88,11 +94,14 @@ def _family_part(choice: dict[str, Any]) -> str:
     return f", famval good-behaviour {fmt_value(choice['famval_good'])}, family score {fmt_value(choice.get('family_score'))}{defended}"
 
 
-def picks_table(selection: dict[str, Any]) -> tuple[list[str], list[list[str]]]:
-    """``method x rule``: each rule's pick (candidate, step, recipe); a rule an older selection lacks reads —."""
+def picks_table(selection: dict[str, Any], methods: Sequence[str] | None = None) -> tuple[list[str], list[list[str]]]:
+    """``method x rule``: each rule's pick (candidate, step, recipe), of ``methods`` only when given; a rule
+    an older selection lacks reads —."""
     rules = [r for r in selection["rules"] if r != "eligible"]
     rows = []
     for method, by_rule in selection["chosen"].items():
+        if methods is not None and method not in methods:
+            continue
         cells = []
         for rule in rules:
             choice = by_rule.get(rule)

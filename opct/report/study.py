@@ -22,6 +22,7 @@ from rich.text import Text
 
 from opct.report.columns import Column
 from opct.report.load import Experiment, Metric, load_experiment
+from opct.report.notices import warning_groups
 from opct.report.pooled import (
     HOWTO,
     PAPER_PAIR,
@@ -144,7 +145,7 @@ def study_data(root: str | Path, n_resamples: int = RESAMPLES) -> dict[str, Any]
         "per_family": {f: _family(exp, str(models.get(f, exp.model)), list(columns.values())) for f, exp in families.items()},
         "pooled": [_pooled(r) for r in rows],
         "others": others,
-        "warnings": [f"{f}: {w}" for f, exp in families.items() for w in exp.warnings],
+        "warnings": [f"{f}, {run}: {line}" for f, exp in families.items() for run, lines in warning_groups(exp) for line in lines],
     }
 
 

@@ -1,0 +1,128 @@
+"""The report's answer first: one verdict line per metric for OPCT − BCT, and ``report.json``.
+
+A verdict line reads the paired difference OPCT − BCT of one results column (measured once, by
+:func:`opct.report.paired.paired_differences`) against the paper's side of 0 for that column
+(:data:`opct.report.pooled.PAPER_DIRECTION`), with the same reading a study's pooled verdict uses
+(:func:`opct.report.pooled.verdict`): the paper's direction holds, is reversed, or is not resolved.
+A difference one of whose sides is no complete measurement keeps its verdict and says INCOMPLETE beside
+it. ``report.json`` holds every number of the experiment's report (each method's metrics, the verdict
+lines, every paired difference) with the commit and time of the run, for scripts such as
+``benchmarks/readme_results.py``.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from opct.report.load import Experiment, Metric
+from opct.report.paired import PairedDifference
+from opct.report.pooled import HOLDS, NOT_MEASURED, PAPER_PAIR, REVERSED, paper_direction, verdict
+from opct.report.table import ResultsTable
+
+#: The experiment report's JSON file, beside ``report.html``.
+REPORT_JSON = "report.json"
+#: The paper's side of 0, in words.
+SIDE_WORDS = {"lower": "OPCT lower", "higher": "OPCT higher"}
+#: The HTML class of a verdict line (its colour); any other verdict reads "open".
+HOLDS_CLASS = {HOLDS: "holds", REVERSED: "reversed"}
+HOWTO = (
+    "One line per metric: the side of 0 the paper claims for OPCT − BCT, the difference measured here on the units "
+    "both methods were evaluated on with its 95% paired cluster bootstrap interval and k units, and the verdict: "
+    "the paper's direction holds when the interval excludes 0 on the paper's side, is reversed when it excludes 0 "
+    "on the other side, and is not resolved when it contains 0. INCOMPLETE: a side of the difference left more "
+    "unscored than its limit or stopped early; the difference is over what both scored and is not a measurement."
+)
+
+
+@dataclass(frozen=True)
+class VerdictLine:
+    """One metric's OPCT − BCT and its reading against the paper's side."""
+
+    difference: PairedDifference
+    #: ``"lower"`` or ``"higher"``, None when the paper makes no claim about the metric.
+    side: str | None
+    claim: str | None
+    verdict: str
+
+    @property
+    def header(self) -> str:
+        return self.difference.column.header
+
+    @property
+    def side_text(self) -> str:
+        """``"OPCT lower"``, or ``"no claim"``."""
+        return SIDE_WORDS.get(self.side or "", "no claim")
+
+    @property
+    def difference_text(self) -> str:
+        """``"−3.4 pts [−8.0, +1.2] (k=31)"`` (``INCOMPLETE`` at the end when it is), ``"—"`` unmeasured."""
+        return " ".join(self.difference.parts())
+
+    def sentence(self) -> str:
+        """``"sycophancy rate ↓: paper OPCT lower; OPCT − BCT −0.5 pts [−1.6, +0.0] (k=40): not resolved."``"""
+        return f"{self.header}: paper {self.side_text}; OPCT − BCT {self.difference_text}: {self.verdict}."
+
+
+def verdict_lines(differences: Sequence[PairedDifference]) -> list[VerdictLine]:
+    """One line per results column of the OPCT − BCT differences among ``differences`` (none when the
+    experiment has no such pair), in the columns' order."""
+    lines = []
+    for d in differences:
+        if (d.a, d.b) != PAPER_PAIR:
+            continue
+        direction = paper_direction(d.column.key)
+        side, claim = direction if direction else (None, None)
+        est = d.estimate
+        reading = verdict(side, est.ci_low, est.ci_high) if est is not None else NOT_MEASURED
+        lines.append(VerdictLine(d, side, claim, reading))
+    return lines
+
+
+def _number(x: float | None) -> float | None:
+    return None if x is None or math.isnan(x) else float(x)
+
+
+def _metric(metric: Metric | None) -> dict[str, Any] | None:
+    if metric is None:
+        return None
+    return {"value": _number(metric.value), "ci_low": _number(metric.ci_low), "ci_high": _number(metric.ci_high),
+            "n": metric.n, "unscored": dict(metric.unscored), "incomplete": metric.incomplete}
+
+
+def difference_record(d: PairedDifference) -> dict[str, Any]:
+    """A paired difference as JSON: the pair, the column, value, interval, units k, INCOMPLETE and its text."""
+    est = d.estimate
+    return {"a": d.a, "b": d.b, "key": d.column.key, "header": d.column.header, "percent": d.column.percent,
+            "value": _number(est.value) if est else None, "ci_low": _number(est.ci_low) if est else None,
+            "ci_high": _number(est.ci_high) if est else None, "units": est.clusters if est else 0,
+            "incomplete": d.incomplete, "text": " ".join(d.parts())}
+
+
+def report_data(exp: Experiment, table: ResultsTable, differences: Sequence[PairedDifference]) -> dict[str, Any]:
+    """Everything ``report.json`` holds: the run's commit and start time (its manifest's), each method's
+    metric per results column, the verdict lines and every paired difference."""
+    manifest = exp.manifest or {}
+    results = {m: {c.key: _metric(table.metrics.get((m, c.key))) for c in table.columns} for m in table.methods}
+    return {
+        "experiment": exp.name, "model": exp.model, "opct_commit": manifest.get("opct_commit"),
+        "created": manifest.get("created"), "generated": time.strftime("%Y-%m-%d %H:%M:%S %Z"),
+        "methods": list(table.methods),
+        "metrics": [{"key": c.key, "header": c.header, "percent": c.percent, "better": c.better} for c in table.columns],
+        "results": results,
+        "verdict": [{**difference_record(v.difference), "paper_side": v.side, "claim": v.claim, "verdict": v.verdict}
+                    for v in verdict_lines(differences)],
+        "paired": [difference_record(d) for d in differences],
+    }
+
+
+def verdict_markdown(lines: Sequence[VerdictLine]) -> list[str]:
+    """The verdict block as Markdown lines (none without lines)."""
+    if not lines:
+        return []
+    return ["## Verdict: OPCT − BCT against the paper", "", HOWTO, "",
+            *(f"- **{v.header}**: " + (f"paper {v.side_text}; " if v.side else "")
+              + f"OPCT − BCT {v.difference_text}: **{v.verdict}**" for v in lines), ""]

@@ -1,0 +1,74 @@
+"""The README's headline numbers are reproducible (issue 42): its quick-demo table is what
+``benchmarks/readme_results.py`` generates from the committed reference run's ``report.json``, and the
+pipeline behind them is deterministic: a reduced experiment run twice writes byte-identical results files."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _script():
+    spec = importlib.util.spec_from_file_location("readme_results", ROOT / "benchmarks" / "readme_results.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_the_readme_quick_demo_table_is_the_committed_reference_s() -> None:
+    script = _script()
+    reference = json.loads(script.REFERENCE.read_text(encoding="utf-8"))
+    table = script.quick_demo_table(reference)
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    assert script.readme_block(readme) == table
+    assert script.main(["--check"]) == 0
+    assert f"`{reference['opct_commit'][:7]}`" in table and reference["created"][:10] in table  # commit and date carried
+    rows = [line for line in table.splitlines() if line.startswith("| ") and not line.startswith("| metric")]
+    assert len(rows) == len(reference["verdict"]) >= 5
+    for row, line in zip(reference["verdict"], rows, strict=True):
+        assert line.startswith(f"| {row['header']} |") and row["text"] in line and row["verdict"] in line
+
+
+def test_the_check_fails_on_a_stale_table(tmp_path: Path) -> None:
+    script = _script()
+    reference = json.loads(script.REFERENCE.read_text(encoding="utf-8"))
+    reference["verdict"][0]["text"] = "+99.9 pts [+99.0, +99.9] (k=1)"
+    changed = tmp_path / "report.json"
+    changed.write_text(json.dumps(reference), encoding="utf-8")
+    assert script.main(["--check", "--reference", str(changed)]) == 1
+
+
+#: The files a run's numbers come from: every eval's results and records, the attack's, the trained weights.
+RESULT_FILES = ("results.json", "samples.jsonl", "attempts.jsonl", "adapter_model.safetensors")
+
+
+def _reduced_run(out: Path) -> None:
+    from opct.experiments.runner import load_experiment, run_experiment
+
+    cfg = load_experiment(None, [
+        f"output_dir={out}", "name=e", "axes=[sycophancy]", "methods=[base, opct]", "eval.limit=4",
+        "eval.capability=false", "eval.splits=[heldout]", "eval.generation.max_new_tokens=8", "eval.allow_unscored=true",
+        "attack.enabled=true", "attack.budget=1", "attack.static_baseline=false", "attack.generation.max_new_tokens=8",
+        "train.train.max_steps=1", "train.train.pairs_per_step=2", "train.train.checkpoint_every=1",
+        "train.opct.sampling.n=2", "train.opct.sampling.max_new_tokens=8"])
+    run_experiment(cfg, show_progress=False, log=lambda line: None)
+
+
+def test_a_reduced_pipeline_run_twice_writes_byte_identical_results(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import opct.report
+
+    monkeypatch.setattr(opct.report, "write_report", lambda root: None)  # the report is read from these files
+    _reduced_run(tmp_path / "runs")
+    shutil.move(tmp_path / "runs", tmp_path / "first")
+    _reduced_run(tmp_path / "runs")  # the same path: a results file records its model's path
+    first = {p.relative_to(tmp_path / "first"): p for p in (tmp_path / "first").rglob("*") if p.name in RESULT_FILES}
+    second = {p.relative_to(tmp_path / "runs"): p for p in (tmp_path / "runs").rglob("*") if p.name in RESULT_FILES}
+    assert sorted(first) == sorted(second)
+    assert {p.name for p in first} == set(RESULT_FILES) and len(first) >= 7  # evals, attacks and weights of both models
+    assert [str(k) for k in first if first[k].read_bytes() != second[k].read_bytes()] == []
