@@ -69,7 +69,7 @@ def _print_settings(cfg: Any) -> None:
     """An experiment's or study's settings as the run would use them, as YAML on stdout."""
     import yaml
 
-    console.print(yaml.safe_dump(cfg.model_dump(mode="json"), sort_keys=False).rstrip(), highlight=False, markup=False)
+    console.print(yaml.safe_dump(cfg.model_dump(mode="json"), sort_keys=False).rstrip(), highlight=False, markup=False, soft_wrap=True)  # YAML: never wrapped
 
 
 def _log_line(message: str) -> None:

@@ -22,10 +22,13 @@ def deep_merge(base: dict[str, Any], extra: dict[str, Any]) -> dict[str, Any]:
 
 
 def resolve_relative(tree: dict[str, Any], source: str | Path) -> dict[str, Any]:
-    """A configuration file's ``selection`` path, read relative to the file that names it."""
-    value = tree.get("selection")
-    if isinstance(value, str) and not Path(value).is_absolute():
-        tree["selection"] = str((Path(source).parent / value).resolve())
+    """A configuration file's ``selection`` paths (its own, and each of ``family_picks``'), read relative to
+    the file that names them, whichever file of an ``extends`` chain that is."""
+    holders = [tree, *(p for p in (tree.get("family_picks") or {}).values() if isinstance(p, dict))]
+    for holder in holders:
+        value = holder.get("selection")
+        if isinstance(value, str) and not Path(value).is_absolute():
+            holder["selection"] = str((Path(source).parent / value).resolve())
     return tree
 
 

@@ -98,9 +98,6 @@ def load_study(path: str | Path, overrides: list[str] | None = None) -> StudyCon
     """Read a study YAML (:func:`read_extended`); unknown keys are errors naming them; ``family_picks``
     selection paths are read relative to the study file."""
     tree, source = read_extended(path, "study", overrides)
-    for picks in (tree.get("family_picks") or {}).values():
-        if isinstance(picks, dict) and isinstance(picks.get("selection"), str) and not Path(picks["selection"]).is_absolute():
-            picks["selection"] = str((Path(path).parent / picks["selection"]).resolve())
     return validate_config(StudyConfig, tree, source)
 
 

@@ -97,7 +97,7 @@ def _family_part(choice: dict[str, Any]) -> str:
 def picks_table(selection: dict[str, Any], methods: Sequence[str] | None = None) -> tuple[list[str], list[list[str]]]:
     """``method x rule``: each rule's pick (candidate, step, recipe), of ``methods`` only when given; a rule
     an older selection lacks reads —."""
-    rules = [r for r in selection["rules"] if r != "eligible"]
+    rules = [r for r in selection.get("rules", {}) if r != "eligible"]
     rows = []
     for method, by_rule in selection["chosen"].items():
         if methods is not None and method not in methods:
