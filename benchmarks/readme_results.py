@@ -48,7 +48,7 @@ def quick_demo_table(data: Mapping[str, Any]) -> str:
         f"**Quick demo** (`make demo`: model `{data.get('model') or 'organism'}`, seed 0, each method on its selected "
         f"recipe), run at commit `{commit}` on {date}. Each value is the point estimate; OPCT − BCT is the paired "
         "difference on the units both were evaluated on, with its 95% paired cluster bootstrap interval and k units; "
-        "INCOMPLETE: more than the allowed share was unscored, so that number is not a measurement.",
+        "INCOMPLETE: a side left more than the allowed share (5%) unscored; its rate is over the scored records only, and the difference and its verdict are over the units both scored (k of the larger side's n).",
         "",
         "| metric | paper's side | " + " | ".join(labels[m] for m in methods) + " | OPCT − BCT [95%] | verdict |",
         "|---|---|" + "---|" * len(methods) + "---|---|",
