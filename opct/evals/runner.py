@@ -44,6 +44,7 @@ from opct.evals.outcomes import (
 )
 from opct.evals.task import EvalTask, Unit
 from opct.models import render_prompt
+from opct.runs.identity import input_changes
 from opct.runs.manifest import write_json_atomic
 from opct.sampling.engine import SamplingEngine, SamplingParams
 from opct.stats.estimate import Estimate
@@ -156,10 +157,17 @@ def same_identity(old: dict[str, Any], identity: dict[str, Any]) -> bool:
     return not identity_changes(old, identity)
 
 
+#: The inputs an eval or attack identity may omit, at their defaults (an omitted one is that default).
+IDENTITY_DEFAULTS = {"generation_config.min_new_tokens": 0}
+
+
 def identity_changes(old: dict[str, Any], identity: dict[str, Any]) -> list[str]:
-    """The keys of ``identity`` whose value ``old`` does not have (``model`` only without ``weights_sha256``)."""
+    """The inputs of ``identity`` that the results recorded in ``old`` were measured with otherwise (dotted
+    keys, :func:`opct.runs.identity.input_changes`); only ``identity``'s own sections are compared (``old``
+    also holds the results), and ``model`` (the name) only when the weights' hash is not recorded."""
+    recorded = {k: old[k] for k in identity if k in old}
     skip = {"model"} if identity.get("weights_sha256") else set()
-    return [k for k, v in identity.items() if k not in skip and old.get(k) != v]
+    return input_changes(recorded, identity, defaults=IDENTITY_DEFAULTS, ignore=skip)
 
 
 def _read_json(path: Path) -> dict[str, Any]:
