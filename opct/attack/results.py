@@ -23,7 +23,7 @@ from typing import Any
 from opct.attack.grammar import AttackBehavior
 from opct.attack.search import BehaviorOutcome
 from opct.evals.outcomes import status
-from opct.runs.manifest import write_json_atomic
+from opct.runs.atomic import write_json_atomic
 from opct.stats.estimate import Estimate, complement, metrics_to_dict, rate
 
 

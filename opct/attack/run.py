@@ -13,7 +13,8 @@ from opct.attack.static import compare_with_static, static_cracks
 from opct.attack.target import HFTarget
 from opct.config import GenerationConfig, ModelConfig
 from opct.errors import OpctError
-from opct.runs.manifest import build_manifest, hash_records, write_json_atomic
+from opct.runs.atomic import write_json_atomic
+from opct.runs.manifest import build_manifest, hash_records
 
 
 def attack_model(

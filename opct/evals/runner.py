@@ -44,8 +44,8 @@ from opct.evals.outcomes import (
 )
 from opct.evals.task import EvalTask, Unit
 from opct.models import render_prompt
+from opct.runs.atomic import write_json_atomic
 from opct.runs.identity import input_changes
-from opct.runs.manifest import write_json_atomic
 from opct.sampling.engine import SamplingEngine, SamplingParams
 from opct.stats.estimate import Estimate
 

@@ -151,7 +151,8 @@ def evaluate(
     model card is ``<out>/model_card_eval.md`` (:data:`MODEL_CARD_EVAL`).
     """
     from opct.models import inference_spec, load_spec_for_inference, weights_fingerprint
-    from opct.runs.manifest import build_manifest, write_json_atomic
+    from opct.runs.atomic import write_json_atomic
+    from opct.runs.manifest import build_manifest
     from opct.runs.outputs import check_output, output_lock
     from opct.sampling.engine import SamplingParams
     from opct.sampling.hf_sampler import HFSampler

@@ -31,7 +31,8 @@ from opct.errors import FAULT, OpctError, OpctWarning
 from opct.experiments.experiment_config import ExperimentConfig, load_experiment
 from opct.experiments.files import deep_merge
 from opct.experiments.recipes import recipe_summary, selection_rule
-from opct.runs.manifest import build_manifest, write_json_atomic
+from opct.runs.atomic import write_json_atomic
+from opct.runs.manifest import build_manifest
 
 
 @dataclass

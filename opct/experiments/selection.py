@@ -50,9 +50,10 @@ from opct.experiments.family_rule import FamilyAttackSettings, attack_candidates
 from opct.experiments.files import deep_merge, read_extended
 from opct.experiments.recipes import PICK_RULES
 from opct.experiments.runner import ExperimentConfig, default_validation_sources, resolve
+from opct.runs.atomic import write_json_atomic
 from opct.runs.compute import run_compute
 from opct.runs.layout import RunLayout
-from opct.runs.manifest import build_manifest, write_json_atomic
+from opct.runs.manifest import build_manifest
 
 SELECTION_FILE = "selection.json"
 RULES = {

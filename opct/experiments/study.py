@@ -48,7 +48,8 @@ from opct.experiments.runner import (
     resolve,
 )
 from opct.report.study import STUDY_FILE
-from opct.runs.manifest import build_manifest, write_json_atomic
+from opct.runs.atomic import write_json_atomic
+from opct.runs.manifest import build_manifest
 
 #: The file that marks a directory as a study (``opct report`` reads it to tell a study from an experiment).
 

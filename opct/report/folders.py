@@ -79,7 +79,7 @@ def check_report_out(out: Path) -> None:
 
 def mark_report_out(out: Path, experiment: Path) -> None:
     """Mark ``out`` as a report's folder (``manifest.json``, kind ``report``), so that a rerun may rewrite it."""
-    from opct.runs.manifest import write_json_atomic
+    from opct.runs.atomic import write_json_atomic
 
     out.mkdir(parents=True, exist_ok=True)
     write_json_atomic(RunLayout(out).manifest, {"kind": "report", "experiment": str(experiment.resolve())})
