@@ -22,14 +22,11 @@ from pathlib import Path
 from typing import Any
 
 from opct.config import ConfigError, RunConfig
+from opct.runs.experiment_layout import ExperimentLayout
 from opct.runs.layout import RunLayout
 
 #: The stages ``--force`` can name.
 STAGES = ("train", "eval", "attack")
-#: Where a replaced training run is kept, inside the experiment directory.
-REPLACED = "replaced"
-
-
 @dataclass(frozen=True)
 class Force:
     """One ``--force STAGE[:KEY]``: ``key`` None forces the stage for every model."""
@@ -92,7 +89,7 @@ def retrain_reason(run: RunConfig) -> str | None:
 
 def set_aside(run_dir: Path, root: Path) -> Path:
     """Move the run in ``run_dir`` to ``<root>/replaced/<name>-<n>/`` (the first free ``n``); returns where."""
-    folder = root / REPLACED
+    folder = ExperimentLayout(root).replaced
     folder.mkdir(parents=True, exist_ok=True)
     n = 1
     while (folder / f"{run_dir.name}-{n}").exists():
@@ -130,7 +127,7 @@ def train_stage(key: str, run: RunConfig, root: Path, force: bool, show_progress
         train(run, show_progress=show_progress)
     except RunDirError as err:  # its advice names train settings an experiment does not expose
         raise RunDirError(f"{err}\nIn this experiment: `opct run FILE --force train:{key}` trains it again from "
-                          f"scratch (the old run is kept in {root / 'replaced'}).") from err
+                          f"scratch (the old run is kept in {ExperimentLayout(root).replaced}).") from err
 
 
 def run_complete(run: RunConfig) -> bool:
