@@ -163,6 +163,11 @@ class ExperimentLayout:
         """``attack/<model>/``."""
         return AttackFolder(self.attacks / model)
 
+    @property
+    def per_model(self) -> tuple[Path, Path, Path]:
+        """``train/``, ``eval/`` and ``attack/``: the folders that hold one folder per model of the plan."""
+        return self.train, self.evals, self.attacks
+
     def family(self, name: str) -> ExperimentLayout:
         """``<family>/``: a study's experiment for one model family (or a per-family selection)."""
         return ExperimentLayout(self.root / name)
