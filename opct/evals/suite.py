@@ -20,6 +20,7 @@ from opct.evals.config import DATA_DIR_LAYOUT, EvalOptions
 from opct.evals.outcomes import DEFAULT_MAX_UNSCORED
 from opct.evals.runner import EvalOutputError, run_task, stale_reason, task_identity
 from opct.evals.task import EvalTask, TaskContext
+from opct.runs.experiment_layout import EvalFolder
 
 
 def build_tasks(
@@ -220,7 +221,7 @@ def _claim_output(out: Path, model_spec: str, weights: str, discard_stale: bool)
             f"{weights}. Use another --out, or delete {out} to start over."
         )
     for part in out.iterdir():
-        if part.is_dir() and any((part / name).exists() for name in ("samples.jsonl", "results.json", "state.json")):
+        if EvalFolder(out).holds_eval(part):
             shutil.rmtree(part)
     (out / MODEL_CARD_EVAL).unlink(missing_ok=True)
 

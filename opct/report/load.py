@@ -309,12 +309,12 @@ def load_experiment(root: str | Path) -> Experiment:
                 for key in data.get("metrics") or {}:  # an impossible number is warned about now, not when drawn
                     exp.metric(method_dir.name, eval_dir.name, key)
     for method_dir in _subdirs(layout.train):
-        layout = RunLayout(method_dir)
-        if layout.metrics.exists():
-            exp.train[method_dir.name] = read_jsonl(layout.metrics, exp.warnings)
-        if layout.validation.exists():
-            exp.validation[method_dir.name] = read_jsonl(layout.validation, exp.warnings)
-        if layout.diagnostics.exists() and (data := _read_json(layout.diagnostics, exp.warnings)):
+        run = RunLayout(method_dir)
+        if run.metrics.exists():
+            exp.train[method_dir.name] = read_jsonl(run.metrics, exp.warnings)
+        if run.validation.exists():
+            exp.validation[method_dir.name] = read_jsonl(run.validation, exp.warnings)
+        if run.diagnostics.exists() and (data := _read_json(run.diagnostics, exp.warnings)):
             exp.diagnostics[method_dir.name] = data
     if layout.selection.exists():
         exp.selection = _read_json(layout.selection, exp.warnings) or {}

@@ -114,6 +114,13 @@ class ExperimentLayout:
     def __post_init__(self) -> None:
         object.__setattr__(self, "root", Path(self.root))
 
+    @classmethod
+    def of_run(cls, run_dir: Path) -> ExperimentLayout | None:
+        """The experiment whose ``train/<key>/`` ``run_dir`` is, or None for a run of its own."""
+        run_dir = Path(run_dir)
+        root = run_dir.parent.parent
+        return cls(root) if cls(root).run(run_dir.name) == run_dir else None
+
     @property
     def plan(self) -> Path:
         return self.root / "plan.json"
