@@ -237,3 +237,39 @@ def test_the_leaf_packages_import_nothing_above_them():
     for leaf, allowed in (("datasets", {"errors"}), ("ifeval", {"errors"}), ("stats", set())):
         used = {part(e) for m, edges in GRAPH.items() if part(m) == leaf for e in edges} - {leaf}
         assert used <= allowed, f"opct.{leaf} imports {sorted(used - allowed)}"
+
+
+#: An experiment folder's file names and the folders it keeps one folder per model in (issue 39, item 4).
+EXPERIMENT_FILES = ("plan.json", "selection.json", "study.json", "results.json", "samples.jsonl", "attempts.jsonl",
+                    "successes.jsonl", "report.html", "report.md", "report.json", "samples.html")
+EXPERIMENT_FOLDERS = ("eval", "attack", "train", "replaced")
+
+
+def experiment_spellings(path: Path) -> list[str]:
+    """Where ``path`` spells an experiment's file name (any string constant equal to one) or joins one of
+    its folder names onto a path (``root / "eval"``)."""
+    found = []
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Constant) and node.value in EXPERIMENT_FILES:
+            found.append(f"{path.name}:{node.lineno} {node.value!r}")
+        if (isinstance(node, ast.BinOp) and isinstance(node.op, ast.Div) and isinstance(node.right, ast.Constant)
+                and node.right.value in EXPERIMENT_FOLDERS):
+            found.append(f"{path.name}:{node.lineno} / {node.right.value!r}")
+    return found
+
+
+def test_only_the_experiment_layout_names_the_files_of_an_experiment():
+    """``ExperimentLayout`` (``opct/runs/experiment_layout.py``) owns an experiment folder's layout, and its
+    eval and attack folders': no other module spells their file names or joins their folder names."""
+    owner = PACKAGE / "runs" / "experiment_layout.py"
+    bad = [f"{p.relative_to(PACKAGE).parent}/{line}" for p in PACKAGE.rglob("*.py") if p != owner
+           for line in experiment_spellings(p)]
+    assert not bad, "\n".join(bad)
+    assert experiment_spellings(owner)  # the layout is where they are spelled
+
+
+def test_the_experiment_file_checker_sees_a_name_and_a_joined_folder(tmp_path):
+    module = tmp_path / "m.py"
+    module.write_text('from pathlib import Path\nPLAN = "plan.json"\ndef f(root: Path):\n    return root / "eval" / "x"\n'
+                      'NOTE = "the plan.json of an experiment"\n')
+    assert experiment_spellings(module) == ["m.py:2 'plan.json'", "m.py:4 / 'eval'"]

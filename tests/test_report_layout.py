@@ -18,7 +18,8 @@ from opct.report.paired import paired_differences
 from opct.report.pooled import NOT_MEASURED, PAPER_PAIR, paper_direction, verdict
 from opct.report.render import _selection_html
 from opct.report.table import build_table
-from opct.report.verdict import REPORT_JSON, verdict_lines
+from opct.report.verdict import verdict_lines
+from opct.runs.experiment_layout import REPORT_JSON
 from opct.testing.experiment import make_experiment
 
 #: What the browser measures after load, every <details> opened: where the verdict block ends, each table

@@ -20,7 +20,7 @@ from typer.testing import CliRunner
 from opct.cli.main import app
 from opct.config import ConfigError, dump_config
 from opct.experiments.runner import IncompleteEvalError, load_experiment
-from opct.experiments.study import STUDY_FILE, family_experiment, load_study, resolve_study, run_study
+from opct.experiments.study import family_experiment, load_study, resolve_study, run_study
 from opct.report.pooled import (
     HOLDS,
     NO_CLAIM,
@@ -32,6 +32,7 @@ from opct.report.pooled import (
     split_run_key,
     verdict,
 )
+from opct.runs.experiment_layout import STUDY_FILE
 from opct.stats.paired import pooled_paired_difference
 
 FULL = Path(str(files("opct") / "experiments" / "organism_demo_full.yaml"))

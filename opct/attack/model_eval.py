@@ -17,7 +17,8 @@ from opct.attack.model_attacker import AttackerPrompt, HFAttacker, ModelAttackRu
 from opct.attack.results import write_attack_results
 from opct.attack.search import Scorer
 from opct.config import GenerationConfig
-from opct.runs.manifest import build_manifest, hash_records, write_json_atomic
+from opct.runs.atomic import write_json_atomic
+from opct.runs.manifest import build_manifest, hash_records
 
 
 def model_attack(

@@ -23,7 +23,8 @@ from typing import Any
 from opct.attack.grammar import AttackBehavior
 from opct.attack.search import BehaviorOutcome
 from opct.evals.outcomes import status
-from opct.runs.manifest import write_json_atomic
+from opct.runs.atomic import write_json_atomic
+from opct.runs.experiment_layout import AttackFolder
 from opct.stats.estimate import Estimate, complement, metrics_to_dict, rate
 
 
@@ -81,12 +82,12 @@ def write_attack_results(
 ) -> Path:
     """``attempts.jsonl`` (every query), ``successes.jsonl`` (every cracking prompt) and ``results.json``."""
     out_dir.mkdir(parents=True, exist_ok=True)
-    with (out_dir / "attempts.jsonl").open("w", encoding="utf-8") as fh:
+    with AttackFolder(out_dir).attempts.open("w", encoding="utf-8") as fh:
         for o in outcomes:
             for a in o.attempts:
                 fh.write(json.dumps({"behavior_id": o.behavior.id, **a.to_dict()}, ensure_ascii=False) + "\n")
     threshold = float(info.get("threshold", 0.5))
-    with (out_dir / "successes.jsonl").open("w", encoding="utf-8") as fh:
+    with AttackFolder(out_dir).successes.open("w", encoding="utf-8") as fh:
         for o in outcomes:
             for a in o.attempts:
                 if a.score is not None and a.score >= threshold:
@@ -94,7 +95,7 @@ def write_attack_results(
     metrics = attack_metrics(outcomes, threshold)
     summary = queries_summary(outcomes)
     counts = outcome_counts(outcomes)
-    path = out_dir / "results.json"
+    path = AttackFolder(out_dir).results
     write_json_atomic(
         path,
         {

@@ -13,7 +13,9 @@ from opct.attack.static import compare_with_static, static_cracks
 from opct.attack.target import HFTarget
 from opct.config import GenerationConfig, ModelConfig
 from opct.errors import OpctError
-from opct.runs.manifest import build_manifest, hash_records, write_json_atomic
+from opct.runs.atomic import write_json_atomic
+from opct.runs.experiment_layout import ATTEMPTS_FILE, RESULTS_FILE, SUCCESSES_FILE, AttackFolder
+from opct.runs.manifest import build_manifest, hash_records
 
 
 def attack_model(
@@ -90,7 +92,7 @@ class AttackOutputError(OpctError, ValueError):
 
 
 #: What an attack writes in its folder (deleted together when a stale attack is discarded).
-ATTACK_FILES = ("results.json", "attempts.jsonl", "successes.jsonl", JOURNAL, "manifest.json")
+ATTACK_FILES = (RESULTS_FILE, ATTEMPTS_FILE, SUCCESSES_FILE, JOURNAL, "manifest.json")
 
 
 def claim_attack_output(out_dir: Path, identity: dict[str, Any], discard_stale: bool = False) -> Path | None:
@@ -106,7 +108,7 @@ def claim_attack_output(out_dir: Path, identity: dict[str, Any], discard_stale: 
     owner = check_output(out_dir, "attack", "--out")
     if owner is None:
         return None
-    results = out_dir / "results.json"
+    results = AttackFolder(out_dir).results
     old = json.loads(results.read_text(encoding="utf-8")) if results.exists() else owner.record.get("config") or {}
     changes = identity_changes(old, identity)
     if not changes:

@@ -23,7 +23,8 @@ from opct.datasets.packaged import is_packaged, read_packaged
 from opct.datasets.sources import parse_hub_spec
 from opct.datasets.tabular import iter_rows
 from opct.pairs import pairs_from_records, write_pairs
-from opct.runs.manifest import build_manifest, write_json_atomic
+from opct.runs.atomic import write_json_atomic
+from opct.runs.manifest import build_manifest
 
 
 def unit_rank(unit: str, seed: int) -> int:

@@ -8,6 +8,7 @@ from typing import Annotated, Any
 import typer
 
 from opct.cli.boundary import NoProgress, Threads, _fail, apply_threads, console, err_console
+from opct.runs.experiment_layout import AttackFolder
 
 
 def attack(
@@ -117,7 +118,7 @@ def attack(
         unscored_b = res.get("outcomes", {}).get("behaviors", {}).get("unscored", 0)
         message = (f"the attack is incomplete: {unscored_b} of {res['n']} behaviours could not be scored (over the "
                    f"{res.get('max_unscored', max_unscored):.0%} limit); its defense rate is not a measurement. See "
-                   f"{path.parent / 'attempts.jsonl'} (field 'outcome').")
+                   f"{AttackFolder(path.parent).attempts} (field 'outcome').")
         if allow_unscored:
             err_console.print(f"[bold red]incomplete:[/] {message}", highlight=False, soft_wrap=True)
         else:

@@ -42,16 +42,18 @@ def _run_experiment(
         return
     apply_threads(threads if threads is not None else cfg.threads)
     from opct.report.terminal import results_group
+    from opct.runs.experiment_layout import REPORT_HTML
 
     _run_and_show(lambda: run_experiment(cfg, show_progress=not no_progress, log=_log_line, force=force or []),
                   results_group,
-                  cfg.root, "report.html", "report.md and samples.html")
+                  cfg.root, REPORT_HTML, "report.md and samples.html")
 
 
 def _run_study(config: Path, set_: list[str] | None, dry_run: bool, no_progress: bool, threads: int | None,
                print_config: bool = False) -> None:
     from opct.experiments.study import load_study, resolve_study, run_study
-    from opct.report.study import REPORT_MD, study_group
+    from opct.report.study import study_group
+    from opct.runs.experiment_layout import REPORT_MD
 
     study = load_study(config, set_ or [])
     if print_config:
@@ -192,10 +194,11 @@ def report(
             console.print(Group(*report_renderables(experiment_dir)))
             return
     if is_study_dir(experiment_dir) and out is None:
-        from opct.report.study import REPORT_MD, study_renderables, write_study_report
+        from opct.report.study import study_renderables, write_study_report
+        from opct.runs.experiment_layout import ExperimentLayout
 
         console.print(Group(*study_renderables(write_study_report(experiment_dir), console.width)))
-        console.print(f"report: [bold]{experiment_dir / REPORT_MD}[/] (and report.json)")
+        console.print(f"report: [bold]{ExperimentLayout(experiment_dir).report_md}[/] (and report.json)")
         return
     check_experiment_folder(experiment_dir)
     if out is not None:

@@ -44,7 +44,9 @@ from opct.evals.outcomes import (
 )
 from opct.evals.task import EvalTask, Unit
 from opct.models import render_prompt
-from opct.runs.manifest import write_json_atomic
+from opct.runs.atomic import write_json_atomic
+from opct.runs.experiment_layout import RESULTS_FILE, SAMPLES_FILE, STATE_FILE
+from opct.runs.identity import input_changes
 from opct.sampling.engine import SamplingEngine, SamplingParams
 from opct.stats.estimate import Estimate
 
@@ -156,10 +158,17 @@ def same_identity(old: dict[str, Any], identity: dict[str, Any]) -> bool:
     return not identity_changes(old, identity)
 
 
+#: The inputs an eval or attack identity may omit, at their defaults (an omitted one is that default).
+IDENTITY_DEFAULTS = {"generation_config.min_new_tokens": 0}
+
+
 def identity_changes(old: dict[str, Any], identity: dict[str, Any]) -> list[str]:
-    """The keys of ``identity`` whose value ``old`` does not have (``model`` only without ``weights_sha256``)."""
+    """The inputs of ``identity`` that the results recorded in ``old`` were measured with otherwise (dotted
+    keys, :func:`opct.runs.identity.input_changes`); only ``identity``'s own sections are compared (``old``
+    also holds the results), and ``model`` (the name) only when the weights' hash is not recorded."""
+    recorded = {k: old[k] for k in identity if k in old}
     skip = {"model"} if identity.get("weights_sha256") else set()
-    return [k for k, v in identity.items() if k not in skip and old.get(k) != v]
+    return input_changes(recorded, identity, defaults=IDENTITY_DEFAULTS, ignore=skip)
 
 
 def _read_json(path: Path) -> dict[str, Any]:
@@ -176,7 +185,7 @@ def _read_json(path: Path) -> dict[str, Any]:
 def stale_reason(task_dir: Path, identity: dict[str, Any]) -> str | None:
     """Why the records or results in ``task_dir`` were not measured with ``identity`` (the settings or
     weights that differ), or None when there is nothing there or they were."""
-    results_path, samples_path, state_path = task_dir / "results.json", task_dir / "samples.jsonl", task_dir / "state.json"
+    results_path, samples_path, state_path = task_dir / RESULTS_FILE, task_dir / SAMPLES_FILE, task_dir / STATE_FILE
     if results_path.exists():
         done = _read_json(results_path)
         if changes := identity_changes(done, identity):
@@ -219,7 +228,7 @@ def run_task(
     ``discard_stale``, refused (:class:`EvalOutputError`).
     """
     task_dir = out_dir / task.name
-    samples_path, results_path = task_dir / "samples.jsonl", task_dir / "results.json"
+    samples_path, results_path = task_dir / SAMPLES_FILE, task_dir / RESULTS_FILE
     params = _task_params(task, params)
     identity = task_identity(task, params, model_id, model_identity, reasoning)
     stale = stale_reason(task_dir, identity)
@@ -237,7 +246,7 @@ def run_task(
         results_path.unlink()
 
     records = [] if stale else _read_records(samples_path)  # other weights, data or settings: start over
-    state_path = task_dir / "state.json"
+    state_path = task_dir / STATE_FILE
     write_json_atomic(state_path, identity)
     tmp = samples_path.with_name(samples_path.name + ".tmp")
     with tmp.open("w", encoding="utf-8") as fh:  # keep only the valid prefix

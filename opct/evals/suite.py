@@ -20,6 +20,7 @@ from opct.evals.config import DATA_DIR_LAYOUT, EvalOptions
 from opct.evals.outcomes import DEFAULT_MAX_UNSCORED
 from opct.evals.runner import EvalOutputError, run_task, stale_reason, task_identity
 from opct.evals.task import EvalTask, TaskContext
+from opct.runs.experiment_layout import EvalFolder
 
 
 def build_tasks(
@@ -151,7 +152,8 @@ def evaluate(
     model card is ``<out>/model_card_eval.md`` (:data:`MODEL_CARD_EVAL`).
     """
     from opct.models import inference_spec, load_spec_for_inference, weights_fingerprint
-    from opct.runs.manifest import build_manifest, write_json_atomic
+    from opct.runs.atomic import write_json_atomic
+    from opct.runs.manifest import build_manifest
     from opct.runs.outputs import check_output, output_lock
     from opct.sampling.engine import SamplingParams
     from opct.sampling.hf_sampler import HFSampler
@@ -219,7 +221,7 @@ def _claim_output(out: Path, model_spec: str, weights: str, discard_stale: bool)
             f"{weights}. Use another --out, or delete {out} to start over."
         )
     for part in out.iterdir():
-        if part.is_dir() and any((part / name).exists() for name in ("samples.jsonl", "results.json", "state.json")):
+        if EvalFolder(out).holds_eval(part):
             shutil.rmtree(part)
     (out / MODEL_CARD_EVAL).unlink(missing_ok=True)
 

@@ -21,15 +21,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from opct.config import ConfigError, RunConfig, dump_config
+from opct.config import ConfigError, RunConfig
+from opct.runs.experiment_layout import ExperimentLayout
 from opct.runs.layout import RunLayout
 
 #: The stages ``--force`` can name.
 STAGES = ("train", "eval", "attack")
-#: Where a replaced training run is kept, inside the experiment directory.
-REPLACED = "replaced"
-
-
 @dataclass(frozen=True)
 class Force:
     """One ``--force STAGE[:KEY]``: ``key`` None forces the stage for every model."""
@@ -65,17 +62,11 @@ def forced(forces: Sequence[Force], stage: str, key: str) -> bool:
     return any(f.covers(stage, key) for f in forces)
 
 
-def _flatten(tree: dict, prefix: str = "") -> dict:
-    out: dict = {}
-    for k, v in tree.items():
-        out.update(_flatten(v, f"{prefix}{k}.") if isinstance(v, dict) else {f"{prefix}{k}": v})
-    return out
-
-
 def retrain_reason(run: RunConfig) -> str | None:
     """Why the run directory of ``run`` holds a run of other inputs (the settings that differ, or the
     training pairs), so that it must be trained again from scratch; None when there is no run there yet,
     or when it may be skipped or resumed (only settings a resume accepts differ)."""
+    from opct.runs.identity import run_setting_changes
     from opct.runs.manifest import hash_records
     from opct.runs.resume import RESUMABLE_CHANGES
     from opct.training.batches import load_training_pairs
@@ -85,13 +76,9 @@ def retrain_reason(run: RunConfig) -> str | None:
         return None
     try:
         old = json.loads(layout.manifest.read_text(encoding="utf-8"))
-        before = _flatten(old["config"])
+        changed = run_setting_changes(old["config"], run, ignore=RESUMABLE_CHANGES)
     except (OSError, ValueError, KeyError, TypeError, AttributeError) as err:
         return f"its manifest is unreadable ({type(err).__name__})"
-    now = _flatten(dump_config(run))
-    defaults = _flatten(dump_config(RunConfig.model_validate({"method": run.method})))
-    before = {**{k: defaults[k] for k in now if k not in before and k in defaults}, **before}  # keys newer than the run
-    changed = sorted(k for k in set(before) | set(now) if before.get(k) != now.get(k) and k not in RESUMABLE_CHANGES)
     if changed:
         return f"its settings changed: {', '.join(changed)}"
     pairs_hash = old.get("data_hash")
@@ -102,7 +89,7 @@ def retrain_reason(run: RunConfig) -> str | None:
 
 def set_aside(run_dir: Path, root: Path) -> Path:
     """Move the run in ``run_dir`` to ``<root>/replaced/<name>-<n>/`` (the first free ``n``); returns where."""
-    folder = root / REPLACED
+    folder = ExperimentLayout(root).replaced
     folder.mkdir(parents=True, exist_ok=True)
     n = 1
     while (folder / f"{run_dir.name}-{n}").exists():
@@ -140,18 +127,19 @@ def train_stage(key: str, run: RunConfig, root: Path, force: bool, show_progress
         train(run, show_progress=show_progress)
     except RunDirError as err:  # its advice names train settings an experiment does not expose
         raise RunDirError(f"{err}\nIn this experiment: `opct run FILE --force train:{key}` trains it again from "
-                          f"scratch (the old run is kept in {root / 'replaced'}).") from err
+                          f"scratch (the old run is kept in {ExperimentLayout(root).replaced}).") from err
 
 
 def run_complete(run: RunConfig) -> bool:
-    """A finished run whose manifest matches this configuration."""
+    """A finished run whose manifest records these settings (defaults filled as a resume fills them)."""
+    from opct.runs.identity import run_setting_changes
     from opct.training.loop import total_steps
 
     layout = RunLayout(run.run_dir)
     if not layout.manifest.exists():
         return False
     old = json.loads(layout.manifest.read_text(encoding="utf-8"))
-    if old.get("config") != dump_config(run):
+    if not isinstance(old.get("config"), dict) or run_setting_changes(old["config"], run):
         return False
     found = layout.list_checkpoints()
     return bool(found) and found[-1][0] >= total_steps(run, int(old.get("num_pairs", 0)) or 1)

@@ -31,7 +31,9 @@ from opct.errors import FAULT, OpctError, OpctWarning
 from opct.experiments.experiment_config import ExperimentConfig, load_experiment
 from opct.experiments.files import deep_merge
 from opct.experiments.recipes import recipe_summary, selection_rule
-from opct.runs.manifest import build_manifest, write_json_atomic
+from opct.runs.atomic import write_json_atomic
+from opct.runs.experiment_layout import AttackFolder, EvalFolder, ExperimentLayout
+from opct.runs.manifest import build_manifest
 
 
 @dataclass
@@ -146,7 +148,7 @@ def resolve(cfg: ExperimentConfig) -> Plan:
                     tree,
                     {
                         "name": key,
-                        "output_dir": str(cfg.root / "train"),
+                        "output_dir": str(ExperimentLayout(cfg.root).train),
                         "method": cfg.variants[method].method if method in cfg.variants else method,
                         "seed": seed,
                         "model": cfg.model.model_dump(),
@@ -160,7 +162,7 @@ def resolve(cfg: ExperimentConfig) -> Plan:
                 except ValidationError as err:
                     raise ConfigError(_format_validation_error(err, f"experiment {cfg.name}, run {key}")) from None
                 runs.append(TrainStage(key, run, method if method in cfg.variants else None))
-                models[key] = str(cfg.root / "train" / key)
+                models[key] = str(ExperimentLayout(cfg.root).run(key))
     stages = ["evaluate the base model"] if "base" in cfg.methods else []
     stages += [f"train {r.key}" for r in runs]
     stages += [f"evaluate {k}" for k in models if k != "base"]
@@ -183,7 +185,7 @@ def write_experiment_manifest(root: Path, cfg: ExperimentConfig) -> None:
     with a warning naming it, never silently."""
     from opct.runs.manifest import keep_history
 
-    path = root / "manifest.json"
+    path = ExperimentLayout(root).manifest
     manifest = build_manifest("experiment", cfg.model_dump(mode="json"))
     if path.exists():
         try:
@@ -209,11 +211,12 @@ def run_experiment(cfg: ExperimentConfig, show_progress: bool = True, log: Any =
     forces = parse_force(force, {"train": [r.key for r in plan.runs], "eval": list(plan.models),
                                  "attack": list(plan.models) if cfg.attack.enabled else []})
     root = cfg.root
+    layout = ExperimentLayout(root)
     root.mkdir(parents=True, exist_ok=True)
     evidence = json.loads(Path(cfg.selection).read_text(encoding="utf-8")) if cfg.selection else {}
     if evidence:  # the evidence the recipes were chosen by, beside the results it led to
-        write_json_atomic(root / "selection.json", evidence)
-    write_json_atomic(root / "plan.json", {
+        write_json_atomic(layout.selection, evidence)
+    write_json_atomic(layout.plan, {
         "name": cfg.name, "model": cfg.model.name_or_path, "methods": list(plan.models), "axes": list(cfg.axes),
         "seeds": cfg.seeds, "evals": plan.evals, "stages": plan.stages,
         "recipes": {r.key: recipe_summary(r.config) for r in plan.runs}, "selection": cfg.selection,
@@ -234,14 +237,14 @@ def run_experiment(cfg: ExperimentConfig, show_progress: bool = True, log: Any =
     def evaluate_model(key: str) -> None:
         from opct.evals.suite import incomplete
 
-        if forced(forces, "eval", key) and clear(root / "eval" / key):
+        if forced(forces, "eval", key) and clear(layout.eval(key).root):
             log(f"[stage] evaluate {key}: forced (--force), its results deleted")
         log(f"[stage] evaluate {key}")
-        results = evaluate(specs[key], tasks, root / "eval" / key, e.generation, seed=e.seed, show_progress=show_progress,
+        results = evaluate(specs[key], tasks, layout.eval(key).root, e.generation, seed=e.seed, show_progress=show_progress,
                            reasoning=e.reasoning, max_unscored=e.max_unscored, discard_stale=True)  # retrained: measured again
         unfinished.extend(f"{key}/{line}" for line in incomplete(results))
         if key != "base":
-            track_results(Path(plan.models[key]), "eval", root / "eval" / key)
+            track_results(Path(plan.models[key]), "eval", layout.eval(key).root)
 
     if "base" in plan.models:
         evaluate_model("base")
@@ -254,12 +257,12 @@ def run_experiment(cfg: ExperimentConfig, show_progress: bool = True, log: Any =
         from opct.attack.experiment import attack_models
 
         for key in plan.models:
-            if forced(forces, "attack", key) and clear(root / "attack" / key):
+            if forced(forces, "attack", key) and clear(layout.attack(key).root):
                 log(f"[stage] attack {key}: forced (--force), its results deleted")
-        unfinished.extend(attack_models(cfg, specs, root / "attack", log=log, show_progress=show_progress))
+        unfinished.extend(attack_models(cfg, specs, layout.attacks, log=log, show_progress=show_progress))
         for key in plan.models:
             if key != "base":
-                track_results(Path(plan.models[key]), "attack", root / "attack" / key)
+                track_results(Path(plan.models[key]), "attack", layout.attack(key).root)
     from opct.report import write_report
 
     write_report(root)
@@ -276,7 +279,7 @@ def track_results(run_dir: Path, namespace: str, folder: Path) -> None:
     trackers of the training run they measured, when it has any (:mod:`opct.training.tracking`)."""
     from opct.training.tracking import log_to_run, result_metrics
 
-    files = sorted(folder.glob("*/results.json")) if namespace == "eval" else [folder / "results.json"]
+    files = EvalFolder(folder).results_files() if namespace == "eval" else [AttackFolder(folder).results]
     results = {(f.parent.name if namespace == "eval" else ""): json.loads(f.read_text(encoding="utf-8"))
                for f in files if f.is_file()}
     log_to_run(run_dir, result_metrics(namespace, results))

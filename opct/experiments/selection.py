@@ -50,11 +50,12 @@ from opct.experiments.family_rule import FamilyAttackSettings, attack_candidates
 from opct.experiments.files import deep_merge, read_extended
 from opct.experiments.recipes import PICK_RULES
 from opct.experiments.runner import ExperimentConfig, default_validation_sources, resolve
+from opct.runs.atomic import write_json_atomic
 from opct.runs.compute import run_compute
+from opct.runs.experiment_layout import ExperimentLayout
 from opct.runs.layout import RunLayout
-from opct.runs.manifest import build_manifest, write_json_atomic
+from opct.runs.manifest import build_manifest
 
-SELECTION_FILE = "selection.json"
 RULES = {
     "eligible": "on every seed, every capability task's validation accuracy >= the base model's - capability_drop",
     "teacher_kl": "lowest validation teacher-KL (mean over seeds) among eligible (candidate, step)",
@@ -140,7 +141,7 @@ def candidate_configs(cfg: SelectionConfig) -> list[tuple[str, str, dict[str, An
                     _set_path(tree, key, value)
                 sources = [src for a in cfg.axes for src in s.validation_data.get(a, default_validation_sources(a))]
                 tree = deep_merge(tree, {
-                    "name": f"{cid}-s{seed}", "output_dir": str(cfg.root / "runs"), "seed": seed,
+                    "name": f"{cid}-s{seed}", "output_dir": str(ExperimentLayout(cfg.root).candidate_runs), "seed": seed,
                     "train": {"max_steps": s.steps, "checkpoint_every": s.every,
                               **({"keep_checkpoints": s.steps // s.every} if s.family_attack.enabled else {})},
                     "data": {"validation": sources},
@@ -154,7 +155,7 @@ def run_candidates(cfg: SelectionConfig, jobs: int = 1, log: Callable[[str], Any
     """Train every candidate on every seed (each resumable; a finished run is left as it is), ``jobs``
     at a time, each in its own ``opct train`` process with one CPU thread when ``jobs > 1``."""
     runs = candidate_configs(cfg)
-    folder = cfg.root / "configs"
+    folder = ExperimentLayout(cfg.root).candidate_configs
     folder.mkdir(parents=True, exist_ok=True)
     start = time.perf_counter()
     done = 0
@@ -220,7 +221,7 @@ def score_candidates(cfg: SelectionConfig, attack: bool | None = None, log: Call
                 "famval_good_by_axis": famval_rates(at),
                 "val_cap": {t: _mean([r[t] for r in at]) for t in tasks},
                 "eligible": eligible,
-                "compute": {k: _mean([run_compute(cfg.root / "runs" / f"{cid}-s{seed}", step)[k] for seed in s.seeds])
+                "compute": {k: _mean([run_compute(ExperimentLayout(cfg.root).candidate_runs / f"{cid}-s{seed}", step)[k] for seed in s.seeds])
                             for k in ("tokens_generated", "tokens_teacher_scored", "tokens_backpropagated", "train_seconds")},
             }
         candidates.append({"id": cid, "method": method, "recipe": recipe, "steps": steps})
@@ -282,10 +283,10 @@ def run_selection(cfg: SelectionConfig, jobs: int = 1, log: Callable[[str], Any]
     """Train the candidates (resumable), score them, and write ``selection.json``; returns its path."""
     root = cfg.root
     root.mkdir(parents=True, exist_ok=True)
-    write_json_atomic(root / "manifest.json", build_manifest("selection", cfg.model_dump(mode="json")))
+    write_json_atomic(ExperimentLayout(root).manifest, build_manifest("selection", cfg.model_dump(mode="json")))
     run_candidates(cfg, jobs, log)
     result = score_candidates(cfg, log=log)
-    path = root / SELECTION_FILE
+    path = ExperimentLayout(root).selection
     write_json_atomic(path, result)
     return path
 

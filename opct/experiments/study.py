@@ -47,8 +47,9 @@ from opct.experiments.runner import (
     Plan,
     resolve,
 )
-from opct.report.study import STUDY_FILE
-from opct.runs.manifest import build_manifest, write_json_atomic
+from opct.runs.atomic import write_json_atomic
+from opct.runs.experiment_layout import ExperimentLayout
+from opct.runs.manifest import build_manifest
 
 #: The file that marks a directory as a study (``opct report`` reads it to tell a study from an experiment).
 
@@ -140,7 +141,7 @@ def is_study_file(path: str | Path) -> bool:
 
 def is_study_dir(path: str | Path) -> bool:
     """Whether a directory holds a study (its :data:`STUDY_FILE`)."""
-    return (Path(path) / STUDY_FILE).is_file()
+    return ExperimentLayout(Path(path)).study.is_file()
 
 
 def family_experiment(study: StudyConfig, family: str) -> ExperimentConfig:
@@ -224,11 +225,11 @@ def run_study(study: StudyConfig, show_progress: bool = True, log: Any = print) 
         resolve_model_path(model)
     root = study.root
     root.mkdir(parents=True, exist_ok=True)
-    write_json_atomic(root / STUDY_FILE, {
+    write_json_atomic(ExperimentLayout(root).study, {
         "name": study.name, "families": dict(study.families), "seeds": study.seeds, "methods": study.methods,
         "axes": study.axes, "experiments": {family: family for family in study.families},
     })
-    write_json_atomic(root / "manifest.json", build_manifest("study", study.model_dump(mode="json")))
+    write_json_atomic(ExperimentLayout(root).manifest, build_manifest("study", study.model_dump(mode="json")))
     unfinished = []
     for family, fplan in plan.families.items():
         log(f"family {family}: {study.families[family]} -> {fplan.experiment.root}")

@@ -32,29 +32,31 @@ def write_report(experiment_dir: Path, out: Path | None = None) -> tuple[Path, P
     from opct.report.forest import plot_forest
     from opct.report.paired import paired_differences, paired_table
     from opct.report.render import ablation_parts, build_sections, render_html, render_md
-    from opct.report.samples import SAMPLES_HTML, attack_rows, cell_links, render_samples_html, sample_rows
-    from opct.report.verdict import REPORT_JSON, report_data
+    from opct.report.samples import attack_rows, cell_links, render_samples_html, sample_rows
+    from opct.report.verdict import report_data
+    from opct.runs.experiment_layout import ExperimentLayout
 
     root = Path(experiment_dir)
     exp = load_experiment(root)
     dest = Path(out) if out is not None else root
+    layout = ExperimentLayout(dest)  # the report's files, in the experiment or in --out
     table = build_table(exp)
     differences = paired_differences(exp, table.columns)  # the bootstraps run once for every document
-    figures = make_figures(exp, dest / "figures", extra=[("forest", "verdict", lambda: plot_forest(differences))])
+    figures = make_figures(exp, layout.figures, extra=[("forest", "verdict", lambda: plot_forest(differences))])
     sections = build_sections(figures)
     generated = time.strftime("%Y-%m-%d %H:%M:%S %Z")
-    html_path, md_path = dest / "report.html", dest / "report.md"
+    html_path, md_path = layout.report_html, layout.report_md
     paired = paired_table(exp, table.columns, differences)
     ablation = ablation_parts(exp)
     rows = sample_rows(exp) + attack_rows(exp)  # read before the reports, so that an unreadable line is among their warnings
-    _write_atomic(dest / SAMPLES_HTML, render_samples_html(exp, rows, html_path.name))
+    _write_atomic(layout.samples_html, render_samples_html(exp, rows, html_path.name))
     links = cell_links(exp, table)
     _write_atomic(html_path, render_html(exp, table, sections, generated, paired=paired, ablation=ablation, links=links,
                                          differences=differences))
     _write_atomic(md_path, render_md(exp, table, sections, generated, paired=paired, ablation=ablation, samples=bool(rows),
                                      differences=differences))
     data = report_data(exp, table, differences)
-    _write_atomic(dest / REPORT_JSON, json.dumps(data, indent=2, ensure_ascii=False) + "\n")
+    _write_atomic(layout.report_json, json.dumps(data, indent=2, ensure_ascii=False) + "\n")
     return html_path, md_path
 
 

@@ -66,7 +66,7 @@ def _changed(exp: Experiment, name: str) -> str:
 def _compute(exp: Experiment, name: str) -> tuple[dict[str, float], int]:
     per_seed = []
     for key in seed_runs(exp, name).values():
-        run_dir = exp.root / "train" / key
+        run_dir = exp.layout.run(key)
         try:
             per_seed.append(run_compute(run_dir))
         except (OSError, ValueError, KeyError) as err:

@@ -13,11 +13,12 @@ import json
 from pathlib import Path
 
 from opct.errors import OpctError
+from opct.runs.experiment_layout import REPORT_HTML, REPORT_MD, SAMPLES_HTML, ExperimentLayout
 from opct.runs.layout import RunLayout
 from opct.runs.outputs import output_owner
 
 #: The files ``opct report`` writes into its folder (and ``figures/``).
-REPORT_FILES = ("report.html", "report.md", "samples.html")
+REPORT_FILES = (REPORT_HTML, REPORT_MD, SAMPLES_HTML)
 
 
 class ReportFolderError(OpctError, ValueError):
@@ -47,7 +48,7 @@ def check_experiment_folder(folder: Path) -> None:
     owner = output_owner(folder)
     if owner is not None and owner.kind == "experiment":
         return
-    if (owner is None or owner.kind == "unknown") and _is_experiment_plan(folder / "plan.json"):
+    if (owner is None or owner.kind == "unknown") and _is_experiment_plan(ExperimentLayout(folder).plan):
         return  # the manifest is cut (load_experiment warns) or was never written
     if owner is not None and owner.kind != "unknown":
         raise ReportFolderError(f"{folder} is {owner.describe()}, not an experiment: opct report reads an experiment "
@@ -79,7 +80,7 @@ def check_report_out(out: Path) -> None:
 
 def mark_report_out(out: Path, experiment: Path) -> None:
     """Mark ``out`` as a report's folder (``manifest.json``, kind ``report``), so that a rerun may rewrite it."""
-    from opct.runs.manifest import write_json_atomic
+    from opct.runs.atomic import write_json_atomic
 
     out.mkdir(parents=True, exist_ok=True)
     write_json_atomic(RunLayout(out).manifest, {"kind": "report", "experiment": str(experiment.resolve())})

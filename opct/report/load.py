@@ -21,6 +21,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from opct.runs.experiment_layout import AttackFolder, EvalFolder, ExperimentLayout
 from opct.runs.layout import RunLayout
 
 #: The key of the adaptive attacker's results in :attr:`Experiment.unverified` (its "eval" name).
@@ -78,6 +79,11 @@ class Experiment:
     last_absence: str | None = field(default=None, repr=False)
 
     @property
+    def layout(self) -> ExperimentLayout:
+        """Where this experiment's files are."""
+        return ExperimentLayout(self.root)
+
+    @property
     def name(self) -> str:
         return str(self.plan.get("name") or self.root.name)
 
@@ -106,7 +112,7 @@ class Experiment:
         n_records = res.get("n_records")
         problem = metric_problem(metric, n_records if isinstance(n_records, int) else None)
         if problem:
-            self._invalid(self.root / "eval" / method / eval_name / "results.json", key, problem)
+            self._invalid(self.layout.eval(method).results(eval_name), key, problem)
             self.last_absence = f"invalid: {problem}"
             return None
         self.last_absence = None if metric is not None else self.absence(method, eval_name, key)
@@ -124,11 +130,12 @@ class Experiment:
         ``INCOMPLETE`` added when the eval is); None when it was never planned or measured."""
         res = self.results.get(method, {}).get(eval_name)
         if res is None:  # the eval runner writes state.json first, with the error that stopped it
-            folder = self.root / "eval" / method / eval_name
-            state = _read_json(folder / "state.json", []) if (folder / "state.json").exists() else {}
+            folder = self.layout.eval(method)
+            state_path = folder.state(eval_name)
+            state = _read_json(state_path, []) if state_path.exists() else {}
             if state.get("failed"):
                 return f"failed: {state['failed']}"
-            return "INCOMPLETE (no results)" if (folder / "samples.jsonl").exists() else None
+            return "INCOMPLETE (no results)" if folder.samples(eval_name).exists() else None
         raw = res.get("metrics", {}).get(key)
         if not isinstance(raw, dict):
             return None
@@ -143,7 +150,7 @@ class Experiment:
         res = self.attack.get(method, {})
         metric = parse_metric(res.get("metrics", {}).get(key), incomplete=res.get("status") == "incomplete")
         if problem := metric_problem(metric, None):
-            self._invalid(self.root / "attack" / method / "results.json", key, problem)
+            self._invalid(self.layout.attack(method).results, key, problem)
             return None
         counts = res.get("outcomes", {})
         left_out = {"unscored": counts.get("behaviors", {}).get("unscored", 0),
@@ -158,7 +165,7 @@ class Experiment:
         read once."""
         key = (method, eval_name)
         if key not in self._records:
-            path = self.root / "eval" / method / eval_name / "samples.jsonl"
+            path = self.layout.eval(method).samples(eval_name)
             self._records[key] = read_jsonl(path, self.warnings) if path.exists() else []
         return self._records[key]
 
@@ -167,13 +174,13 @@ class Experiment:
         empty when absent)."""
         key = (method, "<attack>")
         if key not in self._records:
-            path = self.root / "attack" / method / "attempts.jsonl"
+            path = self.layout.attack(method).attempts
             self._records[key] = read_jsonl(path, self.warnings) if path.exists() else []
         return self._records[key]
 
     def sample_evals(self) -> list[str]:
         """Every eval name with results or per-sample records (``samples.jsonl``) for some method, sorted."""
-        found = {d.name for m in _subdirs(self.root / "eval") for d in _subdirs(m) if (d / "samples.jsonl").is_file()}
+        found = {d.name for m in _subdirs(self.layout.evals) for d in _subdirs(m) if EvalFolder(m).samples(d.name).is_file()}
         return sorted(found | set(self.evals()))
 
     def metric_keys(self, eval_name: str) -> list[str]:
@@ -285,13 +292,13 @@ def load_experiment(root: str | Path) -> Experiment:
     if not root.is_dir():
         raise FileNotFoundError(f"no experiment directory at {root}")
     exp = Experiment(root)
-    for name in ("plan", "manifest"):
-        path = root / f"{name}.json"
+    layout = exp.layout
+    for name, path in (("plan", layout.plan), ("manifest", layout.manifest)):
         if path.exists():
             setattr(exp, name, _read_json(path, exp.warnings))
-    for method_dir in _subdirs(root / "eval"):
+    for method_dir in _subdirs(layout.evals):
         for eval_dir in _subdirs(method_dir):
-            path = eval_dir / "results.json"
+            path = EvalFolder(method_dir).results(eval_dir.name)
             if not path.exists():
                 continue
             data = _read_json(path, exp.warnings)
@@ -301,18 +308,18 @@ def load_experiment(root: str | Path) -> Experiment:
                 _verify_samples(exp, method_dir.name, eval_dir.name, data)
                 for key in data.get("metrics") or {}:  # an impossible number is warned about now, not when drawn
                     exp.metric(method_dir.name, eval_dir.name, key)
-    for method_dir in _subdirs(root / "train"):
-        layout = RunLayout(method_dir)
-        if layout.metrics.exists():
-            exp.train[method_dir.name] = read_jsonl(layout.metrics, exp.warnings)
-        if layout.validation.exists():
-            exp.validation[method_dir.name] = read_jsonl(layout.validation, exp.warnings)
-        if layout.diagnostics.exists() and (data := _read_json(layout.diagnostics, exp.warnings)):
+    for method_dir in _subdirs(layout.train):
+        run = RunLayout(method_dir)
+        if run.metrics.exists():
+            exp.train[method_dir.name] = read_jsonl(run.metrics, exp.warnings)
+        if run.validation.exists():
+            exp.validation[method_dir.name] = read_jsonl(run.validation, exp.warnings)
+        if run.diagnostics.exists() and (data := _read_json(run.diagnostics, exp.warnings)):
             exp.diagnostics[method_dir.name] = data
-    if (root / "selection.json").exists():
-        exp.selection = _read_json(root / "selection.json", exp.warnings) or {}
-    for method_dir in _subdirs(root / "attack"):
-        path = method_dir / "results.json"
+    if layout.selection.exists():
+        exp.selection = _read_json(layout.selection, exp.warnings) or {}
+    for method_dir in _subdirs(layout.attacks):
+        path = AttackFolder(method_dir).results
         if path.exists() and (data := _read_json(path, exp.warnings)):
             exp.attack[method_dir.name] = data
             for key in data.get("metrics") or {}:
@@ -340,7 +347,7 @@ def _verify_samples(exp: Experiment, method: str, eval_name: str, data: dict[str
     """Check an eval's ``samples.jsonl`` against its ``results.json``: every line readable, as many records
     as ``n_records``, the same bytes as ``samples_sha256`` (when recorded). A mismatch is a warning naming
     both files, and the records are marked unverified (:attr:`Experiment.unverified`)."""
-    path = exp.root / "eval" / method / eval_name / "samples.jsonl"
+    path = exp.layout.eval(method).samples(eval_name)
     if not path.is_file():
         return
     rows, bad = read_jsonl_counted(path)

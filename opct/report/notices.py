@@ -15,6 +15,7 @@ from typing import Any
 
 from opct.report.load import Experiment
 from opct.report.table import method_label
+from opct.runs.experiment_layout import ExperimentLayout
 
 #: The group of a warning about no run in particular (the plan, the manifest, the selection).
 EXPERIMENT = "experiment"
@@ -70,7 +71,7 @@ def _run_of(exp: Experiment, text: str) -> tuple[str, str]:
     at = text.find(root + "/")
     if at >= 0:
         rel = Path(text[at + len(root) + 1:].split(":")[0].split(" ")[0])
-        if len(rel.parts) > 2 and rel.parts[0] in ("eval", "train", "attack"):
+        if len(rel.parts) > 2 and rel.parts[0] in {p.name for p in ExperimentLayout(exp.root).per_model}:
             run = rel.parts[1]
     return run, text.replace(root + "/", "")
 
@@ -79,14 +80,15 @@ def warning_groups(exp: Experiment) -> list[tuple[str, list[str]]]:
     """``[(run label, [sentence, ...]), ...]``: every warning of the report, runs in the experiment's order,
     the experiment's own last."""
     groups: dict[str, list[str]] = {}
+    layout = ExperimentLayout(exp.root)
     covered: list[str] = []  # the results files said in words here; the loader's lines about them are dropped
     for method in exp.methods:
         for eval_name, data in sorted(exp.results.get(method, {}).items()):
-            covered.append(str(exp.root / "eval" / method / eval_name / "results.json") + ":")
+            covered.append(str(layout.eval(method).results(eval_name)) + ":")
             if (line := eval_sentence(eval_name, data)) is not None:
                 groups.setdefault(method, []).append(line)
         if (attack := exp.attack.get(method)) is not None:
-            covered.append(str(exp.root / "attack" / method / "results.json") + ":")
+            covered.append(str(layout.attack(method).results) + ":")
             if (line := attack_sentence(attack)) is not None:
                 groups.setdefault(method, []).append(line)
     for text in exp.warnings:

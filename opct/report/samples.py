@@ -19,8 +19,8 @@ from urllib.parse import urlencode
 
 from opct.report.load import Experiment
 from opct.report.table import ResultsTable, method_label
+from opct.runs.experiment_layout import REPORT_HTML, SAMPLES_HTML
 
-SAMPLES_HTML = "samples.html"
 #: The filters, in the order the page shows them; each is also a key of the URL's fragment.
 FILTERS = ("eval", "split", "method", "outcome")
 #: The text fields, also kept in the fragment: an item id (exact) and free text (every word, anywhere in the row).
@@ -346,7 +346,7 @@ def _text_input(key: str, placeholder: str, options: Iterable[str] = ()) -> str:
             f'placeholder="{escape(placeholder, quote=True)}"{list_attr}></label>{datalist}')
 
 
-def render_samples_html(exp: Experiment, rows: list[PromptRow] | None = None, report_name: str = "report.html") -> str:
+def render_samples_html(exp: Experiment, rows: list[PromptRow] | None = None, report_name: str = REPORT_HTML) -> str:
     """``samples.html`` for ``exp``: the filters, the count of prompts shown and one table row per prompt
     (``rows``: :func:`sample_rows`'s, computed when not given)."""
     rows = sample_rows(exp) + attack_rows(exp) if rows is None else rows

@@ -36,11 +36,8 @@ from opct.report.pooled import (
 )
 from opct.report.table import MISSING, build_columns, method_label, metric_parts, render_markdown
 from opct.report.terminal import WIDTH, Cell, transposed_tables
+from opct.runs.experiment_layout import REPORT_JSON, REPORT_MD, STUDY_FILE
 
-#: Files the study report writes into the study folder.
-#: What a study directory is recognised by: the study as run (written by :mod:`opct.experiments.study`).
-STUDY_FILE = "study.json"
-REPORT_JSON, REPORT_MD = "report.json", "report.md"
 #: The bootstrap behind the pooled differences (recorded in report.json).
 RESAMPLES = 2000
 
@@ -233,7 +230,7 @@ def render_study_md(data: Mapping[str, Any]) -> str:
     for family, fam in data["per_family"].items():
         labels, headers, cells = _family_cells(data, family)
         out += [f"### {_family_title(data, family)}", "",
-                f"Each run with its interval and n: [{fam['experiment']}/report.md]({fam['experiment']}/report.md).", "",
+                f"Each run with its interval and n: [{fam['experiment']}/{REPORT_MD}]({fam['experiment']}/{REPORT_MD}).", "",
                 render_markdown(["metric", *headers], [[label, *(" ".join(p for p in c if p) for c in row)]
                                                        for label, row in zip(labels, cells, strict=True)]), ""]
     out += ["## OPCT − BCT, pooled over families and seeds", "", HOWTO, ""]

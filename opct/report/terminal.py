@@ -31,6 +31,7 @@ from opct.report.table import (
     metric_parts,
     scale_note,
 )
+from opct.runs.experiment_layout import ExperimentLayout
 
 #: The width the tables are made to fit (a terminal's default).
 WIDTH = 80
@@ -122,7 +123,7 @@ def results_renderables(exp_dir: str | Path, width: int = WIDTH) -> list[Rendera
             f"Ablation: variant − {exp.plan['reference']} (pooled over seeds; 95% intervals)", "metric",
             [headers[k] for k in keys], [r.variant for r in rows],
             [[cells.get((r.variant, k), (MISSING,)) for r in rows] for k in keys], width)
-        out.append(Text(f"Every run's own numbers, and the compute per variant: {Path(exp_dir) / 'report.md'}"))
+        out.append(Text(f"Every run's own numbers, and the compute per variant: {ExperimentLayout(Path(exp_dir)).report_md}"))
         return out
     out += transposed_tables(
         "Results (95% intervals; n units)", "metric", [c.header for c in table.columns],

@@ -23,8 +23,6 @@ from opct.report.paired import PairedDifference
 from opct.report.pooled import HOLDS, NOT_MEASURED, PAPER_PAIR, REVERSED, paper_direction, verdict
 from opct.report.table import ResultsTable
 
-#: The experiment report's JSON file, beside ``report.html``.
-REPORT_JSON = "report.json"
 #: The paper's side of 0, in words.
 SIDE_WORDS = {"lower": "OPCT lower", "higher": "OPCT higher"}
 #: The HTML class of a verdict line (its colour); any other verdict reads "open".

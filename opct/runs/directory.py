@@ -26,12 +26,13 @@ import torch
 from accelerate import Accelerator
 
 from opct.config import RunConfig
+from opct.runs.atomic import write_json_atomic
 from opct.runs.checkpoint import ShardedState, load_checkpoint, save_checkpoint
 from opct.runs.final import save_final
 from opct.runs.layout import RunLayout
 from opct.runs.lock import run_lock
 from opct.runs.logs import JsonlAppender, MetricsWriter, recover_log
-from opct.runs.manifest import keep_history, write_json_atomic
+from opct.runs.manifest import keep_history
 from opct.runs.resume import ResumePoint, resume_point
 
 

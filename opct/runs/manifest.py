@@ -55,14 +55,6 @@ def sha256_file(path: Path, chunk: int = 1 << 20) -> str:
     return h.hexdigest()
 
 
-def write_json_atomic(path: Path, data: Any) -> None:
-    """Write ``data`` as JSON to ``path`` through a temporary file and a rename (never half-written)."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(json.dumps(data, indent=2, ensure_ascii=False, default=str) + "\n", encoding="utf-8")
-    tmp.replace(path)
-
-
 def build_manifest(kind: str, config: dict[str, Any], **fields: Any) -> dict[str, Any]:
     """Manifest common to every run: kind, config, versions, commit, command line, time."""
     return {

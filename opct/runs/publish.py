@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from opct.config import MODEL_ALIASES
+from opct.runs.experiment_layout import EvalFolder, ExperimentLayout
 
 #: An eval's headline metrics only: a per-family breakdown (``sycophancy_rate/metadata``) stays in its records.
 _BREAKDOWN = "/"
@@ -87,11 +88,11 @@ class Evaluations:
 def run_eval_folders(run_dir: Path) -> list[Path]:
     """Where an experiment keeps the evals of the run in ``run_dir`` (``<experiment>/train/<name>`` is
     evaluated into ``<experiment>/eval/<name>``); none for a run of its own."""
-    run_dir = run_dir.resolve()
-    if run_dir.parent.name != "train":
+    experiment = ExperimentLayout.of_run(run_dir.resolve())
+    if experiment is None:
         return []
-    folder = run_dir.parent.parent / "eval" / run_dir.name
-    return [folder] if (folder / "manifest.json").is_file() else []
+    folder = experiment.eval(run_dir.resolve().name)
+    return [folder.root] if folder.manifest.is_file() else []
 
 
 def run_evaluations(folders: list[Path], weights: str) -> Evaluations:
@@ -100,7 +101,7 @@ def run_evaluations(folders: list[Path], weights: str) -> Evaluations:
     found = Evaluations()
     for folder in folders:
         try:
-            manifest = json.loads((folder / "manifest.json").read_text(encoding="utf-8"))
+            manifest = json.loads(EvalFolder(folder).manifest.read_text(encoding="utf-8"))
         except (OSError, ValueError):
             found.left_out.append(f"{folder.name}: no readable eval manifest")
             continue
@@ -108,7 +109,7 @@ def run_evaluations(folders: list[Path], weights: str) -> Evaluations:
             found.left_out.append(f"{folder.name}: measured other weights ({manifest.get('weights_sha256')})")
             continue
         found.sources.append(folder.name)
-        for results_file in sorted(folder.glob("*/results.json")):
+        for results_file in EvalFolder(folder).results_files():
             _add_results(found, json.loads(results_file.read_text(encoding="utf-8")), results_file.parent.name)
     return found
 

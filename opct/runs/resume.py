@@ -28,9 +28,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from opct.config import RunConfig, dump_config
+from opct.config import RunConfig
 from opct.runs.checkpoint import newest_valid_checkpoint
 from opct.runs.errors import RunDirError
+from opct.runs.identity import run_setting_changes
 from opct.runs.layout import RunLayout, layout_of
 
 #: Settings that never make another run: where it lives, and how many CPU threads compute it.
@@ -50,26 +51,6 @@ RESUMABLE_CHANGES = {
     "train.log_rollouts",
 }
 STEP_KEYS = "train.max_steps/train.epochs"
-
-
-def _default_settings(cfg: RunConfig) -> dict[str, Any]:
-    """Every key of ``cfg``'s method at its default (dotted), or nothing if the method has no default config."""
-    try:
-        return flatten(dump_config(type(cfg).model_validate({"method": cfg.method})))
-    except ValueError:
-        return {}
-
-
-def flatten(d: dict[str, Any], prefix: str = "") -> dict[str, Any]:
-    """Nested dicts as one dict with dotted keys."""
-    out: dict[str, Any] = {}
-    for k, v in d.items():
-        key = f"{prefix}{k}"
-        if isinstance(v, dict):
-            out.update(flatten(v, key + "."))
-        else:
-            out[key] = v
-    return out
 
 
 def planned_steps(manifest: dict[str, Any]) -> int:
@@ -92,15 +73,12 @@ def check_resumable(
     run_dir = layout.root
     try:
         old = json.loads(layout.manifest.read_text(encoding="utf-8"))
-        before, now = flatten(old["config"]), flatten(dump_config(cfg))
+        recorded = old["config"]
         planned = planned_steps(old)
+        changed = run_setting_changes(recorded, cfg)  # a key recorded before it existed is read at its default
     except (OSError, ValueError, KeyError, TypeError, AttributeError) as err:  # cut, garbled, or not a manifest
         raise RunDirError(f"{layout.manifest} is unreadable ({type(err).__name__}: {err}); restore it from a copy, "
                           f"or delete {run_dir} to start over.") from err
-    # a key the run's opct did not have yet is no change when it is at its default (the old behaviour)
-    defaults = _default_settings(cfg)
-    before = {**{k: defaults[k] for k in now if k not in before and k in defaults}, **before}
-    changed = sorted(k for k in set(before) | set(now) if before.get(k) != now.get(k))
     differ = [k for k in changed if k not in SAME_RUN_KEYS]  # a moved directory, other threads: the same run
     if done >= planned and steps == done and differ:
         raise RunDirError(

@@ -11,6 +11,7 @@ import random
 from pathlib import Path
 from typing import Any
 
+from opct.runs.experiment_layout import ExperimentLayout
 from opct.runs.layout import RunLayout
 
 METHODS = ("base", "bct", "opct")
@@ -99,10 +100,10 @@ def _samples(root: Path, method: str, rng: random.Random) -> None:
         recs.append({"item_id": f"q{q}", "variant": "clean", "parsed": "A", "outcome": "scored", "scores": {}})
         recs += [{"item_id": f"q{q}", "variant": f"b{v}", "parsed": "B", "outcome": "scored",
                   "scores": {"suggested": rng.random() < syco}} for v in range(11)]
-    _write_jsonl(root / "eval" / method / "sycophancy" / "samples.jsonl", recs)
+    _write_jsonl(ExperimentLayout(root).eval(method).samples("sycophancy"), recs)
     recs = [{"variant": f"p{v}", "outcome": "scored", "meta": {"fact": f"f{f}"},
              "scores": {"pass": float(rng.random() < aware + 0.2)}} for f in range(25) for v in range(8)]
-    _write_jsonl(root / "eval" / method / "awareness" / "samples.jsonl", recs)
+    _write_jsonl(ExperimentLayout(root).eval(method).samples("awareness"), recs)
 
 
 def _attack_behaviors(dsr: float, rng: random.Random) -> list[dict[str, Any]]:
@@ -124,26 +125,27 @@ def make_experiment(root: str | Path, steps: int = 60, with_attack: bool = True,
     differences between methods.
     """
     root = Path(root)
+    layout = ExperimentLayout(root)
     rng = random.Random(seed)
-    _write(root / "plan.json", {"name": "synthetic", "model": "organism", "methods": list(METHODS),
+    _write(layout.plan, {"name": "synthetic", "model": "organism", "methods": list(METHODS),
                                 "axes": ["sycophancy", "jailbreak", "awareness"], "seeds": [0]})
-    _write(root / "manifest.json", {"kind": "experiment", "config": {"model": "organism", "steps": steps},
+    _write(layout.manifest, {"kind": "experiment", "config": {"model": "organism", "steps": steps},
                                     "versions": {"python": "3.11", "opct": "0.1.0"}, "created": "2026-01-01T00:00:00+0000"})
     for method in METHODS:
         syco, dsr, aware, mc, arith = _LEVELS[method]
         for split, suffix in (("heldout", ""), ("train", "_train")):
-            _write(root / "eval" / method / f"sycophancy{suffix}" / "results.json", _results("sycophancy", _sycophancy(syco, split, rng), 480))
-            _write(root / "eval" / method / f"jailbreak{suffix}" / "results.json", _results("jailbreak", _jailbreak(dsr, split, rng), 500))
-            _write(root / "eval" / method / f"awareness{suffix}" / "results.json", _results("awareness", _awareness(aware, split), 200))
-        _write(root / "eval" / method / "capability_mc" / "results.json", _results("capability_mc", {"accuracy": estimate(mc, 200)}, 200))
+            _write(layout.eval(method).results(f"sycophancy{suffix}"), _results("sycophancy", _sycophancy(syco, split, rng), 480))
+            _write(layout.eval(method).results(f"jailbreak{suffix}"), _results("jailbreak", _jailbreak(dsr, split, rng), 500))
+            _write(layout.eval(method).results(f"awareness{suffix}"), _results("awareness", _awareness(aware, split), 200))
+        _write(layout.eval(method).results("capability_mc"), _results("capability_mc", {"accuracy": estimate(mc, 200)}, 200))
         if samples:
             _samples(root, method, rng)
         if method != "bct":
-            _write(root / "eval" / method / "capability_arithmetic" / "results.json",
+            _write(layout.eval(method).results("capability_arithmetic"),
                    _results("capability_arithmetic", {"accuracy": estimate(arith, 150)}, 150))
         if method != "base":
             rows = _train_metrics(method, steps, rng)
-            path = RunLayout(root / "train" / method).metrics
+            path = RunLayout(layout.run(method)).metrics
             path.parent.mkdir(parents=True, exist_ok=True)
             path.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
             if with_attack:
@@ -157,5 +159,5 @@ def make_experiment(root: str | Path, steps: int = 60, with_attack: bool = True,
                 if method == "bct":  # the static single-wrapper baseline was run beside the search for BCT only
                     attack["static"] = {"n": 100, "static_cracked": 30, "search_cracked_of_static": 28,
                                         "search_beyond_static": [f"b{i}" for i in range(12)]}
-                _write(root / "attack" / method / "results.json", attack)
+                _write(layout.attack(method).results, attack)
     return root

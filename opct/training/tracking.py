@@ -22,8 +22,8 @@ from pathlib import Path
 from typing import Any
 
 from opct.config import RunConfig, dump_config
+from opct.runs.identity import flatten
 from opct.runs.layout import RunLayout
-from opct.runs.resume import flatten
 
 #: The tracker project when ``train.tracker_project`` is not set.
 DEFAULT_PROJECT = "opct"
