@@ -1,9 +1,11 @@
-"""The shape of the package: no import circles, the layer rule, few top-level modules, short modules.
+"""The shape of the package: no import or package circles, the layer rule, few top-level modules, short modules.
 
 The import graph is built from the AST of every module (every ``import`` and ``from ... import``, at
 any depth: inside functions and ``TYPE_CHECKING`` blocks too), with relative imports resolved. ``from
 pkg import name`` is an edge to ``pkg`` (its ``__init__``) and, when ``pkg.name`` is a module, to that
-module as well. A strongly connected component of more than one module is an import circle.
+module as well (:mod:`opct.testing.import_graph`). A strongly connected component of more than one module
+is an import circle; folded onto packages (``opct.<pkg>``), one is a package circle, allowed only through
+the knots in ``PACKAGE_CYCLES_ALLOWED``.
 
 The layer rule: the core (config, pairs, models, registry, errors, stats, sampling, diagnostics, training,
 methods, runs) never imports the outer layers (axes, evals, attack, organism, judges, report, datasets, ifeval,
