@@ -32,6 +32,10 @@ class OpctWarning(UserWarning):
     ``warning: <message>`` line on the command line."""
 
 
+class DistributionError(OpctError, ValueError):
+    """A distributed setup opct cannot train under (DeepSpeed, FSDP1, Megatron-LM, ...)."""
+
+
 class MissingExtraError(OpctError, ImportError):
     """A package of one of opct's optional extras is not installed; the message names the extra to install."""
 

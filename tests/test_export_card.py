@@ -174,7 +174,7 @@ def test_push_to_hub_without_a_token_is_refused_before_merging(aliased_run, tmp_
 def test_a_hub_error_names_the_repository_and_keeps_the_export(tmp_path, monkeypatch):
     import huggingface_hub
 
-    from opct.runs.export import HubPushError, push_to_hub
+    from opct.training.export import HubPushError, push_to_hub
 
     folder = tmp_path / "export"
     folder.mkdir()
@@ -234,7 +234,7 @@ def test_adapter_only_push_uploads_the_adapter_with_a_portable_base(aliased_run,
 
 def test_no_exported_file_holds_a_local_path(aliased_run, tmp_path):
     """A local base (an absolute path in final/) is named by its folder name in the export, merged or not."""
-    from opct.runs.export import export_merged
+    from opct.training.export import export_merged
 
     root, run = aliased_run
     local = tmp_path / "run"
@@ -262,7 +262,7 @@ def test_the_cards_model_index_comes_from_the_runs_own_evals(aliased_run, tmp_pa
     import yaml
 
     from opct.cli.main import app
-    from opct.runs.export import export_merged
+    from opct.training.export import export_merged
 
     _, run = aliased_run
     experiment = tmp_path / "exp"

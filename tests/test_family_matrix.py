@@ -106,7 +106,7 @@ def _export_matches_base_plus_adapter(model_path, run_dir, out) -> float:
     from peft import PeftModel
     from transformers import AutoModelForCausalLM
 
-    from opct.runs.export import export_merged
+    from opct.training.export import export_merged
 
     export_merged(run_dir, out)
     ids = torch.tensor([list(range(100, 140))])

@@ -21,8 +21,8 @@ import pytest
 import torch
 from transformers import LlamaConfig, LlamaForCausalLM
 
+from opct.methods import losses
 from opct.sampling.scoring import CompletionBatch, completion_logits, token_logprobs
-from opct.training import losses
 
 V, T, M = 5, 3, 40_000
 STUDENT_PROMPT, TEACHER_PROMPT = [0, 1, 2], [3, 1]

@@ -9,8 +9,8 @@ import torch
 from conftest import run_config
 
 from opct.config import ConfigError, RunConfig, load_config
+from opct.methods import losses
 from opct.pairs import ConsistencyPair
-from opct.training import losses
 
 
 @pytest.fixture(autouse=True)

@@ -5,7 +5,7 @@ import math
 import pytest
 import torch
 
-from opct.training import losses
+from opct.methods import losses
 
 torch.manual_seed(0)
 N, L, V = 3, 5, 7

@@ -13,7 +13,6 @@ from opct.stats.estimate import (
     clustered_mean,
     complement,
     group_rows,
-    mcnemar_counts,
     metrics_to_dict,
     no_difference_halfwidth,
     paired_difference,
@@ -103,10 +102,7 @@ def test_paired_difference() -> None:
         paired_difference([1], [1, 0])
 
 
-def test_mcnemar_and_serialisation() -> None:
-    assert mcnemar_counts([True, True, False, False], [True, False, True, False]) == {
-        "both": 1, "only_a": 1, "only_b": 1, "neither": 1,
-    }
+def test_serialisation() -> None:
     d = metrics_to_dict({"x": Estimate(0.5, 0.1, 0.9, 10)})
     assert d == {"x": {"value": 0.5, "ci_low": 0.1, "ci_high": 0.9, "n": 10, "method": "wilson",
                        "clusters": None, "n_eff": None}}

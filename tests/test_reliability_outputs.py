@@ -80,7 +80,7 @@ def test_export_never_replaces_a_run_or_another_output(trained, tmp_path):
     from typer.testing import CliRunner
 
     from opct.cli.main import app
-    from opct.runs.export import ExportError, export_merged
+    from opct.training.export import ExportError, export_merged
 
     _, run_dir = trained
     before = snapshot(run_dir)

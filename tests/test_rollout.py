@@ -80,7 +80,7 @@ def test_top_p_restricts_to_the_nucleus(tiny_model):
 
 
 def test_recorded_logprobs_are_untempered_and_untruncated(tiny_model):
-    """As documented on Rollout and in opct.training.losses: tokens come from the tempered, top-p-truncated
+    """As documented on Rollout and in opct.methods.losses: tokens come from the tempered, top-p-truncated
     distribution, but the recorded log-prob is the model's own (T = 1, whole vocabulary)."""
     from opct.sampling.scoring import CompletionBatch, completion_logprobs
 

@@ -5,7 +5,7 @@ for one train behaviour) it samples ``G = grpo_attack.sampling.n`` attack prompt
 the frozen target (greedy), and scores the response with the attack judge. A training episode is a
 single round, so its reward is that round's score; multi-round episodes are used at
 evaluation (:mod:`opct.attack.model_eval`). Rewards are standardised within the behaviour's group
-(:func:`opct.training.losses.group_advantages`: zero for a group whose rewards are all equal) and every
+(:func:`opct.methods.losses.group_advantages`: zero for a group whose rewards are all equal) and every
 completion token of a sample gets its sample's advantage ``A``.
 
 The loss per completion token, summed by the loop and divided by the step's completion tokens:
@@ -38,6 +38,7 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 from opct.attack.attacker_data import behavior_of
 from opct.attack.model_attacker import parse_attack_prompt
 from opct.config import generation_settings
+from opct.methods import losses
 from opct.methods.base import (
     SAMPLED_STATS,
     Microbatch,
@@ -48,7 +49,6 @@ from opct.methods.base import (
 )
 from opct.pairs import ConsistencyPair
 from opct.sampling.hf_sampler import HFSampler
-from opct.training import losses
 
 AttackSampling = generation_settings(n=8, temperature=1.0, max_new_tokens=64)
 TargetReplies = generation_settings(n=1, temperature=0.0, max_new_tokens=64)

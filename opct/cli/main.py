@@ -128,8 +128,8 @@ def export(
     model-index holds the run's own eval results, when there are any."""
     import tempfile
 
-    from opct.runs.export import export_merged, hub_token
-    from opct.runs.export import push_to_hub as push
+    from opct.training.export import export_merged, hub_token
+    from opct.training.export import push_to_hub as push
 
     if out is None and push_to_hub is None:
         raise typer.BadParameter("give --out DIR, --push-to-hub REPO, or both", param_hint="--out")

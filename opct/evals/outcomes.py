@@ -119,8 +119,8 @@ def is_repetition_loop(text: str) -> bool:
 def unjudged_outcome(text: str, truncated: bool = False) -> str | None:
     """The class of a response no judge is asked about: :data:`EMPTY` when ``text`` (the answer text) is
     degenerate (empty, no letter or digit, one token repeated); ``None`` when it goes to the judges, cut
-    off or not (``truncated`` no longer keeps a reply from them: :func:`visible_text_outcome` decides what
-    a cut reply's judgement is)."""
+    off or not (``truncated`` keeps no reply from them: :func:`visible_text_outcome` decides what a cut
+    reply's judgement is)."""
     return EMPTY if is_degenerate(text) else None
 
 

@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import asyncio
 import contextvars
-from collections.abc import Sequence
 from typing import Any
 
 from inspect_ai import Epochs, Task
@@ -29,7 +28,7 @@ from inspect_ai.model import (
     ChatMessageUser,
     GenerateConfig,
 )
-from inspect_ai.scorer import SampleScore, Score, Scorer, Target, scorer
+from inspect_ai.scorer import Score, Scorer, Target, scorer
 from inspect_ai.solver import Generate, Solver, TaskState, solver
 
 from opct.evals.runner import sample_record
@@ -116,11 +115,6 @@ scorer_by_logged_name = scorer(metrics=[], name=registered("opct_scorer"))(_opct
 
 #: The key of opct's score in a sample's ``scores`` (the scorer's name as Inspect logs it).
 SCORE_KEY = "opct/opct_scorer"
-
-
-def records_of(scores: Sequence[SampleScore]) -> list[dict[str, Any]]:
-    """The opct records carried by Inspect scores (every epoch of every sample)."""
-    return [s.score.metadata["opct_record"] for s in scores if s.score.metadata and "opct_record" in s.score.metadata]
 
 
 def inspect_task(

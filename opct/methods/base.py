@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -14,12 +15,12 @@ from pydantic import BaseModel
 from transformers import PreTrainedTokenizerBase
 
 from opct.config import GenerationConfig, RunConfig
+from opct.errors import DistributionError
 from opct.models import PromptRenderer, Teacher
 from opct.pairs import ConsistencyPair
 from opct.sampling.engine import SamplingEngine, SamplingParams
 from opct.sampling.factory import make_sampler
 from opct.sampling.scoring import CompletionBatch, completion_logits, token_entropy_sum, token_logprobs
-from opct.training import fsdp
 
 
 @dataclass
@@ -28,8 +29,9 @@ class TrainContext:
 
     ``model`` is the prepared module (possibly wrapped for data parallelism): the student's forward
     with gradients goes through it. ``policy`` is the same module unwrapped, for generation.
-    ``sharded``: the weights are sharded over the processes (FSDP, :mod:`opct.training.fsdp`): generation runs
-    on gathered weights (:meth:`generating`) and every scoring forward is collective.
+    ``gather``: set when the weights are sharded over the processes (FSDP): the loop's way of gathering a
+    module's whole weights for a call (:func:`opct.training.fsdp.gathered`). Generation then runs on gathered
+    weights (:meth:`generating`) and every scoring forward is collective.
     """
 
     cfg: RunConfig
@@ -39,8 +41,13 @@ class TrainContext:
     tokenizer: PreTrainedTokenizerBase
     teacher: Teacher
     run_dir: Path
-    sharded: bool = False
+    gather: Callable[[torch.nn.Module], AbstractContextManager[Any]] | None = None
     _rendered: dict[str, list[int]] = field(default_factory=dict)
+
+    @property
+    def sharded(self) -> bool:
+        """Whether the weights are sharded over the processes (FSDP)."""
+        return self.gather is not None
 
     @property
     def pad_id(self) -> int:
@@ -57,7 +64,7 @@ class TrainContext:
         """The sampling engine ``gen`` asks for (``engine: hf`` or ``vllm``, :func:`opct.sampling.factory.make_sampler`)
         on ``model``. vLLM runs colocated in this one process: it is refused under FSDP or several processes."""
         if getattr(gen, "engine", "hf") == "vllm" and (self.sharded or self.accelerator.num_processes > 1):
-            raise fsdp.DistributionError(
+            raise DistributionError(
                 f"sampling.engine: vllm runs in one training process; this launch has {self.accelerator.num_processes}"
                 f" process(es){' under FSDP' if self.sharded else ''}: launch one process, or set sampling.engine: hf"
             )
@@ -66,7 +73,7 @@ class TrainContext:
     def generating(self, module: torch.nn.Module) -> AbstractContextManager[Any]:
         """Around a generation with ``module`` (the policy, or the active teacher): under FSDP its weights
         are gathered for the call (every process must enter it), otherwise nothing."""
-        return fsdp.gathered(module) if self.sharded else nullcontext(module)
+        return self.gather(module) if self.gather is not None else nullcontext(module)
 
     def step_sampling(self, gen: GenerationConfig, step: int) -> SamplingParams:
         """Rollout settings ``gen`` for optimizer step ``step`` (its seed advances with the step)."""

@@ -2,7 +2,7 @@ r"""OPCT (arXiv 2605.21834): the student samples on ``prompt``; the frozen teach
 tokens on ``teacher_prompt``; the loss is a per-token divergence between the two.
 
 With the default ``loss.kind: sampled`` the loss is the paper's sampled-token reverse KL trained as
-an importance-weighted policy gradient (:func:`opct.training.losses.sampled_token_loss`):
+an importance-weighted policy gradient (:func:`opct.methods.losses.sampled_token_loss`):
 
 .. math::
 
@@ -23,6 +23,8 @@ import torch
 from pydantic import Discriminator, Field, Tag, model_validator
 
 from opct.config import ConfigError, RolloutSettings, StrictSettings
+from opct.errors import DistributionError
+from opct.methods import losses
 from opct.methods.base import (
     SAMPLED_STATS,
     Microbatch,
@@ -33,8 +35,6 @@ from opct.methods.base import (
 )
 from opct.pairs import ConsistencyPair
 from opct.sampling.merged_lora import MergedLoraModel
-from opct.training import losses
-from opct.training.fsdp import DistributionError
 
 
 class SampledLoss(StrictSettings):

@@ -9,7 +9,6 @@ The training loop (:func:`opct.training.loop.train`) goes through it for everyth
         writer = run.metrics_writer(...)        # metrics.jsonl, rollouts.jsonl.gz
         run.save_checkpoint(acc, step, ...)     # checkpoints/step-N/
         run.save_final(acc, model, ...)         # final/
-    run.export(out)                             # one merged model folder
 
 The paths themselves are :class:`~opct.runs.layout.RunLayout`'s; what each step does is in the module
 named beside it.
@@ -117,11 +116,3 @@ class RunDirectory:
                    identity: dict[str, Any]) -> Path:
         """Write ``final/`` atomically (:func:`opct.runs.final.save_final`)."""
         return save_final(acc, model, tokenizer, cfg, self.layout, identity)
-
-    def export(self, out: str | Path, dtype: str | None = None, overwrite: bool = False,
-               trust_remote_code: bool = False) -> Path:
-        """This run's ``final/`` as one standalone model folder (:func:`opct.runs.export.export_merged`)."""
-        from opct.runs.export import export_merged  # loads models only when asked
-
-        return export_merged(self.root, out, dtype=dtype, overwrite=overwrite, trust_remote_code=trust_remote_code)
-

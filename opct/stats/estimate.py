@@ -256,17 +256,6 @@ def paired_difference(
     return floor_collapsed(est, k, bounds)
 
 
-def mcnemar_counts(a: Sequence[bool], b: Sequence[bool]) -> dict[str, int]:
-    """Counts of the 2x2 paired table: ``both``, ``only_a``, ``only_b``, ``neither``."""
-    if len(a) != len(b):
-        raise ValueError(f"paired inputs differ in length: {len(a)} vs {len(b)}")
-    out = {"both": 0, "only_a": 0, "only_b": 0, "neither": 0}
-    for x, y in zip(a, b, strict=True):
-        key = "both" if x and y else "only_a" if x else "only_b" if y else "neither"
-        out[key] += 1
-    return out
-
-
 def metrics_to_dict(metrics: dict[str, Estimate]) -> dict[str, dict[str, Any]]:
     """``{name: Estimate}`` to the JSON-ready ``{name: {value, ci_low, ci_high, n, method, clusters, n_eff}}``."""
     return {name: est.to_dict() for name, est in metrics.items()}

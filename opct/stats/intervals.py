@@ -34,9 +34,9 @@ The methods here do both jobs:
     one more success: neither bound may go down). An all-or-nothing result (0 or n successes) says
     nothing about how correlated the rows of a cluster are, so it gets the uncertainty of k units,
     ``[0, u_k]``. One or a few successes carry almost as little information about that correlation,
-    yet the cluster-robust variance of 1 success in n rows is that of n independent rows, so the old
-    rule (``n_eff = k`` at p = 0 or 1, ``p(1-p)/V`` otherwise) jumped: 0/768 rows in 16 clusters gave
-    [0, 19.4%] and 1/768 gave [0.02%, 0.73%]. Every result can be reached from 0 successes by adding
+    yet the cluster-robust variance of 1 success in n rows is that of n independent rows, so the plain
+    rule (``n_eff = k`` at p = 0 or 1, ``p(1-p)/V`` otherwise) would jump: 0/768 rows in 16 clusters give
+    [0, 19.4%] and 1/768 give [0.02%, 0.73%]. Every result can be reached from 0 successes by adding
     successes, so a monotone interval that keeps ``[0, u_k]`` for 0 successes has an upper bound of at
     least ``u_k`` for every result, and a lower bound of at most ``1 - u_k``; :func:`reach_n` is the
     largest effective n that satisfies both, so the interval is no wider than monotonicity at the ends

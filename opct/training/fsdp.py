@@ -38,11 +38,7 @@ import torch
 from accelerate import Accelerator, PartialState
 from accelerate.utils import DistributedType
 
-from opct.errors import OpctError
-
-
-class DistributionError(OpctError, ValueError):
-    """A distributed setup opct cannot train under (DeepSpeed, FSDP1, Megatron-LM, ...)."""
+from opct.errors import DistributionError
 
 
 def _env_flag(name: str) -> bool:

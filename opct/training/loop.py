@@ -212,7 +212,7 @@ def _train(
         tokenizer=tokenizer,
         teacher=teacher,
         run_dir=run.root,
-        sharded=sharded,
+        gather=fsdp.gathered if sharded else None,
     )
     method = METHODS.get(cfg.method)(ctx)
     method.setup(pairs)

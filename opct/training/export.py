@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from opct.errors import OpctError
-from opct.models import checkpoint_folder, load_for_inference, read_checkpoint_record
+from opct.models import checkpoint_folder, load_for_inference, read_checkpoint_record, weights_fingerprint
 from opct.runs.model_card import CARD_FILE, CHECKPOINT_FILE, export_card
 
 DTYPES = ("float32", "bfloat16", "float16", "auto")
@@ -53,7 +53,6 @@ def export_merged(spec: str | Path, out: str | Path, dtype: str | None = None, o
     these weights, when they exist (its experiment's, and the ``opct eval`` folders ``eval_results``);
     ``name`` names the model there (default: ``out``'s folder name; the hub repository when pushed).
     """
-    from opct.models import weights_fingerprint
     from opct.runs.publish import portable_name, portable_record, run_eval_folders, run_evaluations
 
     folder = checkpoint_folder(str(spec))
