@@ -4,6 +4,7 @@ answer and no loop is ``truncated``: unscored, never a refusal or a defense."""
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 from typer.testing import CliRunner
@@ -161,3 +162,14 @@ def test_the_search_judges_a_cut_reply_and_one_that_decides_nothing_is_unscored(
     assert outcome.to_dict()["truncated_attempts"] == len(cut)
     plain = SearchAttacker(wrappers, lambda prompts: ["No." for _ in prompts], scorer, SearchConfig(budget=2)).run([PIPE])
     assert plain[0].status == "defended"  # plain strings: never truncated
+
+
+@pytest.mark.parametrize("block", ["eval", "attack"])
+def test_an_experiment_file_with_such_a_limit_is_refused_before_anything_trains(block, tmp_path):
+    from importlib.resources import files
+
+    demo = Path(str(files("opct") / "experiments" / "organism_demo.yaml"))
+    res = CliRunner().invoke(app, ["run", str(demo), "--dry-run", "--set", f"{block}.generation.max_new_tokens=1",
+                                   "--set", f"output_dir={tmp_path}"], env={"COLUMNS": "400"})
+    assert res.exit_code == 2, res.output
+    assert f"{block}.generation.max_new_tokens 1 is too small" in res.output and "set it to 2 or more" in res.output

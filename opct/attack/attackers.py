@@ -62,14 +62,14 @@ class AttackConfig(StrictSettings):
     @classmethod
     def _known_data(cls, value: str) -> str:
         if value not in ("organism", "real"):
-            raise ValueError(f"unknown data source {value!r}; use organism or real")
+            raise ValueError("unknown data source; use organism or real")
         return value
 
     @field_validator("reasoning")
     @classmethod
     def _known_reasoning(cls, value: str) -> str:
         if value not in ("strip", "keep"):
-            raise ValueError(f"--reasoning must be strip or keep, got {value!r}")
+            raise ValueError("must be strip or keep")
         return value
 
     @model_validator(mode="after")
@@ -135,12 +135,18 @@ def run_attack(config: AttackConfig, progress: Callable[[int, int], None] | None
     return ATTACKERS.get(config.strategy)().run(config, progress)
 
 
+#: A range error by pydantic's type: what the value must be.
+_RANGES = {"greater_than_equal": "at least {ge}", "greater_than": "greater than {gt}", "less_than_equal": "at most {le}",
+           "less_than": "less than {lt}"}
+
+
 def first_problem(err: ValidationError) -> str:
-    """The first problem of a validation error as one line: the option, the value given and what is wrong."""
+    """The first problem of a validation error as one line: the option, what it must be and the value given
+    (``--limit must be at least 1, got 0``), or the check's own sentence."""
     first = err.errors()[0]
-    field = ".".join(str(p) for p in first["loc"])
-    message = first["msg"].removeprefix("Value error, ")
-    if not field:
-        return message
-    option = f"--{field.replace('_', '-')}" if len(first["loc"]) == 1 else field
-    return f"{option} {first['input']!r}: {message[0].lower()}{message[1:]}; see opct attack --help"
+    if not first["loc"]:
+        return first["msg"].removeprefix("Value error, ")
+    option = f"--{str(first['loc'][0]).replace('_', '-')}"
+    if first["type"] in _RANGES:
+        return f"{option} must be {_RANGES[first['type']].format(**first['ctx'])}, got {first['input']}; see opct attack --help"
+    return f"{option}: {first['msg'].removeprefix('Value error, ')} (got {first['input']!r}); see opct attack --help"
