@@ -10,6 +10,7 @@ import pytest
 from toy_attacker import OneShotAttack
 from typer.testing import CliRunner
 
+import opct
 from opct.attack.attackers import ATTACKERS, AttackConfig, run_attack
 from opct.cli.main import app
 
@@ -42,6 +43,7 @@ def test_its_own_check_runs_through_the_config_and_the_cli(one_shot, tmp_path):
 
 
 def test_the_library_runs_it_from_an_attack_config(one_shot, tmp_path):
+    assert (opct.run_attack, opct.AttackConfig, opct.ATTACKERS) == (run_attack, AttackConfig, ATTACKERS)
     path = run_attack(AttackConfig(strategy="one-shot", budget=1, split="train", out=tmp_path / "b"))
     saved = json.loads(path.read_text())
     assert saved["attacker"] == "one-shot" and saved["metrics"]["dsr"]["value"] == 1.0
