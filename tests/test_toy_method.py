@@ -86,3 +86,25 @@ def test_a_toy_method_is_pooled_against_the_papers_pair_with_no_side_taken(toy_m
     assert vs_bct["sycophancy"]["paper_side"] is None and vs_bct["dsr_adaptive"]["verdict"] == "Toy lower"
     md = (root / REPORT_MD).read_text()
     assert "OPCT vs BCT vs Toy" in md and "## Toy − BCT, pooled over families and seeds" in md
+
+
+@pytest.mark.parametrize("method, generated, scored", [("bct", 5, 0), ("act", 0, 7), ("opct", 7, 7), ("toy", 7, 7)])
+def test_a_manifest_without_compute_is_read_as_its_method_declares(method, generated, scored, toy_methods, tmp_path):
+    """Manifests written before they recorded ``compute``: the registered method's own declaration, never a
+    table of method names in the runs package; a method that declares none (the toy) counts as on-policy."""
+    import json
+
+    from opct.methods import declared_compute
+    from opct.runs.compute import run_compute
+    from opct.runs.layout import RunLayout
+
+    layout = RunLayout(tmp_path)
+    layout.metrics.write_text("\n".join(json.dumps({"step": s, "completion_tokens": n, "step_time_s": 0.5})
+                                        for s, n in ((1, 3), (2, 4))) + "\n")
+    layout.manifest.write_text(json.dumps({"method": method}))
+    layout.cache(method).mkdir()
+    (layout.cache(method) / "targets.jsonl").write_text(json.dumps({"targets": [[1, 2], [3, 4, 5]]}) + "\n")
+    if method == "toy":
+        assert declared_compute("toy") is None  # ToyMethod declares no compute
+    spent = run_compute(tmp_path, declared=declared_compute)
+    assert (spent["tokens_generated"], spent["tokens_teacher_scored"], spent["tokens_backpropagated"]) == (generated, scored, 7)

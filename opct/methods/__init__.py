@@ -93,8 +93,9 @@ METHODS.register("act", "opct.methods.act:ACTMethod", card=MethodCard(label="ACT
 
 def declared_compute(name: str) -> dict[str, str] | None:
     """What registered method ``name`` declares it spends (``Method.compute``), for a run manifest written
-    before manifests recorded it; None for a name no method has."""
-    return dict(METHODS.get(name).compute) if name in METHODS else None
+    before manifests recorded it; None for a name no method has, or a method that declares nothing."""
+    declared = getattr(METHODS.get(name), "compute", None) if name in METHODS else None
+    return dict(declared) if declared else None
 
 
 __all__ = ["METHODS", "MethodCard", "MethodRegistry", "declared_compute"]
