@@ -6,9 +6,10 @@ The public API::
     cfg = opct.load_config("configs/organism_opct.yaml")
     result = opct.train(cfg)
 
-``train`` and ``load_config`` (training), ``evaluate`` and ``attack`` (measurement),
-``ConsistencyPair`` (the data contract) and the registries ``METHODS``, ``PAIR_SOURCES``,
-``MODEL_ALIASES`` and ``AXES`` (where plugins register). Heavy modules are imported on first use.
+``train`` and ``load_config`` (training), ``evaluate``, ``attack`` and ``run_attack`` (an
+``AttackConfig`` run by its registered attacker) (measurement), ``ConsistencyPair`` (the data contract)
+and the registries ``METHODS``, ``PAIR_SOURCES``, ``MODEL_ALIASES``, ``AXES`` and ``ATTACKERS`` (where
+plugins register). Heavy modules are imported on first use.
 """
 
 from __future__ import annotations
@@ -28,12 +29,15 @@ _EXPORTS = {
     "RunConfig": "opct.config:RunConfig",
     "evaluate": "opct.evals.suite:evaluate",
     "attack": "opct.attack.run:attack_model",
+    "run_attack": "opct.attack.attackers:run_attack",
+    "AttackConfig": "opct.attack.attackers:AttackConfig",
     "ConsistencyPair": "opct.pairs:ConsistencyPair",
     "read_pairs": "opct.pairs:read_pairs",
     "METHODS": "opct.methods:METHODS",
     "PAIR_SOURCES": "opct.pairs:PAIR_SOURCES",
     "MODEL_ALIASES": "opct.config:MODEL_ALIASES",
     "AXES": "opct.axes:AXES",
+    "ATTACKERS": "opct.attack.attackers:ATTACKERS",
 }
 
 __all__ = [*_EXPORTS, "__version__"]

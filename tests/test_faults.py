@@ -272,7 +272,7 @@ CASES = [
     Case("attack-unknown-data-source", lambda c: attack_args(c, "--data", "web"), 2, r"unknown data source"),
     Case("attack-real-without-behaviors", lambda c: attack_args(c, "--data", "real"), 2, r"--behaviors"),
     Case("attack-missing-model-path", lambda c: ["attack", "--model", "../nope", "--out", str(c.ws / "at")], 2, r"no model at"),
-    Case("attack-sequences-per-call-zero", lambda c: attack_args(c, "--sequences-per-call", "0"), 2, r"sequences_per_call"),
+    Case("attack-sequences-per-call-zero", lambda c: attack_args(c, "--sequences-per-call", "0"), 2, r"--sequences-per-call must be greater than 0, got 0"),
     Case("attack-episodes-zero", lambda c: attack_args(c, "--attacker", "organism", "--episodes", "0"), 2, r"--episodes"),
     Case("attack-missing-behaviors-file", lambda c: attack_args(c, "--data", "real", "--behaviors", str(c.ws / "b.csv")), 2,
          r"b\.csv"),

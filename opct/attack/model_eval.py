@@ -96,3 +96,34 @@ def real_model_attack(attacker_spec: str, target_spec: str, behaviors_path: str,
     behaviors = behaviors_from_file(behaviors_path)
     return model_attack(attacker_spec, target_spec, behaviors, RedTeamPrompt(), make_scorer(judge, judge_options), out_dir,
                         judge=judge, **settings)
+
+
+class ModelAttack:
+    """The ``model`` attacker (:data:`opct.attack.attackers.ATTACKERS`): a model (the organism, a folder or
+    a ``grpo_attack`` run) rewrites each behaviour for ``episodes`` x ``rounds`` queries."""
+
+    name = "model"
+
+    def check(self, config: Any) -> None:
+        """An attacker model, episodes and rounds of at least 1, a reachable threshold, no loading options."""
+        if config.attacker is None:
+            raise ValueError("--strategy model needs --attacker MODEL ('organism', a model folder or a grpo_attack run)")
+        if config.episodes < 1 or config.rounds < 1 or not 0.0 < config.threshold <= 1.0:
+            raise ValueError(f"--episodes and --rounds must be at least 1 and --threshold in (0, 1]; got "
+                             f"episodes={config.episodes}, rounds={config.rounds}, threshold={config.threshold}")
+        if unused := config.loading_options_given():
+            raise ValueError(f"--attacker loads both models with their own settings; {', '.join(unused)} apply to the "
+                             "search attacker only")
+
+    def rounds(self, config: Any) -> int:
+        """The rounds of one episode."""
+        return config.rounds
+
+    def run(self, config: Any, progress: Callable[[int, int], None] | None = None) -> Path:
+        """``config.attacker`` attacking ``config.model``; the ``results.json`` written."""
+        settings = {"episodes": config.episodes, "rounds": config.rounds, "threshold": config.threshold,
+                    "seed": config.seed, "target_generation": config.target_generation(), "progress": progress}
+        if config.data == "organism":
+            return organism_model_attack(config.attacker, config.out, config.model, config.split, **settings)
+        return real_model_attack(config.attacker, config.model, config.behaviors, config.out, config.judge,
+                                 config.judge_options(), **settings)

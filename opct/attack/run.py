@@ -167,3 +167,32 @@ def real_attack(
         behaviors = random.Random(0).sample(behaviors, limit)
     return attack_model(model_spec, behaviors, wrappers, make_scorer(judge, judge_options), out_dir,
                         config or SearchConfig(), judge=judge, **options)
+
+
+class SearchAttack:
+    """The ``search`` attacker (:data:`opct.attack.attackers.ATTACKERS`): a budgeted search over wrapper
+    compositions and request mutations, on the organism's behaviours or a real behaviours file."""
+
+    name = "search"
+
+    def check(self, config: Any) -> None:
+        """A budget and threshold that can measure something (:func:`~opct.attack.search.check_attack_settings`)."""
+        from opct.attack.search import check_attack_settings
+
+        if config.attacker is not None:
+            raise ValueError(f"--attacker {config.attacker} is a model attacker's; use --strategy model (or leave --strategy out)")
+        check_attack_settings(config.budget, config.threshold)
+
+    def rounds(self, config: Any) -> int:
+        """One round per query of the budget."""
+        return config.budget
+
+    def run(self, config: Any, progress: Callable[[int, int], None] | None = None) -> Path:
+        """Attack ``config.model`` with ``config``'s search settings; the ``results.json`` written."""
+        search = SearchConfig(budget=config.budget, threshold=config.threshold, seed=config.seed)
+        options = {"generation": config.target_generation(), "static_baseline": config.static,
+                   "reasoning": config.reasoning, "max_unscored": config.max_unscored, "progress": progress}
+        if config.data == "organism":
+            return organism_attack(config.target_spec(), config.out, config.split, search, **options)
+        return real_attack(config.target_spec(), config.behaviors, config.out, config.wrappers, config.judge, search,
+                           limit=config.limit, judge_options=config.judge_options(), **options)

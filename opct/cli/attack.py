@@ -48,69 +48,29 @@ def attack(
     reasoning: Annotated[str, typer.Option(help="strip: drop <think> blocks before judging; keep.")] = "strip",
     max_unscored: Annotated[float, typer.Option(help="Share of unscored behaviours above which the attack is incomplete.")] = 0.05,
     allow_unscored: Annotated[bool, typer.Option("--allow-unscored", help="Exit 0 even when the attack is incomplete.")] = False,
+    strategy: Annotated[str | None, typer.Option(
+        help="The registered attacker: search (default), model (the default with --attacker) or a plugin's.")] = None,
     no_progress: NoProgress = False,
     threads: Threads = None,
 ) -> None:
     """Adaptive per-target attack: a budgeted search over wrapper compositions and request mutations, or a model attacker."""
     import json
 
-    from opct.attack.run import organism_attack, real_attack
-    from opct.attack.search import SearchConfig
+    from pydantic import ValidationError
 
-    if data not in ("organism", "real"):
-        _fail(f"unknown data source {data!r}; use organism or real")
-    if data == "real" and not behaviors:
-        _fail("--data real needs --behaviors FILE")
-    from opct.attack.search import check_attack_settings
-    from opct.config import GenerationConfig, ModelConfig
-
-    given = {"dtype": dtype, "device": device, "chat_template": chat_template, "system_prompt": system_prompt,
-             "revision": revision, "trust_remote_code": trust_remote_code or None}
-    try:  # every setting that cannot produce a measurement is refused before any model loads
-        if attacker is None:
-            check_attack_settings(budget, threshold)
-        elif episodes < 1 or rounds < 1 or not 0.0 < threshold <= 1.0:
-            raise ValueError(f"--episodes and --rounds must be at least 1 and --threshold in (0, 1]; got episodes={episodes}, "
-                             f"rounds={rounds}, threshold={threshold}")
-        if limit is not None and limit < 1:
-            raise ValueError(f"--limit must be at least 1, got {limit}")
-        if reasoning not in ("strip", "keep"):
-            raise ValueError(f"--reasoning must be strip or keep, got {reasoning!r}")
-        if not 0.0 <= max_unscored <= 1.0:
-            raise ValueError(f"--max-unscored must be in [0, 1], got {max_unscored}")
-        target_gen = GenerationConfig(max_new_tokens=max_new_tokens, sequences_per_call=sequences_per_call)
-        spec = ModelConfig(name_or_path=model, **{k: v for k, v in given.items() if v is not None})
-    except ValueError as err:
-        _fail(str(err).splitlines()[0] if "validation error" not in str(err) else pydantic_message(err))
-    if attacker is not None and (unused := [k for k, v in given.items() if v is not None]):
-        _fail(f"--attacker loads both models with their own settings; {', '.join('--' + k.replace('_', '-') for k in unused)} "
-              "apply to the search attacker only")
-    from opct.judges import JudgeOptions
-
-    judge_options = JudgeOptions(timeout=judge_timeout, max_retries=judge_retries, fail_after=judge_fail_after)
-    apply_threads(threads)
+    from opct.attack.attackers import ATTACKERS, AttackConfig, first_problem, run_attack
     from opct.attack.experiment import rounds_progress
 
-    total = rounds if attacker is not None else budget
+    settings = {k: v for k, v in locals().items() if k in AttackConfig.model_fields}
+    settings["strategy"] = strategy or ("model" if attacker is not None else "search")
+    try:  # every setting that cannot produce a measurement is refused before any model loads
+        config = AttackConfig.model_validate(settings)
+    except ValidationError as err:
+        _fail(first_problem(err))
+    apply_threads(threads)
+    total = ATTACKERS.get(config.strategy)().rounds(config)
     with rounds_progress(not no_progress, f"attack {model} (rounds)", total) as progress:
-        if attacker is not None:
-            from opct.attack.model_eval import organism_model_attack, real_model_attack
-
-            msettings = {"episodes": episodes, "rounds": rounds, "threshold": threshold, "seed": seed,
-                         "target_generation": target_gen, "progress": progress}
-            if data == "organism":
-                path = organism_model_attack(attacker, out, model, split, **msettings)
-            else:
-                path = real_model_attack(attacker, model, behaviors, out, judge, judge_options, **msettings)
-        else:
-            config = SearchConfig(budget=budget, threshold=threshold, seed=seed)
-            options = {"generation": target_gen, "static_baseline": static, "reasoning": reasoning,
-                       "max_unscored": max_unscored, "progress": progress}
-            if data == "organism":
-                path = organism_attack(spec, out, split, config, **options)
-            else:
-                path = real_attack(spec, behaviors, out, wrappers, judge, config, limit=limit, judge_options=judge_options,
-                                   **options)
+        path = run_attack(config, progress)
     res = json.loads(path.read_text())
     for line in attack_summary(res, path.parent):
         console.print(line, highlight=False)
@@ -155,12 +115,3 @@ def attack_summary(res: dict[str, Any], folder: Path) -> list[str]:
                      f"{s['search_cracked_of_static']} of those and {len(s['search_beyond_static'])} that no single "
                      "wrapper cracks")
     return lines
-
-
-def pydantic_message(err: Exception) -> str:
-    """The first problem of a pydantic validation error, as ``field: message``."""
-    errors = getattr(err, "errors", None)
-    if callable(errors):
-        first = errors()[0]
-        return f"{'.'.join(str(p) for p in first['loc'])}: {first['msg']}"
-    return str(err)

@@ -41,6 +41,7 @@ from opct.config.generation import (
     generation_settings,
 )
 from opct.config.strict import MAX_EPOCHS, MAX_STEPS, MAX_TEMPERATURE, StrictSettings, _Strict
+from opct.methods import METHODS
 from opct.registry import Registry
 
 #: Short model names mapped to a function returning a local folder; the organism layer registers
@@ -230,7 +231,7 @@ class RunConfig(_Strict):
 
     name: FolderName = Field("run", description="the run's folder name: its outputs go to <output_dir>/<name>")
     output_dir: str = Field("runs", description="the folder that holds run directories")
-    method: str = Field("opct", description="training method: opct, bct, act or another registered one; its settings sit in the section of its name")
+    method: str = Field(METHODS.default, description="training method: opct, bct, act or another registered one; its settings sit in the section of its name")
     seed: int = Field(0, description="seed of the pair order, sampling and initialisation")
     finetune: Literal["lora", "full"] = Field("lora", description="lora: train a LoRA adapter (lora:); full: every weight")
     model: ModelConfig = Field(default_factory=ModelConfig, description="the model trained (and, frozen at run start, the teacher)")
@@ -250,10 +251,8 @@ class RunConfig(_Strict):
     def _method_section(cls, data: Any, handler: Any) -> RunConfig:
         if not isinstance(data, dict):
             return handler(data)
-        from opct.methods import METHODS
-
         data = dict(data)
-        method = data.get("method", "opct")
+        method = data.get("method", METHODS.default)
         if not isinstance(method, str) or method not in METHODS:
             raise ValueError(f"method {method!r} is not registered; choose one of: {', '.join(METHODS.names())}")
         strays = [k for k in data if k in METHODS and k != method]
@@ -304,10 +303,8 @@ def load_config(path: str | Path | None = None, overrides: list[str] | None = No
     method: the file's section for its old method is dropped with a one-line warning naming its keys
     (:func:`~opct.config.files.switch_method`); a section for a method other than the run's is an error.
     """
-    from opct.methods import METHODS
-
     tree, source = read_config_file(path)
-    file_method = tree.get("method", "opct")
+    file_method = tree.get("method", METHODS.default)
     parsed = parse_overrides(overrides or [])
     for key, value in parsed:
         _set_path(tree, key, value)

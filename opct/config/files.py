@@ -43,11 +43,13 @@ class MethodSwitchWarning(UserWarning):
 
 
 def switch_method(tree: dict[str, Any], file_method: str, overridden: Collection[str], methods: Collection[str]) -> None:
-    """Drop the section of ``file_method`` (the method the file names, ``opct`` when it names none) from
+    """Drop the section of ``file_method`` (the method the file names, the default method when it names none) from
     ``tree`` when ``--set method=...`` / ``--method`` chose another registered method, with a one-line
     :class:`MethodSwitchWarning` naming the dropped keys. A section the overrides themselves wrote
     (``overridden``: their dotted keys) is kept, so that it is refused as a section of another method."""
-    method = tree.get("method", "opct")
+    from opct.methods import METHODS
+
+    method = tree.get("method", METHODS.default)
     section = tree.get(file_method)
     if method == file_method or method not in methods or file_method not in methods or section is None:
         return

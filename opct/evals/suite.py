@@ -19,7 +19,7 @@ from opct.errors import OpctError
 from opct.evals.config import DATA_DIR_LAYOUT, EvalOptions
 from opct.evals.outcomes import DEFAULT_MAX_UNSCORED
 from opct.evals.runner import EvalOutputError, run_task, stale_reason, task_identity
-from opct.evals.task import EvalTask, TaskContext
+from opct.evals.task import EvalTask, TaskContext, check_token_limit
 from opct.runs.experiment_layout import EvalFolder
 
 
@@ -159,8 +159,9 @@ def evaluate(
     from opct.sampling.hf_sampler import HFSampler
 
     g = generation or GenerationConfig()
+    check_token_limit(tasks, g.max_new_tokens)  # before the model loads
     out = Path(out_dir)
-    check_output(out, "eval", "--out")  # before the model loads
+    check_output(out, "eval", "--out")
     spec = inference_spec(model)
     model_spec = spec.name_or_path
     loaded, tokenizer, renderer = load_spec_for_inference(spec)

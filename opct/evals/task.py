@@ -7,6 +7,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
+from opct.errors import OpctError
 from opct.evals.outcomes import ABSTAINED, EMPTY, ERROR, TRUNCATED, UNPARSED
 from opct.runs.manifest import hash_records
 from opct.stats.estimate import Estimate
@@ -52,6 +53,16 @@ Scorer = Callable[[Unit, str], Judgement]
 MetricsFn = Callable[[Sequence[Mapping[str, Any]]], dict[str, Estimate]]
 
 
+#: The smallest generation limit within which any answer can be scored: one token of answer and the end of
+#: sequence. Below it every answer that says anything is cut off, so the eval could only come out INCOMPLETE:
+#: such a limit is an input error (:func:`check_token_limit`), never run.
+SHORTEST_ANSWER_LIMIT = 2
+
+
+class TokenLimitError(OpctError, ValueError):
+    """A generation limit too small for a task's answers (exit 2, before any generation)."""
+
+
 @dataclass
 class EvalTask:
     """A named evaluation: units, a scorer per response, and metrics over all records.
@@ -79,6 +90,9 @@ class EvalTask:
     #: The judge spec its scorer asks (``rule``, ``http:<model>``; empty for the organism's exact judges):
     #: part of its results' identity, so results judged otherwise are never reused.
     judge: str = ""
+    #: The smallest generation limit its answers can be scored within (an axis with longer shortest answers
+    #: raises it); a run's limit below it is refused (:func:`check_token_limit`).
+    min_new_tokens_needed: int = SHORTEST_ANSWER_LIMIT
 
     def data_hash(self) -> str:
         return hash_records([u.to_dict() for u in self.units])
@@ -143,3 +157,15 @@ def seeded_sample(items: list[T], n: int | None, key: str | int) -> list[T]:
     if n is None or len(items) <= n:
         return items
     return random.Random(key).sample(items, n)
+
+
+def check_token_limit(tasks: Sequence[EvalTask], max_new_tokens: int) -> None:
+    """Raise :class:`TokenLimitError` when ``max_new_tokens`` (as each task caps it) is below what a task's
+    answers need, naming the setting, the task, the minimum and what to do; call it before any generation."""
+    for task in tasks:
+        if min(max_new_tokens, task.max_new_tokens) < task.min_new_tokens_needed:
+            raise TokenLimitError(
+                f"--max-new-tokens {max_new_tokens} is too small for {task.name}: its answers need at least "
+                f"{task.min_new_tokens_needed} new tokens (a token of answer and the end of sequence), so every answer "
+                f"would be cut off and nothing measured; use --max-new-tokens {task.min_new_tokens_needed} or more "
+                "(generation.max_new_tokens in an experiment file)")

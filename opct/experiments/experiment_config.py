@@ -42,6 +42,14 @@ def _known_method(method: str) -> str:
     return method
 
 
+def _paper_methods() -> list[str]:
+    """``base`` and the paper's pair (:meth:`~opct.methods.MethodRegistry.paper_pair`), baseline first."""
+    from opct.methods import METHODS
+
+    treatment, baseline = METHODS.paper_pair()
+    return ["base", baseline, treatment]
+
+
 class ExperimentConfig(StrictSettings):
     """What to compare: methods x seeds (x axes) on one model."""
 
@@ -50,8 +58,8 @@ class ExperimentConfig(StrictSettings):
     model: ModelConfig = Field(default_factory=ModelConfig, description="the base model every method trains from")
     axes: list[str] = Field(default_factory=lambda: _pair_axes(), description="registered axes with pairs")
     methods: list[str] = Field(
-        default_factory=lambda: ["base", "bct", "opct"],
-        description="base, registered training methods and the names of variants",
+        default_factory=lambda: _paper_methods(),
+        description="base, registered training methods and the names of variants (default: base and the paper's pair)",
     )
     mix_axes: bool = Field(True, description="one training run on all axes mixed (else one run per axis)")
     seeds: list[int] = Field(default_factory=lambda: [0], description="one training run per method and seed")

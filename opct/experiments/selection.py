@@ -50,6 +50,7 @@ from opct.experiments.family_rule import FamilyAttackSettings, attack_candidates
 from opct.experiments.files import deep_merge, read_extended
 from opct.experiments.recipes import PICK_RULES
 from opct.experiments.runner import ExperimentConfig, default_validation_sources, resolve
+from opct.methods import declared_compute
 from opct.runs.atomic import write_json_atomic
 from opct.runs.compute import run_compute
 from opct.runs.experiment_layout import ExperimentLayout
@@ -221,7 +222,8 @@ def score_candidates(cfg: SelectionConfig, attack: bool | None = None, log: Call
                 "famval_good_by_axis": famval_rates(at),
                 "val_cap": {t: _mean([r[t] for r in at]) for t in tasks},
                 "eligible": eligible,
-                "compute": {k: _mean([run_compute(ExperimentLayout(cfg.root).candidate_runs / f"{cid}-s{seed}", step)[k] for seed in s.seeds])
+                "compute": {k: _mean([run_compute(ExperimentLayout(cfg.root).candidate_runs / f"{cid}-s{seed}", step, declared=declared_compute)[k]
+                                      for seed in s.seeds])
                             for k in ("tokens_generated", "tokens_teacher_scored", "tokens_backpropagated", "train_seconds")},
             }
         candidates.append({"id": cid, "method": method, "recipe": recipe, "steps": steps})

@@ -20,6 +20,22 @@ class EvalSettings(EvalOptions):
     generation: generation_settings(max_new_tokens=64) = Field(  # type: ignore[valid-type]
         description="how every model answers: greedy, 64 new tokens unless set")
 
+    @model_validator(mode="after")
+    def _answers_fit(self) -> EvalSettings:
+        check_answer_room("eval", self.generation.max_new_tokens)
+        return self
+
+
+def check_answer_room(block: str, max_new_tokens: int) -> None:
+    """Refuse a limit no answer and its end fit in (:data:`~opct.evals.task.SHORTEST_ANSWER_LIMIT`), before
+    anything trains or generates: every answer would be cut off and nothing measured."""
+    from opct.evals.task import SHORTEST_ANSWER_LIMIT
+
+    if max_new_tokens < SHORTEST_ANSWER_LIMIT:
+        raise ValueError(f"{block}.generation.max_new_tokens {max_new_tokens} is too small: an answer needs at least "
+                         f"{SHORTEST_ANSWER_LIMIT} new tokens (a token of answer and the end of sequence), so every "
+                         f"answer would be cut off and nothing measured; set it to {SHORTEST_ANSWER_LIMIT} or more")
+
 
 class AttackSettings(StrictSettings):
     """The adaptive per-target attacker (search) run against every model: on the organism's held-out
@@ -41,6 +57,7 @@ class AttackSettings(StrictSettings):
         from opct.attack.search import SearchConfig
 
         g = self.generation
+        check_answer_room("attack", g.max_new_tokens)
         if g.n != 1 or g.temperature != 0.0 or g.top_p != 1.0 or g.min_new_tokens != 0:
             raise ValueError("attack.generation: the target answers each query once, greedily "
                              "(n 1, temperature 0, top_p 1, min_new_tokens 0); set max_new_tokens and sequences_per_call")

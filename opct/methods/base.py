@@ -239,7 +239,8 @@ class Method(Protocol):
     writing to ``rollouts.jsonl.gz``. ``compute``: which tokens it generates and has the teacher score,
     each ``"trained"`` (the tokens each step trains on), ``"cached"`` (targets generated once into the
     run's cache of the method's name) or ``"none"``; recorded in the run manifest and read by
-    :func:`opct.runs.compute.run_compute`.
+    :func:`opct.runs.compute.run_compute`. How it is shown and compared is its
+    :class:`~opct.methods.MethodCard`, given where it is registered (or as a ``card`` attribute).
     """
 
     name: ClassVar[str]

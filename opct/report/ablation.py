@@ -14,6 +14,7 @@ import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
+from opct.methods import declared_compute
 from opct.report.load import Experiment
 from opct.report.pooled import PooledRow, difference_parts, plan_seeds, pooled_rows, seed_runs, split_run_key
 from opct.runs.compute import run_compute
@@ -68,7 +69,7 @@ def _compute(exp: Experiment, name: str) -> tuple[dict[str, float], int]:
     for key in seed_runs(exp, name).values():
         run_dir = exp.layout.run(key)
         try:
-            per_seed.append(run_compute(run_dir))
+            per_seed.append(run_compute(run_dir, declared=declared_compute))
         except (OSError, ValueError, KeyError) as err:
             exp.warnings.append(f"compute of {key} unreadable ({type(err).__name__}: {err})")
     if not per_seed:

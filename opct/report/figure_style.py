@@ -15,7 +15,8 @@ from typing import Any
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
-FIXED_COLOURS = {"base": "#6E6E6E", "bct": "#E69F00", "opct": "#0072B2"}
+#: The untrained model's key in an experiment, and its colour (it is no method, so it has no card).
+BASE, BASE_COLOUR = "base", "#6E6E6E"
 OTHER_COLOURS = ("#009E73", "#CC79A7", "#D55E00", "#56B4E9", "#F0E442", "#000000")
 SPLIT_STYLE = {"train": {"hatch": "///", "alpha": 0.55}, "heldout": {"hatch": "", "alpha": 1.0}, "adaptive": {"hatch": "..", "alpha": 0.8}}
 SPLIT_LABEL = {"train": "train {unit}", "heldout": "held-out {unit}", "adaptive": "adaptive attacker"}
@@ -35,10 +36,21 @@ MAX_WIDTH_IN = 10.0
 MIN_FONT_PT = 7.0
 
 
+def method_colour(method: str) -> str | None:
+    """The fixed colour of ``method``: base grey, a registered method's card colour; None for any other key."""
+    from opct.methods import METHODS
+
+    card = METHODS.card(method)
+    return BASE_COLOUR if method == BASE else card.colour if card is not None else None
+
+
 def method_colours(methods: Sequence[str]) -> dict[str, str]:
-    """A stable colour per method: base grey, BCT orange, OPCT blue, others from Okabe-Ito."""
-    others = iter(OTHER_COLOURS * (1 + len(methods) // len(OTHER_COLOURS)))
-    return {m: FIXED_COLOURS.get(m) or next(others) for m in methods}
+    """A stable colour per method: base grey, each registered method its card's colour (BCT orange, OPCT
+    blue, ACT green), the others the Okabe-Ito colours that none of those took, in turn."""
+    fixed = {m: c for m in methods if (c := method_colour(m)) is not None}
+    free = [c for c in OTHER_COLOURS if c not in fixed.values()] or list(OTHER_COLOURS)
+    others = iter(free * (1 + len(methods) // len(free)))
+    return {m: fixed.get(m) or next(others) for m in methods}
 
 
 def new_figure(size: tuple[float, float]) -> Figure:

@@ -15,12 +15,12 @@ import matplotlib
 from matplotlib.figure import Figure
 
 from opct.report.figure_style import (
-    FIXED_COLOURS,
     MAX_WIDTH_IN,
     STYLE,
     SUPTITLE_PT,
     TICK_PT,
     TITLE_PT,
+    method_colour,
     new_figure,
     row_chunks,
     wrap,
@@ -40,7 +40,7 @@ def _panel(ax: object, diffs: Sequence[PairedDifference]) -> None:
     labels = [d.label for d in diffs]
     for y, d in enumerate(diffs):
         est = d.estimate
-        colour = FIXED_COLOURS["opct"] if (d.a, d.b) == PAPER_PAIR else OTHER_PAIR
+        colour = method_colour(PAPER_PAIR[0]) if (d.a, d.b) == PAPER_PAIR else OTHER_PAIR
         if est is None or math.isnan(est.value):
             ax.text(0.5, y, "not measured", ha="center", va="center", fontsize=TICK_PT, color=OTHER_PAIR,
                     transform=ax.get_yaxis_transform())
@@ -59,7 +59,7 @@ def _panel(ax: object, diffs: Sequence[PairedDifference]) -> None:
     if direction and paper_row is not None:
         ax.annotate("paper →" if direction[0] == "higher" else "← paper", xy=(1.0 if direction[0] == "higher" else 0.0, paper_row),
                     xycoords=("axes fraction", "data"), ha="right" if direction[0] == "higher" else "left", va="bottom",
-                    fontsize=TICK_PT, color=FIXED_COLOURS["opct"], xytext=(-4 if direction[0] == "higher" else 4, 6),
+                    fontsize=TICK_PT, color=method_colour(PAPER_PAIR[0]), xytext=(-4 if direction[0] == "higher" else 4, 6),
                     textcoords="offset points")
     ax.grid(axis="x", alpha=0.3)
     ax.grid(axis="y", visible=False)

@@ -27,8 +27,6 @@ from opct.runs.layout import RunLayout
 #: The key of the adaptive attacker's results in :attr:`Experiment.unverified` (its "eval" name).
 ATTACK = "<attack>"
 
-#: Methods in the order the report lists them when the plan does not say.
-METHOD_ORDER = ("base", "bct", "opct")
 
 
 @dataclass(frozen=True)
@@ -191,8 +189,15 @@ class Experiment:
         return list(keys)
 
 
-def _method_sort_key(method: str) -> tuple[int, str]:
-    return (METHOD_ORDER.index(method), "") if method in METHOD_ORDER else (len(METHOD_ORDER), method)
+def _method_sort_key(method: str) -> tuple[int, int, str]:
+    """Base first, then the registered methods by their card's ``order``, then everything else (a variant,
+    a run key, a method with no order) by name."""
+    from opct.methods import METHODS
+
+    card = METHODS.card(method)
+    if method == "base":
+        return (0, 0, "")
+    return (1, card.order, "") if card is not None and card.order is not None else (2, 0, method)
 
 
 def _finite(x: Any) -> float | None:

@@ -14,6 +14,7 @@ import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
+from opct.methods import METHODS
 from opct.report.columns import Column
 from opct.report.load import Experiment
 from opct.report.table import build_columns, method_label
@@ -37,8 +38,9 @@ REVERSED = "reversed"
 NOT_RESOLVED = "not resolved"
 NOT_MEASURED = "not measured"
 NO_CLAIM = "no claim in the paper"
-#: The pair the paper's claims are about; any other pair is read without a side (:func:`neutral_verdict`).
-PAPER_PAIR = ("opct", "bct")
+#: ``(treatment, baseline)``: the pair the paper's claims are about, from the methods' cards; any other pair
+#: is read without a side (:func:`neutral_verdict`).
+PAPER_PAIR = METHODS.paper_pair()
 
 
 def paper_direction(column_key: str) -> tuple[str, str] | None:
@@ -149,7 +151,7 @@ def _paired_columns(exp: Experiment) -> dict[str, Column]:
     return {c.key: c for c in build_columns(exp) if c.paired is not None}
 
 
-def pooled_rows(families: Mapping[str, Experiment], a: str = "opct", b: str = "bct", *,
+def pooled_rows(families: Mapping[str, Experiment], a: str = PAPER_PAIR[0], b: str = PAPER_PAIR[1], *,
                 n_resamples: int = 2000, seed: int = DEFAULT_SEED) -> list[PooledRow]:
     """``a − b`` per results column, pooled over the families (``{family: its experiment}``) and the
     seeds both methods were trained with in each; a family's own column reader (its eval's units and

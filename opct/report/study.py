@@ -96,7 +96,8 @@ def trained_pairs(families: Mapping[str, Experiment]) -> list[tuple[str, str]]:
     """The pooled comparisons beside OPCT − BCT: every other trained method (ACT, a plugin's) minus BCT and
     minus OPCT, where the study trained those."""
     methods = [m for m in dict.fromkeys(m for exp in families.values() for m in run_methods(exp)) if m != "base"]
-    return [(m, other) for m in methods if m not in PAPER_PAIR for other in ("bct", "opct") if other in methods]
+    treatment, baseline = PAPER_PAIR
+    return [(m, other) for m in methods if m not in PAPER_PAIR for other in (baseline, treatment) if other in methods]
 
 
 def _pair_title(pair: Sequence[str]) -> str:
@@ -133,7 +134,7 @@ def study_data(root: str | Path, n_resamples: int = RESAMPLES) -> dict[str, Any]
               for pair in trained_pairs(families)]
     return {
         "study": study.get("name", Path(root).name), "generated": time.strftime("%Y-%m-%d %H:%M:%S %Z"),
-        "families": models, "seeds": study.get("seeds", []), "comparison": ["opct", "bct"],
+        "families": models, "seeds": study.get("seeds", []), "comparison": list(PAPER_PAIR),
         "missing_families": [f for f in models if f not in families],
         "bootstrap": {"method": POOLED_PAIRED_BOOTSTRAP, "resamples": n_resamples, "seed": DEFAULT_SEED, "level": 0.95,
                       "resampled": "units (one draw shared by every (family, seed) cell) and seeds within each family; "
@@ -202,7 +203,7 @@ POOLED_HEADERS = ["OPCT − BCT", "unscored", "verdict"]
 
 def _title(data: Mapping[str, Any]) -> str:
     fams = data["families"]
-    trained = ["opct", "bct", *(o["pair"][0] for o in data.get("others", []))]
+    trained = [*PAPER_PAIR, *(o["pair"][0] for o in data.get("others", []))]
     names = " vs ".join(method_label(m) for m in dict.fromkeys(trained))
     return (f"{data['study']}: {names}, {len(fams)} famil{'y' if len(fams) == 1 else 'ies'} × "
             f"{len(data['seeds'])} seed(s)")

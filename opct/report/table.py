@@ -19,11 +19,12 @@ MISSING = "—"
 
 
 def method_label(method: str) -> str:
-    """The display name of a method: a registered training method's name in capitals (``bct`` -> ``BCT``,
-    ``act`` -> ``ACT``); anything else (``base``, a variant, a seed's run) as it is."""
+    """The display name of a method: a registered training method's card label (``BCT``, ``ACT``; a method
+    registered without one: its name in capitals); anything else (``base``, a variant, a seed's run) as it is."""
     from opct.methods import METHODS
 
-    return method.upper() if method in METHODS else method
+    card = METHODS.card(method)
+    return card.label if card is not None else method
 
 
 @dataclass(frozen=True)
