@@ -14,7 +14,7 @@ from opct.axes.jailbreak.tasks import jailbreak_task, real_units
 from opct.axes.jailbreak.templates import REAL
 from opct.cli.main import app
 from opct.datasets.base import EvalItem
-from opct.evals.capability import multiple_choice_task
+from opct.axes.capability.tasks import multiple_choice_task
 from opct.evals.outcomes import OFF_OPTIONS, answer_text, count_outcomes, is_degenerate, judgement_outcome
 from opct.evals.runner import run_task
 from opct.judges import make_judge

@@ -105,9 +105,8 @@ class Axis:
 #: Every axis by name, in registration order (the order of the report's columns and sections): the
 #: built-in ones, capability, then every other package under ``opct/axes/`` (its ``AXIS``), by name.
 AXES: Registry[Axis] = Registry("axis")
-for _name in ("sycophancy", "jailbreak", "awareness"):
+for _name in ("sycophancy", "jailbreak", "awareness", "capability"):
     AXES.register(_name, f"opct.axes.{_name}:AXIS")
-AXES.register("capability", "opct.evals.capability:AXIS")
 
 
 def register_packages(paths: Iterable[str], package: str) -> list[str]:

@@ -47,7 +47,7 @@ def judge_behaviour(axis: str, metas: Sequence[dict[str, Any]], answers: Sequenc
 
 def validation_items() -> dict[str, list[dict[str, Any]]]:
     """``{task: items}``: the capability items of the validation probe (none is an evaluation item)."""
-    from opct.evals.capability import ORGANISM_ITEMS
+    from opct.axes.capability.tasks import ORGANISM_ITEMS
     from opct.evals.task import seeded_sample
     from opct.organism import items as I
     from opct.organism.world import world
