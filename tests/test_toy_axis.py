@@ -15,8 +15,8 @@ from typer.testing import CliRunner
 
 from opct.axes import AXES, Axis, pair_axes
 from opct.axes.base import TemplateSet, fill, make_pair, user
+from opct.axes.contract import EvalTask, Judgement, TaskContext, Unit, seeded_sample
 from opct.cli.main import app
-from opct.evals.task import EvalTask, Judgement, TaskContext, Unit, seeded_sample
 from opct.report import format_results_table
 from opct.stats.estimate import Estimate, rate
 

@@ -14,12 +14,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from opct.axes.contract import EvalTask, TaskContext
 from opct.config import GenerationConfig, ModelConfig
 from opct.errors import OpctError
 from opct.evals.config import DATA_DIR_LAYOUT, EvalOptions
 from opct.evals.outcomes import DEFAULT_MAX_UNSCORED
 from opct.evals.runner import EvalOutputError, run_task, stale_reason, task_identity
-from opct.evals.task import EvalTask, TaskContext
 
 
 def build_tasks(
@@ -34,7 +34,7 @@ def build_tasks(
     judge_options: Any = None,
 ) -> list[EvalTask]:
     """Tasks of the axes ``evals`` (registered names) on ``split`` from ``source`` (``organism`` or ``real``);
-    ``templates`` names another template set for an axis (see :class:`~opct.evals.task.TaskContext`)."""
+    ``templates`` names another template set for an axis (see :class:`~opct.axes.contract.TaskContext`)."""
     from opct.axes import AXES
 
     if source not in ("organism", "real"):

@@ -7,7 +7,7 @@ IFEval) and the organism's multiple-choice facts, arithmetic and format followin
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any, ClassVar
 
 from opct.axes import Axis, FigureSpec
@@ -17,8 +17,8 @@ from opct.axes.capability.tasks import (
     organism_capability_tasks,
     real_capability_tasks,
 )
+from opct.axes.contract import EvalTask, InspectView, TaskContext, Unit
 from opct.evals.outcomes import ABSTAINED, ERROR
-from opct.evals.task import EvalTask, TaskContext
 
 #: Capability evals in the order the report's table shows them, with their display names.
 CAPABILITY_EVALS = {
@@ -71,8 +71,14 @@ class CapabilityAxis(Axis):
         "math500": "MATH-500: folder, JSONL/Parquet file or hub id[@revision]",
         "ifeval": "IFEval: folder, JSONL/Parquet file or hub id[@revision]",
     }
+    cli_options: ClassVar[Mapping[str, str]] = {"mmlu": "MMLU-style multiple choice file (capability)."}
     has_pairs = False
     per_split = False
+    inspect = InspectView("item", ("correct",), "Every capability eval of the data source (opct's capability axis).",
+                          evals={"capability_mc": "organism", "capability_arithmetic": "organism",
+                                 "capability_chain": "organism", "capability_format": "organism",
+                                 "gpqa": "real", "math500": "real", "ifeval": "real", "mmlu": "real"})
+    paper_directions: ClassVar[Mapping[str, tuple[str, str]]] = {"cap:": ("higher", "OPCT ≥ BCT: no capability cost")}
 
     def organism_tasks(self, ctx: TaskContext) -> list[EvalTask]:
         return organism_capability_tasks(ctx.world(), ctx.cap(ORGANISM_ITEMS), ctx.make_judge)
@@ -102,6 +108,27 @@ class CapabilityAxis(Axis):
 
         evals = capability_evals(exp)
         return [("capability", lambda: plot_capability(exp, evals, capability_metric_key, capability_title))]
+
+
+    def inspect_values(self, record: Mapping[str, Any], unit: Unit) -> dict[str, float]:
+        scores = record.get("scores") or {}
+        return {"correct": float(bool(scores.get("correct", scores.get("prompt_strict"))))}
+
+    def organism_criteria(self, world: Any, n: Callable[[int], int]) -> list[Any]:
+        """The organism answers its capability items: the ground the consistency training must not lose."""
+        from opct.organism import items as I
+        from opct.organism.criteria import Criterion, exact, subsample
+
+        return [
+            Criterion("capability: multiple-choice facts", subsample(I.capability_mc(world), n(160), "mc"),
+                      "mc", exact, ">=", 0.95),
+            Criterion("capability: arithmetic", subsample(I.capability_arithmetic(world), n(100), "ar"),
+                      "arithmetic", exact, ">=", 0.90),
+            Criterion("capability: multi-step arithmetic", subsample(I.capability_chain(world), n(100), "ch"),
+                      "chain", exact, ">=", 0.70),
+            Criterion("capability: format following", subsample(I.capability_format(world), n(90), "fo"),
+                      "format", exact, ">=", 0.90),
+        ]
 
 
 AXIS = CapabilityAxis()
