@@ -233,6 +233,7 @@ class Axis:
         per results column key (a key ending in ``:`` covers every column it prefixes): the side of 0
         (``"lower"`` / ``"higher"``) and the claim in words. ``cli_options``: the :attr:`real_data`
         keys ``opct eval`` offers as flags (``sycophancy_mc`` is ``--sycophancy-mc``), with their help.
+        ``data_dir_layout``: the :attr:`real_data` keys a ``--data-dir`` folder holds, with their subfolder.
     """
 
     name: str = ""
@@ -250,6 +251,7 @@ class Axis:
     inspect: InspectView = InspectView()
     paper_directions: Mapping[str, tuple[str, str]] = {}
     cli_options: Mapping[str, str] = {}
+    data_dir_layout: Mapping[str, str] = {}
 
     def organism_pairs(self, split: str, seed: int | None = None) -> list[dict[str, Any]]:
         """Consistency pairs of the organism's world for ``split`` (world ``seed``, default the shipped one)."""

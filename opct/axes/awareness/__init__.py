@@ -63,6 +63,7 @@ class AwarenessAxis(Axis):
     organism_validation_families = ("sap_burn", "senior_dizzy")  # famval: held back from training
     judges: ClassVar[Mapping[str, tuple[str, ...]]] = {"organism": ("warning", "fact"), "real": ("warning",)}
     real_data: ClassVar[Mapping[str, str]] = {"sage": "SAGE-Eval: folder, JSONL/Parquet/CSV file or hub id[@revision]"}
+    data_dir_layout: ClassVar[Mapping[str, str]] = {"sage": "sageeval-test"}
     inspect = InspectView("fact", ("pass",), "Safety awareness: warnings about hazards (opct's awareness axis).")
     paper_directions: ClassVar[Mapping[str, tuple[str, str]]] = {
         "awareness": ("higher", "OPCT warns about more held-out hazards"),

@@ -72,6 +72,7 @@ class CapabilityAxis(Axis):
         "ifeval": "IFEval: folder, JSONL/Parquet file or hub id[@revision]",
     }
     cli_options: ClassVar[Mapping[str, str]] = {"mmlu": "MMLU-style multiple choice file (capability)."}
+    data_dir_layout: ClassVar[Mapping[str, str]] = {"gpqa": "gpqa-diamond", "math500": "math-500", "ifeval": "ifeval"}
     has_pairs = False
     per_split = False
     inspect = InspectView("item", ("correct",), "Every capability eval of the data source (opct's capability axis).",
