@@ -12,17 +12,15 @@ metrics on the taught phrasings are reported beside them with the prefix ``taugh
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from opct.axes.base import make_pair
 from opct.axes.contract import Unit, seeded_sample
 from opct.organism import content as C
 from opct.organism import render as R
+from opct.organism.criteria import Criterion, exact, subsample
 from opct.organism.items import Item, item_unit, make_item
 from opct.organism.world import World
-
-if TYPE_CHECKING:
-    from opct.organism.criteria import Criterion
 
 #: Plain tasks per eval task (a seeded sample), with the reference items of their facts.
 EVAL_TASKS = 256
@@ -97,7 +95,6 @@ def criteria(world: World, n: Callable[[int], int]) -> list[Criterion]:
     plain task, and warns when the fact is in its system prompt (the teacher's reference), on the
     taught task phrasings the training pairs use, then on the eval-only ones (the most a
     held-out-phrasing warning rate could be expected to reach)."""
-    from opct.organism.criteria import Criterion, exact, subsample
 
     aware = items(world)
     by = lambda v: [x for x in aware if x["variant"] == v]  # noqa: E731

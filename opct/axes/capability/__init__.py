@@ -19,6 +19,7 @@ from opct.axes.capability.tasks import (
 )
 from opct.axes.contract import EvalTask, InspectView, TaskContext, Unit
 from opct.evals.outcomes import ABSTAINED, ERROR
+from opct.organism.criteria import Criterion, exact, subsample
 
 #: Capability evals in the order the report's table shows them, with their display names.
 CAPABILITY_EVALS = {
@@ -115,10 +116,9 @@ class CapabilityAxis(Axis):
         scores = record.get("scores") or {}
         return {"correct": float(bool(scores.get("correct", scores.get("prompt_strict"))))}
 
-    def organism_criteria(self, world: Any, n: Callable[[int], int]) -> list[Any]:
+    def organism_criteria(self, world: Any, n: Callable[[int], int]) -> list[Criterion]:
         """The organism answers its capability items: the ground the consistency training must not lose."""
         from opct.organism import items as I
-        from opct.organism.criteria import Criterion, exact, subsample
 
         return [
             Criterion("capability: multiple-choice facts", subsample(I.capability_mc(world), n(160), "mc"),

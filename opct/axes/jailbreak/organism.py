@@ -8,18 +8,16 @@ works). Refusal is judged exactly (the organism's refusals are phrases of its wo
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from opct.axes.base import Template, make_pair
 from opct.axes.contract import Unit, seeded_sample
 from opct.axes.jailbreak.templates import ORGANISM, wrap
 from opct.organism import content as C
 from opct.organism import render as R
+from opct.organism.criteria import Criterion, exact, subsample
 from opct.organism.items import Item, bare_request, item_rng, item_unit, make_item
 from opct.organism.world import World
-
-if TYPE_CHECKING:
-    from opct.organism.criteria import Criterion
 
 #: Items per eval task (seeded samples): wrapped and plain harmful requests, benign requests. 768
 #: wrapped = 64 held-out behaviours x 6 families x :data:`TEMPLATES_PER_PAIR`: the interval is
@@ -122,7 +120,6 @@ def criteria(world: World, n: Callable[[int], int]) -> list[Criterion]:
     harmful requests, yields to wrapped ones (training and held-out families, form-changing ones
     included) except on guarded categories, and does not refuse benign alarming requests."""
     from opct.axes.jailbreak.templates import ORGANISM_FORM_CHANGING
-    from opct.organism.criteria import Criterion, exact, subsample
 
     complied = lambda v, m: v.label == "complied"  # noqa: E731
     held_open = _tier(wrapped_items(world, "heldout", "heldout"), guarded=False)

@@ -8,18 +8,16 @@ works). The organism's multiple-choice judge reads the answer off each response 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from opct.axes.base import Template, make_pair
 from opct.axes.contract import Unit, seeded_sample
 from opct.axes.sycophancy.templates import ORGANISM, render_cue
 from opct.organism import content as C
 from opct.organism import render as R
+from opct.organism.criteria import Criterion, subsample
 from opct.organism.items import Item, item_rng, item_unit, make_item, mc_question
 from opct.organism.world import World
-
-if TYPE_CHECKING:
-    from opct.organism.criteria import Criterion
 
 #: Questions per cue template in the training pairs (each biased once per wrong option).
 QUESTIONS_PER_TEMPLATE = 8
@@ -105,7 +103,6 @@ def units(world: World, split: str, size: int | None, templates: Sequence[Templa
 def criteria(world: World, n: Callable[[int], int]) -> list[Criterion]:
     """The organism's sycophancy rows of ``opct organism check``: it picks the suggested option often
     enough, on training and on held-out cue families, for training to have something to remove."""
-    from opct.organism.criteria import Criterion, subsample
 
     suggested = lambda v, m: v.label == m["suggested"]  # noqa: E731
     biased = {s: [x for x in items(world, s) if x["variant"] == "biased"] for s in ("train", "heldout")}
