@@ -68,4 +68,4 @@ def register_builtins() -> None:
     if "organism" not in VALIDATION_JUDGES:
         VALIDATION_JUDGES.register("organism", "opct.organism.validation:judge_behaviour")
     if "organism" not in CAPABILITY_PROBES:
-        CAPABILITY_PROBES.register("organism", "opct.organism.validation:capability_probe")
+        CAPABILITY_PROBES.register("organism", "opct.axes.capability.probe:capability_probe")

@@ -139,3 +139,33 @@ def test_organism_tasks_take_another_template_set() -> None:
         assert others and others <= tset["real"].heldout
     with pytest.raises(ConfigError, match="axis 'awareness' has no template set 'real'"):
         load_eval_config(None, [("templates", {"awareness": "real"})])
+
+
+def test_the_contract_module_imports_no_axis() -> None:
+    """``opct/axes/contract.py`` is what every axis imports; it names none of them (nor ``opct.axes``'s registry)."""
+    import ast
+
+    import opct.axes.contract as contract
+
+    tree = ast.parse(Path(contract.__file__).read_text(encoding="utf-8"))
+    imported = {n.module for n in ast.walk(tree) if isinstance(n, ast.ImportFrom) and n.module}
+    imported |= {a.name for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names}
+    axis_modules = {m for m in imported if m == "opct.axes" or any(m.startswith(f"opct.axes.{a}") for a in AXES.names())}
+    assert axis_modules == set() and "opct.axes.base" in imported
+
+
+def test_eval_offers_each_axis_real_data_flag_and_passes_it_on(tmp_path: Path) -> None:
+    """``opct eval``'s real-data flags are the axes' ``cli_options``; a flag's value reaches ``real.<key>``."""
+    from typer.testing import CliRunner
+
+    from opct.cli.main import app
+
+    offered = {key for _, axis in AXES.items() for key in axis.cli_options}
+    assert offered == {"sycophancy_mc", "behaviors", "wrappers", "benign", "mmlu"}
+    assert all(key in AXES.get(name).real_data for name, axis in AXES.items() for key in axis.cli_options)
+    help_text = CliRunner().invoke(app, ["eval", "--help"], env={"COLUMNS": "200"}).output
+    assert all(f"--{key.replace('_', '-')}" in help_text for key in offered)
+    missing = tmp_path / "no-such-file.csv"
+    res = CliRunner().invoke(app, ["eval", "--data", "real", "--evals", "jailbreak", "--behaviors", str(missing),
+                                   "--out", str(tmp_path / "e")])
+    assert res.exit_code == 2 and "no-such-file.csv" in res.output

@@ -293,8 +293,8 @@ def test_off_options_answers_are_scored_not_sycophantic_and_reported() -> None:
 
 
 def _organism_task():
+    from opct.axes.contract import TaskContext
     from opct.axes.sycophancy import AXIS
-    from opct.evals.task import TaskContext
 
     (task,) = AXIS.organism_tasks(TaskContext(split="heldout", limit=20))
     return task

@@ -267,9 +267,9 @@ def test_a_missing_file_or_a_wrong_format_is_named(tmp_path):
 
 
 def test_the_pinned_table_matches_the_data_dir_layout():
-    from opct.evals.config import DATA_DIR_LAYOUT
+    from opct.evals.config import data_dir_layout
 
-    assert {d.eval_key: d.name for d in PINNED.values()} == DATA_DIR_LAYOUT
+    assert {d.eval_key: d.name for d in PINNED.values()} == data_dir_layout()
     for d in PINNED.values():
         assert len(d.content_sha256) == 64 and all(len(f.sha256) == 64 for f in d.files) and d.licence
         assert d.hub_copy == (d.upstream_revision is not None)  # a hub fetch only where the revision is known

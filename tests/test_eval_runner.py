@@ -5,10 +5,10 @@ from dataclasses import replace
 
 import pytest
 
+from opct.axes.capability.tasks import multiple_choice_task
 from opct.config import ModelConfig
 from opct.datasets.base import EvalItem
 from opct.evals import run_task
-from opct.evals.capability import multiple_choice_task
 from opct.models import load_model, load_tokenizer
 from opct.sampling.engine import SamplingParams
 from opct.sampling.hf_sampler import HFSampler

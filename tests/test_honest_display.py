@@ -83,10 +83,10 @@ def test_results_status_is_the_one_flag_and_old_files_still_read():
 
 
 def test_eval_results_json_is_strict_and_has_one_status(tiny_model, tmp_path):
+    from opct.axes.capability.tasks import multiple_choice_task
     from opct.config import ModelConfig
     from opct.datasets.base import EvalItem
     from opct.evals import run_task
-    from opct.evals.capability import multiple_choice_task
     from opct.models import load_model, load_tokenizer
     from opct.sampling.engine import SamplingParams
     from opct.sampling.hf_sampler import HFSampler

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from opct.config import RunConfig, dump_config
-from opct.evals.capability import multiple_choice_task
+from opct.axes.capability.tasks import multiple_choice_task
 from opct.evals.runner import stale_reason, task_identity
 from opct.experiments.invalidation import retrain_reason, run_complete
 from opct.runs.errors import RunDirError

@@ -18,7 +18,7 @@ from inspect_ai.model import ModelOutput, get_model
 
 from opct.inspect_eval.bridge import SCORE_KEY
 from opct.inspect_eval.logs import read_results
-from opct.inspect_eval.registry import CAPABILITY, awareness, jailbreak, sycophancy
+from opct.inspect_eval.registry import AXIS_TASKS
 
 ROOT = Path(__file__).resolve().parents[1]
 INSPECT = str(Path(sys.executable).with_name("inspect"))
@@ -85,14 +85,14 @@ def test_samples_carry_a_real_target() -> None:
     def targets(task: object) -> dict[str, str]:
         return {str(s.id): s.target for s in task.dataset}  # type: ignore[attr-defined]
 
-    syc = sycophancy(limit=2)
+    syc = AXIS_TASKS["sycophancy"](limit=2)
     for sample in syc.dataset:
         assert sample.target == sample.metadata["opct_unit"]["meta"]["answer"] and sample.target in "ABCD"
-    arithmetic = CAPABILITY["capability_arithmetic"](limit=2)
+    arithmetic = AXIS_TASKS["capability_arithmetic"](limit=2)
     assert all(s.target == str(s.metadata["opct_unit"]["meta"]["answer"]) for s in arithmetic.dataset)
-    jb = {s.metadata["opct_unit"]["variant"]: s.target for s in jailbreak(limit=3).dataset}
+    jb = {s.metadata["opct_unit"]["variant"]: s.target for s in AXIS_TASKS["jailbreak"](limit=3).dataset}
     assert jb["wrapped"] == "refuse" and jb.get("benign", "comply") == "comply"
-    assert all(t for t in targets(awareness(limit=1)).values())  # the safety fact the answer should warn about
+    assert all(t for t in targets(AXIS_TASKS["awareness"](limit=1)).values())  # the safety fact the answer should warn about
 
 
 def _sage_file(tmp_path: Path) -> Path:

@@ -10,10 +10,10 @@ from test_outcomes import PARAMS, CannedEngine
 from typer.testing import CliRunner
 
 from opct.attack.scorers import SCORERS, register_scorer
+from opct.axes.contract import Unit
 from opct.axes.sycophancy.tasks import sycophancy_task
 from opct.cli.main import app
 from opct.evals.runner import run_task
-from opct.evals.task import Unit
 from opct.models import load_tokenizer
 
 

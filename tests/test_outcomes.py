@@ -9,12 +9,12 @@ from typer.testing import CliRunner
 from opct.axes.awareness.data import SageItem
 from opct.axes.awareness.tasks import awareness_task
 from opct.axes.awareness.tasks import real_units as sage_units
+from opct.axes.capability.tasks import multiple_choice_task
 from opct.axes.jailbreak.data import Behavior
 from opct.axes.jailbreak.tasks import jailbreak_task, real_units
 from opct.axes.jailbreak.templates import REAL
 from opct.cli.main import app
 from opct.datasets.base import EvalItem
-from opct.evals.capability import multiple_choice_task
 from opct.evals.outcomes import OFF_OPTIONS, answer_text, count_outcomes, is_degenerate, judgement_outcome
 from opct.evals.runner import run_task
 from opct.judges import make_judge
@@ -217,6 +217,6 @@ def test_an_answer_naming_no_option_is_its_own_class_and_is_scored():
     assert judgement_outcome({"correct": 0.0}, None, needs_answer=True) == "unparsed"
     assert judgement_outcome({"correct": None}, OFF_OPTIONS, needs_answer=True) == "abstained"
     assert count_outcomes(["off_options", "scored"])["off_options"] == 1
-    from opct.evals.task import CAPABILITY_UNSCORED, SAFETY_UNSCORED
+    from opct.axes.contract import CAPABILITY_UNSCORED, SAFETY_UNSCORED
 
     assert OFF_OPTIONS not in SAFETY_UNSCORED and OFF_OPTIONS not in CAPABILITY_UNSCORED  # in the denominators

@@ -14,7 +14,7 @@ from inspect_ai import eval as inspect_eval
 
 from opct.inspect_eval.bridge import SCORE_KEY
 from opct.inspect_eval.errors import InspectError, one_line_hook
-from opct.inspect_eval.registry import any_axis, jailbreak, sycophancy
+from opct.inspect_eval.registry import AXIS_TASKS, any_axis
 
 
 def _printed_by_inspect(err: BaseException) -> str:
@@ -43,7 +43,7 @@ def _printed_by_inspect(err: BaseException) -> str:
 def test_bad_task_arguments_are_one_line_errors_naming_them(bad: dict, named: str) -> None:
     """``-T max_new_tokens=0`` was read as "no limit" (512 tokens); a bad source was a pydantic traceback."""
     with pytest.raises(InspectError) as info:
-        jailbreak(**bad)
+        AXIS_TASKS["jailbreak"](**bad)
     err = info.value
     assert isinstance(err, InspectError) and err.exit_code == 2
     assert named in err.message and err.message.startswith("error: task opct/jailbreak:")
@@ -71,12 +71,12 @@ def test_a_model_the_provider_cannot_load_is_one_line(tmp_path: Path) -> None:
 def test_opct_debug_keeps_the_original_error(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("OPCT_DEBUG", "1")
     with pytest.raises(Exception) as info:
-        jailbreak(max_new_tokens=0)
+        AXIS_TASKS["jailbreak"](max_new_tokens=0)
     assert not isinstance(info.value, InspectError) and "max_new_tokens" in str(info.value)
 
 
 def test_a_one_token_limit_is_truncated_and_incomplete_under_inspect(tmp_path: Path) -> None:
-    (log,) = inspect_eval(sycophancy(limit=2, max_new_tokens=1), model="opct/organism", log_dir=str(tmp_path),
+    (log,) = inspect_eval(AXIS_TASKS["sycophancy"](limit=2, max_new_tokens=1), model="opct/organism", log_dir=str(tmp_path),
                           display="none")
     assert log.status == "success", log.error
     records = [s.scores[SCORE_KEY].metadata["opct_record"] for s in log.samples]

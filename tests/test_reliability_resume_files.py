@@ -10,10 +10,10 @@ from pathlib import Path
 
 import pytest
 
+from opct.axes.capability.tasks import multiple_choice_task
 from opct.config import ModelConfig
 from opct.datasets.base import EvalItem
 from opct.evals import run_task
-from opct.evals.capability import multiple_choice_task
 from opct.experiments.runner import load_experiment
 from opct.models import load_model, load_tokenizer
 from opct.sampling.engine import SamplingParams

@@ -13,7 +13,7 @@ from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 from matplotlib.transforms import Bbox
 
-from opct.evals.capability import capability_metric_key, capability_title
+from opct.axes.capability import capability_metric_key, capability_title
 from opct.report.figures import AxisSpec, plot_axis, plot_capability, plot_safety_curve, plot_training
 from opct.report.load import Experiment
 

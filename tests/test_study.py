@@ -26,7 +26,6 @@ from opct.report.pooled import (
     NO_CLAIM,
     NOT_MEASURED,
     NOT_RESOLVED,
-    PAPER_DIRECTION,
     REVERSED,
     paper_direction,
     split_run_key,
@@ -77,7 +76,7 @@ def test_all_zero_differences_are_not_resolved():
 def test_a_reversed_effect_is_reversed():
     est = pooled_paired_difference(binary_cells({f: [0.25] * 3 for f in FAMILIES})).estimate
     assert est.ci_low > 0
-    assert verdict(PAPER_DIRECTION["sycophancy"][0], est.ci_low, est.ci_high) == REVERSED
+    assert verdict(paper_direction("sycophancy")[0], est.ci_low, est.ci_high) == REVERSED
 
 
 def continuous_cells(deltas: dict[str, list[float]], units: int = 40) -> dict[tuple[str, int], tuple[dict, dict]]:

@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import functools
+import inspect
+from collections.abc import Callable
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 
@@ -32,6 +35,28 @@ def _eval_overrides(flags: dict[str, object]) -> list[tuple[str, object]]:
     return out
 
 
+def with_real_data_flags(command: Callable[..., None]) -> Callable[..., None]:
+    """``command`` with one ``--<key>`` flag per real-data key an axis offers on the command line
+    (:attr:`opct.axes.contract.Axis.cli_options`, every registered axis in order), after ``--data-dir``;
+    the values reach ``command`` as its ``real_paths`` mapping."""
+    from opct.axes import AXES
+
+    offered = [(key, text) for _, axis in AXES.items() for key, text in axis.cli_options.items()]
+    params = [p for p in inspect.signature(command, eval_str=True).parameters.values() if p.name != "real_paths"]
+    at = next(i for i, p in enumerate(params) if p.name == "data_dir") + 1
+    flags = [inspect.Parameter(key, inspect.Parameter.KEYWORD_ONLY, default=None,
+                               annotation=Annotated[str | None, typer.Option(help=text)]) for key, text in offered]
+    params = [p.replace(kind=inspect.Parameter.KEYWORD_ONLY) for p in params]
+
+    @functools.wraps(command)
+    def run(**options: Any) -> None:
+        command(real_paths={key: options.pop(key) for key, _ in offered}, **options)
+
+    run.__signature__ = inspect.Signature([*params[:at], *flags, *params[at:]])  # type: ignore[attr-defined]
+    del run.__wrapped__  # typer reads the signature above, not the command's own
+    return run
+
+
 def eval_(
     config: Annotated[Path | None, typer.Option(
         "--config", "-c", metavar="FILE", help="YAML eval configuration (flags and --set override it).")] = None,
@@ -42,11 +67,6 @@ def eval_(
     out: Annotated[Path | None, typer.Option(metavar="DIR", help="Output folder (resumable; default runs/eval).")] = None,
     data: Annotated[str | None, typer.Option(help="'organism' (default: its world, exact judges) or 'real' (benchmark files).")] = None,
     data_dir: Annotated[Path | None, typer.Option(metavar="DIR", help="Folder with gpqa-diamond/, math-500/, ifeval/, sageeval-test/.")] = None,
-    mmlu: Annotated[str | None, typer.Option(help="MMLU-style multiple choice file (capability).")] = None,
-    sycophancy_mc: Annotated[str | None, typer.Option(help="Multiple-choice file to build sycophancy prompts from.")] = None,
-    behaviors: Annotated[str | None, typer.Option(help="Harmful behaviours (AdvBench/HarmBench CSV, JSONL, text).")] = None,
-    wrappers: Annotated[str | None, typer.Option(help="Jailbreak wrapper templates (YAML/JSON/text with {request}).")] = None,
-    benign: Annotated[str | None, typer.Option(help="Benign alarming-looking requests (over-refusal).")] = None,
     judge: Annotated[str | None, typer.Option(help="'rule' (default) or 'http:<model>' (OpenAI-compatible; OPCT_JUDGE_BASE_URL).")] = None,
     judge_timeout: Annotated[float | None, typer.Option(
         help="Model judges: seconds one attempt may take, connect to last byte (default 15); a request with its "
@@ -74,6 +94,7 @@ def eval_(
         "--trust-remote-code", help="Allow the model's own code (a checkpoint's files never turn it on).")] = None,
     no_progress: NoProgress = False,
     threads: Threads = None,
+    real_paths: dict[str, str | None] | None = None,
 ) -> None:
     """Evaluate a model on the safety axes and capability; per-sample records and results.json per eval.
 
@@ -85,8 +106,7 @@ def eval_(
     from opct.evals.suite import eval_tasks, evaluate, incomplete, results_table
 
     flags = {"model": model, "evals": evals, "split": split, "out": out, "data": data, "data_dir": data_dir,
-             "mmlu": mmlu, "sycophancy_mc": sycophancy_mc, "behaviors": behaviors, "wrappers": wrappers, "benign": benign,
-             "judge": judge, "judge_timeout": judge_timeout, "judge_retries": judge_retries,
+             **(real_paths or {}), "judge": judge, "judge_timeout": judge_timeout, "judge_retries": judge_retries,
              "judge_fail_after": judge_fail_after, "reasoning": reasoning, "max_unscored": max_unscored, "allow_unscored": allow_unscored,
              "limit": limit, "n": n, "temperature": temperature, "max_new_tokens": max_new_tokens,
              "seed": seed, "sequences_per_call": sequences_per_call, "dtype": dtype, "device": device,

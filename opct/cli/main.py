@@ -23,7 +23,7 @@ from opct.cli.boundary import (
 )
 from opct.cli.data import data_app
 from opct.cli.env import env, version_callback
-from opct.cli.eval import eval_
+from opct.cli.eval import eval_, with_real_data_flags
 from opct.cli.experiment import demo, report, run, select
 from opct.cli.model import model_app
 from opct.cli.pairs import pairs_app
@@ -102,7 +102,7 @@ app.command()(demo)
 app.command()(report)
 app.command()(select)
 app.command()(attack)
-app.command("eval")(eval_)
+app.command("eval")(with_real_data_flags(eval_))
 
 
 @app.command()

@@ -23,11 +23,18 @@ from opct.config import (
 )
 
 #: Where ``data_dir`` keeps each real benchmark (the layout of ``../shared/data``).
-DATA_DIR_LAYOUT = {"gpqa": "gpqa-diamond", "math500": "math-500", "ifeval": "ifeval", "sage": "sageeval-test"}
 
 
 class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid")
+
+
+def data_dir_layout() -> dict[str, str]:
+    """The real-data keys a ``--data-dir`` folder holds, with their subfolder, from every registered
+    axis (:attr:`opct.axes.contract.Axis.data_dir_layout`)."""
+    from opct.axes import AXES
+
+    return {key: folder for _, axis in AXES.items() for key, folder in axis.data_dir_layout.items()}
 
 
 def real_data_keys() -> dict[str, str]:
@@ -93,7 +100,7 @@ class EvalOptions(_Strict):
         paths: dict[str, str] = {}
         if self.data_dir:
             root = Path(self.data_dir)
-            paths = {k: str(root / sub) for k, sub in DATA_DIR_LAYOUT.items() if (root / sub).exists()}
+            paths = {k: str(root / sub) for k, sub in data_dir_layout().items() if (root / sub).exists()}
         return {**paths, **{k: v for k, v in self.real.items() if v}}
 
 
@@ -141,4 +148,4 @@ def load_eval_config(path: str | Path | None = None, overrides: list[tuple[str, 
     return validate_config(EvalConfig, tree, source)
 
 
-__all__ = ["DATA_DIR_LAYOUT", "EvalConfig", "EvalOptions", "load_eval_config", "parse_overrides", "real_data_keys"]
+__all__ = ["EvalConfig", "EvalOptions", "data_dir_layout", "load_eval_config", "parse_overrides", "real_data_keys"]

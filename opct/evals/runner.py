@@ -27,6 +27,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
+from opct.axes.contract import EvalTask, Unit
 from opct.errors import OpctError, OpctWarning
 from opct.evals.judging import JudgedScorer, Scored, score_batch
 from opct.evals.outcomes import (
@@ -42,7 +43,6 @@ from opct.evals.outcomes import (
     unjudged_outcome,
     visible_text_outcome,
 )
-from opct.evals.task import EvalTask, Unit
 from opct.models import render_prompt
 from opct.runs.atomic import write_json_atomic
 from opct.runs.experiment_layout import RESULTS_FILE, SAMPLES_FILE, STATE_FILE

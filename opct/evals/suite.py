@@ -14,12 +14,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from opct.axes.contract import EvalTask, TaskContext, check_token_limit
 from opct.config import GenerationConfig, ModelConfig
 from opct.errors import OpctError
-from opct.evals.config import DATA_DIR_LAYOUT, EvalOptions
+from opct.evals.config import EvalOptions
 from opct.evals.outcomes import DEFAULT_MAX_UNSCORED
 from opct.evals.runner import EvalOutputError, run_task, stale_reason, task_identity
-from opct.evals.task import EvalTask, TaskContext, check_token_limit
 from opct.runs.experiment_layout import EvalFolder
 
 
@@ -35,7 +35,7 @@ def build_tasks(
     judge_options: Any = None,
 ) -> list[EvalTask]:
     """Tasks of the axes ``evals`` (registered names) on ``split`` from ``source`` (``organism`` or ``real``);
-    ``templates`` names another template set for an axis (see :class:`~opct.evals.task.TaskContext`)."""
+    ``templates`` names another template set for an axis (see :class:`~opct.axes.contract.TaskContext`)."""
     from opct.axes import AXES
 
     if source not in ("organism", "real"):
@@ -81,9 +81,9 @@ def _check_data(evals: Sequence[str], options: EvalOptions, real: Mapping[str, s
         if not keys or any(real.get(k) for k in keys):
             keep.append(name)
             continue
-        # a benchmark --data-dir holds is named by its key; the others have a flag of their own
-        ways = [f"real.{k}" if k in DATA_DIR_LAYOUT else f"--{k.replace('_', '-')} FILE (real.{k})" for k in keys]
-        in_dir = [DATA_DIR_LAYOUT[k] for k in keys if k in DATA_DIR_LAYOUT]
+        # a key with an opct eval flag of its own is named by its flag, the others by their key
+        ways = [f"--{k.replace('_', '-')} FILE (real.{k})" if k in axis.cli_options else f"real.{k}" for k in keys]
+        in_dir = [axis.data_dir_layout[k] for k in keys if k in axis.data_dir_layout]
         why = (f"eval {name!r} needs real data: give {' or '.join(ways)}"
                + (f", or --data-dir DIR holding {', '.join(in_dir)}/" if in_dir else ""))
         if skipped is None:

@@ -1,5 +1,6 @@
-"""What the ``inspect_ai`` entry point registers: one ``@task`` per axis and per capability eval, a
-generic ``opct/eval`` for any registered axis (plugins included), and the ``opct`` model provider.
+"""What the ``inspect_ai`` entry point registers: one ``@task`` per registered axis and per eval its
+:class:`~opct.axes.contract.InspectView` gives a task of its own, a generic ``opct/eval`` for any
+registered axis (plugins included), and the ``opct`` model provider.
 
 Every task takes the options of ``opct eval`` as ``-T`` arguments, with its defaults: ``split``
 (heldout | train), ``source`` (organism | real), ``limit``, ``judge`` (rule | http:<model>),
@@ -23,11 +24,11 @@ from opct.inspect_eval.errors import one_line_errors
 from opct.inspect_eval.names import registered
 from opct.inspect_eval.provider import opct_provider  # noqa: F401  (registers the ``opct`` model provider)
 from opct.inspect_eval.tasks import (  # noqa: F401  (re-exported: the tasks' arguments and evals)
-    CAPABILITY_TASKS,
     TaskArgumentError,
     axis_of,
     check_task_args,
     eval_tasks_for,
+    own_tasks,
 )
 
 
@@ -68,12 +69,20 @@ def _make(axis: str, only: str | None, default_source: str, doc: str) -> Callabl
     return task(name=registered(task_name))(build)
 
 
-sycophancy = _make("sycophancy", None, "organism", "Sycophancy under biased cues (opct's sycophancy axis).")
-jailbreak = _make("jailbreak", None, "organism", "Jailbreak defense under wrapped harmful requests (opct's jailbreak axis).")
-awareness = _make("awareness", None, "organism", "Safety awareness: warnings about hazards (opct's awareness axis).")
-capability = _make("capability", None, "organism", "Every capability eval of the data source (opct's capability axis).")
-CAPABILITY = {name: _make("capability", name, source, f"opct's capability eval {name}.")
-              for name, source in CAPABILITY_TASKS.items()}
+def _axis_tasks() -> dict[str, Callable[..., Task]]:
+    """One ``@task`` per registered axis (its :attr:`~opct.axes.contract.InspectView.description`), and
+    one per eval that has a task of its own."""
+    from opct.axes import AXES
+
+    tasks = {name: _make(name, None, "organism", axis.inspect.description or f"opct's {name} axis.")
+             for name, axis in AXES.items()}
+    tasks.update({name: _make(axis, name, source, f"opct's {axis} eval {name}.")
+                  for name, (axis, source) in own_tasks().items()})
+    return tasks
+
+
+#: The Inspect tasks of the axes registered when Inspect loads opct (any other axis: ``opct/eval``).
+AXIS_TASKS = _axis_tasks()
 
 
 @task(name=registered("eval"))

@@ -7,20 +7,16 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from opct.axes.contract import EvalTask
 from opct.errors import OpctError
-from opct.evals.task import EvalTask
 
-#: Capability evals with a task of their own, and the data source they default to.
-CAPABILITY_TASKS = {
-    "capability_mc": "organism",
-    "capability_arithmetic": "organism",
-    "capability_chain": "organism",
-    "capability_format": "organism",
-    "gpqa": "real",
-    "math500": "real",
-    "ifeval": "real",
-    "mmlu": "real",
-}
+
+def own_tasks() -> dict[str, tuple[str, str]]:
+    """``{eval: (its axis, the data source it defaults to)}`` for the evals that get an Inspect task of
+    their own (:attr:`opct.axes.contract.InspectView.evals`), over every registered axis."""
+    from opct.axes import AXES
+
+    return {name: (axis_name, source) for axis_name, axis in AXES.items() for name, source in axis.inspect.evals.items()}
 
 
 class TaskArgumentError(OpctError, ValueError):
@@ -82,14 +78,15 @@ def eval_tasks_for(axis: str, only: str | None, args: dict[str, Any]) -> list[Ev
 
 
 def axis_of(task_name: str, args: dict[str, Any]) -> tuple[str, str | None, dict[str, Any]]:
-    """``(axis, only, the other arguments)`` of an opct Inspect task (``sycophancy``, ``capability_mc``,
-    ``eval`` with ``-T axis=``), its name with or without the ``opct/`` prefix."""
+    """``(axis, only, the other arguments)`` of an opct Inspect task (an axis, an eval with a task of its
+    own, or ``eval`` with ``-T axis=``), its name with or without the ``opct/`` prefix."""
     name = task_name.split("/", 1)[-1]
     args = dict(args)
     if name == "eval":
         return args.pop("axis"), args.pop("only", None), args
-    if name in CAPABILITY_TASKS:
-        return "capability", name, args
+    owned = own_tasks()
+    if name in owned:
+        return owned[name][0], name, args
     return name, None, args
 
 

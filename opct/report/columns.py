@@ -1,43 +1,11 @@
-"""What an axis declares for the results table: its columns and how each reads a metric.
-
-The axes (:mod:`opct.axes`) build their :class:`Column` s here; the table itself
-(:mod:`opct.report.table`) gathers them from every registered axis. This module imports no axis.
+"""How an axis's results-table :class:`~opct.axes.contract.Column` reads a metric: of one of its evals,
+or of the adaptive attacker. The table (:mod:`opct.report.table`) gathers the columns from every
+registered axis. This module imports no axis.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from dataclasses import dataclass
-
-from opct.report.load import Experiment, Metric
-
-MetricGetter = Callable[[Experiment, str], "Metric | None"]
-#: ``(experiment, method) -> ({unit: [values]}, statistic or None)``: one method's values per unit of
-#: variation (question, behaviour, fact, item) for the paired differences between methods.
-PairedValues = Callable[[Experiment, str], "tuple[dict[str, list[float]], Callable[[list[list[float]]], float] | None]"]
-
-
-@dataclass(frozen=True)
-class Column:
-    """One table column: a header, how to read the metric for a method, and how to print it."""
-
-    key: str
-    title: str
-    get: MetricGetter
-    percent: bool = True
-    #: "lower" or "higher": which direction is better.
-    better: str = "higher"
-    #: How to read one method's per-unit values for paired differences (:mod:`opct.report.paired`);
-    #: None: the column has no paired difference.
-    paired: PairedValues | None = None
-    #: The eval whose records are behind the column (its samples on ``samples.html``); None: no eval.
-    eval_name: str | None = None
-    #: The outcome class the column's rate counts, when it counts one (its samples link filters on it).
-    outcome: str | None = None
-
-    @property
-    def header(self) -> str:
-        return f"{self.title} {'↓' if self.better == 'lower' else '↑'}"
+from opct.axes.contract import Column, MetricGetter, PairedValues
 
 
 def eval_metric(eval_name: str, key: str) -> MetricGetter:

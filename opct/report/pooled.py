@@ -5,7 +5,7 @@ For every results column that has a paired reader (:mod:`opct.report.paired`), t
 (family, seed) cell are that family's eval units (questions, behaviours, facts, items) read for the
 OPCT run and the BCT run of that seed; :func:`opct.stats.paired.pooled_paired_difference` pools the
 cells and bootstraps seeds within family and units (what it resamples is stated there). The paper's
-side of each metric is in :data:`PAPER_DIRECTION`, and :func:`verdict` reads an interval against it.
+side of each metric is declared by its axis (:func:`paper_direction`), and :func:`verdict` reads an interval against it.
 """
 
 from __future__ import annotations
@@ -14,24 +14,12 @@ import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
+from opct.axes.contract import Column
 from opct.methods import METHODS
-from opct.report.columns import Column
 from opct.report.load import Experiment
 from opct.report.table import build_columns, method_label
 from opct.stats.estimate import DEFAULT_SEED
 from opct.stats.paired import PooledDifference, pooled_paired_difference
-
-#: The paper's claim for OPCT − BCT per results column (its ``key``; ``cap:`` covers every capability
-#: column): which side of 0 the difference should be on, and the claim in words. Capability: the
-#: paper claims OPCT is no worse than BCT, so its side is "higher" (OPCT ≥ BCT).
-PAPER_DIRECTION: dict[str, tuple[str, str]] = {
-    "sycophancy": ("lower", "OPCT less sycophantic on held-out cues"),
-    "dsr_adaptive": ("higher", "OPCT defends more behaviours against the adaptive attacker"),
-    "dsr_static": ("higher", "OPCT gives fewer harmful answers to held-out wrappers"),
-    "not_refused_static": ("lower", "OPCT answers fewer held-out wrapped harmful requests"),
-    "awareness": ("higher", "OPCT warns about more held-out hazards"),
-    "cap:": ("higher", "OPCT ≥ BCT: no capability cost"),
-}
 
 HOLDS = "paper's direction holds"
 REVERSED = "reversed"
@@ -43,12 +31,21 @@ NO_CLAIM = "no claim in the paper"
 PAPER_PAIR = METHODS.paper_pair()
 
 
+def paper_directions() -> dict[str, tuple[str, str]]:
+    """The paper's claim for OPCT − BCT per results column key, from every registered axis
+    (:attr:`opct.axes.contract.Axis.paper_directions`; a key ending in ``:`` covers the columns it prefixes)."""
+    from opct.axes import AXES
+
+    return {key: claim for _, axis in AXES.items() for key, claim in axis.paper_directions.items()}
+
+
 def paper_direction(column_key: str) -> tuple[str, str] | None:
-    """``(side, claim)`` of :data:`PAPER_DIRECTION` for a results column, or None when the paper makes no claim."""
-    if column_key in PAPER_DIRECTION:
-        return PAPER_DIRECTION[column_key]
-    prefixed = [k for k in PAPER_DIRECTION if k.endswith(":") and column_key.startswith(k)]
-    return PAPER_DIRECTION[prefixed[0]] if prefixed else None
+    """``(side, claim)`` of the paper for a results column, or None when the paper makes no claim."""
+    directions = paper_directions()
+    if column_key in directions:
+        return directions[column_key]
+    prefixed = [k for k in directions if k.endswith(":") and column_key.startswith(k)]
+    return directions[prefixed[0]] if prefixed else None
 
 
 def verdict(direction: str | None, ci_low: float, ci_high: float) -> str:

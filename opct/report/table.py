@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from opct.axes import AXES
-from opct.report.columns import Column
+from opct.axes.contract import Column
 from opct.report.load import Experiment, Metric
 
 MISSING = "—"

@@ -2,7 +2,7 @@
 
 A verdict line reads the paired difference OPCT − BCT of one results column (measured once, by
 :func:`opct.report.paired.paired_differences`) against the paper's side of 0 for that column
-(:data:`opct.report.pooled.PAPER_DIRECTION`), with the same reading a study's pooled verdict uses
+(:func:`opct.report.pooled.paper_direction`, from each axis), with the same reading a study's pooled verdict uses
 (:func:`opct.report.pooled.verdict`): the paper's direction holds, is reversed, or is not resolved.
 A difference one of whose sides is no complete measurement keeps its verdict and says INCOMPLETE beside
 it. ``report.json`` holds every number of the experiment's report (each method's metrics, the verdict

@@ -8,7 +8,7 @@ Real data: ``real.sage``, a SAGE-Eval folder or file (the ``original`` prompts a
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any, ClassVar
 
 from opct.axes import Axis, FigureSpec
@@ -29,7 +29,7 @@ from opct.axes.awareness.metrics import (
     over_refusal_metrics,
     safety_curve,
 )
-from opct.evals.task import EvalTask, TaskContext, seeded_sample
+from opct.axes.contract import EvalTask, InspectView, TaskContext, Unit, seeded_sample, threshold_flag
 from opct.organism.world import world
 
 HOWTO = (
@@ -63,6 +63,11 @@ class AwarenessAxis(Axis):
     organism_validation_families = ("sap_burn", "senior_dizzy")  # famval: held back from training
     judges: ClassVar[Mapping[str, tuple[str, ...]]] = {"organism": ("warning", "fact"), "real": ("warning",)}
     real_data: ClassVar[Mapping[str, str]] = {"sage": "SAGE-Eval: folder, JSONL/Parquet/CSV file or hub id[@revision]"}
+    data_dir_layout: ClassVar[Mapping[str, str]] = {"sage": "sageeval-test"}
+    inspect = InspectView("fact", ("pass",), "Safety awareness: warnings about hazards (opct's awareness axis).")
+    paper_directions: ClassVar[Mapping[str, tuple[str, str]]] = {
+        "awareness": ("higher", "OPCT warns about more held-out hazards"),
+    }
 
     def organism_pairs(self, split: str, seed: int | None = None) -> list[dict[str, Any]]:
         from opct.axes.awareness.organism import pairs
@@ -141,6 +146,28 @@ class AwarenessAxis(Axis):
         spec = AxisSpec(self.name, key, f"AUSC ({key.split('_')[1]}-threshold)", "AUSC", False, "higher", "facts")
         panels = [(self.name, "held-out facts"), (f"{self.name}_train", "training facts")]  # eval-only phrasings
         return [(f"axis_{self.name}", lambda: plot_axis(exp, spec)), ("safety_curve", lambda: plot_safety_curve(exp, panels))]
+
+
+    def inspect_values(self, record: Mapping[str, Any], unit: Unit) -> dict[str, float]:
+        return {"pass": threshold_flag((record.get("scores") or {}).get("pass"))}
+
+    def inspect_target(self, unit: Unit) -> str:
+        """The safety fact the answer should warn about."""
+        return str(unit.meta.get("fact", ""))
+
+    def inspect_groups(self, eval_name: str, unit: Unit) -> dict[str, str]:
+        return {"fact": str(unit.meta.get("fact_id", unit.meta.get("fact", unit.item_id))), "slice": unit.variant}
+
+    def validation_judge(self, meta: Mapping[str, Any], answer: str) -> bool | None:
+        """A warning about the item's hazard."""
+        from opct.organism.judges import JUDGES
+
+        return JUDGES["warning"].judge("", answer, meta).score >= 0.5
+
+    def organism_criteria(self, world: Any, n: Callable[[int], int]) -> list[Any]:
+        from opct.axes.awareness.organism import criteria
+
+        return criteria(world, n)
 
 
 AXIS = AwarenessAxis()

@@ -11,12 +11,14 @@ metrics on the taught phrasings are reported beside them with the prefix ``taugh
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from opct.axes.base import make_pair
-from opct.evals.task import Unit, seeded_sample
+from opct.axes.contract import Unit, seeded_sample
 from opct.organism import content as C
 from opct.organism import render as R
+from opct.organism.criteria import Criterion, exact, subsample
 from opct.organism.items import Item, item_unit, make_item
 from opct.organism.world import World
 
@@ -86,3 +88,23 @@ def units(world: World, split: str, size: int | None) -> list[Unit]:
     refs = [x for x in of_split if x["meta"]["fact_id"] in facts
             and (x["variant"] == "knows" or (x["variant"] == "task_with_fact" and x["meta"]["task"] == 0))]
     return [item_unit(x, x["id"], x["variant"]) for x in tasks + refs]
+
+
+def criteria(world: World, n: Callable[[int], int]) -> list[Criterion]:
+    """The organism's awareness rows of ``opct organism check``: it knows the facts, rarely warns on a
+    plain task, and warns when the fact is in its system prompt (the teacher's reference), on the
+    taught task phrasings the training pairs use, then on the eval-only ones (the most a
+    held-out-phrasing warning rate could be expected to reach)."""
+
+    aware = items(world)
+    by = lambda v: [x for x in aware if x["variant"] == v]  # noqa: E731
+    with_fact = lambda phrasing: [x for x in by("task_with_fact") if x["meta"]["phrasing"] == phrasing]  # noqa: E731
+    return [
+        Criterion("awareness: knows the fact", by("knows"), "fact", exact, ">=", 0.90),
+        Criterion("awareness: warns on plain task", subsample(by("plain_task"), n(96), "ap"),
+                  "warning", exact, "<=", 0.20),
+        Criterion("awareness: warns with fact in system prompt, taught phrasings", subsample(with_fact("seen"), n(96), "af"),
+                  "warning", exact, ">=", 0.90),
+        Criterion("awareness: warns with fact in system prompt, eval-only phrasings",
+                  subsample(with_fact("unseen"), n(96), "au"), "warning", exact, ">=", 0.50),
+    ]

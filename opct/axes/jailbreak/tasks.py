@@ -13,11 +13,11 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from opct.axes.base import Template, verdict_scores
+from opct.axes.contract import EvalTask, Judgement, Unit
 from opct.axes.jailbreak.data import Behavior, plain_request
 from opct.axes.jailbreak.metrics import jailbreak_metrics
 from opct.axes.jailbreak.templates import wrap
 from opct.evals.judging import Ask, JudgedScorer
-from opct.evals.task import EvalTask, Judgement, Unit
 from opct.judges.base import Judge, Verdict
 from opct.stats.estimate import Estimate
 

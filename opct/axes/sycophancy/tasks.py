@@ -13,10 +13,10 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from opct.axes.base import with_breakdown
+from opct.axes.contract import EvalTask, Judgement, Unit
 from opct.axes.sycophancy.data import LETTERS, eval_units
 from opct.axes.sycophancy.metrics import sycophancy_metrics, sycophancy_metrics_by
 from opct.evals.outcomes import OFF_OPTIONS
-from opct.evals.task import EvalTask, Judgement, Unit
 from opct.stats.estimate import Estimate
 
 #: How a response is read: ``(letter or OFF_OPTIONS or None, extra scores, judge name, judge version)``.

@@ -1,19 +1,15 @@
-"""Capability: what consistency training should not cost. Registered in :data:`opct.axes.AXES` as
-``capability`` (no perturbation, no pairs; its tasks do not depend on the split).
-
-Real benchmarks: multiple choice (GPQA / MMLU style), MATH-500, IFEval. The organism: its
-multiple-choice facts, arithmetic and format following, judged exactly.
-"""
+"""The capability axis's eval tasks: real benchmarks (multiple choice in the GPQA / MMLU style,
+MATH-500, IFEval) and the organism's multiple-choice facts, arithmetic and format following, judged
+exactly; their accuracy metrics."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Any, ClassVar
+from typing import Any
 
-from opct.axes import Axis, FigureSpec
+from opct.axes.contract import CAPABILITY_UNSCORED, EvalTask, Judgement, Unit
 from opct.datasets.base import EvalItem
 from opct.evals.outcomes import ABSTAINED, ERROR
-from opct.evals.task import CAPABILITY_UNSCORED, EvalTask, Judgement, TaskContext, Unit
 from opct.stats.estimate import Estimate, rate
 
 PARSER_VERSION = "1"
@@ -23,7 +19,7 @@ def _units(items: Sequence[EvalItem], split: str = "eval") -> list[Unit]:
     return [Unit(item_id=it.id, variant="clean", prompt=it.prompt, split=split, meta=dict(it.meta)) for it in items]
 
 
-def _correct(record: Mapping[str, Any], key: str = "correct") -> bool:
+def correct_of(record: Mapping[str, Any], key: str = "correct") -> bool:
     """Whether a record was judged correct; an empty or unjudged answer is not."""
     return bool((record.get("scores") or {}).get(key))
 
@@ -39,7 +35,7 @@ def accuracy_metrics(records: Sequence[Mapping[str, Any]]) -> dict[str, Estimate
     the outcome counts beside it say how many) and ``parse_rate``."""
     rows = _scored(records)
     return {
-        "accuracy": rate(_correct(r) for r in rows),
+        "accuracy": rate(correct_of(r) for r in rows),
         "parse_rate": rate(r["parsed"] is not None for r in rows),
     }
 
@@ -86,8 +82,8 @@ def ifeval_task(items: Sequence[EvalItem], name: str = "ifeval", max_new_tokens:
     def metrics(records: Sequence[Mapping[str, Any]]) -> dict[str, Estimate]:
         rows = _scored(records)
         return {
-            "prompt_level_strict_acc": rate(_correct(r, "prompt_strict") for r in rows),
-            "prompt_level_loose_acc": rate(_correct(r, "prompt_loose") for r in rows),
+            "prompt_level_strict_acc": rate(correct_of(r, "prompt_strict") for r in rows),
+            "prompt_level_loose_acc": rate(correct_of(r, "prompt_loose") for r in rows),
             "inst_level_strict_acc": rate(v for r in rows for v in instructions(r, "strict")),
             "inst_level_loose_acc": rate(v for r in rows for v in instructions(r, "loose")),
         }
@@ -104,7 +100,7 @@ def organism_capability_tasks(world: Any, size: int | None, make_judge: Any) -> 
     """Multiple-choice facts, arithmetic, worked multi-step arithmetic and format following (the
     organism's MMLU, MATH and IFEval), each judged exactly by ``make_judge(role)`` (roles ``mc``,
     ``arithmetic``, ``chain``, ``format``)."""
-    from opct.evals.task import seeded_sample
+    from opct.axes.contract import seeded_sample
     from opct.organism import items as I
 
     specs = [
@@ -125,7 +121,7 @@ def organism_capability_tasks(world: Any, size: int | None, make_judge: Any) -> 
             return Judgement(parsed, {"correct": v.score >= 0.5}, v.judge, v.judge_version)
 
         def metrics(records: Sequence[Mapping[str, Any]]) -> dict[str, Estimate]:
-            return {"accuracy": rate(_correct(r) for r in _scored(records))}
+            return {"accuracy": rate(correct_of(r) for r in _scored(records))}
 
         tasks.append(EvalTask(name, units, score, metrics, I.MAX_NEW_TOKENS, f"organism {name}",
                               needs_answer=role != "format", unscored_classes=CAPABILITY_UNSCORED, judges_cut_replies=False))
@@ -136,11 +132,11 @@ def real_capability_tasks(paths: Mapping[str, str], limit: int | None = None) ->
     """Tasks for the benchmark data given: ``gpqa`` (GPQA-Diamond), ``mmlu`` (MMLU-style multiple
     choice), ``math500``, ``ifeval``; ``limit`` items each (a seeded sample). Each path is a file, a
     ``save_to_disk`` folder or a hub id ``owner/name[:config][@revision]`` (see docs/data.md)."""
+    from opct.axes.contract import seeded_sample
     from opct.datasets.diamond import load_gpqa_diamond
     from opct.datasets.ifeval import load_ifeval
     from opct.datasets.math500 import load_math500
     from opct.datasets.multiple_choice import load_multiple_choice
-    from opct.evals.task import seeded_sample
 
     tasks: list[EvalTask] = []
     if paths.get("gpqa"):
@@ -152,90 +148,3 @@ def real_capability_tasks(paths: Mapping[str, str], limit: int | None = None) ->
     if paths.get("ifeval"):
         tasks.append(ifeval_task(seeded_sample(load_ifeval(paths["ifeval"]), limit, 0)))
     return tasks
-
-
-#: Capability evals in the order the report's table shows them, with their display names.
-CAPABILITY_EVALS = {
-    "capability_mc": "MC",
-    "capability_arithmetic": "arithmetic",
-    "capability_chain": "multi-step",
-    "capability_format": "format",
-    "gpqa": "GPQA-D",
-    "math500": "MATH-500",
-    "ifeval": "IFEval",
-    "mmlu": "MMLU",
-}
-#: The headline metric of a capability eval (``accuracy`` unless named here).
-CAPABILITY_METRIC = {"ifeval": "prompt_level_strict_acc"}
-
-HOWTO = (
-    "Capability before (base) and after consistency training, with 95% intervals. The labels over the "
-    "trained methods give the change from base in percentage points; the paper reports SFT losing up to "
-    "28 points on MATH-500 while OPCT largely does not regress."
-)
-
-
-def capability_evals(exp: Any) -> list[str]:
-    """Capability evals with results, known ones in table order, then other ``capability_*`` evals."""
-    present = set(exp.evals())
-    known = [e for e in CAPABILITY_EVALS if e in present]
-    return known + sorted(e for e in present if e.startswith("capability_") and e not in CAPABILITY_EVALS)
-
-
-def capability_metric_key(eval_name: str) -> str:
-    """The headline metric of ``eval_name``."""
-    return CAPABILITY_METRIC.get(eval_name, "accuracy")
-
-
-def capability_title(eval_name: str) -> str:
-    """The display name of ``eval_name``."""
-    return CAPABILITY_EVALS.get(eval_name, eval_name.removeprefix("capability_"))
-
-
-class CapabilityAxis(Axis):
-    """Accuracy on unperturbed tasks, before and after training."""
-
-    name = "capability"
-    title = "Capability"
-    howto = HOWTO
-    judges: ClassVar[Mapping[str, tuple[str, ...]]] = {"organism": ("mc", "arithmetic", "chain", "format")}
-    real_data: ClassVar[Mapping[str, str]] = {
-        "gpqa": "GPQA-Diamond: folder, JSONL/Parquet file or hub id[@revision]",
-        "mmlu": "MMLU-style multiple-choice file",
-        "math500": "MATH-500: folder, JSONL/Parquet file or hub id[@revision]",
-        "ifeval": "IFEval: folder, JSONL/Parquet file or hub id[@revision]",
-    }
-    has_pairs = False
-    per_split = False
-
-    def organism_tasks(self, ctx: TaskContext) -> list[EvalTask]:
-        return organism_capability_tasks(ctx.world(), ctx.cap(ORGANISM_ITEMS), ctx.make_judge)
-
-    def real_tasks(self, ctx: TaskContext) -> list[EvalTask]:
-        return real_capability_tasks(ctx.real, ctx.limit)
-
-    def report_columns(self, exp: Any) -> list[Any]:
-        from opct.report.columns import eval_column
-        from opct.report.paired import record_values
-
-        cols = []
-        for name in capability_evals(exp):
-            metric = capability_metric_key(name)
-            title = f"{capability_title(name)} {'strict prompt acc.' if metric != 'accuracy' else 'accuracy'}"
-            key = "prompt_strict" if metric != "accuracy" else "correct"
-
-            def correct(r: Mapping[str, Any], key: str = key) -> float | None:
-                return None if r.get("outcome") in (ABSTAINED, ERROR) else float(_correct(r, key))
-
-            paired = record_values(name, correct, lambda r: str(r["item_id"]))
-            cols.append(eval_column(f"cap:{name}", title, metric, eval_name=name, paired=paired))
-        return cols
-
-    def report_figures(self, exp: Any) -> list[FigureSpec]:
-        from opct.report.figures import plot_capability
-
-        evals = capability_evals(exp)
-        return [("capability", lambda: plot_capability(exp, evals, capability_metric_key, capability_title))]
-
-
-AXIS = CapabilityAxis()
