@@ -79,8 +79,6 @@ PACKAGE_CYCLES_ALLOWED = {
                                       "(issue 39: to be removed)",
     ("opct.evals", "opct.axes"): "the eval suite and its config iterate AXES; capability imports the axes "
                                  "package (issue 39: to be removed)",
-    ("opct.evals", "opct.organism"): "evals/capability.py reads the organism's items, evals/task.py its world "
-                                     "(issue 39: to be removed)",
     ("opct.judges", "opct.organism"): "the judge factory builds the organism's judges (issue 39: to be removed)",
     ("opct.organism", "opct.axes"): "the organism's pairs, checks and validation name the axes "
                                     "(issue 39: to be removed)",
