@@ -15,7 +15,7 @@ import sys
 from pathlib import Path
 
 from opct.report.load import load_experiment
-from opct.report.pooled import difference_parts, pooled_rows, unscored_text
+from opct.report.pooled import difference_parts, plan_seeds, pooled_rows, split_run_key, unscored_text
 
 #: (a, b, what the contrast asks), in the pre-registered order: the two primary contrasts first.
 CONTRASTS: tuple[tuple[str, str, str], ...] = (
@@ -31,7 +31,8 @@ def contrast_rows(root: Path) -> list[dict[str, object]]:
     """One dict per (contrast, column): the pair, the column, the difference and interval as printed,
     the raw estimate, the cells measured of those expected, and the unscored rows."""
     exp = load_experiment(root)
-    trained = set(exp.plan.get("methods", []))
+    seeds = plan_seeds(exp)
+    trained = {split_run_key(key, seeds)[0] for key in exp.plan.get("methods", [])}
     out: list[dict[str, object]] = []
     for a, b, question in CONTRASTS:
         if not {a, b} <= trained:

@@ -64,3 +64,19 @@ def test_no_contrast_is_an_error(tmp_path: Path, capsys) -> None:
     (root / "plan.json").write_text(json.dumps(plan))
     assert _script().main([str(root)]) == 1
     assert "no contrast has both of its methods trained" in capsys.readouterr().err
+
+
+def test_the_trained_methods_are_read_from_seeded_run_keys(tmp_path: Path) -> None:
+    """A study with several seeds lists its runs as ``bct-s0``, ``bct-s1``: the methods are what is before ``-s``."""
+    from opct.testing.experiment import make_experiment
+
+    root = make_experiment(tmp_path / "exp", samples=True)
+    plan = json.loads((root / "plan.json").read_text())
+    plan["seeds"], plan["methods"] = [0, 1], ["base", "bct-s0", "opct-s0"]
+    (root / "plan.json").write_text(json.dumps(plan))
+    for method in ("bct", "opct"):
+        for sub in ("eval", "attack", "train"):
+            if (root / sub / method).exists():
+                (root / sub / method).rename(root / sub / f"{method}-s0")
+    rows = _script().contrast_rows(root)
+    assert {(r["a"], r["b"]) for r in rows} == {("bct", "opct")}
