@@ -11,26 +11,37 @@ from rich.console import Group
 
 from opct.cli.boundary import NoProgress, SetOverrides, Threads, _fail, apply_threads, console, err_console
 
+#: ``--jobs N`` on ``opct run`` and ``opct demo``.
+Jobs = Annotated[int, typer.Option(
+    "--jobs", min=1, metavar="N", help="Stages at a time, each in its own process with one CPU thread (training runs "
+    "side by side; a model's eval and attack once it is trained); the same results as --jobs 1 --threads 1. "
+    "Default 1: every stage in this process, one after another.")]
+
 
 def _run_experiment(
     config: Path | None, set_: list[str] | None, dry_run: bool, no_progress: bool, threads: int | None = None,
-    force: list[str] | None = None, print_config: bool = False,
+    force: list[str] | None = None, print_config: bool = False, jobs: int = 1, stage: str | None = None,
 ) -> None:
     """``opct run``/``demo``: an experiment or a study; ``threads`` (the flag) over the file's ``threads:``;
     ``force``: the stages to redo (``--force train:opct``); ``print_config``: print the resolved settings
-    (``extends:`` chain and ``--set`` applied) as YAML and stop."""
+    (``extends:`` chain and ``--set`` applied) as YAML and stop; ``jobs``: stages at a time, each in a worker
+    process; ``stage``: run only that stage (what such a worker runs)."""
     from opct.config import ConfigError
     from opct.experiments.invalidation import parse_force
-    from opct.experiments.runner import load_experiment, resolve, run_experiment
+    from opct.experiments.runner import load_experiment, resolve, run_experiment, run_stage
     from opct.experiments.study import is_study_file
 
     if config is not None and is_study_file(config):
-        if force:
-            raise ConfigError(f"--force works on an experiment file; {config} is a study: run a family's experiment "
-                              "file with --force, or delete the stage's folder in the study's output")
-        _run_study(config, set_, dry_run, no_progress, threads, print_config)
+        if force or stage:
+            raise ConfigError(f"--force and --stage work on an experiment file; {config} is a study: run a family's "
+                              "experiment file with --force, or delete the stage's folder in the study's output")
+        _run_study(config, set_, dry_run, no_progress, threads, print_config, jobs)
         return
     cfg = load_experiment(config, set_ or [])
+    if stage is not None:  # a worker of --jobs N: one stage, nothing else printed
+        apply_threads(threads if threads is not None else cfg.threads)
+        run_stage(cfg, stage, force or [], log=_log_line)
+        return
     if print_config:
         _print_settings(cfg)
         return
@@ -44,13 +55,13 @@ def _run_experiment(
     from opct.report.terminal import results_group
     from opct.runs.experiment_layout import REPORT_HTML
 
-    _run_and_show(lambda: run_experiment(cfg, show_progress=not no_progress, log=_log_line, force=force or []),
+    _run_and_show(lambda: run_experiment(cfg, show_progress=not no_progress, log=_log_line, force=force or [], jobs=jobs),
                   results_group,
                   cfg.root, REPORT_HTML, "report.md and samples.html")
 
 
 def _run_study(config: Path, set_: list[str] | None, dry_run: bool, no_progress: bool, threads: int | None,
-               print_config: bool = False) -> None:
+               print_config: bool = False, jobs: int = 1) -> None:
     from opct.experiments.study import load_study, resolve_study, run_study
     from opct.report.study import study_group
     from opct.runs.experiment_layout import REPORT_MD
@@ -63,7 +74,7 @@ def _run_study(config: Path, set_: list[str] | None, dry_run: bool, no_progress:
     if dry_run:
         return
     apply_threads(threads if threads is not None else study.threads)
-    _run_and_show(lambda: run_study(study, show_progress=not no_progress, log=_log_line), study_group,
+    _run_and_show(lambda: run_study(study, show_progress=not no_progress, log=_log_line, jobs=jobs), study_group,
                   study.root, REPORT_MD, "report.json; each family's own report in its folder")
 
 
@@ -105,11 +116,13 @@ def run(
         "in <experiment>/replaced/.")] = None,
     print_config: Annotated[bool, typer.Option(
         "--print-config", help="Print the resolved settings (the extends: chain and --set applied) as YAML and exit.")] = False,
+    jobs: Jobs = 1,
+    stage: Annotated[str | None, typer.Option("--stage", hidden=True, help="Run only this stage (a --jobs worker).")] = None,
 ) -> None:
     """Run an experiment: base eval, training per method, evaluation, attack, report (resumable: a rerun redoes
     the stages whose inputs changed, by content hash). A study file (one with families:) runs its experiment
     once per family, then the pooled report."""
-    _run_experiment(experiment, set_, dry_run, no_progress, threads, force, print_config)
+    _run_experiment(experiment, set_, dry_run, no_progress, threads, force, print_config, jobs, stage)
 
 
 def demo(
@@ -127,6 +140,7 @@ def demo(
                                       "a rule other than teacher_kl gets its own output folder.")] = "teacher_kl",
     compare_rules: Annotated[bool, typer.Option("--compare-rules", help="Also train every other rule's pick where it "
                                                 "differs (variants <method>-<rule>, side by side in the report).")] = False,
+    jobs: Jobs = 1,
 ) -> None:
     """The paper's comparison on the built-in organism: baseline vs BCT vs OPCT on all three axes, each
     method on its own recipe chosen on the validation split (shipped, or anew with --reselect). ACT
@@ -165,7 +179,7 @@ def demo(
     name = "organism_demo_full.yaml" if full else "organism_demo.yaml"
     if rule != "teacher_kl":
         overrides.append(f"name={'organism-demo-full' if full else 'organism-demo'}-{rule.replace('_', '-')}")
-    _run_experiment(folder / name, overrides, dry_run, no_progress, threads)
+    _run_experiment(folder / name, overrides, dry_run, no_progress, threads, jobs=jobs)
 
 
 def report(

@@ -22,7 +22,6 @@ from pydantic import ValidationError
 
 from opct.config import (
     ConfigError,
-    ModelConfig,
     RunConfig,
     _format_validation_error,
     _set_path,
@@ -31,8 +30,9 @@ from opct.errors import FAULT, OpctError, OpctWarning
 from opct.experiments.experiment_config import ExperimentConfig, load_experiment
 from opct.experiments.files import deep_merge
 from opct.experiments.recipes import recipe_summary, selection_rule
+from opct.experiments.stages import ExperimentStages, stage_graph, track_results
 from opct.runs.atomic import write_json_atomic
-from opct.runs.experiment_layout import AttackFolder, EvalFolder, ExperimentLayout
+from opct.runs.experiment_layout import ExperimentLayout
 from opct.runs.manifest import build_manifest
 
 
@@ -200,16 +200,13 @@ def write_experiment_manifest(root: Path, cfg: ExperimentConfig) -> None:
 
 
 def run_experiment(cfg: ExperimentConfig, show_progress: bool = True, log: Any = print,
-                   force: Sequence[str] = ()) -> Path:
+                   force: Sequence[str] = (), jobs: int = 1) -> Path:
     """Run (or resume) every stage of the experiment; returns the experiment directory. A stage whose
     inputs changed is redone, and so is each one ``force`` names (``train:opct``, ``eval``, ``attack:bct``;
-    the rules are in :mod:`opct.experiments.invalidation`)."""
-    from opct.evals.suite import evaluate
-    from opct.experiments.invalidation import clear, forced, parse_force, train_stage
-
+    the rules are in :mod:`opct.experiments.invalidation`). ``jobs > 1``: the stages run ``jobs`` at a
+    time, each in its own process with one CPU thread (:mod:`opct.experiments.parallel`), with the same results."""
     plan = resolve(cfg)
-    forces = parse_force(force, {"train": [r.key for r in plan.runs], "eval": list(plan.models),
-                                 "attack": list(plan.models) if cfg.attack.enabled else []})
+    forces = plan_forces(cfg, plan, force)
     root = cfg.root
     layout = ExperimentLayout(root)
     root.mkdir(parents=True, exist_ok=True)
@@ -226,47 +223,19 @@ def run_experiment(cfg: ExperimentConfig, show_progress: bool = True, log: Any =
     write_experiment_manifest(root, cfg)
     tasks = _eval_tasks(cfg)
     check_plan(cfg, plan)
-    # the base with the experiment's full model spec; a trained run with the spec its checkpoint records
-    # (remote code only as this experiment file allows it: a checkpoint never turns it on)
-    specs = {key: cfg.model if key == "base" else ModelConfig(name_or_path=path, device=cfg.model.device,
-                                                              trust_remote_code=cfg.model.trust_remote_code)
-             for key, path in plan.models.items()}
-    e = cfg.eval
-    unfinished: list[str] = []
+    stages = ExperimentStages(cfg, plan.models, {r.key: r.config for r in plan.runs}, tasks, forces, show_progress, log)
+    if jobs > 1:  # each stage in its own worker process, as its dependencies finish
+        from opct.experiments.parallel import run_in_workers
 
-    def evaluate_model(key: str) -> None:
-        from opct.evals.suite import incomplete
-
-        if forced(forces, "eval", key) and clear(layout.eval(key).root):
-            log(f"[stage] evaluate {key}: forced (--force), its results deleted")
-        log(f"[stage] evaluate {key}")
-        results = evaluate(specs[key], tasks, layout.eval(key).root, e.generation, seed=e.seed, show_progress=show_progress,
-                           reasoning=e.reasoning, max_unscored=e.max_unscored, discard_stale=True)  # retrained: measured again
-        unfinished.extend(f"{key}/{line}" for line in incomplete(results))
-        if key != "base":
-            track_results(Path(plan.models[key]), "eval", layout.eval(key).root)
-
-    if "base" in plan.models:
-        evaluate_model("base")
-    for stage in plan.runs:
-        train_stage(stage.key, stage.config, root, forced(forces, "train", stage.key), show_progress, log)
-    for key in plan.models:
-        if key != "base":
-            evaluate_model(key)
-    if cfg.attack.enabled:
-        from opct.attack.experiment import attack_models
-
-        for key in plan.models:
-            if forced(forces, "attack", key) and clear(layout.attack(key).root):
-                log(f"[stage] attack {key}: forced (--force), its results deleted")
-        unfinished.extend(attack_models(cfg, specs, layout.attacks, log=log, show_progress=show_progress))
-        for key in plan.models:
-            if key != "base":
-                track_results(Path(plan.models[key]), "attack", layout.attack(key).root)
+        unfinished = run_in_workers(cfg, stage_graph(list(plan.models), [r.key for r in plan.runs], cfg.attack.enabled),
+                                    jobs, force, log)
+        stages.track(list(plan.models))
+    else:
+        unfinished = stages.run_in_order()
     from opct.report import write_report
 
     write_report(root)
-    if unfinished and not e.allow_unscored:
+    if unfinished and not cfg.eval.allow_unscored:
         raise IncompleteEvalError(
             "some evals are incomplete (their numbers are not a measurement of the model; the report marks them):\n  "
             + "\n  ".join(unfinished) + "\nSet eval.allow_unscored: true to accept them."
@@ -274,15 +243,27 @@ def run_experiment(cfg: ExperimentConfig, show_progress: bool = True, log: Any =
     return root
 
 
-def track_results(run_dir: Path, namespace: str, folder: Path) -> None:
-    """Log an eval's (``eval/<eval>/<metric>``) or attack's (``attack/<metric>``) results into the
-    trackers of the training run they measured, when it has any (:mod:`opct.training.tracking`)."""
-    from opct.training.tracking import log_to_run, result_metrics
+def plan_forces(cfg: ExperimentConfig, plan: Plan, force: Sequence[str]) -> list[Any]:
+    """``--force`` arguments checked against the plan's stages (:func:`~opct.experiments.invalidation.parse_force`)."""
+    from opct.experiments.invalidation import parse_force
 
-    files = EvalFolder(folder).results_files() if namespace == "eval" else [AttackFolder(folder).results]
-    results = {(f.parent.name if namespace == "eval" else ""): json.loads(f.read_text(encoding="utf-8"))
-               for f in files if f.is_file()}
-    log_to_run(run_dir, result_metrics(namespace, results))
+    return parse_force(force, {"train": [r.key for r in plan.runs], "eval": list(plan.models),
+                               "attack": list(plan.models) if cfg.attack.enabled else []})
+
+
+def run_stage(cfg: ExperimentConfig, stage: str, force: Sequence[str] = (), log: Any = print) -> list[str]:
+    """Run one stage of the experiment (``train:KEY``, ``eval:KEY``, ``attack:KEY``), as a worker of
+    ``opct run --jobs N`` does, and write its incomplete evals' lines where the experiment reads them;
+    returns them. The experiment's own process wrote the plan and checked its inputs."""
+    plan = resolve(cfg)
+    forces = plan_forces(cfg, plan, force)
+    graph = {s.name: s for s in stage_graph(list(plan.models), [r.key for r in plan.runs], cfg.attack.enabled)}
+    if stage not in graph:
+        raise ConfigError(f"--stage {stage!r}: experiment {cfg.name} has no such stage; its stages: {', '.join(graph)}")
+    stages = ExperimentStages(cfg, plan.models, {r.key: r.config for r in plan.runs}, _eval_tasks(cfg), forces, False, log)
+    unfinished = stages.run(graph[stage])
+    write_json_atomic(ExperimentLayout(cfg.root).stage_outcome(stage), {"stage": stage, "unfinished": unfinished})
+    return unfinished
 
 
 class IncompleteEvalError(OpctError, ValueError):
@@ -305,4 +286,4 @@ def check_plan(cfg: ExperimentConfig, plan: Plan) -> None:
 
 
 __all__ = ["ExperimentConfig", "IncompleteEvalError", "Plan", "TrainStage", "check_plan", "load_experiment", "resolve",
-           "run_experiment", "track_results", "write_experiment_manifest"]
+           "run_experiment", "run_stage", "track_results", "write_experiment_manifest"]

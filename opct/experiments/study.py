@@ -210,12 +210,12 @@ def resolve_study(study: StudyConfig) -> StudyPlan:
     return StudyPlan(study, plans)
 
 
-def run_study(study: StudyConfig, show_progress: bool = True, log: Any = print) -> Path:
+def run_study(study: StudyConfig, show_progress: bool = True, log: Any = print, jobs: int = 1) -> Path:
     """Run (or resume) every family's experiment, then write the pooled report; returns the study folder.
 
     A family whose evals are incomplete does not stop the others: the report is written with what
     there is, and :class:`IncompleteEvalError` is raised at the end naming every such family (unless
-    ``eval.allow_unscored``, as in an experiment)."""
+    ``eval.allow_unscored``, as in an experiment). ``jobs``: each family's stages at a time (``opct run --jobs``)."""
     from opct.experiments.runner import run_experiment
     from opct.models import resolve_model_path
     from opct.report.study import write_study_report
@@ -234,7 +234,8 @@ def run_study(study: StudyConfig, show_progress: bool = True, log: Any = print) 
     for family, fplan in plan.families.items():
         log(f"family {family}: {study.families[family]} -> {fplan.experiment.root}")
         try:
-            run_experiment(fplan.experiment, show_progress=show_progress, log=log)
+            run_experiment(fplan.experiment, show_progress=show_progress, log=log,
+                           **({"jobs": jobs} if jobs > 1 else {}))  # --jobs 1: the call as it always was
         except IncompleteEvalError as err:
             unfinished.append(f"{family}: {err}")
     log("pooled report")

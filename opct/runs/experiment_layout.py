@@ -13,6 +13,8 @@ that names their files, and those of the eval and attack folders in them.
       attack/<model>/                 an attack folder per model (:class:`AttackFolder`):
         results.json  attempts.jsonl  successes.jsonl  manifest.json
       report.html  report.md  report.json  samples.html  figures/
+      stages/                         ``opct run --jobs N``: the settings its workers read (settings.json) and,
+        <kind>-<key>.log  .json       per stage, its worker's output and its incomplete evals
 
     <study>/       study.json  manifest.json  report.md  report.json, and <family>/: an experiment each
     <selection>/   selection.json  manifest.json  runs/<candidate>-s<seed>/  configs/
@@ -188,6 +190,24 @@ class ExperimentLayout:
     def candidate_configs(self) -> Path:
         """``configs/``: a recipe selection's candidate run configurations."""
         return self.root / "configs"
+
+    @property
+    def stages(self) -> Path:
+        """``stages/``: what ``opct run --jobs N`` hands its worker processes, and what they leave."""
+        return self.root / "stages"
+
+    @property
+    def worker_settings(self) -> Path:
+        """``stages/settings.json``: the experiment's resolved settings, as every worker reads them."""
+        return self.stages / "settings.json"
+
+    def stage_log(self, stage: str) -> Path:
+        """``stages/<kind>-<key>.log``: the output (stdout and stderr) of the worker that ran ``stage`` (``train:opct``)."""
+        return self.stages / f"{stage.replace(':', '-')}.log"
+
+    def stage_outcome(self, stage: str) -> Path:
+        """``stages/<kind>-<key>.json``: a finished stage's incomplete evals, for the experiment's process."""
+        return self.stages / f"{stage.replace(':', '-')}.json"
 
     @property
     def report_html(self) -> Path:
