@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from opct.config import RunConfig, dump_config
 from opct.axes.capability.tasks import multiple_choice_task
+from opct.config import RunConfig, dump_config
 from opct.evals.runner import stale_reason, task_identity
 from opct.experiments.invalidation import retrain_reason, run_complete
 from opct.runs.errors import RunDirError
