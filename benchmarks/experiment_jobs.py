@@ -8,7 +8,7 @@ Usage::
 What runs
 ---------
 The quick demo's experiment (``opct/experiments/organism_demo.yaml``: base, BCT and OPCT on the organism)
-reduced by ``--set`` overrides to ``--steps`` training steps per method, ``--limit`` eval units per task and
+reduced by ``--set`` overrides to ``--steps`` training steps for BCT and OPCT (their recipes' own steps), ``--limit`` eval units per task and
 an adaptive attack of ``--budget`` queries per behaviour, once per value of ``--jobs``, each into its own
 temporary folder (nothing is reused between them). ``--jobs 1`` runs every stage in one process with
 torch's default threads (one per core); ``--jobs N`` runs N stages at a time, each its own process with one
@@ -34,8 +34,8 @@ DEMO = ROOT / "opct" / "experiments" / "organism_demo.yaml"
 
 def reduced_overrides(steps: int, limit: int, budget: int) -> list[str]:
     """The ``--set`` overrides that shrink the quick demo (every method keeps its recipe but its steps)."""
-    return [f"train.train.max_steps={steps}", f"eval.limit={limit}", f"attack.budget={budget}",
-            "train.validation.every=null"]
+    return [*(f"method_settings.{m}.train.max_steps={steps}" for m in ("bct", "opct")), f"eval.limit={limit}",
+            f"attack.budget={budget}", "train.validation.every=null"]
 
 
 def command(out: Path, jobs: int, overrides: list[str]) -> list[str]:
