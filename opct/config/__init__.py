@@ -40,8 +40,8 @@ from opct.config.generation import (
     TargetSettings,
     generation_settings,
 )
+from opct.config.method_registry import METHODS
 from opct.config.strict import MAX_EPOCHS, MAX_STEPS, MAX_TEMPERATURE, StrictSettings, _Strict
-from opct.methods import METHODS
 from opct.registry import Registry
 
 #: Short model names mapped to a function returning a local folder; the organism layer registers
@@ -231,7 +231,7 @@ class RunConfig(_Strict):
 
     name: FolderName = Field("run", description="the run's folder name: its outputs go to <output_dir>/<name>")
     output_dir: str = Field("runs", description="the folder that holds run directories")
-    method: str = Field(METHODS.default, description="training method: opct, bct, act or another registered one; its settings sit in the section of its name")
+    method: str = Field(default_factory=lambda: METHODS.default, description="training method: opct, bct, act or another registered one; its settings sit in the section of its name")
     seed: int = Field(0, description="seed of the pair order, sampling and initialisation")
     finetune: Literal["lora", "full"] = Field("lora", description="lora: train a LoRA adapter (lora:); full: every weight")
     model: ModelConfig = Field(default_factory=ModelConfig, description="the model trained (and, frozen at run start, the teacher)")

@@ -47,7 +47,7 @@ def switch_method(tree: dict[str, Any], file_method: str, overridden: Collection
     ``tree`` when ``--set method=...`` / ``--method`` chose another registered method, with a one-line
     :class:`MethodSwitchWarning` naming the dropped keys. A section the overrides themselves wrote
     (``overridden``: their dotted keys) is kept, so that it is refused as a section of another method."""
-    from opct.methods import METHODS
+    from opct.config.method_registry import METHODS
 
     method = tree.get("method", METHODS.default)
     section = tree.get(file_method)
