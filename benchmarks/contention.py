@@ -70,7 +70,7 @@ def variant_env(variant: str, runs: int) -> tuple[dict[str, str], list[str]]:
 
 def write_pairs(path: Path, count: int) -> Path:
     """The first ``count`` organism sycophancy training pairs, as a file (each run reads it in no time)."""
-    from opct.builtins import organism_source
+    from opct.wiring import organism_source
 
     records = list(organism_source("sycophancy:train"))[:count]
     path.write_text("".join(json.dumps(r) + "\n" for r in records))

@@ -17,7 +17,7 @@ from __future__ import annotations
 import importlib
 from typing import Any
 
-from opct.builtins import register_builtins
+from opct.wiring import register_builtins
 
 __version__ = "0.1.0"
 

@@ -3,7 +3,7 @@
 A :class:`Registry` maps a name to an object. An entry may be registered lazily as the string
 ``"package.module:attribute"``, imported on first :meth:`Registry.get`, so that ``import opct``
 stays cheap and the training core never imports the layers that fill its registries (axes, the
-attacker, the organism). Built-in entries are registered in :mod:`opct.builtins`.
+attacker, the organism). Built-in entries are registered in :mod:`opct.wiring`.
 """
 
 from __future__ import annotations

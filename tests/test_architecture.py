@@ -9,8 +9,8 @@ the knots in ``PACKAGE_CYCLES_ALLOWED``.
 
 The layer rule: the core (config, pairs, models, registry, errors, stats, sampling, diagnostics, training,
 methods, runs) never imports the outer layers (axes, evals, attack, organism, judges, report, datasets, ifeval,
-inspect_eval, experiments, cli, builtins, testing). It reaches them only through registries that
-:mod:`opct.builtins` fills with ``"module:attr"`` strings, imported on first use; those strings are
+inspect_eval, experiments, cli, wiring, testing). It reaches them only through registries that
+:mod:`opct.wiring` fills with ``"module:attr"`` strings, imported on first use; those strings are
 checked too.
 """
 
@@ -29,7 +29,7 @@ PACKAGE = Path(__file__).resolve().parents[1] / "opct"
 CORE = ("config", "pairs", "models", "registry", "errors", "stats", "sampling", "diagnostics", "training", "methods",
         "runs")
 OUTER = ("axes", "evals", "attack", "organism", "judges", "report", "datasets", "ifeval", "inspect_eval",
-         "experiments", "cli", "builtins", "testing")
+         "experiments", "cli", "wiring", "testing")
 #: What each part of the core may import of opct besides itself (ARCHITECTURE.md says why).
 MAY_IMPORT = {
     "errors": set(),
@@ -172,7 +172,7 @@ def test_the_checker_sees_an_edge_inside_a_function(tmp_path):
 
 
 def test_importing_the_trainer_loads_no_outer_layer():
-    outer = tuple(f"opct.{o}" for o in OUTER if o != "builtins")  # the wiring module is loaded by ``import opct``
+    outer = tuple(f"opct.{o}" for o in OUTER if o != "wiring")  # the wiring module is loaded by ``import opct``
     code = (
         "import sys, opct.training.loop, opct.methods.opct, opct.methods.bct, opct.config\n"
         f"print(sorted(m for m in sys.modules if m.startswith({outer!r})))"

@@ -149,9 +149,9 @@ def test_the_three_default_shapes_fit_the_size_budget():
 
 def test_the_aliases_name_each_familys_checkpoint(monkeypatch, tmp_path):
     import opct.organism
-    from opct.builtins import ORGANISM_ALIAS_ARCHS
     from opct.config import MODEL_ALIASES
     from opct.models import resolve_model_path
+    from opct.wiring import ORGANISM_ALIAS_ARCHS
 
     assert ORGANISM_ALIAS_ARCHS == ORGANISM_ARCHS
     assert {"organism", "organism-llama", "organism-qwen3", "organism-gpt2"} <= set(MODEL_ALIASES.names())

@@ -1,7 +1,7 @@
 """The registry of training methods, declared below :mod:`opct.config` so that a run's configuration can name
 and validate its method without importing any: ``METHODS`` maps a method's name to its trainer class (an
 import string until first use) and its :class:`MethodCard`. The methods register themselves in
-:mod:`opct.methods` (loaded with the package, through :mod:`opct.builtins`); other layers register theirs
+:mod:`opct.methods` (loaded with the package, through :mod:`opct.wiring`); other layers register theirs
 the same way.
 """
 

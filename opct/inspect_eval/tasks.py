@@ -55,7 +55,7 @@ def check_task_args(args: dict[str, Any]) -> None:
 
 def eval_tasks_for(axis: str, only: str | None, args: dict[str, Any]) -> list[EvalTask]:
     """The opct eval tasks of ``axis`` (only the one named ``only``, if given) for ``opct eval``'s options."""
-    import opct.builtins  # noqa: F401  (the built-in axes)
+    import opct.wiring  # noqa: F401  (the built-in axes)
     from opct.evals.config import EvalOptions
     from opct.evals.suite import MissingEvalData, eval_tasks
 

@@ -3,7 +3,7 @@
 ``METHODS`` maps a method name to its trainer class; each class names its settings section
 (``config_class``) and the statistics it logs (``stats``). Built-in entries are registered lazily so
 that validating a configuration (or writing a report) does not import every method. Other layers
-register theirs (the GRPO attacker lives in :mod:`opct.attack`; see :mod:`opct.builtins`).
+register theirs (the GRPO attacker lives in :mod:`opct.attack`; see :mod:`opct.wiring`).
 
 How a method is shown and compared is its :class:`MethodCard` (label, colour, order, its role in the
 paper's comparison), given where it is registered, or as a ``card`` attribute of a class registered

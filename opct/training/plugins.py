@@ -1,6 +1,6 @@
 """What the outer layers plug into training: the judges and probes of validation
 (:mod:`opct.training.validation`), by name, as ``"module:attr"`` strings imported on first use
-(:mod:`opct.builtins` registers the organism's)."""
+(:mod:`opct.wiring` registers the organism's)."""
 
 from __future__ import annotations
 

@@ -47,7 +47,7 @@ def test_eval_cli_runs_the_registered_axis(toy: ToyAxis, tmp_path: Path) -> None
 
 def test_validation_judges_answers_by_the_axis_judge(toy: ToyAxis) -> None:
     """The validation judge training asks (``validation.judge: organism``) is the toy axis's own."""
-    import opct.builtins  # noqa: F401  (fills the validation judges)
+    import opct.wiring  # noqa: F401  (fills the validation judges)
     from opct.training.plugins import VALIDATION_JUDGES
 
     metas = [p["meta"] for p in toy.organism_pairs("train")[:4]]
