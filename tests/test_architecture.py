@@ -75,12 +75,14 @@ def test_no_import_circles():
 #: Package-level import edges that close a cycle today, each with why it exists. Every other edge of the package
 #: graph must be acyclic; an entry whose edge no longer closes a cycle must go (issue 39: to be removed).
 PACKAGE_CYCLES_ALLOWED = {
-    ("opct.evals", "opct.axes"): "the eval suite and its config iterate AXES; capability imports the axes "
-                                 "package (issue 39: to be removed)",
+    ("opct.evals", "opct.axes"): "the eval runner, suite and config read the axis contract (opct/axes/contract.py: "
+                                 "EvalTask, Unit, Judgement) and iterate AXES; to cut it, the contract and AXES's "
+                                 "declaration move below evals (issue 39: to be removed)",
     ("opct.judges", "opct.organism"): "the judge factory builds the organism's judges (issue 39: to be removed)",
-    ("opct.organism", "opct.axes"): "the organism's pairs, checks and validation name the axes "
-                                    "(issue 39: to be removed)",
-    ("opct.report", "opct.axes"): "the report reads each axis's columns by importing it (issue 39: to be removed)",
+    ("opct.organism", "opct.axes"): "the organism's corpus is written from the axes' cue templates, and its check "
+                                    "and validation iterate AXES (issue 39: to be removed)",
+    ("opct.report", "opct.axes"): "the report's columns are the contract's Column, and it iterates AXES for each "
+                                  "axis's columns, figures and paper directions (issue 39: to be removed)",
 }
 
 
