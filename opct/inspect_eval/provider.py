@@ -15,8 +15,8 @@ Token counting uses the model's own tokenizer, never a downloaded one (Inspect's
 with tiktoken, whose encodings are fetched from the internet), so the provider works offline.
 
 A model that cannot be loaded, or an unknown ``-M`` argument, is one line (``error: model opct/...:
-...``, :mod:`opct.inspect_eval.errors`), not a traceback. A ``max_tokens`` below 1 is an error (it
-used to be read as "no limit").
+...``, :mod:`opct.inspect_eval.errors`), not a traceback. A ``max_tokens`` below 1 is an error, never
+read as "no limit".
 """
 
 from __future__ import annotations

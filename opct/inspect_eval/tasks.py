@@ -41,7 +41,7 @@ def check_task_args(args: dict[str, Any]) -> None:
     for name, allowed in CHOICES.items():
         if args.get(name, allowed[0]) not in allowed:
             raise bad(name, f"use {' or '.join(allowed)}")
-    whole("max_new_tokens", 1)  # 0 used to be read as "no limit" and became 512
+    whole("max_new_tokens", 1)  # 0 is an error, never "no limit"
     whole("epochs", 1)
     if args.get("limit") is not None:
         whole("limit", 1)

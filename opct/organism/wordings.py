@@ -12,7 +12,7 @@ wordings, of which a level uses the first ``response_wordings``; wording 0 is to
   before the fact).
 
 ``long`` adds a short explanation to every such response, puts a lead-in shared by refusals and
-compliance before both (so the decision is no longer the first token), and writes half of the warnings
+compliance before both (so the decision is not the first token), and writes half of the warnings
 *after* the task's answer instead of before it. Capability answers (arithmetic, chains, formats) are
 never changed: capability is measured on the same text at every level.
 
