@@ -3,9 +3,9 @@
 
 from __future__ import annotations
 
-import importlib.util
-import sys
 from pathlib import Path
+
+from script_loader import load_script
 
 from opct.testing.import_graph import (
     import_circles,
@@ -19,11 +19,7 @@ ROOT = Path(__file__).resolve().parents[1]
 
 
 def _script():
-    spec = importlib.util.spec_from_file_location("architecture_metrics", ROOT / "benchmarks" / "architecture_metrics.py")
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module  # its dataclasses look their module up
-    spec.loader.exec_module(module)
-    return module
+    return load_script("benchmarks/architecture_metrics.py")
 
 
 def _package(tmp_path: Path) -> Path:

@@ -3,17 +3,15 @@ with only the size changed, and each measurement runs ``opct run`` with the ``--
 
 from __future__ import annotations
 
-import importlib.util
 from pathlib import Path
+
+from script_loader import load_script
 
 ROOT = Path(__file__).resolve().parents[1]
 
 
 def _script():
-    spec = importlib.util.spec_from_file_location("experiment_jobs", ROOT / "benchmarks" / "experiment_jobs.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_script("benchmarks/experiment_jobs.py")
 
 
 def test_the_reduced_demo_changes_only_its_size(tmp_path: Path) -> None:

@@ -5,7 +5,6 @@ stays a short front page whose test command is the one CI runs."""
 
 from __future__ import annotations
 
-import importlib.util
 import os
 import re
 import shlex
@@ -16,6 +15,7 @@ from pathlib import Path
 
 import pytest
 from conftest import REPO
+from script_loader import load_script
 from typer.testing import CliRunner
 
 DOCS = REPO / "docs"
@@ -83,10 +83,7 @@ def all_blocks() -> list[Block]:
 
 def _generated():
     """docs/hooks/generated.py, the mkdocs hook that writes the reference pages."""
-    spec = importlib.util.spec_from_file_location("docs_generated", DOCS / "hooks" / "generated.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_script("docs/hooks/generated.py")
 
 
 @pytest.fixture

@@ -6,11 +6,11 @@ up, so the harness must report them as disagreeing with the model's forward pass
 
 from __future__ import annotations
 
-import importlib.util
 import json
 from pathlib import Path
 
 import pytest
+from script_loader import load_script
 from transformers import AutoTokenizer
 
 from tests.test_vllm_engine import fake_vllm  # noqa: F401  (fixture)
@@ -21,10 +21,7 @@ pytestmark = pytest.mark.skipif(not TOKENIZER.exists(), reason="../shared/models
 
 
 def _engines():
-    spec = importlib.util.spec_from_file_location("engines_bench", ROOT / "benchmarks" / "engines.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_script("benchmarks/engines.py")
 
 
 def _run(tmp_path: Path, engines: str) -> dict:

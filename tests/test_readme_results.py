@@ -4,21 +4,18 @@ pipeline behind them is deterministic: a reduced experiment run twice writes byt
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import shutil
 from pathlib import Path
 
 import pytest
+from script_loader import load_script
 
 ROOT = Path(__file__).resolve().parents[1]
 
 
 def _script():
-    spec = importlib.util.spec_from_file_location("readme_results", ROOT / "benchmarks" / "readme_results.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_script("benchmarks/readme_results.py")
 
 
 def test_the_readme_quick_demo_table_is_the_committed_reference_s() -> None:

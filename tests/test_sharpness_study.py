@@ -3,19 +3,17 @@ the pre-registered contrasts are the report's own pooled paired differences."""
 
 from __future__ import annotations
 
-import importlib.util
 import json
 from importlib.resources import files
 from pathlib import Path
+
+from script_loader import load_script
 
 ROOT = Path(__file__).resolve().parents[1]
 
 
 def _script():
-    spec = importlib.util.spec_from_file_location("sharpness_contrasts", ROOT / "benchmarks" / "sharpness_contrasts.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_script("benchmarks/sharpness_contrasts.py")
 
 
 def test_each_variant_changes_only_its_targets_sharpness() -> None:
