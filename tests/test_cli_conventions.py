@@ -319,7 +319,8 @@ def _raw_help_texts() -> list[tuple[list[str], str]]:
     def walk(command, path):
         if command.help:
             found.append((path, command.help))
-        found.extend((path, p.help) for p in command.params if getattr(p, "help", None))
+        found.extend((path, p.help) for p in command.params  # a hidden option, like a hidden command, prints nothing
+                     if getattr(p, "help", None) and not getattr(p, "hidden", False))
         for name, sub in getattr(command, "commands", {}).items():
             if not sub.hidden:
                 walk(sub, [*path, name])
