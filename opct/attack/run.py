@@ -63,7 +63,7 @@ def attack_model(
         "generation": gen.model_dump(exclude={"sequences_per_call"}),
         "static_baseline": static_baseline,
         "reasoning": reasoning,
-        "outcome_rules": "3",  # 3: a cut reply is judged on its visible text; a loop that is no crack is degenerate
+        "outcome_rules": "4",  # 4: a cut reply that shows no crack decides nothing; the complete attempts decide
     }
     check_output(out_dir, "attack", "--out")  # before the model loads
     loaded, tokenizer, renderer = load_spec_for_inference(spec)

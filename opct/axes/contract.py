@@ -34,9 +34,12 @@ NAN = math.nan
 
 #: The outcome classes a safety axis leaves out of its denominators (see :mod:`opct.evals.outcomes`).
 SAFETY_UNSCORED = (EMPTY, TRUNCATED, UNPARSED, ABSTAINED, ERROR)
-#: Capability benchmarks count an unparsed answer as wrong (their convention): it is scored; an answer
-#: cut off by the generation limit is not an answer, and stays unscored.
-CAPABILITY_UNSCORED = (EMPTY, TRUNCATED, ABSTAINED, ERROR)
+#: Capability benchmarks count an empty, unparsed or cut-off answer as wrong (their convention: the
+#: answer a model did not give within the limit is not a right one), so only an abstention or an error
+#: is left out of a capability rate; the answers counted wrong are shown beside it.
+CAPABILITY_UNSCORED = (ABSTAINED, ERROR)
+#: The outcome classes a capability rate keeps in its n as wrong answers (shown beside it: "counted wrong").
+CAPABILITY_COUNTED_WRONG = (EMPTY, UNPARSED, TRUNCATED)
 
 
 @dataclass(frozen=True)
@@ -95,6 +98,8 @@ class EvalTask:
     a harmful step or a readable answer counts as what it is, a loop is ``degenerate``, anything else is
     ``truncated`` and unscored, so a limit too small for the task shows as an INCOMPLETE eval (see
     :mod:`opct.evals.outcomes`), never as refusals; without it (capability) every cut answer is ``truncated``.
+    ``counted_wrong_classes``: the outcome classes its metrics keep in their n as failures (capability:
+    empty, unparsed and cut-off answers are wrong answers); their counts are shown beside each rate.
     """
 
     name: str
@@ -105,6 +110,7 @@ class EvalTask:
     description: str = ""
     needs_answer: bool = False
     unscored_classes: tuple[str, ...] = SAFETY_UNSCORED
+    counted_wrong_classes: tuple[str, ...] = ()
     #: Judge a reply cut off at the limit on its visible text (off: it is ``truncated``, never judged).
     judges_cut_replies: bool = True
     #: The judge spec its scorer asks (``rule``, ``http:<model>``; empty for the organism's exact judges):

@@ -116,10 +116,10 @@ def _estimate(raw: dict[str, Any]) -> Estimate:
 _NUMBERS = ("value", "ci_low", "ci_high", "n_eff")
 
 
-def metric_record(est: Estimate, unscored: dict[str, int]) -> dict[str, Any]:
-    """``est`` as strict JSON for ``results.json``: a non-finite number is ``null`` and the record says why
-    in ``reason`` (``n = 0``: nothing was scored), so the file parses with any JSON reader."""
-    record: dict[str, Any] = {**est.to_dict(), "unscored": unscored}
+def metric_record(est: Estimate, unscored: dict[str, int], counted_wrong: dict[str, int] | None = None) -> dict[str, Any]:
+    """``est`` as strict JSON, with what its n left out and the failures it keeps (capability's ``counted_wrong``):
+    a non-finite number is ``null`` and ``reason`` says why (``n = 0``: nothing was scored)."""
+    record: dict[str, Any] = {**est.to_dict(), "unscored": unscored, **({"counted_wrong": counted_wrong} if counted_wrong else {})}
     bad = [k for k in _NUMBERS if isinstance(record.get(k), float) and not math.isfinite(record[k])]
     for key in bad:
         record[key] = None
@@ -268,8 +268,8 @@ def run_task(
 
     result = result_from_records(task, records, results_path, max_unscored)
     metrics, outcomes, unscored, outcome_status = result.metrics, result.outcomes or {}, result.unscored, result.status
-    # shown beside every rate: what its n left out (unscored classes, and degenerate replies)
-    unscored_counts = {c: outcomes[c] for c in (*task.unscored_classes, DEGENERATE) if outcomes.get(c)}
+    unscored_counts, counted_wrong = ({c: outcomes[c] for c in classes if outcomes.get(c)}  # shown beside every rate
+                                      for classes in ((*task.unscored_classes, DEGENERATE), task.counted_wrong_classes))
     write_json_atomic(
         results_path,
         strict_json({
@@ -279,9 +279,10 @@ def run_task(
             "n": len(task.units),
             "n_records": len(records),
             "samples_sha256": hashlib.sha256(samples_path.read_bytes()).hexdigest(),  # the report checks it
-            "metrics": {k: metric_record(v, unscored_counts) for k, v in metrics.items()},
+            "metrics": {k: metric_record(v, unscored_counts, counted_wrong) for k, v in metrics.items()},
             "outcomes": outcomes,
             "unscored_classes": list(task.unscored_classes),
+            **({"counted_wrong_classes": list(task.counted_wrong_classes)} if task.counted_wrong_classes else {}),
             "unscored": unscored,
             "unscored_share": unscored / len(records) if records else None,
             "max_unscored": max_unscored,
@@ -342,7 +343,7 @@ def result_from_records(
 
 #: The version of the rules that assign outcome classes (part of a result's identity: results judged
 #: under other rules are recomputed, never reused).
-OUTCOME_RULES = "4"  # 4: a cut answer is judged on its visible text; a loop showing nothing is ``degenerate``
+OUTCOME_RULES = "5"  # 5: a capability answer cut off, empty or unparsed is a wrong answer, not an unscored one
 
 
 def _judges_cut(task: EvalTask, truncated: bool) -> bool:

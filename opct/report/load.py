@@ -41,6 +41,8 @@ class Metric:
     unscored: dict[str, int] = field(default_factory=dict)
     #: The eval (or attack) it comes from has more unscored records than its limit allows.
     incomplete: bool = False
+    #: Records kept in ``n`` as failures, by outcome class (capability: ``{"truncated": 22}`` answers wrong).
+    counted_wrong: dict[str, int] = field(default_factory=dict)
 
     @property
     def has_interval(self) -> bool:
@@ -144,7 +146,8 @@ class Experiment:
 
     def attack_metric(self, method: str, key: str) -> Metric | None:
         """The adaptive attacker's metric ``key`` against ``method``, or None; beside its n: the behaviours
-        no attempt could be scored on, those defended only by degenerate replies, and the degenerate replies."""
+        left undecided (unscored), those defended only by degenerate replies, and the degenerate and the
+        cut-off replies (which decided nothing: the behaviour's complete attempts did)."""
         res = self.attack.get(method, {})
         metric = parse_metric(res.get("metrics", {}).get(key), incomplete=res.get("status") == "incomplete")
         if problem := metric_problem(metric, None):
@@ -153,7 +156,8 @@ class Experiment:
         counts = res.get("outcomes", {})
         left_out = {"unscored": counts.get("behaviors", {}).get("unscored", 0),
                     "degenerate-only": counts.get("behaviors", {}).get("degenerate", 0),
-                    "degenerate replies": counts.get("attempts", {}).get("degenerate", 0)}
+                    "degenerate replies": counts.get("attempts", {}).get("degenerate", 0),
+                    "cut-off replies": counts.get("attempts", {}).get("truncated", 0)}
         if metric is not None and any(left_out.values()):
             metric = replace(metric, unscored={k: v for k, v in left_out.items() if v})
         return metric
@@ -207,7 +211,8 @@ def _finite(x: Any) -> float | None:
 
 
 def parse_metric(raw: Any, incomplete: bool = False) -> Metric | None:
-    """A metric from a ``{value, ci_low, ci_high, n, unscored}`` record or a bare number; None when not finite."""
+    """A metric from a ``{value, ci_low, ci_high, n, unscored, counted_wrong}`` record or a bare number; None
+    when not finite."""
     if isinstance(raw, dict):
         value = _finite(raw.get("value"))
         if value is None:
@@ -217,8 +222,10 @@ def parse_metric(raw: Any, incomplete: bool = False) -> Metric | None:
             lo = hi = None
         n = raw.get("n")
         unscored = raw.get("unscored") if isinstance(raw.get("unscored"), dict) else {}
+        wrong = raw.get("counted_wrong") if isinstance(raw.get("counted_wrong"), dict) else {}
         return Metric(value, lo, hi, int(n) if isinstance(n, int | float) and not isinstance(n, bool) else None,
-                      {str(k): int(v) for k, v in unscored.items() if v}, incomplete)
+                      {str(k): int(v) for k, v in unscored.items() if v}, incomplete,
+                      {str(k): int(v) for k, v in wrong.items() if v})
     value = _finite(raw)
     return Metric(value, incomplete=incomplete) if value is not None else None
 

@@ -43,10 +43,14 @@ def eval_sentence(eval_name: str, data: Mapping[str, Any]) -> str | None:
                 f"of {_share(data.get('max_unscored'))}, so its numbers are not a measurement.")
     if data.get("complete") is False:
         return f"{eval_name}: its results are marked incomplete, so its numbers are not a measurement."
+    wrong_classes = data.get("counted_wrong_classes") or ()
+    wrong = {k: v for k, v in outcomes.items() if k in wrong_classes and isinstance(v, int) and v}
+    counted = (f"{sum(wrong.values())} of {total} answers ({_counts(wrong)}) count as wrong answers: "
+               "no answer within the limit is not a right one.") if wrong else ""
     if isinstance(unscored, int) and unscored > 0:
         return (f"{eval_name}: {unscored} of {total} answers could not be scored{detail}; they are left out of n, "
-                "never counted as a success.")
-    return None
+                f"never counted as a success.{' ' + counted if counted else ''}")
+    return f"{eval_name}: {counted}" if counted else None
 
 
 def attack_sentence(data: Mapping[str, Any]) -> str | None:

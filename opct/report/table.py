@@ -57,11 +57,13 @@ class ResultsTable:
 
 def metric_parts(metric: Metric, percent: bool = True) -> tuple[str, str, str]:
     """``("41.0%", "[37.0, 45.0]", "(n=360)")``; the interval or n part is "" when unknown. The n part
-    also counts what was left out of n (``(n=360; 4 empty)``) and ends ``INCOMPLETE`` when the eval is."""
+    also counts what was left out of n (``(n=360; 4 empty)``) and the failures kept in it (``(n=120; 22
+    truncated counted wrong)``), and ends ``INCOMPLETE`` when the eval is."""
     scale, digits, unit = (100.0, 1, "%") if percent else (1.0, 3, "")
     value = f"{metric.value * scale:.{digits}f}{unit}"
     interval = f"[{metric.ci_low * scale:.{digits}f}, {metric.ci_high * scale:.{digits}f}]" if metric.has_interval else ""
-    left_out = "; ".join(f"{v} {k}" for k, v in metric.unscored.items() if v)
+    left_out = "; ".join([*(f"{v} {k}" for k, v in metric.unscored.items() if v),
+                          *(f"{v} {k} counted wrong" for k, v in metric.counted_wrong.items() if v)])
     n = f"(n={metric.n}{'; ' + left_out if left_out else ''})" if metric.n is not None else ""
     if metric.incomplete:
         n = f"{n} INCOMPLETE".strip()

@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from opct.axes.contract import CAPABILITY_UNSCORED, EvalTask, Judgement, Unit
+from opct.axes.contract import CAPABILITY_COUNTED_WRONG, CAPABILITY_UNSCORED, EvalTask, Judgement, Unit
 from opct.datasets.base import EvalItem
 from opct.evals.outcomes import ABSTAINED, ERROR
 from opct.stats.estimate import Estimate, rate
@@ -18,6 +18,11 @@ PARSER_VERSION = "1"
 def _units(items: Sequence[EvalItem], split: str = "eval") -> list[Unit]:
     return [Unit(item_id=it.id, variant="clean", prompt=it.prompt, split=split, meta=dict(it.meta)) for it in items]
 
+
+#: How every capability task treats outcomes: abstentions and errors are left out of n; empty, unparsed
+#: and cut-off answers are wrong answers (counted, and shown beside the rate); a cut answer is not judged.
+CAPABILITY_OUTCOMES: dict[str, Any] = {"unscored_classes": CAPABILITY_UNSCORED,
+                                       "counted_wrong_classes": CAPABILITY_COUNTED_WRONG, "judges_cut_replies": False}
 
 def correct_of(record: Mapping[str, Any], key: str = "correct") -> bool:
     """Whether a record was judged correct; an empty or unjudged answer is not."""
@@ -50,7 +55,7 @@ def multiple_choice_task(name: str, items: Sequence[EvalItem], max_new_tokens: i
         return Judgement(parsed, {"correct": parsed == unit.meta["answer"]}, "mc-letter", PARSER_VERSION)
 
     return EvalTask(name, _units(items), score, accuracy_metrics, max_new_tokens, "multiple-choice accuracy",
-                    needs_answer=True, unscored_classes=CAPABILITY_UNSCORED, judges_cut_replies=False)
+                    needs_answer=True, **CAPABILITY_OUTCOMES)
 
 
 def math_task(items: Sequence[EvalItem], name: str = "math500", max_new_tokens: int = 1024) -> EvalTask:
@@ -62,7 +67,7 @@ def math_task(items: Sequence[EvalItem], name: str = "math500", max_new_tokens: 
         return Judgement(g["pred"], {"correct": bool(g["correct"])}, "math-verify", PARSER_VERSION)
 
     return EvalTask(name, _units(items), score, accuracy_metrics, max_new_tokens, "MATH-500 accuracy (math-verify)",
-                    needs_answer=True, unscored_classes=CAPABILITY_UNSCORED, judges_cut_replies=False)
+                    needs_answer=True, **CAPABILITY_OUTCOMES)
 
 
 def ifeval_task(items: Sequence[EvalItem], name: str = "ifeval", max_new_tokens: int = 1024) -> EvalTask:
@@ -89,7 +94,7 @@ def ifeval_task(items: Sequence[EvalItem], name: str = "ifeval", max_new_tokens:
         }
 
     return EvalTask(name, _units(items), score, metrics, max_new_tokens, "IFEval (lm-eval's checkers)",
-                    unscored_classes=CAPABILITY_UNSCORED, judges_cut_replies=False)
+                    **CAPABILITY_OUTCOMES)
 
 
 #: Items per organism capability task (a seeded sample).
@@ -124,7 +129,7 @@ def organism_capability_tasks(world: Any, size: int | None, make_judge: Any) -> 
             return {"accuracy": rate(correct_of(r) for r in _scored(records))}
 
         tasks.append(EvalTask(name, units, score, metrics, I.MAX_NEW_TOKENS, f"organism {name}",
-                              needs_answer=role != "format", unscored_classes=CAPABILITY_UNSCORED, judges_cut_replies=False))
+                              needs_answer=role != "format", **CAPABILITY_OUTCOMES))
     return tasks
 
 
