@@ -28,8 +28,11 @@ def recipe_summary(run: RunConfig) -> dict[str, Any]:
 
 
 def selection_rule(evidence: dict[str, Any], method_settings: dict[str, Any]) -> str | None:
-    """The rule of ``selection.json`` (``evidence``) whose picks ``method_settings`` are, or None."""
-    return next((rule for rule, picks in evidence.get("method_settings", {}).items() if picks == method_settings), None)
+    """The rule of ``selection.json`` (``evidence``) whose picks ``method_settings`` holds, method by method for
+    every method that rule picked (a method the selection did not cover keeps its own, from the experiment
+    file), or None."""
+    return next((rule for rule, picks in evidence.get("method_settings", {}).items()
+                 if picks and all(method_settings.get(m) == p for m, p in picks.items())), None)
 
 
 def rule_variants(evidence: dict[str, Any], shipped: str = "teacher_kl") -> dict[str, dict[str, Any]]:
