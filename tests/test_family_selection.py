@@ -102,8 +102,19 @@ def test_demo_full_reselect_trains_each_familys_picks(tmp_path, monkeypatch):
     text = " ".join(result.output.split())
     for family in ("llama", "qwen3", "gpt2"):
         assert f"{family}.json (family_transfer rule)" in text.replace(str(tmp_path) + "/", "")
-    bad = CliRunner().invoke(app, ["demo", "--dry-run", "--rule", "family_transfer"])
-    assert bad.exit_code == 2 and "predates that rule" in " ".join(bad.output.split())
+    shipped = CliRunner().invoke(app, ["demo", "--dry-run", "--rule", "family_transfer"])  # llama's own evidence has it
+    assert shipped.exit_code == 0 and "organism-demo-family-transfer" in shipped.output, shipped.output
+
+
+def test_a_rule_an_older_selection_lacks_is_an_error_naming_the_file(tmp_path):
+    from opct.experiments.study import family_recipes
+
+    folder = Path(__file__).resolve().parents[1] / "opct" / "experiments"
+    older = folder / "organism_selection_all_families.json"
+    cfg = load_study(folder / "organism_demo_full.yaml",
+                     [f"family_picks={json.dumps({'qwen3': {'selection': str(older), 'rule': 'family_transfer'}})}"])
+    with pytest.raises(ConfigError, match="holds no 'family_transfer' picks"):
+        family_recipes(cfg, "qwen3")
 
 
 def _pick(cid: str, lr: float, step: int) -> dict:

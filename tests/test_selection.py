@@ -145,3 +145,17 @@ def test_the_report_names_each_recipe_and_what_chose_it():
     (caption, header, table), skipped = tables  # the runs that measured the same start share one table
     assert "bct-s0, opct-s0" in caption and header == ["measure", "jailbreak"] and "act-s0" in skipped[0]
     assert dict((r[0], r[1]) for r in table)["target's rank there (median)"].startswith("4 ")
+
+
+def test_a_number_not_measured_is_written_as_null_and_every_shipped_selection_is_strict_json():
+    from opct.runs.atomic import finite_or_null
+
+    assert finite_or_null({"a": math.nan, "b": [1.5, math.inf, {"c": -math.inf}], "d": "NaN"}) == \
+        {"a": None, "b": [1.5, None, {"c": None}], "d": "NaN"}
+
+    def refuse(constant: str) -> None:
+        raise ValueError(f"non-strict JSON constant {constant}")
+
+    for path in DEMO.parent.glob("organism_selection*.json"):
+        evidence = json.loads(path.read_text(encoding="utf-8"), parse_constant=refuse)
+        assert evidence["chosen"] and evidence["method_settings"], path

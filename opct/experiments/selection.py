@@ -51,7 +51,7 @@ from opct.experiments.files import deep_merge, read_extended
 from opct.experiments.recipes import PICK_RULES
 from opct.experiments.runner import ExperimentConfig, default_validation_sources, resolve
 from opct.methods import declared_compute
-from opct.runs.atomic import write_json_atomic
+from opct.runs.atomic import finite_or_null, write_json_atomic
 from opct.runs.compute import run_compute
 from opct.runs.experiment_layout import ExperimentLayout
 from opct.runs.layout import RunLayout
@@ -289,7 +289,7 @@ def run_selection(cfg: SelectionConfig, jobs: int = 1, log: Callable[[str], Any]
     run_candidates(cfg, jobs, log)
     result = score_candidates(cfg, log=log)
     path = ExperimentLayout(root).selection
-    write_json_atomic(path, result)
+    write_json_atomic(path, finite_or_null(result))  # an unmeasured number is null: strict JSON
     return path
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 from pathlib import Path
 from typing import Any
 
@@ -13,3 +14,15 @@ def write_json_atomic(path: Path, data: Any) -> None:
     tmp = path.with_name(path.name + ".tmp")
     tmp.write_text(json.dumps(data, indent=2, ensure_ascii=False, default=str) + "\n", encoding="utf-8")
     tmp.replace(path)
+
+
+def finite_or_null(data: Any) -> Any:
+    """``data`` with every float that is not finite (NaN, ±inf: "not measured") as ``None``, so that the
+    JSON it is written as is strict (``null``) and parses with any reader."""
+    if isinstance(data, float) and not math.isfinite(data):
+        return None
+    if isinstance(data, dict):
+        return {k: finite_or_null(v) for k, v in data.items()}
+    if isinstance(data, list | tuple):
+        return [finite_or_null(v) for v in data]
+    return data
