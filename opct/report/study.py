@@ -62,7 +62,8 @@ def metric_record(metric: Metric | None) -> dict[str, Any] | None:
     if metric is None:
         return None
     return {"value": metric.value, "ci_low": metric.ci_low, "ci_high": metric.ci_high, "n": metric.n,
-            "unscored": dict(metric.unscored), "incomplete": metric.incomplete}
+            "unscored": dict(metric.unscored), "incomplete": metric.incomplete,
+            **({"counted_wrong": dict(metric.counted_wrong)} if metric.counted_wrong else {})}
 
 
 def summarize(metrics: Sequence[Metric]) -> dict[str, Any] | None:

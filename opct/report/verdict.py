@@ -88,7 +88,8 @@ def _metric(metric: Metric | None) -> dict[str, Any] | None:
     if metric is None:
         return None
     return {"value": _number(metric.value), "ci_low": _number(metric.ci_low), "ci_high": _number(metric.ci_high),
-            "n": metric.n, "unscored": dict(metric.unscored), "incomplete": metric.incomplete}
+            "n": metric.n, "unscored": dict(metric.unscored), "incomplete": metric.incomplete,
+            **({"counted_wrong": dict(metric.counted_wrong)} if metric.counted_wrong else {})}
 
 
 def difference_record(d: PairedDifference) -> dict[str, Any]:
