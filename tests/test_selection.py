@@ -159,3 +159,24 @@ def test_a_number_not_measured_is_written_as_null_and_every_shipped_selection_is
     for path in DEMO.parent.glob("organism_selection*.json"):
         evidence = json.loads(path.read_text(encoding="utf-8"), parse_constant=refuse)
         assert evidence["chosen"] and evidence["method_settings"], path
+
+
+@pytest.mark.parametrize("jobs", [1, 2])
+def test_candidates_train_as_stages_each_an_opct_train_of_its_written_config(tmp_path, monkeypatch, jobs):
+    from opct.experiments import selection
+
+    cfg = load_selection(_selection_file(tmp_path, {"bct": {"optim.lr": [1e-4]}, "opct": {"optim.lr": [1e-3]}}))
+    seen = {}
+
+    def fake_stages(stages, n, command, log_path, log=print, env=None, **_):
+        seen.update(stages=stages, jobs=n, commands=[command(s) for s in stages], logs=[log_path(s) for s in stages], env=env)
+
+    monkeypatch.setattr(selection, "run_stages", fake_stages)
+    selection.run_candidates(cfg, jobs=jobs, log=lambda line: None)
+    names = [run.name for *_, run in candidate_configs(cfg)]
+    assert [s.name for s in seen["stages"]] == [f"train:{n}" for n in names] and seen["jobs"] == jobs
+    for name, cmd, log in zip(names, seen["commands"], seen["logs"], strict=True):
+        written = yaml.safe_load(Path(cmd[cmd.index("-c") + 1]).read_text())
+        assert cmd[1:4] == ["-m", "opct.cli", "train"] and written["name"] == name
+        assert ("--threads" in cmd) == (jobs > 1) and log.parent.name == "stages" and name in log.name
+    assert (seen["env"] or {}).get("OPCT_THREADS") == ("1" if jobs > 1 else None)

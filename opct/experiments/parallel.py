@@ -1,4 +1,4 @@
-"""``opct run --jobs N``: an experiment's stages N at a time, each in its own process with one CPU thread.
+"""``opct run --jobs N`` and ``opct select --jobs N``: stages N at a time, each in its own process with one CPU thread.
 
 :func:`run_stages` is the scheduler: it starts a stage's process once every stage it waits for has
 finished, at most ``jobs`` at once, training runs first (they are the longest, and the others wait for
@@ -117,7 +117,7 @@ def run_stages(stages: Sequence[Stage], jobs: int, command: Callable[[Stage], li
                                            f"{_log_tail(log_path(stage))}\nFix it and rerun the same command: finished "
                                            "stages are kept and skipped, interrupted ones continue.")
                 done.add(name)
-                log(f"[stage] {name} done ({time.monotonic() - started:.0f} s)")
+                log(f"[stage] {name} done ({time.monotonic() - started:.0f} s; {len(done)} of {len(stages)})")
     except BaseException:
         _stop(running, grace_s)
         raise

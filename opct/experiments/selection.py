@@ -33,11 +33,8 @@ import itertools
 import json
 import math
 import statistics
-import subprocess
 import sys
-import time
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -48,8 +45,10 @@ from opct.config import RunConfig, _set_path, dump_config, validate_config
 from opct.experiments.family_rule import RULE as FAMILY_RULE
 from opct.experiments.family_rule import FamilyAttackSettings, attack_candidates, famval_rates, score_steps
 from opct.experiments.files import deep_merge, read_extended
+from opct.experiments.parallel import run_stages, worker_environment
 from opct.experiments.recipes import PICK_RULES
 from opct.experiments.runner import ExperimentConfig, default_validation_sources, resolve
+from opct.experiments.stages import Stage
 from opct.methods import declared_compute
 from opct.runs.atomic import finite_or_null, write_json_atomic
 from opct.runs.compute import run_compute
@@ -153,30 +152,25 @@ def candidate_configs(cfg: SelectionConfig) -> list[tuple[str, str, dict[str, An
 
 
 def run_candidates(cfg: SelectionConfig, jobs: int = 1, log: Callable[[str], Any] = print) -> None:
-    """Train every candidate on every seed (each resumable; a finished run is left as it is), ``jobs``
-    at a time, each in its own ``opct train`` process with one CPU thread when ``jobs > 1``."""
-    runs = candidate_configs(cfg)
-    folder = ExperimentLayout(cfg.root).candidate_configs
-    folder.mkdir(parents=True, exist_ok=True)
-    start = time.perf_counter()
-    done = 0
-
-    def one(item: tuple[str, str, dict[str, Any], RunConfig]) -> str:
-        run = item[3]
-        path = folder / f"{run.name}.yaml"
+    """Train every candidate on every seed (each resumable; a finished run is left as it is), ``jobs`` at a
+    time, each in its own ``opct train`` process (:func:`~opct.experiments.parallel.run_stages`, as ``opct
+    run --jobs`` does: one log per candidate in ``stages/``, one CPU thread each when ``jobs > 1``; a failed
+    candidate stops the others and names its log; a rerun continues)."""
+    layout = ExperimentLayout(cfg.root)
+    layout.candidate_configs.mkdir(parents=True, exist_ok=True)
+    names = []
+    for *_, run in candidate_configs(cfg):
+        path = layout.candidate_configs / f"{run.name}.yaml"
         path.write_text(yaml.safe_dump(dump_config(run), sort_keys=False), encoding="utf-8")
-        cmd = [sys.executable, "-m", "opct.cli", "train", "-c", str(path), "--no-progress"]
-        if jobs > 1:
-            cmd += ["--threads", "1"]
-        proc = subprocess.run(cmd, capture_output=True, text=True)
-        if proc.returncode != 0:
-            raise RuntimeError(f"candidate run {run.name} failed (exit {proc.returncode}):\n{proc.stderr[-2000:]}")
-        return run.name
+        names.append(run.name)
+    threads = ["--threads", "1"] if jobs > 1 else []
 
-    with ThreadPoolExecutor(max_workers=jobs) as pool:
-        for name in pool.map(one, runs):
-            done += 1
-            log(f"[select] {done}/{len(runs)} {name} trained ({time.perf_counter() - start:.0f} s)")
+    def command(stage: Stage) -> list[str]:
+        config = layout.candidate_configs / f"{stage.key}.yaml"
+        return [sys.executable, "-m", "opct.cli", "train", "-c", str(config), "--no-progress", *threads]
+
+    run_stages([Stage("train", name) for name in names], jobs, command, lambda stage: layout.stage_log(stage.name),
+               log, env=worker_environment() if jobs > 1 else None)
 
 
 def _read_jsonl(path: Path) -> list[dict[str, Any]]:
