@@ -78,7 +78,6 @@ PACKAGE_CYCLES_ALLOWED = {
     ("opct.evals", "opct.axes"): "the eval runner, suite and config read the axis contract (opct/axes/contract.py: "
                                  "EvalTask, Unit, Judgement) and iterate AXES; to cut it, the contract and AXES's "
                                  "declaration move below evals (issue 39: to be removed)",
-    ("opct.judges", "opct.organism"): "the judge factory builds the organism's judges (issue 39: to be removed)",
     ("opct.organism", "opct.axes"): "the organism's corpus is written from the axes' cue templates, and its check "
                                     "and validation iterate AXES (issue 39: to be removed)",
     ("opct.report", "opct.axes"): "the report's columns are the contract's Column, and it iterates AXES for each "
