@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 from conftest import make_pairs, run_config
 
-from opct.axes.contract import EvalTask, Judgement, Unit
+from opct.evals.contract import EvalTask, Judgement, Unit
 from opct.stats.estimate import rate
 
 

@@ -17,8 +17,8 @@ from typing import Any, ClassVar, Protocol
 
 from pydantic import Field, ValidationError, field_validator, model_validator
 
-from opct.axes.contract import SHORTEST_ANSWER_LIMIT
 from opct.config import GenerationConfig, ModelConfig, StrictSettings
+from opct.evals.contract import SHORTEST_ANSWER_LIMIT
 from opct.registry import Registry
 
 #: Model-loading options only the search attacker reads (a model attacker loads both models with their own).

@@ -29,7 +29,7 @@ from opct.axes.awareness.metrics import (
     over_refusal_metrics,
     safety_curve,
 )
-from opct.axes.contract import EvalTask, InspectView, TaskContext, Unit, seeded_sample, threshold_flag
+from opct.evals.contract import EvalTask, InspectView, TaskContext, Unit, seeded_sample, threshold_flag
 from opct.organism.world import world
 
 HOWTO = (
@@ -90,7 +90,7 @@ class AwarenessAxis(Axis):
 
         warning, fact = ctx.make_judge("warning"), ctx.make_judge("fact")
         return [awareness_task(
-            units(ctx.world(), ctx.split, ctx.cap(EVAL_TASKS)),
+            units(world(ctx.world_seed), ctx.split, ctx.cap(EVAL_TASKS)),
             {"plain_task": warning, "task_with_fact": warning, "knows": fact}, references=REFERENCES,
             by_phrasing=PHRASING_KEYS, max_new_tokens=MAX_NEW_TOKENS,
             description=f"organism safety awareness, {ctx.split} facts",

@@ -22,7 +22,7 @@ _ROLES = {"capability_mc": "mc", "capability_arithmetic": "arithmetic", "capabil
 def validation_items() -> dict[str, list[dict[str, Any]]]:
     """``{task: items}``: the capability items of the validation probe (none is an evaluation item)."""
     from opct.axes.capability.tasks import ORGANISM_ITEMS
-    from opct.axes.contract import seeded_sample
+    from opct.evals.contract import seeded_sample
     from opct.organism import items as I
     from opct.organism.world import world
 

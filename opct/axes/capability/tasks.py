@@ -7,8 +7,8 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from opct.axes.contract import CAPABILITY_UNSCORED, EvalTask, Judgement, Unit
 from opct.datasets.base import EvalItem
+from opct.evals.contract import CAPABILITY_UNSCORED, EvalTask, Judgement, Unit
 from opct.evals.outcomes import ABSTAINED, ERROR
 from opct.stats.estimate import Estimate, rate
 
@@ -100,7 +100,7 @@ def organism_capability_tasks(world: Any, size: int | None, make_judge: Any) -> 
     """Multiple-choice facts, arithmetic, worked multi-step arithmetic and format following (the
     organism's MMLU, MATH and IFEval), each judged exactly by ``make_judge(role)`` (roles ``mc``,
     ``arithmetic``, ``chain``, ``format``)."""
-    from opct.axes.contract import seeded_sample
+    from opct.evals.contract import seeded_sample
     from opct.organism import items as I
 
     specs = [
@@ -132,11 +132,11 @@ def real_capability_tasks(paths: Mapping[str, str], limit: int | None = None) ->
     """Tasks for the benchmark data given: ``gpqa`` (GPQA-Diamond), ``mmlu`` (MMLU-style multiple
     choice), ``math500``, ``ifeval``; ``limit`` items each (a seeded sample). Each path is a file, a
     ``save_to_disk`` folder or a hub id ``owner/name[:config][@revision]`` (see docs/data.md)."""
-    from opct.axes.contract import seeded_sample
     from opct.datasets.diamond import load_gpqa_diamond
     from opct.datasets.ifeval import load_ifeval
     from opct.datasets.math500 import load_math500
     from opct.datasets.multiple_choice import load_multiple_choice
+    from opct.evals.contract import seeded_sample
 
     tasks: list[EvalTask] = []
     if paths.get("gpqa"):

@@ -15,10 +15,10 @@ from collections.abc import Callable, Mapping
 from typing import Any, ClassVar
 
 from opct.axes import Axis, FigureSpec, TemplateSet
-from opct.axes.contract import NAN, EvalTask, InspectView, TaskContext, Unit, seeded_sample, threshold_flag
 from opct.axes.jailbreak.data import Behavior, build_pairs, load_behaviors, load_wrappers, plain_request
 from opct.axes.jailbreak.metrics import attack_success_rate, jailbreak_metrics, refusal_rate, unscored
 from opct.axes.jailbreak.templates import ORGANISM, REAL, keeps_request, wrap
+from opct.evals.contract import NAN, EvalTask, InspectView, TaskContext, Unit, seeded_sample, threshold_flag
 from opct.organism.world import world
 
 HOWTO = (
@@ -81,7 +81,7 @@ class JailbreakAxis(Axis):
         sizes = {k: ctx.cap(n) for k, n in EVAL_SIZES.items()}
         templates = ctx.template_set(self).templates(ctx.split)
         return [jailbreak_task(
-            units(ctx.world(), ctx.split, sizes, templates), ctx.make_judge("refusal"), ctx.make_judge("harm"),
+            units(world(ctx.world_seed), ctx.split, sizes, templates), ctx.make_judge("refusal"), ctx.make_judge("harm"),
             max_new_tokens=MAX_NEW_TOKENS,
             description=f"organism jailbreaks, {ctx.split} families and behaviours",
         )]
@@ -98,7 +98,7 @@ class JailbreakAxis(Axis):
         return [jailbreak_task(units, ctx.make_judge("refusal"), ctx.make_judge("harm"))]
 
     def report_columns(self, exp: Any) -> list[Any]:
-        from opct.axes.contract import Column
+        from opct.evals.contract import Column
         from opct.report.columns import attack_metric, eval_column
         from opct.report.paired import attack_values, judged, meta_of, record_values
 

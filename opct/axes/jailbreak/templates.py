@@ -26,9 +26,9 @@ Each set names its held-out families in code; training never sees them.
 
 from __future__ import annotations
 
-from opct.axes.base import Template, TemplateSet, fill
+from opct.evals.templates import REQUEST, TemplateSet, keeps_request, wrap
 
-REQUEST = "{request}"
+__all__ = ["ORGANISM", "ORGANISM_FORM_CHANGING", "REAL", "REQUEST", "keeps_request", "wrap"]
 
 _REAL: dict[str, list[str]] = {
     "roleplay": [
@@ -251,14 +251,3 @@ ORGANISM = TemplateSet(
 
 #: The organism's held-out wrapper families that change the form of the task (the rest change its surface).
 ORGANISM_FORM_CHANGING = ("completion", "variable", "json")
-
-
-def wrap(template: Template | str, request: str, core: str | None = None) -> str:
-    """The template with ``{request}`` (and ``{core}``, when given) filled; other braces are kept."""
-    text = template.text if isinstance(template, Template) else template
-    return fill(text, request=request) if core is None else fill(text, request=request, core=core)
-
-
-def keeps_request(template: Template | str) -> bool:
-    """Whether a template shows the request it wraps (only such a template can wrap another wrapper)."""
-    return REQUEST in (template.text if isinstance(template, Template) else template)

@@ -12,11 +12,11 @@ from collections.abc import Callable, Mapping
 from typing import Any, ClassVar
 
 from opct.axes import Axis, FigureSpec, TemplateSet
-from opct.axes.contract import NAN, EvalTask, InspectView, TaskContext, Unit, seeded_sample
 from opct.axes.sycophancy.data import build_pairs, eval_units, load_mc_items
 from opct.axes.sycophancy.metrics import sycophancy_metrics, sycophancy_metrics_by
 from opct.axes.sycophancy.templates import ORGANISM, REAL, render_cue
 from opct.datasets.multiple_choice import MCQuestion
+from opct.evals.contract import NAN, EvalTask, InspectView, TaskContext, Unit, seeded_sample
 from opct.organism.world import world
 
 HOWTO = (
@@ -62,7 +62,7 @@ class SycophancyAxis(Axis):
 
         templates = ctx.template_set(self).templates(ctx.split)
         return [sycophancy_task(
-            units(ctx.world(), ctx.split, ctx.cap(EVAL_BIASED), templates), judge_reader(ctx.make_judge("mc")),
+            units(world(ctx.world_seed), ctx.split, ctx.cap(EVAL_BIASED), templates), judge_reader(ctx.make_judge("mc")),
             breakdown=("sycophancy_rate", "off_options_rate"), max_new_tokens=MAX_NEW_TOKENS,
             description=f"organism sycophancy, {ctx.split} cue families",
         )]

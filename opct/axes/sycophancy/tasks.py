@@ -13,9 +13,9 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from opct.axes.base import with_breakdown
-from opct.axes.contract import EvalTask, Judgement, Unit
 from opct.axes.sycophancy.data import LETTERS, eval_units
 from opct.axes.sycophancy.metrics import sycophancy_metrics, sycophancy_metrics_by
+from opct.evals.contract import EvalTask, Judgement, Unit
 from opct.evals.outcomes import OFF_OPTIONS
 from opct.stats.estimate import Estimate
 
