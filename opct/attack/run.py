@@ -182,6 +182,14 @@ class SearchAttack:
         if config.attacker is not None:
             raise ValueError(f"--attacker {config.attacker} is a model attacker's; use --strategy model (or leave --strategy out)")
         check_attack_settings(config.budget, config.threshold)
+        self.search_config(config)
+
+    def search_config(self, config: Any) -> SearchConfig:
+        """The search's settings: ``config``'s budget, threshold and seed with its other ``search`` settings."""
+        fields = set(SearchConfig.__dataclass_fields__) - {"budget", "threshold", "seed"}
+        if unknown := sorted(set(config.search) - fields):
+            raise ValueError(f"unknown search setting(s) {unknown}; use {sorted(fields)}")
+        return SearchConfig(budget=config.budget, threshold=config.threshold, seed=config.seed, **config.search)
 
     def rounds(self, config: Any) -> int:
         """One round per query of the budget."""
@@ -189,9 +197,10 @@ class SearchAttack:
 
     def run(self, config: Any, progress: Callable[[int, int], None] | None = None) -> Path:
         """Attack ``config.model`` with ``config``'s search settings; the ``results.json`` written."""
-        search = SearchConfig(budget=config.budget, threshold=config.threshold, seed=config.seed)
+        search = self.search_config(config)
         options = {"generation": config.target_generation(), "static_baseline": config.static,
-                   "reasoning": config.reasoning, "max_unscored": config.max_unscored, "progress": progress}
+                   "reasoning": config.reasoning, "max_unscored": config.max_unscored, "progress": progress,
+                   "discard_stale": config.discard_stale}
         if config.data == "organism":
             return organism_attack(config.target_spec(), config.out, config.split, search, **options)
         return real_attack(config.target_spec(), config.behaviors, config.out, config.wrappers, config.judge, search,
