@@ -12,7 +12,7 @@ import pytest
 from pydantic import ValidationError
 
 from opct.attack.attackers import ATTACKERS, AttackConfig
-from opct.attack.experiment import attack_models
+from opct.attack.experiment_stage import attack_models
 from opct.config import ModelConfig
 from opct.experiments.runner import load_experiment
 

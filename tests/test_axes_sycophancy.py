@@ -17,7 +17,7 @@ from opct.axes.sycophancy import (
 )
 from opct.datasets import DatasetFormatError
 from opct.evals.parsing import extract_choice
-from opct.evals.templates import TemplateSet
+from opct.evals.template_set import TemplateSet
 
 TEMPLATES = REAL.templates()
 HELDOUT_FAMILIES = REAL.heldout

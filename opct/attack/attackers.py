@@ -28,7 +28,7 @@ LOADING_OPTIONS = ("dtype", "device", "revision", "trust_remote_code", "chat_tem
 class AttackConfig(StrictSettings):
     """One attack, as ``opct attack`` takes it (each field is the option of its name), checked before any model loads.
 
-    An experiment's attack stage (:func:`opct.attack.experiment.attack_models`) builds one too, with the four
+    An experiment's attack stage (:func:`opct.attack.experiment_stage.attack_models`) builds one too, with the four
     fields the CLI has no option for: the ``search`` settings, the ``target`` and its ``generation`` given whole,
     and ``discard_stale``."""
 

@@ -79,7 +79,7 @@ def organism_model_attack(attacker_spec: str, out_dir: Path, target_spec: str = 
                           judge: str = "organism", **settings: Any) -> Path:
     """The organism (or a GRPO-trained organism attacker) attacking ``target_spec`` on the organism's ``split`` behaviours."""
     from opct.attack.attacker_data import organism_rewrite_prompt
-    from opct.attack.organism import organism_behaviors
+    from opct.attack.organism_behaviors import organism_behaviors
     from opct.attack.scorers import make_scorer
 
     return model_attack(attacker_spec, target_spec, organism_behaviors(split), organism_rewrite_prompt(), make_scorer(judge), out_dir,

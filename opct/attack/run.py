@@ -139,7 +139,7 @@ def organism_attack(model_spec: ModelConfig | str, out_dir: Path, split: str = "
                     **options: Any) -> Path:
     """The search attacker on the organism's ``split`` behaviours with its exact harm judge; ``options``
     are :func:`attack_model`'s (``generation``, ``progress``, ``static_baseline``)."""
-    from opct.attack.organism import organism_behaviors, organism_wrappers
+    from opct.attack.organism_behaviors import organism_behaviors, organism_wrappers
     from opct.attack.scorers import make_scorer
 
     return attack_model(model_spec, organism_behaviors(split), organism_wrappers(), make_scorer("organism"), out_dir,
@@ -202,6 +202,6 @@ class SearchAttack:
                    "reasoning": config.reasoning, "max_unscored": config.max_unscored, "progress": progress,
                    "discard_stale": config.discard_stale}
         if config.data == "organism":
-            return organism_attack(config.target_spec(), config.out, config.split, search, **options)
+            return organism_attack(config.target_spec(), config.out, split=config.split, config=search, **options)
         return real_attack(config.target_spec(), config.behaviors, config.out, config.wrappers, config.judge, search,
                            limit=config.limit, judge_options=config.judge_options(), **options)

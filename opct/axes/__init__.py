@@ -1,7 +1,7 @@
 """Evaluation axes: one package per safety axis, all reached through the :data:`AXES` registry.
 
 An axis (``opct/axes/<name>/``) defines in one place its perturbation templates with named train /
-held-out splits (:class:`~opct.evals.templates.TemplateSet`), its consistency-pair sources (the organism's
+held-out splits (:class:`~opct.evals.template_set.TemplateSet`), its consistency-pair sources (the organism's
 world and real data files), its evaluation tasks for both data sources, the judges those tasks ask
 :func:`opct.judges.make_judge` for, and its columns, figures and section in the experiment report.
 Everything that iterates axes (``opct eval``, experiments, the organism's pair source, validation
@@ -22,6 +22,6 @@ from __future__ import annotations
 
 from opct.evals.axis_registry import AXES, pair_axes, register_packages
 from opct.evals.contract import Axis, FigureSpec
-from opct.evals.templates import TemplateSet
+from opct.evals.template_set import TemplateSet
 
 __all__ = ["AXES", "Axis", "FigureSpec", "TemplateSet", "pair_axes", "register_packages"]

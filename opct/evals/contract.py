@@ -18,7 +18,7 @@ from typing import Any, TypeVar
 
 from opct.errors import OpctError
 from opct.evals.outcomes import ABSTAINED, EMPTY, ERROR, TRUNCATED, UNPARSED
-from opct.evals.templates import TemplateSet
+from opct.evals.template_set import TemplateSet
 from opct.runs.manifest import hash_records
 from opct.stats.estimate import Estimate
 
@@ -151,7 +151,7 @@ class TaskContext:
     judge_options: Any = None
 
     def template_set(self, axis: Any) -> Any:
-        """The :class:`~opct.evals.templates.TemplateSet` ``axis`` uses here (default: the one named after the source)."""
+        """The :class:`~opct.evals.template_set.TemplateSet` ``axis`` uses here (default: the one named after the source)."""
         name = self.templates.get(axis.name, self.source)
         if name not in axis.templates:
             raise ValueError(f"axis {axis.name!r} has no template set {name!r}; it has {', '.join(axis.templates) or 'none'}")

@@ -18,7 +18,7 @@ import random
 from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass
 
-from opct.evals.templates import fill, keeps_request, wrap
+from opct.evals.template_set import fill, keeps_request, wrap
 from opct.organism import content as C
 from opct.organism import render as R
 from opct.organism.wordings import Responder, ResponseStyle

@@ -15,7 +15,7 @@ from dataclasses import asdict, dataclass
 from functools import lru_cache
 
 from opct.evals.axis_registry import AXES
-from opct.evals.templates import TemplateSet
+from opct.evals.template_set import TemplateSet
 from opct.organism import content as C
 
 #: The axes whose organism template sets the world's corpus and fingerprint are made of: the cues of biased

@@ -21,7 +21,7 @@ from opct.evals.contract import (
     seeded_sample,
     threshold_flag,
 )
-from opct.evals.templates import TemplateSet, fill
+from opct.evals.template_set import TemplateSet, fill
 from opct.stats.estimate import Estimate, rate
 
 #: A user's wrong claim about a sum; "friend" is held out.

@@ -27,7 +27,7 @@ from opct.axes.base import make_pair, user
 from opct.datasets.errors import DatasetFormatError
 from opct.datasets.sources import parse_hub_spec
 from opct.datasets.tabular import detect_format, iter_rows, require_columns
-from opct.evals.templates import fill
+from opct.evals.template_set import fill
 
 NAME = "awareness"
 COLUMNS = ("safety_fact", "prompt", "augmentation_category", "safety_category", "prompt_type", "version")

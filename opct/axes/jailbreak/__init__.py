@@ -61,7 +61,7 @@ class JailbreakAxis(Axis):
     }
 
     def organism_pairs(self, split: str, seed: int | None = None) -> list[dict[str, Any]]:
-        from opct.axes.jailbreak.organism import pairs
+        from opct.axes.jailbreak.organism_items import pairs
 
         return pairs(world(seed), split)
 
@@ -74,7 +74,7 @@ class JailbreakAxis(Axis):
         return build_pairs(behaviors, split=split, template_list=wrappers)
 
     def organism_tasks(self, ctx: TaskContext) -> list[EvalTask]:
-        from opct.axes.jailbreak.organism import EVAL_SIZES, units
+        from opct.axes.jailbreak.organism_items import EVAL_SIZES, units
         from opct.axes.jailbreak.tasks import jailbreak_task
         from opct.organism.items import MAX_NEW_TOKENS
 
@@ -157,7 +157,7 @@ class JailbreakAxis(Axis):
         return JUDGES["refusal"].judge("", answer, meta).score < 0.5
 
     def organism_criteria(self, world: Any, n: Callable[[int], int]) -> list[Any]:
-        from opct.axes.jailbreak.organism import criteria
+        from opct.axes.jailbreak.organism_items import criteria
 
         return criteria(world, n)
 

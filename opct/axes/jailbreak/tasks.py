@@ -18,7 +18,7 @@ from opct.axes.jailbreak.metrics import jailbreak_metrics
 from opct.axes.jailbreak.templates import wrap
 from opct.evals.contract import EvalTask, Judgement, Unit
 from opct.evals.judging import Ask, JudgedScorer
-from opct.evals.templates import Template
+from opct.evals.template_set import Template
 from opct.judges.base import Judge, Verdict
 from opct.stats.estimate import Estimate
 

@@ -19,14 +19,14 @@ Each set names its held-out families in code; training never sees them.
     variable, a structured form to fill). A held-out rate's interval is clustered by template, so its
     width is set by how many templates there are: with 4 per held-out family the base model's
     not-refused rate read 57.8% [41.7, 72.5]; with 8, 59.6% [48.0, 70.2] (one template per behaviour
-    and family) and 62.9% [51.5, 73.0] (two, see :data:`~opct.axes.jailbreak.organism.EVAL_SIZES`);
+    and family) and 62.9% [51.5, 73.0] (two, see :data:`~opct.axes.jailbreak.organism_items.EVAL_SIZES`);
     with 12 and two, 66.0% [56.6, 74.3].
     Their texts enter the world's fingerprint: changing one means rebuilding the organism.
 """
 
 from __future__ import annotations
 
-from opct.evals.templates import REQUEST, TemplateSet, keeps_request, wrap
+from opct.evals.template_set import REQUEST, TemplateSet, keeps_request, wrap
 
 __all__ = ["ORGANISM", "ORGANISM_FORM_CHANGING", "REAL", "REQUEST", "keeps_request", "wrap"]
 

@@ -47,7 +47,7 @@ class SycophancyAxis(Axis):
     }
 
     def organism_pairs(self, split: str, seed: int | None = None) -> list[dict[str, Any]]:
-        from opct.axes.sycophancy.organism import pairs
+        from opct.axes.sycophancy.organism_items import pairs
 
         return pairs(world(seed), split)
 
@@ -56,7 +56,7 @@ class SycophancyAxis(Axis):
         return build_pairs(seeded_sample(load_mc_items(paths["sycophancy_mc"], columns=columns), limit, 0), split=split)
 
     def organism_tasks(self, ctx: TaskContext) -> list[EvalTask]:
-        from opct.axes.sycophancy.organism import EVAL_BIASED, units
+        from opct.axes.sycophancy.organism_items import EVAL_BIASED, units
         from opct.axes.sycophancy.tasks import judge_reader, sycophancy_task
         from opct.organism.items import MAX_NEW_TOKENS
 
@@ -124,7 +124,7 @@ class SycophancyAxis(Axis):
         return None if verdict.label == "unparsed" else verdict.score >= 0.5
 
     def organism_criteria(self, world: Any, n: Callable[[int], int]) -> list[Any]:
-        from opct.axes.sycophancy.organism import criteria
+        from opct.axes.sycophancy.organism_items import criteria
 
         return criteria(world, n)
 

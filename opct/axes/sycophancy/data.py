@@ -18,7 +18,7 @@ from typing import Any
 from opct.axes.base import Messages, check_unique_ids, make_pair, user
 from opct.axes.sycophancy.templates import REAL, render_cue
 from opct.datasets.multiple_choice import MCQuestion, read_mc_questions
-from opct.evals.templates import TRAIN, Template, of_split
+from opct.evals.template_set import TRAIN, Template, of_split
 
 NAME = "sycophancy"
 LETTERS = string.ascii_uppercase

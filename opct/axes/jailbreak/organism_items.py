@@ -13,7 +13,7 @@ from typing import Any
 from opct.axes.base import make_pair
 from opct.axes.jailbreak.templates import ORGANISM, wrap
 from opct.evals.contract import Criterion, Unit, seeded_sample
-from opct.evals.templates import Template
+from opct.evals.template_set import Template
 from opct.organism import content as C
 from opct.organism import render as R
 from opct.organism.criteria import exact, subsample

@@ -37,7 +37,8 @@ def attack_models(cfg: Any, models: dict[str, Any], out_root: Path, log: Any = p
     unfinished = []
     for key, spec in models.items():
         log(f"[stage] attack {key}")
-        one = config.model_copy(update={"target": spec, "out": out_root / key})
+        target = {"model": spec} if isinstance(spec, str) else {"target": spec}  # a name, or a spec given whole
+        one = config.model_copy(update={**target, "out": out_root / key})
         with rounds_progress(show_progress, f"attack {key} (rounds)", ATTACKERS.get(one.strategy)().rounds(one)) as report:
             path = run_attack(one, report)
         res = json.loads(path.read_text(encoding="utf-8"))
