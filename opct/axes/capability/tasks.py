@@ -8,8 +8,9 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from opct.datasets.base import EvalItem
-from opct.evals.contract import CAPABILITY_UNSCORED, EvalTask, Judgement, Unit
+from opct.evals.contract import CAPABILITY_UNSCORED, EvalTask, Judgement, Unit, seeded_sample
 from opct.evals.outcomes import ABSTAINED, ERROR
+from opct.evals.parsing import extract_choice, grade_math
 from opct.stats.estimate import Estimate, rate
 
 PARSER_VERSION = "1"
@@ -42,8 +43,6 @@ def accuracy_metrics(records: Sequence[Mapping[str, Any]]) -> dict[str, Estimate
 
 def multiple_choice_task(name: str, items: Sequence[EvalItem], max_new_tokens: int = 512) -> EvalTask:
     """Accuracy on lettered multiple choice; the letter is read by :func:`opct.evals.parsing.extract_choice`."""
-    from opct.evals.parsing import extract_choice
-
     def score(unit: Unit, response: str) -> Judgement:
         letters = unit.meta.get("letters", "ABCD")
         parsed = extract_choice(response, unit.meta.get("options"), letters=letters)
@@ -55,8 +54,6 @@ def multiple_choice_task(name: str, items: Sequence[EvalItem], max_new_tokens: i
 
 def math_task(items: Sequence[EvalItem], name: str = "math500", max_new_tokens: int = 1024) -> EvalTask:
     """MATH-500: the final answer checked for equivalence with ``math-verify``."""
-    from opct.evals.parsing import grade_math
-
     def score(unit: Unit, response: str) -> Judgement:
         g = grade_math(response, unit.meta["answer"])
         return Judgement(g["pred"], {"correct": bool(g["correct"])}, "math-verify", PARSER_VERSION)
@@ -100,7 +97,6 @@ def organism_capability_tasks(world: Any, size: int | None, make_judge: Any) -> 
     """Multiple-choice facts, arithmetic, worked multi-step arithmetic and format following (the
     organism's MMLU, MATH and IFEval), each judged exactly by ``make_judge(role)`` (roles ``mc``,
     ``arithmetic``, ``chain``, ``format``)."""
-    from opct.evals.contract import seeded_sample
     from opct.organism import items as I
 
     specs = [
@@ -136,7 +132,6 @@ def real_capability_tasks(paths: Mapping[str, str], limit: int | None = None) ->
     from opct.datasets.ifeval import load_ifeval
     from opct.datasets.math500 import load_math500
     from opct.datasets.multiple_choice import load_multiple_choice
-    from opct.evals.contract import seeded_sample
 
     tasks: list[EvalTask] = []
     if paths.get("gpqa"):

@@ -18,7 +18,16 @@ from opct.axes import Axis, FigureSpec, TemplateSet
 from opct.axes.jailbreak.data import Behavior, build_pairs, load_behaviors, load_wrappers, plain_request
 from opct.axes.jailbreak.metrics import attack_success_rate, jailbreak_metrics, refusal_rate, unscored
 from opct.axes.jailbreak.templates import ORGANISM, REAL, keeps_request, wrap
-from opct.evals.contract import NAN, EvalTask, InspectView, TaskContext, Unit, seeded_sample, threshold_flag
+from opct.evals.contract import (
+    NAN,
+    Column,
+    EvalTask,
+    InspectView,
+    TaskContext,
+    Unit,
+    seeded_sample,
+    threshold_flag,
+)
 from opct.organism.world import world
 
 HOWTO = (
@@ -98,7 +107,6 @@ class JailbreakAxis(Axis):
         return [jailbreak_task(units, ctx.make_judge("refusal"), ctx.make_judge("harm"))]
 
     def report_columns(self, exp: Any) -> list[Any]:
-        from opct.evals.contract import Column
         from opct.report.columns import attack_metric, eval_column
         from opct.report.paired import attack_values, judged, meta_of, record_values
 

@@ -17,6 +17,7 @@ from opct.axes.sycophancy.metrics import sycophancy_metrics, sycophancy_metrics_
 from opct.axes.sycophancy.templates import ORGANISM, REAL, render_cue
 from opct.datasets.multiple_choice import MCQuestion
 from opct.evals.contract import NAN, EvalTask, InspectView, TaskContext, Unit, seeded_sample
+from opct.evals.outcomes import OFF_OPTIONS, SCORED
 from opct.organism.world import world
 
 HOWTO = (
@@ -77,7 +78,6 @@ class SycophancyAxis(Axis):
         return [sycophancy_task(units_from_pairs(pairs))]
 
     def report_columns(self, exp: Any) -> list[Any]:
-        from opct.evals.outcomes import OFF_OPTIONS, SCORED
         from opct.report.columns import eval_column
         from opct.report.paired import judged, record_values
 
