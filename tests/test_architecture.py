@@ -4,8 +4,8 @@ The import graph is built from the AST of every module (every ``import`` and ``f
 any depth: inside functions and ``TYPE_CHECKING`` blocks too), with relative imports resolved. ``from
 pkg import name`` is an edge to ``pkg`` (its ``__init__``) and, when ``pkg.name`` is a module, to that
 module as well (:mod:`opct.testing.import_graph`). A strongly connected component of more than one module
-is an import circle; folded onto packages (``opct.<pkg>``), one is a package circle, allowed only through
-the knots in ``PACKAGE_CYCLES_ALLOWED``.
+is an import circle; folded onto packages (``opct.<pkg>``), one is a package circle, forbidden (an edge that
+must close one would be listed in ``PACKAGE_CYCLES_ALLOWED`` with its reason; none does).
 
 The layer rule: the core (config, pairs, models, registry, errors, stats, sampling, diagnostics, training,
 methods, runs) never imports the outer layers (axes, evals, attack, organism, judges, report, datasets, ifeval,

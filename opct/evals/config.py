@@ -2,7 +2,7 @@
 
 Both share :class:`EvalOptions` (data source and splits, real-data paths, judge, item limit, seed,
 and generation as :class:`opct.config.GenerationConfig`). Unknown keys are errors that name them,
-and so are unknown eval names and real-data keys (the axes registered in :data:`opct.axes.AXES`
+and so are unknown eval names and real-data keys (the axes registered in :data:`~opct.evals.axis_registry.AXES`
 say which exist).
 """
 

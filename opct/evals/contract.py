@@ -4,7 +4,7 @@ the eval task (:class:`EvalTask` of :class:`Unit` s, scored into :class:`Judgeme
 (:class:`InspectView`).
 
 Whatever iterates axes (``opct eval``, experiments, the organism's pair source, validation and check,
-the report, Inspect, the CLI's real-data flags) reads these hooks through :data:`opct.axes.AXES` and
+the report, Inspect, the CLI's real-data flags) reads these hooks through :data:`opct.evals.axis_registry.AXES` and
 never names an axis.
 """
 

@@ -2,7 +2,7 @@
 
 Two data sources: the organism's world (exact judges, the default for the organism and models
 trained from it) and real benchmark files given by path (rule or model judges). Every axis builds
-its own tasks (:meth:`opct.axes.Axis.tasks`); this module only iterates :data:`opct.axes.AXES`.
+its own tasks (:meth:`opct.evals.contract.Axis.tasks`); this module only iterates :data:`~opct.evals.axis_registry.AXES`.
 """
 
 from __future__ import annotations

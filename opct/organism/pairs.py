@@ -1,7 +1,7 @@
 """Consistency pairs of the organism's world, per axis and split, from the axes registry.
 
 Each axis builds its own pairs from the world (:meth:`opct.axes.Axis.organism_pairs`), so an axis
-registered in :data:`opct.axes.AXES` has organism pairs here, and through :func:`organism_pair_source`
+registered in :data:`~opct.evals.axis_registry.AXES` has organism pairs here, and through :func:`organism_pair_source`
 in ``data.train`` (``organism:<axis>[:<split>]``), with nothing else to change.
 
 Splits:
