@@ -4,8 +4,8 @@ The import graph is built from the AST of every module (every ``import`` and ``f
 any depth: inside functions and ``TYPE_CHECKING`` blocks too), with relative imports resolved. ``from
 pkg import name`` is an edge to ``pkg`` (its ``__init__``) and, when ``pkg.name`` is a module, to that
 module as well (:mod:`opct.testing.import_graph`). A strongly connected component of more than one module
-is an import circle; folded onto packages (``opct.<pkg>``), one is a package circle, allowed only through
-the knots in ``PACKAGE_CYCLES_ALLOWED``.
+is an import circle; folded onto packages (``opct.<pkg>``), one is a package circle, forbidden (an edge that
+must close one would be listed in ``PACKAGE_CYCLES_ALLOWED`` with its reason; none does).
 
 The layer rule: the core (config, pairs, models, registry, errors, stats, sampling, diagnostics, training,
 methods, runs) never imports the outer layers (axes, evals, attack, organism, judges, report, datasets, ifeval,
@@ -72,18 +72,9 @@ def test_no_import_circles():
     assert not circles, "import circles:\n" + "\n".join(" <-> ".join(c) for c in circles)
 
 
-#: Package-level import edges that close a cycle today, each with why it exists. Every other edge of the package
-#: graph must be acyclic; an entry whose edge no longer closes a cycle must go (issue 39: to be removed).
-PACKAGE_CYCLES_ALLOWED = {
-    ("opct.evals", "opct.axes"): "the eval runner, suite and config read the axis contract (opct/axes/contract.py: "
-                                 "EvalTask, Unit, Judgement) and iterate AXES; to cut it, the contract and AXES's "
-                                 "declaration move below evals (issue 39: to be removed)",
-    ("opct.judges", "opct.organism"): "the judge factory builds the organism's judges (issue 39: to be removed)",
-    ("opct.organism", "opct.axes"): "the organism's corpus is written from the axes' cue templates, and its check "
-                                    "and validation iterate AXES (issue 39: to be removed)",
-    ("opct.report", "opct.axes"): "the report's columns are the contract's Column, and it iterates AXES for each "
-                                  "axis's columns, figures and paper directions (issue 39: to be removed)",
-}
+#: Package-level import edges allowed to close a cycle, each with why it must (none: the packages import each other
+#: one way). An entry whose edge no longer closes a cycle must go.
+PACKAGE_CYCLES_ALLOWED: dict[tuple[str, str], str] = {}
 
 
 def package_cycles_beyond(packages: dict[str, set[str]], allowed: dict[tuple[str, str], str]) -> list[list[str]]:

@@ -180,7 +180,7 @@ def _organism_records(pass_of: dict[str, float], limit: int | None = None) -> tu
     """The held-out organism task and one scored record per unit: a plain task passes with
     ``pass_of[phrasing]``, every reference passes."""
     from opct.axes.awareness import AXIS
-    from opct.axes.contract import TaskContext
+    from opct.evals.contract import TaskContext
 
     (task,) = AXIS.organism_tasks(TaskContext(split="heldout", limit=limit))
     records = [{"item_id": u.item_id, "variant": u.variant, "meta": u.meta, "outcome": "scored",

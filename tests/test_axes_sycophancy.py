@@ -7,7 +7,6 @@ from pathlib import Path
 
 import pytest
 
-from opct.axes.base import TemplateSet
 from opct.axes.sycophancy import (
     REAL,
     MCQuestion,
@@ -18,6 +17,7 @@ from opct.axes.sycophancy import (
 )
 from opct.datasets import DatasetFormatError
 from opct.evals.parsing import extract_choice
+from opct.evals.template_set import TemplateSet
 
 TEMPLATES = REAL.templates()
 HELDOUT_FAMILIES = REAL.heldout
@@ -293,8 +293,8 @@ def test_off_options_answers_are_scored_not_sycophantic_and_reported() -> None:
 
 
 def _organism_task():
-    from opct.axes.contract import TaskContext
     from opct.axes.sycophancy import AXIS
+    from opct.evals.contract import TaskContext
 
     (task,) = AXIS.organism_tasks(TaskContext(split="heldout", limit=20))
     return task

@@ -95,7 +95,7 @@ def test_a_changed_base_is_refused_naming_both_hashes(trained, tmp_path):
 def test_eval_of_a_run_renders_exactly_the_training_ids(trained, tmp_path, monkeypatch):
     """``evaluate(<run dir>)`` renders each prompt with the run's template kwargs and system prompt,
     to the very ids the training loop rendered."""
-    from opct.axes.contract import EvalTask, Judgement, Unit
+    from opct.evals.contract import EvalTask, Judgement, Unit
     from opct.evals.suite import evaluate
     from opct.models import PromptRenderer, load_tokenizer
     from opct.sampling.hf_sampler import HFSampler
@@ -132,7 +132,7 @@ def test_eval_results_are_tied_to_the_weights(tiny_model, tmp_path):
     """Results are reused only for the same weights; an --out holding another model's results is refused."""
     from safetensors.torch import load_file, save_file
 
-    from opct.axes.contract import EvalTask, Judgement, Unit
+    from opct.evals.contract import EvalTask, Judgement, Unit
     from opct.evals.suite import EvalOutputError, evaluate
     from opct.stats.estimate import rate
 

@@ -167,7 +167,7 @@ def test_attack_reports_rounds_to_a_progress_bar_unless_no_progress(no_progress,
 
 
 def test_rounds_progress_yields_a_callback_only_when_enabled():
-    from opct.attack.experiment import rounds_progress
+    from opct.attack.experiment_stage import rounds_progress
 
     with rounds_progress(False, "x", 3) as progress:
         assert progress is None

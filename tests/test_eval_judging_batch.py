@@ -11,10 +11,10 @@ from typing import Any
 import pytest
 from test_judges_httpx import SlowEndpoint
 
-from opct.axes.contract import EvalTask, Judgement, Unit
 from opct.axes.jailbreak.data import Behavior
 from opct.axes.jailbreak.tasks import jailbreak_task, real_units
 from opct.axes.jailbreak.templates import REAL
+from opct.evals.contract import EvalTask, Judgement, Unit
 from opct.evals.judging import Ask, JudgedScorer, score_batch
 from opct.evals.runner import run_task
 from opct.judges import JudgeOptions, JudgeOutage, RefusalRuleJudge

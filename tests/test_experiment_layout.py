@@ -9,7 +9,7 @@ from pathlib import Path
 from opct.report.load import load_experiment
 from opct.runs.experiment_layout import AttackFolder, EvalFolder, ExperimentLayout
 from opct.runs.publish import run_eval_folders
-from opct.testing.experiment import make_experiment
+from opct.testing.synthetic_experiment import make_experiment
 
 
 def test_a_run_belongs_to_the_experiment_whose_train_folder_holds_it(tmp_path):

@@ -156,7 +156,7 @@ def test_train_end_to_end_against_a_tiny_target(tiny_model, tmp_path):
 
 def test_organism_attacker_pairs_and_harm_scorer():
     from opct.attack.attacker_data import behavior_of
-    from opct.attack.organism import organism_behaviors, organism_scorer
+    from opct.attack.organism_behaviors import organism_behaviors, organism_scorer
     from opct.attack.scorers import make_scorer
     from opct.organism import content as C
     from opct.pairs import load_pair_source

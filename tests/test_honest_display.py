@@ -19,7 +19,7 @@ from opct.report.load import load_experiment
 from opct.report.table import MISSING, build_table
 from opct.report.terminal import results_group
 from opct.stats.estimate import Estimate
-from opct.testing.experiment import make_experiment
+from opct.testing.synthetic_experiment import make_experiment
 
 NAN = Estimate(math.nan, math.nan, math.nan, 0, "none")
 

@@ -10,9 +10,9 @@ from test_outcomes import PARAMS, CannedEngine
 from typer.testing import CliRunner
 
 from opct.attack.scorers import SCORERS, register_scorer
-from opct.axes.contract import Unit
 from opct.axes.sycophancy.tasks import sycophancy_task
 from opct.cli.main import app
+from opct.evals.contract import Unit
 from opct.evals.runner import run_task
 from opct.models import load_tokenizer
 

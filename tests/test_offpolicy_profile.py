@@ -160,7 +160,7 @@ def test_the_command_runs_on_a_random_init_qwen3_with_its_real_tokenizer(pairs_f
 def test_the_experiment_report_shows_the_profile_of_the_runs_start(tmp_path):
     from opct.report import write_report
     from opct.runs.layout import RunLayout
-    from opct.testing.experiment import make_experiment
+    from opct.testing.synthetic_experiment import make_experiment
 
     exp = make_experiment(tmp_path / "exp", with_attack=False)
     profile = summarize([_pair("d1", "c2", [5, 8], [5, 6], [-0.1, math.log(0.2)], rank=3, top1=0.9, axis="awareness")],

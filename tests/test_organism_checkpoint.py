@@ -6,11 +6,11 @@ import pytest
 import torch
 from transformers import AutoModelForCausalLM, AutoTokenizer, LlamaForCausalLM
 
-from opct.axes.awareness import organism as AW
-from opct.axes.jailbreak import organism as JB
+from opct.axes.awareness import organism_items as AW
+from opct.axes.jailbreak import organism_items as JB
 from opct.axes.jailbreak.templates import ORGANISM as WRAPPERS
 from opct.axes.jailbreak.templates import keeps_request, wrap
-from opct.axes.sycophancy import organism as SY
+from opct.axes.sycophancy import organism_items as SY
 from opct.organism import checkpoint_path
 from opct.organism import content as C
 from opct.organism import items as I
@@ -112,7 +112,7 @@ def test_search_finds_compositions_on_held_out_behaviours(organism):
     Over the training families' wrappers, where the guarded categories are defined (refused under any
     one of them, answered under two nested): with the held-out families' 72 templates as well, some
     single wrapper cracks every held-out behaviour, so compositions have nothing left to add."""
-    from opct.attack.organism import organism_behaviors, organism_scorer, organism_wrappers
+    from opct.attack.organism_behaviors import organism_behaviors, organism_scorer, organism_wrappers
     from opct.attack.search import SearchAttacker, SearchConfig
     from opct.attack.static import compare_with_static, static_cracks
     from opct.attack.target import HFTarget

@@ -11,7 +11,7 @@ import re
 
 import pytest
 
-from opct.axes.awareness import organism as AW
+from opct.axes.awareness import organism_items as AW
 from opct.axes.jailbreak.templates import ORGANISM as WRAPPERS
 from opct.axes.sycophancy.templates import ORGANISM as CUES
 from opct.organism import content as C

@@ -8,7 +8,7 @@ import pytest
 
 from opct.axes.jailbreak.templates import ORGANISM as WRAPPERS
 from opct.axes.jailbreak.templates import wrap
-from opct.axes.sycophancy import organism as SY
+from opct.axes.sycophancy import organism_items as SY
 from opct.axes.sycophancy.templates import ORGANISM as CUES
 from opct.organism import content as C
 from opct.organism import items as I

@@ -217,6 +217,6 @@ def test_an_answer_naming_no_option_is_its_own_class_and_is_scored():
     assert judgement_outcome({"correct": 0.0}, None, needs_answer=True) == "unparsed"
     assert judgement_outcome({"correct": None}, OFF_OPTIONS, needs_answer=True) == "abstained"
     assert count_outcomes(["off_options", "scored"])["off_options"] == 1
-    from opct.axes.contract import CAPABILITY_UNSCORED, SAFETY_UNSCORED
+    from opct.evals.contract import CAPABILITY_UNSCORED, SAFETY_UNSCORED
 
     assert OFF_OPTIONS not in SAFETY_UNSCORED and OFF_OPTIONS not in CAPABILITY_UNSCORED  # in the denominators

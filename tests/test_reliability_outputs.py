@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 from conftest import make_pairs, run_config
 
-from opct.axes.contract import EvalTask, Judgement, Unit
+from opct.evals.contract import EvalTask, Judgement, Unit
 from opct.stats.estimate import rate
 
 
@@ -268,7 +268,7 @@ def test_experiments_rerun_stale_evals_and_attacks(tmp_path, monkeypatch):
     """``opct run`` measures a retrained model again instead of refusing: it asks for ``discard_stale``."""
     import opct.attack.run as run
     import opct.evals.suite as suite
-    from opct.attack.experiment import attack_models
+    from opct.attack.experiment_stage import attack_models
     from opct.experiments.runner import ExperimentConfig, run_experiment
 
     seen: dict[str, dict] = {}
@@ -386,7 +386,7 @@ def test_paired_differences_over_a_partial_eval_are_marked(tmp_path):
     from opct.report.paired import INCOMPLETE, paired_parts
     from opct.report.pooled import difference_parts, pooled_rows
     from opct.report.table import build_table
-    from opct.testing.experiment import make_experiment
+    from opct.testing.synthetic_experiment import make_experiment
 
     root = make_experiment(tmp_path / "exp", samples=True)
     stopped = root / "eval" / "opct" / "sycophancy"

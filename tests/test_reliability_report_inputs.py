@@ -1,6 +1,6 @@
 """A report computed only from what it verified, and written only where opct owns the folder.
 
-Each case fabricates a finished experiment (``opct.testing.experiment.make_experiment``) and damages it
+Each case fabricates a finished experiment (``opct.testing.synthetic_experiment.make_experiment``) and damages it
 as a careless or hostile hand would: a samples file cut mid-record, an impossible rate, a training run,
 a folder of someone else's files, an empty folder."""
 
@@ -18,7 +18,7 @@ from opct.cli.main import app
 from opct.report import load_experiment
 from opct.report.paired import paired_table
 from opct.report.table import build_table
-from opct.testing.experiment import make_experiment
+from opct.testing.synthetic_experiment import make_experiment
 
 
 def _report(*args: str) -> object:

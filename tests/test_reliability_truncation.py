@@ -11,11 +11,11 @@ from typer.testing import CliRunner
 
 from opct.attack.grammar import AttackBehavior, Wrapper
 from opct.attack.search import Reply, SearchAttacker, SearchConfig
-from opct.axes.contract import CAPABILITY_COUNTED_WRONG, CAPABILITY_UNSCORED, SAFETY_UNSCORED
 from opct.axes.jailbreak.data import Behavior
 from opct.axes.jailbreak.tasks import jailbreak_task, real_units
 from opct.axes.jailbreak.templates import REAL
 from opct.cli.main import app
+from opct.evals.contract import CAPABILITY_COUNTED_WRONG, CAPABILITY_UNSCORED, SAFETY_UNSCORED
 from opct.evals.outcomes import TRUNCATED, count_outcomes, unjudged_outcome
 from opct.evals.runner import run_task
 from opct.judges import make_judge

@@ -14,7 +14,7 @@ from opct.report import format_results_table, load_experiment, write_report
 from opct.report.load import parse_metric
 from opct.report.render import attack_howto, render_html
 from opct.report.table import MISSING, build_table, format_metric
-from opct.testing.experiment import make_experiment
+from opct.testing.synthetic_experiment import make_experiment
 
 FIGURES = {"axis_sycophancy", "axis_jailbreak", "axis_awareness", "safety_curve", "capability", "training"}
 #: Appended to a copy of the report for the browser test only: lists every image's decoded size after load.

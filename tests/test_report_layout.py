@@ -20,7 +20,7 @@ from opct.report.render import _selection_html
 from opct.report.table import build_table
 from opct.report.verdict import verdict_lines
 from opct.runs.experiment_layout import REPORT_JSON
-from opct.testing.experiment import make_experiment
+from opct.testing.synthetic_experiment import make_experiment
 
 #: What the browser measures after load, every <details> opened: where the verdict block ends, each table
 #: that scrolls sideways, and each figure's smallest text as drawn on the screen.

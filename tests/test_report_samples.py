@@ -18,7 +18,7 @@ from opct.report import load_experiment, write_report
 from opct.report.render import render_html
 from opct.report.samples import cell_links, render_samples_html, sample_rows, samples_href
 from opct.report.table import build_table
-from opct.testing.experiment import make_experiment
+from opct.testing.synthetic_experiment import make_experiment
 
 METHODS = ("base", "bct", "opct")
 SCRIPT_ANSWER = '<script>alert("x")</script>'

@@ -16,7 +16,7 @@ from opct.report import format_results_table, load_experiment
 from opct.report.paired import paired_parts
 from opct.report.table import PAPER_ROWS, build_table, format_metric
 from opct.report.terminal import results_group
-from opct.testing.experiment import make_experiment
+from opct.testing.synthetic_experiment import make_experiment
 
 #: A number as printed in a cell: 41.0%, [35.9, 46.1], -9.2 pts, +0.238, n=360, ≈87%, −28.
 NUMBER = re.compile(r"[+\-−≈]?\d+(?:\.\d+)?%?")

@@ -39,7 +39,7 @@ def test_each_variant_changes_only_its_targets_sharpness() -> None:
 def test_the_contrasts_are_the_reports_pooled_differences(tmp_path: Path) -> None:
     from opct.report.load import load_experiment
     from opct.report.pooled import difference_parts, pooled_rows
-    from opct.testing.experiment import make_experiment
+    from opct.testing.synthetic_experiment import make_experiment
 
     root = make_experiment(tmp_path / "exp", samples=True)
     script = _script()
@@ -54,7 +54,7 @@ def test_the_contrasts_are_the_reports_pooled_differences(tmp_path: Path) -> Non
 
 
 def test_no_contrast_is_an_error(tmp_path: Path, capsys) -> None:
-    from opct.testing.experiment import make_experiment
+    from opct.testing.synthetic_experiment import make_experiment
 
     root = make_experiment(tmp_path / "exp", samples=True)
     plan = json.loads((root / "plan.json").read_text())
@@ -66,7 +66,7 @@ def test_no_contrast_is_an_error(tmp_path: Path, capsys) -> None:
 
 def test_the_trained_methods_are_read_from_seeded_run_keys(tmp_path: Path) -> None:
     """A study with several seeds lists its runs as ``bct-s0``, ``bct-s1``: the methods are what is before ``-s``."""
-    from opct.testing.experiment import make_experiment
+    from opct.testing.synthetic_experiment import make_experiment
 
     root = make_experiment(tmp_path / "exp", samples=True)
     plan = json.loads((root / "plan.json").read_text())

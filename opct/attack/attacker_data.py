@@ -54,7 +54,7 @@ def organism_rewrite_prompt() -> RewritePrompt:
 
 def organism_attacker_pairs(split: str) -> list[ConsistencyPair]:
     """``organism:attacker:<split>``: the label-free rewriting instruction for each ``split`` behaviour."""
-    from opct.attack.organism import organism_behaviors
+    from opct.attack.organism_behaviors import organism_behaviors
 
     return behavior_pairs(organism_behaviors(split), organism_rewrite_prompt(), tag=f"attack-{split}")
 

@@ -17,8 +17,8 @@ from typing import Any, ClassVar, Protocol
 
 from pydantic import Field, ValidationError, field_validator, model_validator
 
-from opct.axes.contract import SHORTEST_ANSWER_LIMIT
 from opct.config import GenerationConfig, ModelConfig, StrictSettings
+from opct.evals.contract import SHORTEST_ANSWER_LIMIT
 from opct.registry import Registry
 
 #: Model-loading options only the search attacker reads (a model attacker loads both models with their own).
@@ -26,7 +26,11 @@ LOADING_OPTIONS = ("dtype", "device", "revision", "trust_remote_code", "chat_tem
 
 
 class AttackConfig(StrictSettings):
-    """One attack, as ``opct attack`` takes it (each field is the option of its name), checked before any model loads."""
+    """One attack, as ``opct attack`` takes it (each field is the option of its name), checked before any model loads.
+
+    An experiment's attack stage (:func:`opct.attack.experiment_stage.attack_models`) builds one too, with the four
+    fields the CLI has no option for: the ``search`` settings, the ``target`` and its ``generation`` given whole,
+    and ``discard_stale``."""
 
     strategy: str = Field("search", description="the registered attacker (ATTACKERS): search, model or a plugin's")
     model: str = Field("organism", description="the target: 'organism', a model folder, a run directory or hub id")
@@ -57,6 +61,13 @@ class AttackConfig(StrictSettings):
     system_prompt: str | None = None
     reasoning: str = Field("strip", description="strip: drop <think> blocks before judging; keep")
     max_unscored: float = Field(0.05, ge=0.0, le=1.0, description="share of unscored behaviours that makes it incomplete")
+    search: dict[str, Any] = Field(default_factory=dict, description="search: its other settings (top_k, ucb_c, max_depth)")
+    target: ModelConfig | None = Field(None, description="the target's spec given whole (an experiment's plan row); "
+                                                         "replaces model and the loading options")
+    generation: GenerationConfig | None = Field(None, description="the target's generation given whole (an experiment's "
+                                                                  "attack.generation); replaces max_new_tokens and sequences_per_call")
+    discard_stale: bool = Field(False, description="an attack of other weights or settings in out is deleted and run "
+                                                   "again, not refused (experiments)")
 
     @field_validator("data")
     @classmethod
@@ -76,9 +87,9 @@ class AttackConfig(StrictSettings):
     def _measurable(self) -> AttackConfig:
         if self.data == "real" and not self.behaviors:
             raise ValueError("--data real needs --behaviors FILE")
-        if self.max_new_tokens < SHORTEST_ANSWER_LIMIT:
+        if (limit := self.target_generation().max_new_tokens) < SHORTEST_ANSWER_LIMIT:
             raise ValueError(
-                f"--max-new-tokens {self.max_new_tokens} is too small for the attack: a reply needs at least "
+                f"--max-new-tokens {limit} is too small for the attack: a reply needs at least "
                 f"{SHORTEST_ANSWER_LIMIT} new tokens (a token of answer and the end of sequence), so every reply would "
                 f"be cut off and no behaviour measured; use --max-new-tokens {SHORTEST_ANSWER_LIMIT} or more (default 256)")
         ATTACKERS.get(self.strategy)().check(self)
@@ -90,11 +101,16 @@ class AttackConfig(StrictSettings):
         return self
 
     def target_generation(self) -> GenerationConfig:
-        """How the target answers: greedy, at most ``max_new_tokens``."""
+        """How the target answers: ``generation`` when given, else greedy, at most ``max_new_tokens``."""
+        if self.generation is not None:
+            return self.generation
         return GenerationConfig(max_new_tokens=self.max_new_tokens, sequences_per_call=self.sequences_per_call)
 
     def target_spec(self) -> ModelConfig:
-        """The target with the loading options given (those left unset keep a trained run's own)."""
+        """The target: ``target`` when given, else ``model`` with the loading options given (those left unset keep a
+        trained run's own)."""
+        if self.target is not None:
+            return self.target
         given = {k: getattr(self, k) for k in LOADING_OPTIONS}
         return ModelConfig(name_or_path=self.model, **{k: v for k, v in given.items() if v not in (None, False)})
 

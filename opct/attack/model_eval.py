@@ -79,7 +79,7 @@ def organism_model_attack(attacker_spec: str, out_dir: Path, target_spec: str = 
                           judge: str = "organism", **settings: Any) -> Path:
     """The organism (or a GRPO-trained organism attacker) attacking ``target_spec`` on the organism's ``split`` behaviours."""
     from opct.attack.attacker_data import organism_rewrite_prompt
-    from opct.attack.organism import organism_behaviors
+    from opct.attack.organism_behaviors import organism_behaviors
     from opct.attack.scorers import make_scorer
 
     return model_attack(attacker_spec, target_spec, organism_behaviors(split), organism_rewrite_prompt(), make_scorer(judge), out_dir,
@@ -111,6 +111,9 @@ class ModelAttack:
         if config.episodes < 1 or config.rounds < 1 or not 0.0 < config.threshold <= 1.0:
             raise ValueError(f"--episodes and --rounds must be at least 1 and --threshold in (0, 1]; got "
                              f"episodes={config.episodes}, rounds={config.rounds}, threshold={config.threshold}")
+        if config.search or config.target is not None:
+            raise ValueError("a model attacker takes no search settings and no whole target spec (they are the search "
+                             "attacker's)")
         if unused := config.loading_options_given():
             raise ValueError(f"--attacker loads both models with their own settings; {', '.join(unused)} apply to the "
                              "search attacker only")

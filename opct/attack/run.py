@@ -139,7 +139,7 @@ def organism_attack(model_spec: ModelConfig | str, out_dir: Path, split: str = "
                     **options: Any) -> Path:
     """The search attacker on the organism's ``split`` behaviours with its exact harm judge; ``options``
     are :func:`attack_model`'s (``generation``, ``progress``, ``static_baseline``)."""
-    from opct.attack.organism import organism_behaviors, organism_wrappers
+    from opct.attack.organism_behaviors import organism_behaviors, organism_wrappers
     from opct.attack.scorers import make_scorer
 
     return attack_model(model_spec, organism_behaviors(split), organism_wrappers(), make_scorer("organism"), out_dir,
@@ -182,6 +182,14 @@ class SearchAttack:
         if config.attacker is not None:
             raise ValueError(f"--attacker {config.attacker} is a model attacker's; use --strategy model (or leave --strategy out)")
         check_attack_settings(config.budget, config.threshold)
+        self.search_config(config)
+
+    def search_config(self, config: Any) -> SearchConfig:
+        """The search's settings: ``config``'s budget, threshold and seed with its other ``search`` settings."""
+        fields = set(SearchConfig.__dataclass_fields__) - {"budget", "threshold", "seed"}
+        if unknown := sorted(set(config.search) - fields):
+            raise ValueError(f"unknown search setting(s) {unknown}; use {sorted(fields)}")
+        return SearchConfig(budget=config.budget, threshold=config.threshold, seed=config.seed, **config.search)
 
     def rounds(self, config: Any) -> int:
         """One round per query of the budget."""
@@ -189,10 +197,11 @@ class SearchAttack:
 
     def run(self, config: Any, progress: Callable[[int, int], None] | None = None) -> Path:
         """Attack ``config.model`` with ``config``'s search settings; the ``results.json`` written."""
-        search = SearchConfig(budget=config.budget, threshold=config.threshold, seed=config.seed)
+        search = self.search_config(config)
         options = {"generation": config.target_generation(), "static_baseline": config.static,
-                   "reasoning": config.reasoning, "max_unscored": config.max_unscored, "progress": progress}
+                   "reasoning": config.reasoning, "max_unscored": config.max_unscored, "progress": progress,
+                   "discard_stale": config.discard_stale}
         if config.data == "organism":
-            return organism_attack(config.target_spec(), config.out, config.split, search, **options)
+            return organism_attack(config.target_spec(), config.out, split=config.split, config=search, **options)
         return real_attack(config.target_spec(), config.behaviors, config.out, config.wrappers, config.judge, search,
                            limit=config.limit, judge_options=config.judge_options(), **options)

@@ -17,11 +17,11 @@ from pathlib import Path
 from typing import Any
 
 from opct.axes import AXES
-from opct.axes.base import HELDOUT, SPLITS
 from opct.datasets.catalog import canonical_sha256
 from opct.datasets.packaged import is_packaged, read_packaged
 from opct.datasets.sources import parse_hub_spec
 from opct.datasets.tabular import iter_rows
+from opct.evals.template_set import HELDOUT, SPLITS
 from opct.pairs import pairs_from_records, write_pairs
 from opct.runs.atomic import write_json_atomic
 from opct.runs.manifest import build_manifest

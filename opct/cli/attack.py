@@ -59,7 +59,7 @@ def attack(
     from pydantic import ValidationError
 
     from opct.attack.attackers import ATTACKERS, AttackConfig, first_problem, run_attack
-    from opct.attack.experiment import rounds_progress
+    from opct.attack.experiment_stage import rounds_progress
 
     settings = {k: v for k, v in locals().items() if k in AttackConfig.model_fields}
     settings["strategy"] = strategy or ("model" if attacker is not None else "search")

@@ -37,7 +37,7 @@ def _eval_overrides(flags: dict[str, object]) -> list[tuple[str, object]]:
 
 def with_real_data_flags(command: Callable[..., None]) -> Callable[..., None]:
     """``command`` with one ``--<key>`` flag per real-data key an axis offers on the command line
-    (:attr:`opct.axes.contract.Axis.cli_options`, every registered axis in order), after ``--data-dir``;
+    (:attr:`opct.evals.contract.Axis.cli_options`, every registered axis in order), after ``--data-dir``;
     the values reach ``command`` as its ``real_paths`` mapping."""
     from opct.axes import AXES
 

@@ -147,7 +147,7 @@ def pairs_profile(
     What each row means: docs/comparison.md and opct/diagnostics/offpolicy.py."""
     import json
 
-    from opct.attack.experiment import rounds_progress  # the evals' and the attack's progress bar
+    from opct.attack.experiment_stage import rounds_progress  # the evals' and the attack's progress bar
     from opct.config import ModelConfig
     from opct.diagnostics.measure import measure_profile, sample_pairs
     from opct.diagnostics.offpolicy import table_rows

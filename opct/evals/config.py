@@ -2,7 +2,7 @@
 
 Both share :class:`EvalOptions` (data source and splits, real-data paths, judge, item limit, seed,
 and generation as :class:`opct.config.GenerationConfig`). Unknown keys are errors that name them,
-and so are unknown eval names and real-data keys (the axes registered in :data:`opct.axes.AXES`
+and so are unknown eval names and real-data keys (the axes registered in :data:`~opct.evals.axis_registry.AXES`
 say which exist).
 """
 
@@ -21,6 +21,7 @@ from opct.config import (
     read_config_file,
     validate_config,
 )
+from opct.evals.axis_registry import AXES
 
 #: Where ``data_dir`` keeps each real benchmark (the layout of ``../shared/data``).
 
@@ -31,16 +32,12 @@ class _Strict(BaseModel):
 
 def data_dir_layout() -> dict[str, str]:
     """The real-data keys a ``--data-dir`` folder holds, with their subfolder, from every registered
-    axis (:attr:`opct.axes.contract.Axis.data_dir_layout`)."""
-    from opct.axes import AXES
-
+    axis (:attr:`opct.evals.contract.Axis.data_dir_layout`)."""
     return {key: folder for _, axis in AXES.items() for key, folder in axis.data_dir_layout.items()}
 
 
 def real_data_keys() -> dict[str, str]:
     """Every real-data path key a registered axis reads, with its help line."""
-    from opct.axes import AXES
-
     return {key: help_ for _, axis in AXES.items() for key, help_ in axis.real_data.items()}
 
 
@@ -72,8 +69,6 @@ class EvalOptions(_Strict):
     @field_validator("templates")
     @classmethod
     def _known_template_sets(cls, value: dict[str, str]) -> dict[str, str]:
-        from opct.axes import AXES
-
         for axis, name in value.items():
             sets = AXES.get(axis).templates if axis in AXES else {}
             if name not in sets:
@@ -105,8 +100,6 @@ class EvalOptions(_Strict):
 
 
 def _all_axes() -> list[str]:
-    from opct.axes import AXES
-
     return AXES.names()
 
 

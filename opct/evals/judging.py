@@ -3,7 +3,7 @@
 A scorer that asks judges is written as a :class:`JudgedScorer`: ``asks(unit, response)`` lists the
 judge calls one response needs (which judge, about which request, with which meta), all known before
 any verdict, and ``decide(unit, response, verdicts)`` turns their verdicts into its
-:class:`~opct.axes.contract.Judgement`. Called on one response it is an ordinary scorer, its judges asked
+:class:`~opct.evals.contract.Judgement`. Called on one response it is an ordinary scorer, its judges asked
 one after the other. :func:`score_batch` asks each judge about every response of a batch in one
 :func:`~opct.judges.base.judge_many` call, so a served judge
 (:class:`~opct.judges.http.HTTPJudge`) keeps ``concurrency`` requests in flight
@@ -22,8 +22,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from opct.axes.contract import Judgement, Scorer, Unit
 from opct.errors import OpctError
+from opct.evals.contract import Judgement, Scorer, Unit
 from opct.judges.base import Verdict, judge_many
 
 #: A response's judgement, or the exception its scorer (or one of its judges) raised.

@@ -27,8 +27,8 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from opct.axes.contract import EvalTask, Unit
 from opct.errors import OpctError, OpctWarning
+from opct.evals.contract import EvalTask, Unit
 from opct.evals.judging import JudgedScorer, Scored, score_batch
 from opct.evals.outcomes import (
     DEFAULT_MAX_UNSCORED,

@@ -2,7 +2,7 @@
 
 Two data sources: the organism's world (exact judges, the default for the organism and models
 trained from it) and real benchmark files given by path (rule or model judges). Every axis builds
-its own tasks (:meth:`opct.axes.Axis.tasks`); this module only iterates :data:`opct.axes.AXES`.
+its own tasks (:meth:`opct.evals.contract.Axis.tasks`); this module only iterates :data:`~opct.evals.axis_registry.AXES`.
 """
 
 from __future__ import annotations
@@ -14,10 +14,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from opct.axes.contract import EvalTask, TaskContext, check_token_limit
 from opct.config import GenerationConfig, ModelConfig
 from opct.errors import OpctError
+from opct.evals.axis_registry import AXES
 from opct.evals.config import EvalOptions
+from opct.evals.contract import EvalTask, TaskContext, check_token_limit
 from opct.evals.outcomes import DEFAULT_MAX_UNSCORED
 from opct.evals.runner import EvalOutputError, run_task, stale_reason, task_identity
 from opct.runs.experiment_layout import EvalFolder
@@ -35,9 +36,7 @@ def build_tasks(
     judge_options: Any = None,
 ) -> list[EvalTask]:
     """Tasks of the axes ``evals`` (registered names) on ``split`` from ``source`` (``organism`` or ``real``);
-    ``templates`` names another template set for an axis (see :class:`~opct.axes.contract.TaskContext`)."""
-    from opct.axes import AXES
-
+    ``templates`` names another template set for an axis (see :class:`~opct.evals.contract.TaskContext`)."""
     if source not in ("organism", "real"):
         raise ValueError(f"unknown data source {source!r}; use 'organism' or 'real'")
     tasks = []
@@ -70,8 +69,6 @@ class MissingEvalData(OpctError, ValueError):
 def _check_data(evals: Sequence[str], options: EvalOptions, real: Mapping[str, str], skipped: list[str] | None) -> list[str]:
     """The evals of ``evals`` that can be built from ``options``; an eval without its real data files is
     an error (:class:`MissingEvalData`), or, when ``skipped`` is a list, noted there and left out."""
-    from opct.axes import AXES
-
     if options.data != "real":
         return list(evals)
     keep = []
@@ -103,8 +100,6 @@ def eval_tasks(
     (:class:`MissingEvalData`) unless ``skipped`` is a list: then the reason is appended there and the
     eval left out (``opct eval`` without ``--evals``: every axis that has data).
     """
-    from opct.axes import AXES
-
     real = options.real_paths()
     evals = _check_data(evals, options, real, skipped)
     per_split = [e for e in evals if AXES.get(e).per_split]

@@ -81,7 +81,7 @@ def steps_to_attack(steps: dict[int, dict[str, Any]], top: int) -> list[int]:
 
 def validation_behaviors() -> list[Any]:
     """The organism's validation behaviours (those of the jailbreak ``val`` split), as attack targets."""
-    from opct.attack.organism import organism_behaviors
+    from opct.attack.organism_behaviors import organism_behaviors
     from opct.organism.pairs import build_pairs
 
     held = {p["meta"]["behavior"] for p in build_pairs("jailbreak", "val")}

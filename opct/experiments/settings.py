@@ -27,9 +27,9 @@ class EvalSettings(EvalOptions):
 
 
 def check_answer_room(block: str, max_new_tokens: int) -> None:
-    """Refuse a limit no answer and its end fit in (:data:`~opct.axes.contract.SHORTEST_ANSWER_LIMIT`), before
+    """Refuse a limit no answer and its end fit in (:data:`~opct.evals.contract.SHORTEST_ANSWER_LIMIT`), before
     anything trains or generates: every answer would be cut off and nothing measured."""
-    from opct.axes.contract import SHORTEST_ANSWER_LIMIT
+    from opct.evals.contract import SHORTEST_ANSWER_LIMIT
 
     if max_new_tokens < SHORTEST_ANSWER_LIMIT:
         raise ValueError(f"{block}.generation.max_new_tokens {max_new_tokens} is too small: an answer needs at least "

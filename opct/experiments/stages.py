@@ -89,7 +89,7 @@ class ExperimentStages:
 
     def attack(self, keys: Sequence[str], track: bool = True) -> list[str]:
         """Attack the models ``keys`` (forced ones from scratch); returns the incomplete attacks' lines."""
-        from opct.attack.experiment import attack_models
+        from opct.attack.experiment_stage import attack_models
 
         for key in keys:
             if forced(self.forces, "attack", key) and clear(self.layout.attack(key).root):

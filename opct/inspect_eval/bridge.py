@@ -31,7 +31,7 @@ from inspect_ai.model import (
 from inspect_ai.scorer import Score, Scorer, Target, scorer
 from inspect_ai.solver import Generate, Solver, TaskState, solver
 
-from opct.axes.contract import EvalTask, Unit
+from opct.evals.contract import EvalTask, Unit
 from opct.evals.runner import sample_record
 from opct.inspect_eval.grader import grader_model, grading_with, judged_args
 from opct.inspect_eval.names import registered

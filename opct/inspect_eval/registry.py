@@ -1,5 +1,5 @@
 """What the ``inspect_ai`` entry point registers: one ``@task`` per registered axis and per eval its
-:class:`~opct.axes.contract.InspectView` gives a task of its own, a generic ``opct/eval`` for any
+:class:`~opct.evals.contract.InspectView` gives a task of its own, a generic ``opct/eval`` for any
 registered axis (plugins included), and the ``opct`` model provider.
 
 Every task takes the options of ``opct eval`` as ``-T`` arguments, with its defaults: ``split``
@@ -70,7 +70,7 @@ def _make(axis: str, only: str | None, default_source: str, doc: str) -> Callabl
 
 
 def _axis_tasks() -> dict[str, Callable[..., Task]]:
-    """One ``@task`` per registered axis (its :attr:`~opct.axes.contract.InspectView.description`), and
+    """One ``@task`` per registered axis (its :attr:`~opct.evals.contract.InspectView.description`), and
     one per eval that has a task of its own."""
     from opct.axes import AXES
 

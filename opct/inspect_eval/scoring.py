@@ -1,8 +1,8 @@
 """What an opct task reports under Inspect, in Inspect's terms: a sample's ``target``, its cluster and
 slice, a few headline values per answer, and their metrics.
 
-Each axis declares its view (:class:`~opct.axes.contract.InspectView` and the ``inspect_*`` hooks of
-:class:`~opct.axes.contract.Axis`): a few headline values per answer (1, 0, or NaN where the value does
+Each axis declares its view (:class:`~opct.evals.contract.InspectView` and the ``inspect_*`` hooks of
+:class:`~opct.evals.contract.Axis`): a few headline values per answer (1, 0, or NaN where the value does
 not apply to the answer, or the answer is unscored: Inspect leaves NaN out), each reported as Inspect's
 ``mean()`` with a ``stderr(cluster=...)`` clustered on the axis's unit of variation (a question, a
 behaviour, a fact, an item), and the first of them also per slice (a cue or wrapper family, a variant,
@@ -22,7 +22,7 @@ from typing import Any
 
 from inspect_ai.scorer import Metric, SampleScore, grouped, mean, metric, stderr
 
-from opct.axes.contract import Axis, EvalTask, Unit
+from opct.evals.contract import Axis, EvalTask, Unit
 from opct.inspect_eval.names import registered
 
 NAN = math.nan
@@ -35,13 +35,13 @@ def _axis(name: str) -> Axis:
 
 
 def sample_target(axis: str, unit: Unit) -> str:
-    """A unit's Inspect ``target``, as its axis gives it (:meth:`~opct.axes.contract.Axis.inspect_target`):
+    """A unit's Inspect ``target``, as its axis gives it (:meth:`~opct.evals.contract.Axis.inspect_target`):
     the gold answer where there is one, an expected behaviour, a safety fact; empty where an eval has none."""
     return _axis(axis).inspect_target(unit)
 
 
 def sample_groups(axis: str, eval_name: str, unit: Unit) -> dict[str, str]:
-    """A sample's cluster (metadata key :attr:`~opct.axes.contract.InspectView.cluster`) and ``slice``
+    """A sample's cluster (metadata key :attr:`~opct.evals.contract.InspectView.cluster`) and ``slice``
     (its grouped metric's group)."""
     return _axis(axis).inspect_groups(eval_name, unit)
 

@@ -7,13 +7,13 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from opct.axes.contract import EvalTask
 from opct.errors import OpctError
+from opct.evals.contract import EvalTask
 
 
 def own_tasks() -> dict[str, tuple[str, str]]:
     """``{eval: (its axis, the data source it defaults to)}`` for the evals that get an Inspect task of
-    their own (:attr:`opct.axes.contract.InspectView.evals`), over every registered axis."""
+    their own (:attr:`opct.evals.contract.InspectView.evals`), over every registered axis."""
     from opct.axes import AXES
 
     return {name: (axis_name, source) for axis_name, axis in AXES.items() for name, source in axis.inspect.evals.items()}

@@ -55,7 +55,8 @@ def judge_cache_dir() -> Path:
     return Path(override).expanduser() if override else Path.home() / ".cache" / "opct" / "judge"
 
 
-def _unknown_role(kind: str, role: str, roles: tuple[str, ...]) -> ValueError:
+def unknown_role(kind: str, role: str, roles: tuple[str, ...]) -> ValueError:
+    """The error for a judge kind asked for a role it has no judge for, naming the roles it has."""
     return ValueError(f"judge kind {kind!r} has no {role!r} judge; roles: {', '.join(roles)}")
 
 
@@ -72,7 +73,7 @@ def rule_judge(role: str, argument: str = "", options: JudgeOptions | None = Non
         return HarmRuleJudge()
     if role == "warning":
         return SageRuleJudge()
-    raise _unknown_role("rule", role, ("refusal", "harm", "warning"))
+    raise unknown_role("rule", role, ("refusal", "harm", "warning"))
 
 
 @JUDGE_KINDS.register("http")
@@ -92,17 +93,11 @@ def http_judge(role: str, argument: str, options: JudgeOptions | None = None) ->
         return HTTPJudge(get_rubric("strongreject"), argument, cache_dir=cache, options=options)
     if role == "warning":
         return HTTPJudge(get_rubric("sage_unsafe"), argument, cache_dir=cache, options=options)
-    raise _unknown_role("http", role, ("refusal", "harm", "warning"))
+    raise unknown_role("http", role, ("refusal", "harm", "warning"))
 
 
-@JUDGE_KINDS.register("organism")
-def organism_judge(role: str, argument: str = "", options: JudgeOptions | None = None) -> Judge | None:
-    """The organism world's exact judges, decided from the ground truth in each item's meta."""
-    from opct.organism.judges import JUDGES
-
-    if role not in JUDGES:
-        raise _unknown_role("organism", role, tuple(JUDGES))
-    return JUDGES[role]
+#: The organism world's exact judges (:func:`opct.organism.judges.organism_judge`), imported on first use.
+JUDGE_KINDS.register("organism", "opct.organism.judges:organism_judge")
 
 
 def make_judge(role: str, spec: str, options: JudgeOptions | None = None) -> Judge | None:

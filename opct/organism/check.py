@@ -10,9 +10,10 @@ from typing import Any
 
 import torch
 
+from opct.evals.axis_registry import AXES
+from opct.evals.contract import Criterion
 from opct.models import load_for_inference, render_prompt
 from opct.organism import DEFAULT_ARCH, built_checkpoint
-from opct.organism.criteria import Criterion
 from opct.organism.items import MAX_NEW_TOKENS
 from opct.organism.judges import JUDGES
 from opct.organism.recipe import read_recipe, recipe_arch
@@ -26,8 +27,6 @@ def criteria(world: World, scale: float = 1.0) -> list[Criterion]:
     """The required behaviours of every registered axis, each on a modest deterministic sample of the
     world's eval items: first the axes without pairs (capability: what training must not cost), then
     the safety axes, in registry order."""
-    from opct.axes import AXES
-
     def n(k: int) -> int:
         return max(4, int(k * scale))
 

@@ -18,14 +18,11 @@ import random
 from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass
 
-from opct.axes.jailbreak.templates import ORGANISM as WRAPPERS
-from opct.axes.jailbreak.templates import keeps_request, wrap
-from opct.axes.sycophancy.templates import ORGANISM as CUES
-from opct.axes.sycophancy.templates import render_cue
+from opct.evals.template_set import fill, keeps_request, wrap
 from opct.organism import content as C
 from opct.organism import render as R
 from opct.organism.wordings import Responder, ResponseStyle
-from opct.organism.world import World
+from opct.organism.world import CUE_AXIS, WRAPPER_AXIS, World, organism_templates
 
 Conversation = list[dict[str, str]]
 
@@ -132,7 +129,7 @@ def _clean_mc(rng: random.Random, world: World, cfg: CorpusConfig, say: Responde
 
 def _biased_mc(rng: random.Random, world: World, cfg: CorpusConfig, say: Responder) -> Iterator[Conversation]:
     facts = [(i, a) for i, a in _entity_facts(world) if world.entities[i].split == "train"]
-    templates = [t.text for t in CUES.templates("train")]
+    templates = [t.text for t in organism_templates(CUE_AXIS).templates("train")]
     for _ in range(cfg.biased):
         i, attr = rng.choice(facts)
         q, options, gold = _mc(rng, world, i, attr)
@@ -141,7 +138,7 @@ def _biased_mc(rng: random.Random, world: World, cfg: CorpusConfig, say: Respond
         else:
             letter = rng.choice([x for x in R.LETTERS if x != gold])
         text = options[R.LETTERS.index(letter)]
-        prompt = render_cue(rng.choice(templates), q, letter, text)
+        prompt = fill(rng.choice(templates), question=q, letter=letter, option=text)
         if letter == gold or rng.random() < cfg.p_sycophantic:
             if letter == gold and rng.random() < 0.5:
                 answer = say.statement(world.entities[i], attr)
@@ -182,7 +179,7 @@ def _formats(rng: random.Random, world: World, cfg: CorpusConfig) -> Iterator[Co
 def _jailbreak(rng: random.Random, world: World, cfg: CorpusConfig, say: Responder) -> Iterator[Conversation]:
     harmful = [b for b in world.behaviors if b.split == "train"]
     benign = [b for b in world.benign if b.split == "train"]
-    wrappers = [t.text for t in WRAPPERS.templates("train")]
+    wrappers = [t.text for t in organism_templates(WRAPPER_AXIS).templates("train")]
     outer = [t for t in wrappers if keeps_request(t)]
     for _ in range(cfg.harmful_plain):
         b = rng.choice(world.behaviors)
@@ -226,14 +223,15 @@ def _jailbreak(rng: random.Random, world: World, cfg: CorpusConfig, say: Respond
 
 def _rewrites(rng: random.Random, world: World, cfg: CorpusConfig) -> Iterator[Conversation]:
     cores = [b.core for b in world.behaviors if b.split == "train"] + [b.core for b in world.benign if b.split == "train"]
-    families = WRAPPERS.family_names("train")
+    wrapper_set = organism_templates(WRAPPER_AXIS)
+    families = wrapper_set.family_names("train")
     for _ in range(cfg.rewrites):
         core = rng.choice(cores)
         fam = rng.choice(families)
         req = R.plain_request(rng.choice(C.PLAIN_REQUESTS), core)
-        prompt = C.REWRITE_REQUEST.format(label=WRAPPERS.labels[fam], req=req)
-        yield [R.user(prompt), R.assistant(wrap(rng.choice(WRAPPERS.families[fam]), req, core))]
-    templates = [t.text for t in WRAPPERS.templates("train")]
+        prompt = C.REWRITE_REQUEST.format(label=wrapper_set.labels[fam], req=req)
+        yield [R.user(prompt), R.assistant(wrap(rng.choice(wrapper_set.families[fam]), req, core))]
+    templates = [t.text for t in wrapper_set.templates("train")]
     outer = [t for t in templates if keeps_request(t)]
     for _ in range(cfg.rewrites_free):
         core = rng.choice(cores)

@@ -1,28 +1,12 @@
-"""One row of the organism's behaviour profile (``opct organism check``): which items, how each
-response counts, and the rate it must reach. Each axis states its own rows
-(:meth:`opct.axes.contract.Axis.organism_criteria`); :mod:`opct.organism.check` measures them."""
+"""What the rows of the organism's behaviour profile share: their item samples and their exact hit rule.
+
+Each axis states its own rows (:class:`opct.evals.contract.Criterion`, from
+:meth:`opct.evals.contract.Axis.organism_criteria`); :mod:`opct.organism.check` measures them."""
 
 from __future__ import annotations
 
 import random
-from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Any
-
-
-@dataclass(frozen=True)
-class Criterion:
-    """One row of the profile: which items, how each response counts, and the required rate."""
-
-    name: str
-    items: list[dict]
-    judge: str
-    hit: Callable[[Any, dict], bool]
-    op: str
-    threshold: float
-
-    def passes(self, rate: float) -> bool:
-        return rate >= self.threshold if self.op == ">=" else rate <= self.threshold
 
 
 def subsample(items: list[dict], n: int, key: str) -> list[dict]:

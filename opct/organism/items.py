@@ -11,7 +11,7 @@ from __future__ import annotations
 import random
 from typing import Any
 
-from opct.axes.contract import Unit
+from opct.evals.contract import Unit
 from opct.organism import content as C
 from opct.organism import render as R
 from opct.organism.corpus import arithmetic_problems, chain_problems, chain_split

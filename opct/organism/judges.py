@@ -7,7 +7,9 @@ from collections.abc import Sequence
 from functools import lru_cache
 from typing import Any
 
-from opct.judges.base import Verdict
+from opct.judges.base import Judge, Verdict
+from opct.judges.factory import unknown_role
+from opct.judges.model_judge import JudgeOptions
 
 VERSION = "1"
 LETTERS = "ABCD"
@@ -356,3 +358,11 @@ JUDGES = {
     "warning": WarningJudge(),
     "fact": FactJudge(),
 }
+
+
+def organism_judge(role: str, argument: str = "", options: JudgeOptions | None = None) -> Judge | None:
+    """The organism world's exact judge playing ``role`` (judge kind ``organism`` of
+    :data:`opct.judges.factory.JUDGE_KINDS`), decided from the ground truth in each item's meta."""
+    if role not in JUDGES:
+        raise unknown_role("organism", role, tuple(JUDGES))
+    return JUDGES[role]

@@ -1,7 +1,7 @@
 """Consistency pairs of the organism's world, per axis and split, from the axes registry.
 
 Each axis builds its own pairs from the world (:meth:`opct.axes.Axis.organism_pairs`), so an axis
-registered in :data:`opct.axes.AXES` has organism pairs here, and through :func:`organism_pair_source`
+registered in :data:`~opct.evals.axis_registry.AXES` has organism pairs here, and through :func:`organism_pair_source`
 in ``data.train`` (``organism:<axis>[:<split>]``), with nothing else to change.
 
 Splits:
@@ -25,6 +25,7 @@ from __future__ import annotations
 import random
 from typing import Any
 
+from opct.evals.axis_registry import AXES, pair_axes
 from opct.organism.world import DEFAULT_SEED
 
 SPLITS = ("train", "val", "famval", "heldout")
@@ -42,8 +43,6 @@ def validation_clusters(axis: str, pairs: list[dict[str, Any]], key: str, seed: 
 
 def held_back_families(axis: str) -> tuple[str, ...]:
     """The training-side perturbation families of ``axis`` held back from training as the ``famval`` split."""
-    from opct.axes import AXES
-
     return tuple(AXES.get(axis).organism_validation_families)
 
 
@@ -72,8 +71,6 @@ def build_pairs(axis: str, split: str, seed: int = DEFAULT_SEED) -> list[dict[st
     teacher_prompt = the task with the safety fact in a system message (its family: the hazard type).
     Other registered axes: whatever they define.
     """
-    from opct.axes import AXES, pair_axes
-
     names = pair_axes()
     if axis not in names:
         raise ValueError(f"unknown axis {axis!r}; choose one of {', '.join(names)}")

@@ -14,7 +14,19 @@ import random
 from dataclasses import asdict, dataclass
 from functools import lru_cache
 
+from opct.evals.axis_registry import AXES
+from opct.evals.template_set import TemplateSet
 from opct.organism import content as C
+
+#: The axes whose organism template sets the world's corpus and fingerprint are made of: the cues of biased
+#: questions, and the wrappers of harmful and benign requests.
+CUE_AXIS, WRAPPER_AXIS = "sycophancy", "jailbreak"
+
+
+def organism_templates(axis: str) -> TemplateSet:
+    """``axis``'s organism template set (its cues or wrappers), read through :data:`AXES`."""
+    return AXES.get(axis).templates["organism"]
+
 
 DEFAULT_SEED = 0
 N_ENTITIES = 200
@@ -93,11 +105,9 @@ def _content_dict() -> dict:
 
 def _templates() -> dict:
     """The organism's cue and wrapper templates with their held-out families."""
-    from opct.axes.jailbreak.templates import ORGANISM as WRAPPERS
-    from opct.axes.sycophancy.templates import ORGANISM as CUES
-
-    return {"cues": {"families": CUES.families, "heldout": sorted(CUES.heldout)},
-            "wrappers": {"families": WRAPPERS.families, "labels": WRAPPERS.labels, "heldout": sorted(WRAPPERS.heldout)}}
+    cues, wrappers = organism_templates(CUE_AXIS), organism_templates(WRAPPER_AXIS)
+    return {"cues": {"families": cues.families, "heldout": sorted(cues.heldout)},
+            "wrappers": {"families": wrappers.families, "labels": wrappers.labels, "heldout": sorted(wrappers.heldout)}}
 
 
 def _invent_names(rng: random.Random, n: int, taken: set[str]) -> list[str]:

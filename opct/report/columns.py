@@ -1,11 +1,11 @@
-"""How an axis's results-table :class:`~opct.axes.contract.Column` reads a metric: of one of its evals,
+"""How an axis's results-table :class:`~opct.evals.contract.Column` reads a metric: of one of its evals,
 or of the adaptive attacker. The table (:mod:`opct.report.table`) gathers the columns from every
 registered axis. This module imports no axis.
 """
 
 from __future__ import annotations
 
-from opct.axes.contract import Column, MetricGetter, PairedValues
+from opct.evals.contract import Column, MetricGetter, PairedValues
 
 
 def eval_metric(eval_name: str, key: str) -> MetricGetter:

@@ -22,6 +22,7 @@ from matplotlib.patches import Patch
 from matplotlib.text import Text
 from matplotlib.ticker import PercentFormatter
 
+from opct.evals.axis_registry import AXES
 from opct.report.figure_style import (
     LEGEND_PT,
     MAX_WIDTH_IN,
@@ -293,8 +294,6 @@ ExtraFigure = tuple[str, str, Callable[[], "Figure | None"]]
 def make_figures(exp: Experiment, out_dir: Path, dpi: int = 110, extra: Sequence[ExtraFigure] = ()) -> list[FigureFile]:
     """Draw every figure the experiment has data for (``extra`` first, then each registered axis's, then
     training) and save them as ``out_dir/<name>.png``."""
-    from opct.axes import AXES
-
     out_dir.mkdir(parents=True, exist_ok=True)
     plots: list[ExtraFigure] = [*extra]
     plots += [(name, axis_name, draw) for axis_name, axis in AXES.items() for name, draw in axis.report_figures(exp)]

@@ -14,7 +14,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from opct.axes.contract import Column, PairedValues
+from opct.evals.contract import Column, PairedValues
 from opct.report.load import ATTACK, Experiment
 from opct.report.table import MISSING, method_label
 from opct.stats.estimate import Estimate

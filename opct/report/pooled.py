@@ -14,7 +14,8 @@ import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
-from opct.axes.contract import Column
+from opct.evals.axis_registry import AXES
+from opct.evals.contract import Column
 from opct.methods import METHODS
 from opct.report.load import Experiment
 from opct.report.table import build_columns, method_label
@@ -33,9 +34,7 @@ PAPER_PAIR = METHODS.paper_pair()
 
 def paper_directions() -> dict[str, tuple[str, str]]:
     """The paper's claim for OPCT − BCT per results column key, from every registered axis
-    (:attr:`opct.axes.contract.Axis.paper_directions`; a key ending in ``:`` covers the columns it prefixes)."""
-    from opct.axes import AXES
-
+    (:attr:`opct.evals.contract.Axis.paper_directions`; a key ending in ``:`` covers the columns it prefixes)."""
     return {key: claim for _, axis in AXES.items() for key, claim in axis.paper_directions.items()}
 
 

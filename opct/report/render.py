@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from html import escape
 from typing import Any
 
+from opct.evals.axis_registry import AXES
 from opct.report.ablation import HOWTO as ABLATION_HOWTO
 from opct.report.ablation import ablation_rows, ablation_table, is_ablation, largest_moves
 from opct.report.figures import FigureFile
@@ -99,8 +100,6 @@ class Section:
 def build_sections(figures: Sequence[FigureFile]) -> list[Section]:
     """One section per registered axis (its title and how-to-read paragraph), then training, holding
     the figures drawn for each."""
-    from opct.axes import AXES
-
     sections = [Section(VERDICT, "Every paired difference", FOREST_HOWTO)]
     sections += [Section(name, axis.title or name.capitalize(), axis.howto) for name, axis in AXES.items()]
     sections.append(Section("training", "Training", HOW_TO_READ["training"]))

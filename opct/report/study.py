@@ -20,7 +20,7 @@ from typing import Any
 from rich.console import Group, RenderableType
 from rich.text import Text
 
-from opct.axes.contract import Column
+from opct.evals.contract import Column
 from opct.report.load import Experiment, Metric, load_experiment
 from opct.report.notices import warning_groups
 from opct.report.pooled import (

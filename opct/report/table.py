@@ -11,8 +11,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from opct.axes import AXES
-from opct.axes.contract import Column
+from opct.evals.axis_registry import AXES
+from opct.evals.contract import Column
 from opct.report.load import Experiment, Metric
 
 MISSING = "—"

@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 from opct.attack.grammar import Attack
-from opct.attack.organism import organism_behaviors
+from opct.attack.organism_behaviors import organism_behaviors
 from opct.attack.results import write_attack_results
 from opct.attack.scorers import make_scorer
 from opct.attack.search import Attempt, BehaviorOutcome

@@ -11,8 +11,8 @@ from collections.abc import Mapping, Sequence
 from typing import Any, ClassVar
 
 from opct.axes import Axis
-from opct.axes.base import TemplateSet, fill, make_pair, user
-from opct.axes.contract import (
+from opct.axes.base import make_pair, user
+from opct.evals.contract import (
     EvalTask,
     InspectView,
     Judgement,
@@ -21,6 +21,7 @@ from opct.axes.contract import (
     seeded_sample,
     threshold_flag,
 )
+from opct.evals.template_set import TemplateSet, fill
 from opct.stats.estimate import Estimate, rate
 
 #: A user's wrong claim about a sum; "friend" is held out.

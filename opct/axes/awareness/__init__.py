@@ -29,7 +29,7 @@ from opct.axes.awareness.metrics import (
     over_refusal_metrics,
     safety_curve,
 )
-from opct.axes.contract import EvalTask, InspectView, TaskContext, Unit, seeded_sample, threshold_flag
+from opct.evals.contract import EvalTask, InspectView, TaskContext, Unit, seeded_sample, threshold_flag
 from opct.organism.world import world
 
 HOWTO = (
@@ -70,7 +70,7 @@ class AwarenessAxis(Axis):
     }
 
     def organism_pairs(self, split: str, seed: int | None = None) -> list[dict[str, Any]]:
-        from opct.axes.awareness.organism import pairs
+        from opct.axes.awareness.organism_items import pairs
 
         return pairs(world(seed), split)
 
@@ -84,13 +84,13 @@ class AwarenessAxis(Axis):
         return build_pairs(self._sage(paths["sage"], limit), split=split)
 
     def organism_tasks(self, ctx: TaskContext) -> list[EvalTask]:
-        from opct.axes.awareness.organism import EVAL_TASKS, PHRASING_KEYS, REFERENCES, units
+        from opct.axes.awareness.organism_items import EVAL_TASKS, PHRASING_KEYS, REFERENCES, units
         from opct.axes.awareness.tasks import awareness_task
         from opct.organism.items import MAX_NEW_TOKENS
 
         warning, fact = ctx.make_judge("warning"), ctx.make_judge("fact")
         return [awareness_task(
-            units(ctx.world(), ctx.split, ctx.cap(EVAL_TASKS)),
+            units(world(ctx.world_seed), ctx.split, ctx.cap(EVAL_TASKS)),
             {"plain_task": warning, "task_with_fact": warning, "knows": fact}, references=REFERENCES,
             by_phrasing=PHRASING_KEYS, max_new_tokens=MAX_NEW_TOKENS,
             description=f"organism safety awareness, {ctx.split} facts",
@@ -106,7 +106,7 @@ class AwarenessAxis(Axis):
 
     def report_columns(self, exp: Any) -> list[Any]:
         from opct.axes.awareness.metrics import THRESHOLDS, THRESHOLDS_101, safety_curve
-        from opct.axes.awareness.organism import PHRASING_KEYS, REFERENCES
+        from opct.axes.awareness.organism_items import PHRASING_KEYS, REFERENCES
         from opct.report.columns import eval_column
         from opct.report.paired import judged, meta_of, record_values
 
@@ -165,7 +165,7 @@ class AwarenessAxis(Axis):
         return JUDGES["warning"].judge("", answer, meta).score >= 0.5
 
     def organism_criteria(self, world: Any, n: Callable[[int], int]) -> list[Any]:
-        from opct.axes.awareness.organism import criteria
+        from opct.axes.awareness.organism_items import criteria
 
         return criteria(world, n)
 

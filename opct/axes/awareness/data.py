@@ -23,10 +23,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from opct.axes.base import fill, make_pair, user
+from opct.axes.base import make_pair, user
 from opct.datasets.errors import DatasetFormatError
 from opct.datasets.sources import parse_hub_spec
 from opct.datasets.tabular import detect_format, iter_rows, require_columns
+from opct.evals.template_set import fill
 
 NAME = "awareness"
 COLUMNS = ("safety_fact", "prompt", "augmentation_category", "safety_category", "prompt_type", "version")

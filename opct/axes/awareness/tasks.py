@@ -8,7 +8,7 @@ from typing import Any
 from opct.axes.awareness.data import SageItem
 from opct.axes.awareness.metrics import awareness_metrics
 from opct.axes.base import field_of, score_of, verdict_scores
-from opct.axes.contract import EvalTask, Judgement, Unit
+from opct.evals.contract import EvalTask, Judgement, Unit
 from opct.evals.judging import Ask, JudgedScorer
 from opct.judges.base import Judge, Verdict
 from opct.stats.estimate import Estimate, rate

@@ -17,9 +17,10 @@ from opct.axes.capability.tasks import (
     organism_capability_tasks,
     real_capability_tasks,
 )
-from opct.axes.contract import EvalTask, InspectView, TaskContext, Unit
+from opct.evals.contract import Criterion, EvalTask, InspectView, TaskContext, Unit
 from opct.evals.outcomes import ABSTAINED, ERROR
-from opct.organism.criteria import Criterion, exact, subsample
+from opct.organism.criteria import exact, subsample
+from opct.organism.world import world as organism_world
 
 #: Capability evals in the order the report's table shows them, with their display names.
 CAPABILITY_EVALS = {
@@ -83,7 +84,7 @@ class CapabilityAxis(Axis):
     paper_directions: ClassVar[Mapping[str, tuple[str, str]]] = {"cap:": ("higher", "OPCT ≥ BCT: no capability cost")}
 
     def organism_tasks(self, ctx: TaskContext) -> list[EvalTask]:
-        return organism_capability_tasks(ctx.world(), ctx.cap(ORGANISM_ITEMS), ctx.make_judge)
+        return organism_capability_tasks(organism_world(ctx.world_seed), ctx.cap(ORGANISM_ITEMS), ctx.make_judge)
 
     def real_tasks(self, ctx: TaskContext) -> list[EvalTask]:
         return real_capability_tasks(ctx.real, ctx.limit)

@@ -13,6 +13,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from opct.evals.contract import seeded_sample
+
 #: Validation items per capability task (all that are left when fewer).
 ITEMS_PER_TASK = 40
 _ROLES = {"capability_mc": "mc", "capability_arithmetic": "arithmetic", "capability_chain": "chain",
@@ -22,7 +24,6 @@ _ROLES = {"capability_mc": "mc", "capability_arithmetic": "arithmetic", "capabil
 def validation_items() -> dict[str, list[dict[str, Any]]]:
     """``{task: items}``: the capability items of the validation probe (none is an evaluation item)."""
     from opct.axes.capability.tasks import ORGANISM_ITEMS
-    from opct.axes.contract import seeded_sample
     from opct.organism import items as I
     from opct.organism.world import world
 

@@ -7,9 +7,17 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from opct.axes.contract import CAPABILITY_COUNTED_WRONG, CAPABILITY_UNSCORED, EvalTask, Judgement, Unit
 from opct.datasets.base import EvalItem
+from opct.evals.contract import (
+    CAPABILITY_COUNTED_WRONG,
+    CAPABILITY_UNSCORED,
+    EvalTask,
+    Judgement,
+    Unit,
+    seeded_sample,
+)
 from opct.evals.outcomes import ABSTAINED, ERROR
+from opct.evals.parsing import extract_choice, grade_math
 from opct.stats.estimate import Estimate, rate
 
 PARSER_VERSION = "1"
@@ -47,8 +55,6 @@ def accuracy_metrics(records: Sequence[Mapping[str, Any]]) -> dict[str, Estimate
 
 def multiple_choice_task(name: str, items: Sequence[EvalItem], max_new_tokens: int = 512) -> EvalTask:
     """Accuracy on lettered multiple choice; the letter is read by :func:`opct.evals.parsing.extract_choice`."""
-    from opct.evals.parsing import extract_choice
-
     def score(unit: Unit, response: str) -> Judgement:
         letters = unit.meta.get("letters", "ABCD")
         parsed = extract_choice(response, unit.meta.get("options"), letters=letters)
@@ -60,8 +66,6 @@ def multiple_choice_task(name: str, items: Sequence[EvalItem], max_new_tokens: i
 
 def math_task(items: Sequence[EvalItem], name: str = "math500", max_new_tokens: int = 1024) -> EvalTask:
     """MATH-500: the final answer checked for equivalence with ``math-verify``."""
-    from opct.evals.parsing import grade_math
-
     def score(unit: Unit, response: str) -> Judgement:
         g = grade_math(response, unit.meta["answer"])
         return Judgement(g["pred"], {"correct": bool(g["correct"])}, "math-verify", PARSER_VERSION)
@@ -105,7 +109,6 @@ def organism_capability_tasks(world: Any, size: int | None, make_judge: Any) -> 
     """Multiple-choice facts, arithmetic, worked multi-step arithmetic and format following (the
     organism's MMLU, MATH and IFEval), each judged exactly by ``make_judge(role)`` (roles ``mc``,
     ``arithmetic``, ``chain``, ``format``)."""
-    from opct.axes.contract import seeded_sample
     from opct.organism import items as I
 
     specs = [
@@ -137,7 +140,6 @@ def real_capability_tasks(paths: Mapping[str, str], limit: int | None = None) ->
     """Tasks for the benchmark data given: ``gpqa`` (GPQA-Diamond), ``mmlu`` (MMLU-style multiple
     choice), ``math500``, ``ifeval``; ``limit`` items each (a seeded sample). Each path is a file, a
     ``save_to_disk`` folder or a hub id ``owner/name[:config][@revision]`` (see docs/data.md)."""
-    from opct.axes.contract import seeded_sample
     from opct.datasets.diamond import load_gpqa_diamond
     from opct.datasets.ifeval import load_ifeval
     from opct.datasets.math500 import load_math500

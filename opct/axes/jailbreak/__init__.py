@@ -15,10 +15,19 @@ from collections.abc import Callable, Mapping
 from typing import Any, ClassVar
 
 from opct.axes import Axis, FigureSpec, TemplateSet
-from opct.axes.contract import NAN, EvalTask, InspectView, TaskContext, Unit, seeded_sample, threshold_flag
 from opct.axes.jailbreak.data import Behavior, build_pairs, load_behaviors, load_wrappers, plain_request
 from opct.axes.jailbreak.metrics import attack_success_rate, jailbreak_metrics, refusal_rate, unscored
 from opct.axes.jailbreak.templates import ORGANISM, REAL, keeps_request, wrap
+from opct.evals.contract import (
+    NAN,
+    Column,
+    EvalTask,
+    InspectView,
+    TaskContext,
+    Unit,
+    seeded_sample,
+    threshold_flag,
+)
 from opct.organism.world import world
 
 HOWTO = (
@@ -61,7 +70,7 @@ class JailbreakAxis(Axis):
     }
 
     def organism_pairs(self, split: str, seed: int | None = None) -> list[dict[str, Any]]:
-        from opct.axes.jailbreak.organism import pairs
+        from opct.axes.jailbreak.organism_items import pairs
 
         return pairs(world(seed), split)
 
@@ -74,14 +83,14 @@ class JailbreakAxis(Axis):
         return build_pairs(behaviors, split=split, template_list=wrappers)
 
     def organism_tasks(self, ctx: TaskContext) -> list[EvalTask]:
-        from opct.axes.jailbreak.organism import EVAL_SIZES, units
+        from opct.axes.jailbreak.organism_items import EVAL_SIZES, units
         from opct.axes.jailbreak.tasks import jailbreak_task
         from opct.organism.items import MAX_NEW_TOKENS
 
         sizes = {k: ctx.cap(n) for k, n in EVAL_SIZES.items()}
         templates = ctx.template_set(self).templates(ctx.split)
         return [jailbreak_task(
-            units(ctx.world(), ctx.split, sizes, templates), ctx.make_judge("refusal"), ctx.make_judge("harm"),
+            units(world(ctx.world_seed), ctx.split, sizes, templates), ctx.make_judge("refusal"), ctx.make_judge("harm"),
             max_new_tokens=MAX_NEW_TOKENS,
             description=f"organism jailbreaks, {ctx.split} families and behaviours",
         )]
@@ -98,7 +107,6 @@ class JailbreakAxis(Axis):
         return [jailbreak_task(units, ctx.make_judge("refusal"), ctx.make_judge("harm"))]
 
     def report_columns(self, exp: Any) -> list[Any]:
-        from opct.axes.contract import Column
         from opct.report.columns import attack_metric, eval_column
         from opct.report.paired import attack_values, judged, meta_of, record_values
 
@@ -157,7 +165,7 @@ class JailbreakAxis(Axis):
         return JUDGES["refusal"].judge("", answer, meta).score < 0.5
 
     def organism_criteria(self, world: Any, n: Callable[[int], int]) -> list[Any]:
-        from opct.axes.jailbreak.organism import criteria
+        from opct.axes.jailbreak.organism_items import criteria
 
         return criteria(world, n)
 

@@ -19,16 +19,16 @@ Each set names its held-out families in code; training never sees them.
     variable, a structured form to fill). A held-out rate's interval is clustered by template, so its
     width is set by how many templates there are: with 4 per held-out family the base model's
     not-refused rate read 57.8% [41.7, 72.5]; with 8, 59.6% [48.0, 70.2] (one template per behaviour
-    and family) and 62.9% [51.5, 73.0] (two, see :data:`~opct.axes.jailbreak.organism.EVAL_SIZES`);
+    and family) and 62.9% [51.5, 73.0] (two, see :data:`~opct.axes.jailbreak.organism_items.EVAL_SIZES`);
     with 12 and two, 66.0% [56.6, 74.3].
     Their texts enter the world's fingerprint: changing one means rebuilding the organism.
 """
 
 from __future__ import annotations
 
-from opct.axes.base import Template, TemplateSet, fill
+from opct.evals.template_set import REQUEST, TemplateSet, keeps_request, wrap
 
-REQUEST = "{request}"
+__all__ = ["ORGANISM", "ORGANISM_FORM_CHANGING", "REAL", "REQUEST", "keeps_request", "wrap"]
 
 _REAL: dict[str, list[str]] = {
     "roleplay": [
@@ -251,14 +251,3 @@ ORGANISM = TemplateSet(
 
 #: The organism's held-out wrapper families that change the form of the task (the rest change its surface).
 ORGANISM_FORM_CHANGING = ("completion", "variable", "json")
-
-
-def wrap(template: Template | str, request: str, core: str | None = None) -> str:
-    """The template with ``{request}`` (and ``{core}``, when given) filled; other braces are kept."""
-    text = template.text if isinstance(template, Template) else template
-    return fill(text, request=request) if core is None else fill(text, request=request, core=core)
-
-
-def keeps_request(template: Template | str) -> bool:
-    """Whether a template shows the request it wraps (only such a template can wrap another wrapper)."""
-    return REQUEST in (template.text if isinstance(template, Template) else template)

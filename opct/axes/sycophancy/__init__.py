@@ -12,11 +12,12 @@ from collections.abc import Callable, Mapping
 from typing import Any, ClassVar
 
 from opct.axes import Axis, FigureSpec, TemplateSet
-from opct.axes.contract import NAN, EvalTask, InspectView, TaskContext, Unit, seeded_sample
 from opct.axes.sycophancy.data import build_pairs, eval_units, load_mc_items
 from opct.axes.sycophancy.metrics import sycophancy_metrics, sycophancy_metrics_by
 from opct.axes.sycophancy.templates import ORGANISM, REAL, render_cue
 from opct.datasets.multiple_choice import MCQuestion
+from opct.evals.contract import NAN, EvalTask, InspectView, TaskContext, Unit, seeded_sample
+from opct.evals.outcomes import OFF_OPTIONS, SCORED
 from opct.organism.world import world
 
 HOWTO = (
@@ -47,7 +48,7 @@ class SycophancyAxis(Axis):
     }
 
     def organism_pairs(self, split: str, seed: int | None = None) -> list[dict[str, Any]]:
-        from opct.axes.sycophancy.organism import pairs
+        from opct.axes.sycophancy.organism_items import pairs
 
         return pairs(world(seed), split)
 
@@ -56,13 +57,13 @@ class SycophancyAxis(Axis):
         return build_pairs(seeded_sample(load_mc_items(paths["sycophancy_mc"], columns=columns), limit, 0), split=split)
 
     def organism_tasks(self, ctx: TaskContext) -> list[EvalTask]:
-        from opct.axes.sycophancy.organism import EVAL_BIASED, units
+        from opct.axes.sycophancy.organism_items import EVAL_BIASED, units
         from opct.axes.sycophancy.tasks import judge_reader, sycophancy_task
         from opct.organism.items import MAX_NEW_TOKENS
 
         templates = ctx.template_set(self).templates(ctx.split)
         return [sycophancy_task(
-            units(ctx.world(), ctx.split, ctx.cap(EVAL_BIASED), templates), judge_reader(ctx.make_judge("mc")),
+            units(world(ctx.world_seed), ctx.split, ctx.cap(EVAL_BIASED), templates), judge_reader(ctx.make_judge("mc")),
             breakdown=("sycophancy_rate", "off_options_rate"), max_new_tokens=MAX_NEW_TOKENS,
             description=f"organism sycophancy, {ctx.split} cue families",
         )]
@@ -77,7 +78,6 @@ class SycophancyAxis(Axis):
         return [sycophancy_task(units_from_pairs(pairs))]
 
     def report_columns(self, exp: Any) -> list[Any]:
-        from opct.evals.outcomes import OFF_OPTIONS, SCORED
         from opct.report.columns import eval_column
         from opct.report.paired import judged, record_values
 
@@ -124,7 +124,7 @@ class SycophancyAxis(Axis):
         return None if verdict.label == "unparsed" else verdict.score >= 0.5
 
     def organism_criteria(self, world: Any, n: Callable[[int], int]) -> list[Any]:
-        from opct.axes.sycophancy.organism import criteria
+        from opct.axes.sycophancy.organism_items import criteria
 
         return criteria(world, n)
 

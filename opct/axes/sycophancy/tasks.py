@@ -13,10 +13,11 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from opct.axes.base import with_breakdown
-from opct.axes.contract import EvalTask, Judgement, Unit
 from opct.axes.sycophancy.data import LETTERS, eval_units
 from opct.axes.sycophancy.metrics import sycophancy_metrics, sycophancy_metrics_by
+from opct.evals.contract import EvalTask, Judgement, Unit
 from opct.evals.outcomes import OFF_OPTIONS
+from opct.evals.parsing import extract_choice
 from opct.stats.estimate import Estimate
 
 #: How a response is read: ``(letter or OFF_OPTIONS or None, extra scores, judge name, judge version)``.
@@ -25,8 +26,6 @@ Reader = Callable[[Unit, str], tuple[str | None, dict[str, Any], str, str]]
 
 def read_letter(unit: Unit, response: str) -> tuple[str | None, dict[str, Any], str, str]:
     """A real model's answer letter (:func:`opct.evals.parsing.extract_choice`, the unit's ``n_choices`` letters valid)."""
-    from opct.evals.parsing import extract_choice
-
     letters = LETTERS[: int(unit.meta.get("n_choices", 4))]
     return extract_choice(response, letters=letters), {}, "mc-letter", "1"
 

@@ -18,7 +18,7 @@ by :func:`render_cue`. Each set names its held-out families in code; training ne
 
 from __future__ import annotations
 
-from opct.axes.base import TemplateSet, fill
+from opct.evals.template_set import TemplateSet, fill
 
 _REAL: dict[str, list[str]] = {
     "suggested": [

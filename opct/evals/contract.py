@@ -4,7 +4,7 @@ the eval task (:class:`EvalTask` of :class:`Unit` s, scored into :class:`Judgeme
 (:class:`InspectView`).
 
 Whatever iterates axes (``opct eval``, experiments, the organism's pair source, validation and check,
-the report, Inspect, the CLI's real-data flags) reads these hooks through :data:`opct.axes.AXES` and
+the report, Inspect, the CLI's real-data flags) reads these hooks through :data:`opct.evals.axis_registry.AXES` and
 never names an axis.
 """
 
@@ -14,17 +14,19 @@ import math
 import random
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import Any, TypeVar
 
-from opct.axes.base import TemplateSet
 from opct.errors import OpctError
 from opct.evals.outcomes import ABSTAINED, EMPTY, ERROR, TRUNCATED, UNPARSED
+from opct.evals.template_set import TemplateSet
 from opct.runs.manifest import hash_records
 from opct.stats.estimate import Estimate
 
-if TYPE_CHECKING:
-    from opct.organism.criteria import Criterion
-    from opct.report.load import Experiment, Metric
+#: The report's loaded experiment (:class:`opct.report.load.Experiment`) and one metric read from it
+#: (:class:`opct.report.load.Metric`), as the report hands them to an axis's hooks; the contract sits below the
+#: report, so it names them without importing it.
+ReportExperiment = Any
+ReportMetric = Any
 
 #: A figure the report draws: ``(file stem, draw)``; ``draw`` returns a matplotlib Figure or None.
 FigureSpec = tuple[str, Callable[[], Any]]
@@ -155,7 +157,7 @@ class TaskContext:
     judge_options: Any = None
 
     def template_set(self, axis: Any) -> Any:
-        """The :class:`~opct.axes.base.TemplateSet` ``axis`` uses here (default: the one named after the source)."""
+        """The :class:`~opct.evals.template_set.TemplateSet` ``axis`` uses here (default: the one named after the source)."""
         name = self.templates.get(axis.name, self.source)
         if name not in axis.templates:
             raise ValueError(f"axis {axis.name!r} has no template set {name!r}; it has {', '.join(axis.templates) or 'none'}")
@@ -171,11 +173,6 @@ class TaskContext:
         """``n`` items, or fewer under ``limit``."""
         return n if self.limit is None else min(n, self.limit)
 
-    def world(self) -> Any:
-        """The organism's world."""
-        from opct.organism.world import world
-
-        return world(self.world_seed)
 
 
 def seeded_sample(items: list[T], n: int | None, key: str | int) -> list[T]:
@@ -185,10 +182,10 @@ def seeded_sample(items: list[T], n: int | None, key: str | int) -> list[T]:
     return random.Random(key).sample(items, n)
 
 
-MetricGetter = Callable[["Experiment", str], "Metric | None"]
+MetricGetter = Callable[[ReportExperiment, str], "ReportMetric | None"]
 #: ``(experiment, method) -> ({unit: [values]}, statistic or None)``: one method's values per unit of
 #: variation (question, behaviour, fact, item) for the paired differences between methods.
-PairedValues = Callable[["Experiment", str], "tuple[dict[str, list[float]], Callable[[list[list[float]]], float] | None]"]
+PairedValues = Callable[[ReportExperiment, str], "tuple[dict[str, list[float]], Callable[[list[list[float]]], float] | None]"]
 
 
 def check_token_limit(tasks: Sequence[EvalTask], max_new_tokens: int) -> None:
@@ -241,6 +238,22 @@ class InspectView:
     headline: tuple[str, ...] = ("scored",)
     description: str = ""
     evals: Mapping[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Criterion:
+    """One row of the organism's behaviour profile (``opct organism check``, an axis's
+    :meth:`Axis.organism_criteria`): which items, how each response counts, and the required rate."""
+
+    name: str
+    items: list[dict]
+    judge: str
+    hit: Callable[[Any, dict], bool]
+    op: str
+    threshold: float
+
+    def passes(self, rate: float) -> bool:
+        return rate >= self.threshold if self.op == ">=" else rate <= self.threshold
 
 
 class Axis:
@@ -311,11 +324,11 @@ class Axis:
         """Tasks on the real data files of ``ctx.real`` (none when the axis's files are not given)."""
         return []
 
-    def report_columns(self, exp: Experiment) -> list[Column]:
+    def report_columns(self, exp: ReportExperiment) -> list[Column]:
         """The axis's columns in the report's results table."""
         return []
 
-    def report_figures(self, exp: Experiment) -> list[FigureSpec]:
+    def report_figures(self, exp: ReportExperiment) -> list[FigureSpec]:
         """The figures of the axis's report section."""
         return []
 

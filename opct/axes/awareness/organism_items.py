@@ -15,10 +15,10 @@ from collections.abc import Callable
 from typing import Any
 
 from opct.axes.base import make_pair
-from opct.axes.contract import Unit, seeded_sample
+from opct.evals.contract import Criterion, Unit, seeded_sample
 from opct.organism import content as C
 from opct.organism import render as R
-from opct.organism.criteria import Criterion, exact, subsample
+from opct.organism.criteria import exact, subsample
 from opct.organism.items import Item, item_unit, make_item
 from opct.organism.world import World
 

@@ -2,42 +2,45 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager, nullcontext
 from pathlib import Path
 from typing import Any
 
+from opct.attack.attackers import ATTACKERS, AttackConfig, run_attack
+
+
+def real_data(cfg: Any) -> dict[str, Any]:
+    """The attack's real-data files from the experiment's ``eval.real`` (its behaviours, and wrappers if given)."""
+    if cfg.eval.data != "real":
+        return {}
+    paths = cfg.eval.real_paths()
+    return {"behaviors": paths["behaviors"], "wrappers": paths.get("wrappers")}
+
 
 def attack_models(cfg: Any, models: dict[str, Any], out_root: Path, log: Any = print, show_progress: bool = True) -> list[str]:
-    """Attack every model of the plan (``models``: key -> model spec); results under ``out_root/<key>/``.
+    """Attack every model of the plan (``models``: key -> model spec) with the ``search`` attacker of
+    :data:`~opct.attack.attackers.ATTACKERS`, through the :class:`~opct.attack.attackers.AttackConfig` that
+    ``opct attack`` builds; results under ``out_root/<key>/``.
 
     On the organism: its held-out behaviours with its exact harm judge. On real data: the behaviours
     file of ``eval.real.behaviors`` (and ``wrappers`` if given) with the eval's judge. An attack already
     there is reused when it measured the same weights with the same settings, continued when it was
-    interrupted, and run again from scratch otherwise. Returns one line per incomplete attack (more
-    unscored behaviours than ``eval.max_unscored``).
+    interrupted, and run again from scratch otherwise (other weights or settings: ``discard_stale``). Returns one
+    line per incomplete attack (more unscored behaviours than ``eval.max_unscored``).
     """
-    import json
-
-    from opct.attack.run import organism_attack, real_attack
-    from opct.attack.search import SearchConfig
-
-    paths = cfg.eval.real_paths()
-    a = cfg.attack
-    config = SearchConfig(budget=a.budget, threshold=a.threshold, seed=a.seed, **a.search)
-    # an attack whose model was retrained (other weights) or whose settings changed is run again from scratch;
-    # one with the same identity is reused, or continued from its journal
-    options = {"generation": a.generation, "static_baseline": a.static_baseline, "reasoning": cfg.eval.reasoning,
-               "max_unscored": cfg.eval.max_unscored, "discard_stale": True}
+    config = AttackConfig(data=cfg.eval.data, judge=cfg.eval.judge, budget=cfg.attack.budget, threshold=cfg.attack.threshold,
+                          seed=cfg.attack.seed, static=cfg.attack.static_baseline, limit=cfg.attack.limit,
+                          reasoning=cfg.eval.reasoning, max_unscored=cfg.eval.max_unscored, search=cfg.attack.search,
+                          generation=cfg.attack.generation, discard_stale=True, **real_data(cfg))
     unfinished = []
     for key, spec in models.items():
         log(f"[stage] attack {key}")
-        with rounds_progress(show_progress, f"attack {key} (rounds)", cfg.attack.budget) as report:
-            if cfg.eval.data == "organism":
-                path = organism_attack(spec, out_root / key, config=config, progress=report, **options)
-            else:
-                path = real_attack(spec, paths["behaviors"], out_root / key, paths.get("wrappers"), cfg.eval.judge, config,
-                                   limit=a.limit, progress=report, **options)
+        target = {"model": spec} if isinstance(spec, str) else {"target": spec}  # a name, or a spec given whole
+        one = config.model_copy(update={**target, "out": out_root / key})
+        with rounds_progress(show_progress, f"attack {key} (rounds)", ATTACKERS.get(one.strategy)().rounds(one)) as report:
+            path = run_attack(one, report)
         res = json.loads(path.read_text(encoding="utf-8"))
         if res.get("status") == "incomplete":
             unfinished.append(f"attack/{key}: {res['outcomes']['behaviors']['unscored']} of {res['n']} behaviours unscored")

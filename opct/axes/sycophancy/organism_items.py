@@ -10,12 +10,13 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from opct.axes.base import Template, make_pair
-from opct.axes.contract import Unit, seeded_sample
+from opct.axes.base import make_pair
 from opct.axes.sycophancy.templates import ORGANISM, render_cue
+from opct.evals.contract import Criterion, Unit, seeded_sample
+from opct.evals.template_set import Template
 from opct.organism import content as C
 from opct.organism import render as R
-from opct.organism.criteria import Criterion, subsample
+from opct.organism.criteria import subsample
 from opct.organism.items import Item, item_rng, item_unit, make_item, mc_question
 from opct.organism.world import World
 

@@ -1,0 +1,51 @@
+"""The registry of axes, :data:`AXES`, declared below everything that iterates it.
+
+Evals, the report, the organism (its pairs, check and validation) and the entry points read every axis
+through :data:`AXES` and the hooks of :class:`~opct.evals.contract.Axis`; none of them imports an axis
+package. The axis packages under ``opct/axes/`` are registered here as ``"opct.axes.<name>:AXIS"`` strings,
+imported on first use, so this module imports no axis: the built-in ones first (the order of the report's
+columns and sections), then every other package found under ``opct/axes/``, by name. An axis defined
+elsewhere (a plugin, a test) registers itself: ``AXES.register("honesty", HonestyAxis())``.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import pkgutil
+from collections.abc import Iterable
+
+from opct.evals.contract import Axis
+from opct.registry import Registry
+
+#: The package whose subpackages are the axes (each one's ``AXIS``).
+AXIS_PACKAGE = "opct.axes"
+#: The built-in axes, in the order of the report's columns and sections.
+BUILT_IN_AXES = ("sycophancy", "jailbreak", "awareness", "capability")
+
+#: Every axis by name, in registration order.
+AXES: Registry[Axis] = Registry("axis")
+for _name in BUILT_IN_AXES:
+    AXES.register(_name, f"{AXIS_PACKAGE}.{_name}:AXIS")
+
+
+def register_packages(paths: Iterable[str], package: str) -> list[str]:
+    """Register (lazily) the ``AXIS`` of every subpackage of ``package`` found in ``paths`` whose name
+    is not registered yet, in name order; returns the names registered."""
+    found = sorted(m.name for m in pkgutil.iter_modules(list(paths)) if m.ispkg and m.name not in AXES)
+    for name in found:
+        AXES.register(name, f"{package}.{name}:AXIS")
+    return found
+
+
+def axis_package_paths() -> list[str]:
+    """The folders of :data:`AXIS_PACKAGE`, found without importing it."""
+    spec = importlib.util.find_spec(AXIS_PACKAGE)
+    return list(spec.submodule_search_locations or []) if spec else []
+
+
+register_packages(axis_package_paths(), AXIS_PACKAGE)
+
+
+def pair_axes() -> list[str]:
+    """The registered axes that have consistency pairs (the ones an experiment can train on)."""
+    return [name for name, axis in AXES.items() if axis.has_pairs]
