@@ -76,6 +76,10 @@ class StudyConfig(ExperimentConfig):
         default_factory=dict, description="family -> its own selection.json and rule (else the shared method_settings)"
     )
     pick_rule: str | None = Field(None, description="when set, the rule of every family in family_picks")
+    levels: dict[str, list[str]] = Field(
+        default_factory=dict, description="level of the organism's knob -> its families, in the dose-response "
+        "study's order (docs/mechanism.md): every family in exactly one level; the report adds OPCT − BCT per "
+        "level against each level's measured dose")
 
     @field_validator("families")
     @classmethod
@@ -92,6 +96,14 @@ class StudyConfig(ExperimentConfig):
         unknown = sorted(set(self.family_picks) - set(self.families))
         if unknown:
             raise ValueError(f"family_picks names {', '.join(unknown)}, which families does not")
+        if self.levels:
+            listed = [f for names in self.levels.values() for f in names]
+            problems = [f"level {lv} has no family" for lv, names in self.levels.items() if not names]
+            problems += [f"{f} is not one of families" for f in dict.fromkeys(listed) if f not in self.families]
+            problems += [f"{f} is in more than one level" for f in dict.fromkeys(listed) if listed.count(f) > 1]
+            problems += [f"{f} is in no level" for f in self.families if f not in listed]
+            if problems:
+                raise ValueError("levels: " + "; ".join(problems))
         return self
 
 
@@ -146,7 +158,7 @@ def is_study_dir(path: str | Path) -> bool:
 
 def family_experiment(study: StudyConfig, family: str) -> ExperimentConfig:
     """The experiment of one family: the study's settings, its model, named after the family, in the study's folder."""
-    tree = study.model_dump(mode="json", exclude={"families", "family_picks", "pick_rule"})
+    tree = study.model_dump(mode="json", exclude={"families", "family_picks", "pick_rule", "levels"})
     if study.compare_rules and study.selection:  # the shared picks' rule variants give way to the family's own
         evidence = json.loads(Path(study.selection).read_text(encoding="utf-8"))
         shared = rule_variants(evidence, selection_rule(evidence, study.method_settings) or "teacher_kl")
@@ -228,6 +240,7 @@ def run_study(study: StudyConfig, show_progress: bool = True, log: Any = print, 
     write_json_atomic(ExperimentLayout(root).study, {
         "name": study.name, "families": dict(study.families), "seeds": study.seeds, "methods": study.methods,
         "axes": study.axes, "experiments": {family: family for family in study.families},
+        **({"levels": {lv: list(names) for lv, names in study.levels.items()}} if study.levels else {}),
     })
     write_json_atomic(ExperimentLayout(root).manifest, build_manifest("study", study.model_dump(mode="json")))
     unfinished = []

@@ -149,6 +149,9 @@ class Trend:
     #: OPCT on the paper's side at every level (each level's 95% interval), whatever the trend: a constant
     #: advantage, reported as such and never as support.
     ahead_everywhere: bool
+    #: Levels whose resamples have no spread (every unit agreed, so their own interval was widened by the
+    #: Wilson floor): the slope's resamples do not carry that floor, so its interval understates the uncertainty.
+    collapsed_levels: int = 0
 
 
 def trend(points: Sequence[LevelPoint], direction: str | None) -> Trend:
@@ -166,7 +169,7 @@ def trend(points: Sequence[LevelPoint], direction: str | None) -> Trend:
         verdict(direction, p.difference.estimate.ci_low, p.difference.estimate.ci_high) == HOLDS for p in points)
     nan2 = (math.nan, math.nan)
     if len(measured) < 2 or len({p.dose for p in measured}) < 2:
-        return Trend(direction, math.nan, nan2, nan2, 0, NOT_MEASURED, NOT_MEASURED, weights, everywhere)
+        return Trend(direction, math.nan, nan2, nan2, 0, NOT_MEASURED, NOT_MEASURED, weights, everywhere, 0)
     doses = [p.dose for p in measured]
     beta = float(wls_slope(doses, np.array([p.difference.estimate.value for p in measured]), weights))
     sizes = {len(p.difference.draws) for p in measured}
@@ -174,12 +177,13 @@ def trend(points: Sequence[LevelPoint], direction: str | None) -> Trend:
         raise ValueError(f"the levels' differences have different numbers of resamples: {sorted(sizes)}")
     draws = np.vstack([p.difference.draws for p in measured])
     draws = draws[:, np.isfinite(draws).all(axis=0)]
+    collapsed = int(sum(float(np.ptp(row)) == 0.0 for row in draws)) if draws.shape[1] else 0
     betas = np.asarray(wls_slope(doses, draws, weights), dtype=float)
     ci = _percentile_ci(betas, ALPHA)
     ci_b = _percentile_ci(betas, BONFERRONI_ALPHA)
     ci, ci_b = (min(ci[0], beta), max(ci[1], beta)), (min(ci_b[0], beta), max(ci_b[1], beta))
     return Trend(direction, beta, ci, ci_b, int(draws.shape[1]), verdict(direction, *ci), verdict(direction, *ci_b),
-                 weights, everywhere)
+                 weights, everywhere, collapsed)
 
 
 @dataclass(frozen=True)

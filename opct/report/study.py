@@ -21,6 +21,7 @@ from rich.console import Group, RenderableType
 from rich.text import Text
 
 from opct.axes.contract import Column
+from opct.report.levels import FIGURE, levels_data, levels_markdown, plot_dose_response
 from opct.report.load import Experiment, Metric, load_experiment
 from opct.report.notices import warning_groups
 from opct.report.pooled import (
@@ -144,6 +145,7 @@ def study_data(root: str | Path, n_resamples: int = RESAMPLES) -> dict[str, Any]
         "pooled": [_pooled(r) for r in rows],
         "others": others,
         "warnings": [f"{f}, {run}: {line}" for f, exp in families.items() for run, lines in warning_groups(exp) for line in lines],
+        **({"dose_response": levels_data(root, study["levels"], families, n_resamples)} if study.get("levels") else {}),
     }
 
 
@@ -151,6 +153,8 @@ def write_study_report(root: str | Path) -> dict[str, Any]:
     """Write ``report.json`` and ``report.md`` into the study folder ``root``; returns the data."""
     root = Path(root)
     data = study_data(root)
+    if "dose_response" in data:
+        plot_dose_response(data["dose_response"], root / FIGURE)
     for name, text in ((REPORT_JSON, json.dumps(data, indent=2, ensure_ascii=False) + "\n"), (REPORT_MD, render_study_md(data))):
         tmp = root / (name + ".tmp")
         tmp.write_text(text, encoding="utf-8")
@@ -245,6 +249,8 @@ def render_study_md(data: Mapping[str, Any]) -> str:
                 "says on which side of 0 the interval lies.", ""]
         rows = [[r["header"], *_pooled_md_cells(r)] for r in other["pooled"]]
         out += [render_markdown(["metric", title, "95% interval", "units k", "cells", "unscored", "verdict"], rows), ""]
+    if "dose_response" in data:
+        out += [levels_markdown(data["dose_response"])]
     if data["warnings"]:
         out += ["## Warnings", "", *(f"- {w}" for w in data["warnings"]), ""]
     out.append(scale_note(data))
