@@ -118,3 +118,34 @@ def test_the_mechanism_study_declares_every_family_in_one_level_and_levels_are_c
         load_study(MECHANISM, ["levels.w16-long=[w16-long.llama]"])
     with pytest.raises(ConfigError, match="w4-long.llama is in more than one level"):
         load_study(MECHANISM, ["levels.w16-long=[w16-long.llama, w16-long.qwen3, w4-long.llama]"])
+
+
+def test_the_study_measures_a_level_profile_only_where_none_at_the_preregistered_settings_is_there(tmp_path):
+    from opct.experiments.level_profiles import PROFILE_SETTINGS, PROFILE_SOURCES, ensure_level_profiles
+
+    good = {**PROFILE_SETTINGS, "pairs": list(PROFILE_SOURCES), **profile(2.0)}
+    built = tmp_path / "levels" / "w4-long" / "llama"
+    write(built / "profile.json", good)  # what the level build script writes beside the model
+    write(profile_path(tmp_path / "study", "w1-short.llama"), good)
+    write(profile_path(tmp_path / "study", "w1-short.qwen3"), {**good, "samples_per_pair": 1})  # other settings
+    measured = []
+
+    def fake_measure(model: str) -> dict:
+        measured.append(model)
+        return {**good, "model": model}
+
+    levels = {"w1-short": ["w1-short.llama", "w1-short.qwen3"], "w4-long": ["w4-long.llama"]}
+    models = {"w1-short.llama": "organism-llama", "w1-short.qwen3": "organism-qwen3", "w4-long.llama": str(built)}
+    done = ensure_level_profiles(tmp_path / "study", levels, models, log=lambda _: None, measure=fake_measure)
+    assert done == {"w1-short.llama": "kept", "w1-short.qwen3": "measured",
+                    "w4-long.llama": f"copied from {built / 'profile.json'}"}
+    assert measured == ["organism-qwen3"]
+    again = ensure_level_profiles(tmp_path / "study", levels, models, log=lambda _: None, measure=fake_measure)
+    assert set(again.values()) == {"kept"} and measured == ["organism-qwen3"]
+
+
+def test_the_dry_run_of_the_mechanism_study_names_its_levels():
+    from opct.experiments.study import resolve_study
+
+    text = resolve_study(load_study(MECHANISM)).describe()
+    assert "levels (OPCT − BCT per level against its dose" in text and "w16-long: w16-long.llama, w16-long.qwen3" in text

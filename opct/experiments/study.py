@@ -181,8 +181,12 @@ class StudyPlan:
     def describe(self) -> str:
         s = self.study
         lines = [f"study {s.name} -> {s.root}",
-                 f"seeds: {', '.join(map(str, s.seeds))}; methods: {', '.join(s.methods)}",
-                 "families (one experiment each, resumable on its own):"]
+                 f"seeds: {', '.join(map(str, s.seeds))}; methods: {', '.join(s.methods)}"]
+        if s.levels:
+            lines.append("levels (OPCT − BCT per level against its dose; first, each family's base-organism profile "
+                         f"where {s.root}/profiles/ lacks it): " + "; ".join(f"{lv}: {', '.join(names)}"
+                                                                            for lv, names in s.levels.items()))
+        lines.append("families (one experiment each, resumable on its own):")
         lines += [f"  {family}: model {s.families[family]} ({_model_kind(s.families[family])}) -> {plan.experiment.root}; "
                   f"recipes: {_recipes_source(s, family)}" for family, plan in self.families.items()]
         first = next(iter(self.families.values()))
@@ -243,6 +247,10 @@ def run_study(study: StudyConfig, show_progress: bool = True, log: Any = print, 
         **({"levels": {lv: list(names) for lv, names in study.levels.items()}} if study.levels else {}),
     })
     write_json_atomic(ExperimentLayout(root).manifest, build_manifest("study", study.model_dump(mode="json")))
+    if study.levels:  # each level's dose first: its families' base-organism profiles (kept when already there)
+        from opct.experiments.level_profiles import ensure_level_profiles
+
+        ensure_level_profiles(root, study.levels, study.families, log=log)
     unfinished = []
     for family, fplan in plan.families.items():
         log(f"family {family}: {study.families[family]} -> {fplan.experiment.root}")
