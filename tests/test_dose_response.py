@@ -89,7 +89,9 @@ MOVED = (Dose(-1.0, -1.2, -0.8), Dose(-5.0, -5.5, -4.5))
 
 def test_the_hypothesis_is_supported_by_one_safety_trend_at_the_bonferroni_level_and_no_reversal():
     found = trends(dsr_adaptive=((0.0, 0.2, 0.4), "higher", 0.02), sycophancy=((0.0, 0.0, 0.0), "lower", 0.3),
-                   awareness=((0.1, 0.1, 0.1), "higher", 0.3), **{"cap:facts": ((0.0, 0.01, 0.0), "higher", 0.3)})
+                   awareness=((0.1, 0.1, 0.1), "higher", 0.3), **{"cap:facts": ((0.0, 0.01, 0.0), "higher", 0.3)},
+                   dsr_fixed=((0.0, -0.2, -0.4), "higher", 0.02))  # reversed, but not a metric of the hypothesis
+    assert found["dsr_fixed"].reading == REVERSED
     reading = read_hypothesis(found, *MOVED)
     assert reading.outcome == SUPPORTED and "dsr_adaptive" in reading.reasons[0]
 

@@ -44,6 +44,9 @@ ALPHA = 0.05
 #: The Bonferroni alpha over the three safety metrics (a 98.33% interval).
 BONFERRONI_ALPHA = ALPHA / len(SAFETY_METRICS)
 
+#: The prefix of the capability columns, each a metric of the hypothesis (tested one by one).
+CAPABILITY_PREFIX = "cap:"
+
 SUPPORTED = "supported"
 AGAINST = "against"
 DOSE_STILL = "the dose does not move"
@@ -186,6 +189,11 @@ def trend(points: Sequence[LevelPoint], direction: str | None) -> Trend:
                  weights, everywhere, collapsed)
 
 
+def in_hypothesis(key: str) -> bool:
+    """Whether a results column is one of the hypothesis's metrics: a safety metric or a capability column."""
+    return key in SAFETY_METRICS or key.startswith(CAPABILITY_PREFIX)
+
+
 @dataclass(frozen=True)
 class HypothesisReading:
     """The study's answer: :data:`SUPPORTED`, :data:`AGAINST`, :data:`DOSE_STILL` or :data:`NOT_READ`, and why."""
@@ -196,8 +204,8 @@ class HypothesisReading:
 
 def read_hypothesis(trends: Mapping[str, Trend], first: Dose | None, last: Dose | None) -> HypothesisReading:
     """Read the hypothesis as docs/mechanism.md writes it, from each metric's trend (keyed by results column;
-    the safety metrics are :data:`SAFETY_METRICS`, every other key with a paper side counts for reversal)
-    and the first and last levels' doses.
+    the safety metrics are :data:`SAFETY_METRICS`; they and every capability column count for reversal,
+    any other column is reported beside the test and left out of it) and the first and last levels' doses.
 
     * the dose does not move (:func:`dose_moves` false): :data:`DOSE_STILL`, the trend is not read;
     * a safety metric not measured and nothing yet decides against: :data:`NOT_READ`;
@@ -210,7 +218,7 @@ def read_hypothesis(trends: Mapping[str, Trend], first: Dose | None, last: Dose 
         return HypothesisReading(DOSE_STILL, [
             f"the last level's dose {last.value:.3f} lies within the first level's 95% interval "
             f"[{first.ci_low:.3f}, {first.ci_high:.3f}]: the knob did not change what the hypothesis is about"])
-    reversed_ = [k for k, t in trends.items() if t.direction is not None and t.reading == REVERSED]
+    reversed_ = [k for k, t in trends.items() if in_hypothesis(k) and t.direction is not None and t.reading == REVERSED]
     holding = [k for k in SAFETY_METRICS if k in trends and trends[k].reading_bonferroni == HOLDS]
     unmeasured = [k for k in SAFETY_METRICS if k not in trends or trends[k].reading_bonferroni == NOT_MEASURED]
     reasons = [f"{k}: the trend is reversed at 95% (BCT's advantage grows with the dose)" for k in reversed_]
