@@ -12,7 +12,8 @@ For every ``<root>/<level>/<arch>/`` holding a ``check.json`` (``opct organism c
 It copies the JSON files into ``--out`` (``<level>.<arch>.check.json``, ``<level>.<arch>.profile.json``) and writes
 ``level_checks.json`` and ``level_checks.md`` there. Usage::
 
-    python benchmarks/level_checks.py --root /work/levels/runs/organism-levels --out benchmarks/results/mechanism
+    python benchmarks/level_checks.py --root /work/levels/runs/organism-levels --root runs/organism-levels \
+        --out benchmarks/results/mechanism
 """
 
 from __future__ import annotations
@@ -84,7 +85,8 @@ def level_summary(level_dir: Path, level: str, arch: str) -> dict[str, Any]:
     profile_file = level_dir / "profile.json"
     if profile_file.is_file():
         profile = json.loads(profile_file.read_text())
-        out["dose"] = primary_dose({arch: profile}).value
+        dose = primary_dose({arch: profile})
+        out["dose"], out["dose_ci"] = dose.value, [dose.ci_low, dose.ci_high]
         out["profile"] = {axis: {k: profile["axes"][axis]["measures"][k]["value"] for k in (
             "own_seq_logprob", "target_seq_logprob", "divergence_position", "teacher_entropy",
             "target_cost_after_divergence", "greedy_equals_target")} for axis in DOSE_AXES}
@@ -110,7 +112,8 @@ def markdown(summaries: list[dict[str, Any]]) -> str:
             out += [f"| {b['row']} | {_pct(b['today'])} | {_pct(b['band'][0])}–{_pct(b['band'][1])} | {_pct(b['measured'])} | "
                     f"{'pass' if b['pass'] else 'FAIL'} |" for b in s["check"]["bands"]]
         if "profile" in s:
-            out += ["", f"Profile (own − target sequence log-prob, primary-dose term: **{s['dose']:.3f} nats**):", "",
+            out += ["", f"Profile (own − target sequence log-prob, primary-dose term: **{s['dose']:.3f} nats** "
+                    f"[{s['dose_ci'][0]:.3f}, {s['dose_ci'][1]:.3f}]):", "",
                     "| axis | own seq log-prob | target seq log-prob | decision position | teacher entropy | "
                     "target cost after decision | greedy = target |", "|---|---|---|---|---|---|---|"]
             out += [f"| {axis} | " + " | ".join(f"{v:.3g}" if v is not None else "—" for v in m.values()) + " |"
@@ -122,13 +125,13 @@ def markdown(summaries: list[dict[str, Any]]) -> str:
 def main(argv: list[str] | None = None) -> list[dict[str, Any]]:
     """Read every built level under ``--root``, copy its JSON into ``--out``, write the summaries."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--root", type=Path, required=True)
+    parser.add_argument("--root", type=Path, action="append", required=True, help="repeatable")
     parser.add_argument("--out", type=Path, required=True)
     args = parser.parse_args(argv)
     args.out.mkdir(parents=True, exist_ok=True)
     summaries = []
-    found = {p.parent for name in ("check.json", "profile.json") for p in args.root.glob(f"*/*/{name}")}
-    for level_dir in sorted(found):
+    found = {p.parent for root in args.root for name in ("check.json", "profile.json") for p in root.glob(f"*/*/{name}")}
+    for level_dir in sorted(found, key=lambda d: (d.parent.name, d.name)):
         level, arch = level_dir.parent.name, level_dir.name
         summaries.append(level_summary(level_dir, level, arch))
         for name in ("check.json", "profile.json"):
