@@ -44,6 +44,12 @@ def fabricate_family(root: Path, index: int) -> None:
         recs = [{"item_id": f"i{i}", "outcome": "scored", "scores": {"correct": i % 5 != 0}} for i in range(40)]
         write(root / "eval" / key / "capability_mc" / "samples.jsonl", recs)
         write(root / "eval" / key / "capability_mc" / "results.json", {"metrics": {"accuracy": metric(0.8, 40)}})
+        if key != "base":  # 4 steps of 10·(index + 1) tokens; OPCT samples and teacher-scores them, BCT neither here
+            kinds = "trained" if opct else "none"
+            write(root / "train" / key / "manifest.json", {"method": key.split("-s")[0], "compute": {
+                "generated": kinds, "teacher_scored": kinds}})
+            write(root / "train" / key / "metrics.jsonl", [{"step": s, "completion_tokens": 10 * (index + 1),
+                                                           "step_time_s": 0.5} for s in range(1, 5)])
 
 
 def profile(gap: float) -> dict:
@@ -81,6 +87,9 @@ def test_the_report_reads_opct_minus_bct_per_level_against_the_dose(tmp_path):
     assert (w4["rows"], w4["units"], w4["cells"], w4["cells_planned"]) == (160, 40, 4, 4)
     assert levels["w4-long"]["metrics"]["sycophancy"]["unscored"] == {"opct": {"unparsed": 8}, "bct": {}}
     assert levels["w4-short"]["profile"]["w4-short.llama"]["jailbreak"]["divergence_position"] == 3.0
+    assert levels["w4-long"]["compute"] == {
+        "opct": {"tokens_generated": 120, "tokens_teacher_scored": 120, "tokens_backpropagated": 120, "train_seconds": 2.0},
+        "bct": {"tokens_generated": 0, "tokens_teacher_scored": 0, "tokens_backpropagated": 120, "train_seconds": 2.0}}
     trends = {t["key"]: t for t in data["trends"]}
     # D grows by 0.2 per 2 nats of dose at every level: the weighted slope is 0.1 per nat, whatever the weights
     assert trends["dsr_adaptive"]["beta"] == pytest.approx(0.1)
@@ -92,6 +101,7 @@ def test_the_report_reads_opct_minus_bct_per_level_against_the_dose(tmp_path):
     md = (root / REPORT_MD).read_text()
     assert "OPCT − BCT per level, against the measured dose" in md and f"**Hypothesis: {SUPPORTED}.**" in md
     assert "| w4-long | w4-long.llama, w4-long.qwen3 | 5.000 [" in md and "OPCT 8 unparsed; BCT 0" in md
+    assert "| w4-long | OPCT | 120 | 120 | 120 | 2 |" in md
     assert (root / FIGURE).stat().st_size > 1000
 
 
