@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -159,3 +160,45 @@ def test_the_dry_run_of_the_mechanism_study_names_its_levels():
 
     text = resolve_study(load_study(MECHANISM)).describe()
     assert "levels (OPCT − BCT per level against its dose" in text and "w16-long: w16-long.llama, w16-long.qwen3" in text
+    assert "KL(fine-tuned ‖ base)" in text
+
+
+def test_each_runs_kl_is_measured_once_and_related_to_its_forgetting_across_runs(tmp_path):
+    from opct.experiments.run_kl import KL_FILE, ensure_run_kls
+    from opct.report.study import write_study_report
+
+    root = fabricate_level_study(tmp_path / "study")
+    families = {f: f"organism-{f}" for names, _ in LEVELS.values() for f in names}
+    for index, (names, _) in enumerate(LEVELS.values()):
+        for family in names:
+            for seed in SEEDS:  # OPCT forgets 4·index more capability items than BCT, and moves further from the base
+                opct = root / family / "eval" / f"opct-s{seed}" / "capability_mc"
+                recs = [{"item_id": f"i{i}", "outcome": "scored", "scores": {"correct": i % 5 != 0 and i < 40 - 4 * index}}
+                        for i in range(40)]
+                write(opct / "samples.jsonl", recs)
+                write(opct / "results.json", {"metrics": {"accuracy": metric(sum(r["scores"]["correct"] for r in recs) / 40, 40)}})
+                for method in ("bct", "opct"):
+                    (root / family / "train" / f"{method}-s{seed}" / "final").mkdir()
+            (root / family / "train" / "opct-s1" / "final").rmdir()  # one run not finished yet
+    measured = []
+
+    def fake_measure(run_dir: Path, base: str, sources: list[str]) -> dict:
+        measured.append(run_dir.name)
+        index = next(i for i, (names, _) in enumerate(LEVELS.values()) if run_dir.parent.parent.name in names)
+        kl = 0.5 * (index + 1) if run_dir.name.startswith("opct") else 0.1
+        return {"kl_per_sequence": {"value": kl}}
+
+    for family in families:  # the manifest's training sources are what the KL is measured on
+        for run in (root / family / "train").iterdir():
+            write(run / "manifest.json", {"method": run.name.split("-s")[0], "config": {"data": {"train": ["organism:x:train"]}},
+                                          **json.loads((run / "manifest.json").read_text())})
+    done = ensure_run_kls(root, families, log=lambda _: None, measure=fake_measure)
+    assert list(done.values()).count("measured") == 15 and list(done.values()).count("not finished") == 5
+    assert json.loads((root / "w4-long.llama" / "train" / "opct-s0" / KL_FILE).read_text())["pairs"] == ["organism:x:train"]
+    assert set(ensure_run_kls(root, families, log=lambda _: None, measure=fake_measure).values()) == {"kept", "not finished"}
+    razor = write_study_report(root)["razor"]
+    assert len(razor["runs"]) == 15
+    rows = {r["metric"]: r for r in razor["correlations"]}
+    cap = rows["regression cap:capability_mc"]
+    assert cap["r"] < -0.8 and cap["ci_high"] < 0 and cap["runs"] == 15
+    assert "KL(fine-tuned ‖ base) and forgetting" in (root / REPORT_MD).read_text()

@@ -193,6 +193,8 @@ class StudyPlan:
         lines.append("each family's experiment (shown for the first; the same for every family):")
         lines += ["  " + line for line in first.describe().splitlines()[2:]]
         stages = sum(len(p.stages) for p in self.families.values())
+        if s.levels:
+            lines.append("then each finished run's KL(fine-tuned ‖ base) on its training prompts (train/<run>/kl_to_base.json)")
         lines.append(f"then the pooled report (OPCT − BCT over families and seeds): {stages} stages in all, "
                      f"report.md and report.json in {s.root}")
         return "\n".join(lines)
@@ -259,6 +261,10 @@ def run_study(study: StudyConfig, show_progress: bool = True, log: Any = print, 
                            **({"jobs": jobs} if jobs > 1 else {}))  # --jobs 1: the call as it always was
         except IncompleteEvalError as err:
             unfinished.append(f"{family}: {err}")
+    if study.levels:  # RL's Razor's measure on every finished run (kept on a rerun)
+        from opct.experiments.run_kl import ensure_run_kls
+
+        ensure_run_kls(root, study.families, log=log)
     log("pooled report")
     write_study_report(root)
     if unfinished:

@@ -35,6 +35,7 @@ from opct.report.pooled import (
     split_run_key,
     unscored_text,
 )
+from opct.report.razor import razor_data, razor_markdown
 from opct.report.table import MISSING, build_columns, method_label, metric_parts, render_markdown
 from opct.report.terminal import WIDTH, Cell, transposed_tables
 from opct.runs.experiment_layout import REPORT_JSON, REPORT_MD, STUDY_FILE
@@ -146,6 +147,7 @@ def study_data(root: str | Path, n_resamples: int = RESAMPLES) -> dict[str, Any]
         "others": others,
         "warnings": [f"{f}, {run}: {line}" for f, exp in families.items() for run, lines in warning_groups(exp) for line in lines],
         **({"dose_response": levels_data(root, study["levels"], families, n_resamples)} if study.get("levels") else {}),
+        **({"razor": razor} if (razor := razor_data(families, n_resamples)) else {}),
     }
 
 
@@ -251,6 +253,8 @@ def render_study_md(data: Mapping[str, Any]) -> str:
         out += [render_markdown(["metric", title, "95% interval", "units k", "cells", "unscored", "verdict"], rows), ""]
     if "dose_response" in data:
         out += [levels_markdown(data["dose_response"])]
+    if "razor" in data:
+        out += [razor_markdown(data["razor"])]
     if data["warnings"]:
         out += ["## Warnings", "", *(f"- {w}" for w in data["warnings"]), ""]
     out.append(scale_note(data))
