@@ -132,7 +132,7 @@ def test_the_mechanism_study_declares_every_family_in_one_level_and_levels_are_c
 
 
 def test_the_study_measures_a_level_profile_only_where_none_at_the_preregistered_settings_is_there(tmp_path):
-    from opct.experiments.level_profiles import PROFILE_SETTINGS, PROFILE_SOURCES, ensure_level_profiles
+    from opct.experiments.levels import PROFILE_SETTINGS, PROFILE_SOURCES, ensure_level_profiles
 
     good = {**PROFILE_SETTINGS, "pairs": list(PROFILE_SOURCES), **profile(2.0)}
     built = tmp_path / "levels" / "w4-long" / "llama"
@@ -202,3 +202,28 @@ def test_each_runs_kl_is_measured_once_and_related_to_its_forgetting_across_runs
     cap = rows["regression cap:capability_mc"]
     assert cap["r"] < -0.8 and cap["ci_high"] < 0 and cap["runs"] == 15
     assert "KL(fine-tuned ‖ base) and forgetting" in (root / REPORT_MD).read_text()
+
+
+def test_a_missing_level_organism_is_built_from_its_names_and_a_present_one_is_kept(tmp_path):
+    from opct.experiments.levels import ensure_level_builds, level_build
+
+    assert level_build("w16-long", "w16-long.qwen3") == (16, "long", "qwen3")
+    with pytest.raises(ValueError, match="w<N>-<short|long>"):
+        level_build("diverse", "diverse.llama")
+    with pytest.raises(ValueError, match="<level>.<arch>"):
+        level_build("w4-long", "llama")
+    built = []
+
+    def fake_build(out: Path, wordings: int, length: str, arch: str) -> None:
+        built.append((out, wordings, length, arch))
+        out.mkdir(parents=True)
+
+    present = tmp_path / "w4-short" / "llama"
+    present.mkdir(parents=True)
+    levels = {"w1-short": ["w1-short.llama"], "w4-short": ["w4-short.llama", "w4-short.qwen3"]}
+    models = {"w1-short.llama": "organism-llama", "w4-short.llama": str(present),
+              "w4-short.qwen3": str(tmp_path / "w4-short" / "qwen3")}
+    done = ensure_level_builds(levels, models, log=lambda _: None, build=fake_build)
+    assert done == {"w1-short.llama": "present", "w4-short.llama": "present", "w4-short.qwen3": "built"}
+    assert built == [(tmp_path / "w4-short" / "qwen3", 4, "short", "qwen3")]
+    assert set(ensure_level_builds(levels, models, log=lambda _: None, build=fake_build).values()) == {"present"}

@@ -183,8 +183,8 @@ class StudyPlan:
         lines = [f"study {s.name} -> {s.root}",
                  f"seeds: {', '.join(map(str, s.seeds))}; methods: {', '.join(s.methods)}"]
         if s.levels:
-            lines.append("levels (OPCT − BCT per level against its dose; first, each family's base-organism profile "
-                         f"where {s.root}/profiles/ lacks it): " + "; ".join(f"{lv}: {', '.join(names)}"
+            lines.append("levels (OPCT − BCT per level against its dose; first, each family's base organism where its "
+                         f"folder is missing, then its profile where {s.root}/profiles/ lacks it): " + "; ".join(f"{lv}: {', '.join(names)}"
                                                                             for lv, names in s.levels.items()))
         lines.append("families (one experiment each, resumable on its own):")
         lines += [f"  {family}: model {s.families[family]} ({_model_kind(s.families[family])}) -> {plan.experiment.root}; "
@@ -239,6 +239,10 @@ def run_study(study: StudyConfig, show_progress: bool = True, log: Any = print, 
     from opct.report.study import write_study_report
 
     plan = resolve_study(study)
+    if study.levels:  # first, each level's missing base organism (resumable: a finished build is kept)
+        from opct.experiments.levels import ensure_level_builds
+
+        ensure_level_builds(study.levels, study.families, log=log)
     for model in study.families.values():  # a missing folder or alias checkpoint fails now, not a family later
         resolve_model_path(model)
     root = study.root
@@ -250,7 +254,7 @@ def run_study(study: StudyConfig, show_progress: bool = True, log: Any = print, 
     })
     write_json_atomic(ExperimentLayout(root).manifest, build_manifest("study", study.model_dump(mode="json")))
     if study.levels:  # each level's dose first: its families' base-organism profiles (kept when already there)
-        from opct.experiments.level_profiles import ensure_level_profiles
+        from opct.experiments.levels import ensure_level_profiles
 
         ensure_level_profiles(root, study.levels, study.families, log=log)
     unfinished = []

@@ -1,8 +1,14 @@
-"""The dose of each level of a study with ``levels``: its families' base-organism off-policy profiles.
+"""The base organism and the dose of each level of a study with ``levels``.
+
+:func:`ensure_level_builds` is a study's first stage: a level family whose model folder does not exist yet is
+built there (``opct organism build --arch A --response-wordings N --response-length L``, seed 0), the
+settings read from the level's name (``w<N>-<short|long>``) and the architecture from the family's
+(``<level>.<arch>``); a build writes to a temporary folder and renames it into place, so an interrupted
+one starts again. A registered alias (the shipped organism) or an existing folder is used as it is.
 
 docs/mechanism.md ("The measured dose") fixes the profile's settings: the pair sources
 :data:`PROFILE_SOURCES`, 100 pairs per axis, 4 own samples per pair, 128 new tokens, float32 on CPU.
-:func:`ensure_level_profiles` is a study's first stage: for every family of every level it makes sure
+:func:`ensure_level_profiles` is its second: for every family of every level it makes sure
 ``<study>/profiles/<family>.json`` (:func:`opct.report.levels.profile_path`) holds a profile measured
 at those settings, reusing one already there, else copying the ``profile.json`` kept beside the
 family's model (what the level build script writes), else measuring it; a profile at other settings
@@ -12,6 +18,7 @@ is measured again. A rerun does nothing for a family whose profile is in place (
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
@@ -27,6 +34,50 @@ PROFILE_DTYPE = "float32"
 PROFILE_DEVICE = "cpu"
 #: The file beside a model folder that holds its profile (``opct pairs profile --out <model>/profile.json``).
 MODEL_PROFILE = "profile.json"
+
+
+_LEVEL = re.compile(r"^w(\d+)-(short|long)$")
+
+
+def level_build(level: str, family: str) -> tuple[int, str, str]:
+    """``(response_wordings, response_length, arch)`` of a level family named ``<level>.<arch>`` on a level
+    named ``w<N>-<short|long>``; a ValueError naming what is missing otherwise."""
+    found = _LEVEL.match(level)
+    if not found:
+        raise ValueError(f"level {level!r}: a level built by the study is named w<N>-<short|long> (w4-long)")
+    if not family.startswith(f"{level}."):
+        raise ValueError(f"family {family!r}: a family built by the study is named <level>.<arch> ({level}.llama)")
+    return int(found.group(1)), found.group(2), family.removeprefix(f"{level}.")
+
+
+def build_level(out: Path, wordings: int, length: str, arch: str) -> None:
+    """Build one level's base organism into ``out`` (seed 0, the shipped recipe otherwise)."""
+    from opct.organism.build import build
+    from opct.organism.recipe import BuildConfig
+    from opct.organism.wordings import ResponseStyle
+
+    build(0, out, BuildConfig(arch=arch, responses=ResponseStyle(wordings, length)))
+
+
+def ensure_level_builds(levels: Mapping[str, list[str]], models: Mapping[str, str], *,
+                        log: Callable[[str], Any] = print,
+                        build: Callable[[Path, int, str, str], None] = build_level) -> dict[str, str]:
+    """Build every level family's base organism whose model folder is missing (see the module docstring);
+    ``models``: family -> its model. Returns ``{family: "present" | "built"}``."""
+    from opct.config import MODEL_ALIASES
+
+    done = {}
+    for level, families in levels.items():
+        for family in families:
+            model = models[family]
+            if model in MODEL_ALIASES or Path(model).expanduser().exists():
+                done[family] = "present"
+                continue
+            wordings, length, arch = level_build(level, family)
+            log(f"level {level}, {family}: building the base organism into {model} (a long step)")
+            build(Path(model), wordings, length, arch)
+            done[family] = "built"
+    return done
 
 
 def is_preregistered(profile: Mapping[str, Any]) -> bool:
