@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import io
 import json
 from pathlib import Path
 
 import pytest
 from report_fixtures import metric, write
+from rich.console import Console
 
 from opct.config import ConfigError
 from opct.experiments.study import load_study
@@ -75,7 +77,7 @@ def fabricate_level_study(root: Path) -> Path:
 
 
 def test_the_report_reads_opct_minus_bct_per_level_against_the_dose(tmp_path):
-    from opct.report.study import write_study_report
+    from opct.report.study import study_renderables, write_study_report
 
     root = fabricate_level_study(tmp_path / "study")
     data = write_study_report(root)["dose_response"]
@@ -104,6 +106,11 @@ def test_the_report_reads_opct_minus_bct_per_level_against_the_dose(tmp_path):
     assert "| w4-long | w4-long.llama, w4-long.qwen3 | 5.000 [" in md and "OPCT 8 unparsed; BCT 0" in md
     assert "| w4-long | OPCT | 120 | 120 | 120 | 2 |" in md
     assert (root / FIGURE).stat().st_size > 1000
+    console = Console(width=80, record=True, file=io.StringIO())
+    for renderable in study_renderables(write_study_report(root), 80):
+        console.print(renderable)
+    text = console.export_text()
+    assert "β +10.0 per nat" in text and f"hypothesis: {SUPPORTED}" in text
 
 
 def test_a_level_without_a_profile_is_shown_unmeasured_and_the_hypothesis_is_not_read(tmp_path):

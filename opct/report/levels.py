@@ -240,3 +240,15 @@ def plot_dose_response(data: Mapping[str, Any], path: str | Path, dpi: int = 110
     fig.savefig(path, dpi=dpi, bbox_inches="tight", metadata={"Software": None})
     plt.close(fig)
     return path
+
+
+def levels_lines(data: Mapping[str, Any]) -> list[str]:
+    """The dose-response section in a few terminal lines: each level's dose, each metric's β and reading, the outcome."""
+    lines = ["OPCT − BCT against the measured dose (pre-registered, docs/mechanism.md):",
+             "  doses: " + "; ".join(f"{lv['level']} {_dose_text(lv['dose'])}" for lv in data["levels"])]
+    for t in data["trends"]:
+        ci = ", ".join(_fmt(v, t["percent"]) for v in t["ci"])
+        lines.append(f"  {t['header']}: β {_fmt(t['beta'], t['percent'])} per nat [{ci}]: {t['reading']} "
+                     f"(98.33%: {t['reading_bonferroni']})")
+    lines.append(f"  hypothesis: {data['hypothesis']['outcome']}")
+    return lines

@@ -21,7 +21,7 @@ from rich.console import Group, RenderableType
 from rich.text import Text
 
 from opct.axes.contract import Column
-from opct.report.levels import FIGURE, levels_data, levels_markdown, plot_dose_response
+from opct.report.levels import FIGURE, levels_data, levels_lines, levels_markdown, plot_dose_response
 from opct.report.load import Experiment, Metric, load_experiment
 from opct.report.notices import warning_groups
 from opct.report.pooled import (
@@ -286,6 +286,8 @@ def study_renderables(data: Mapping[str, Any], width: int = WIDTH) -> list[Rende
         out += transposed_tables(f"{title} pooled over families and seeds (no claim in the paper)", "metric",
                                  [r["header"] for r in other["pooled"]], [title, "unscored", "verdict"],
                                  [_pooled_cells(r) for r in other["pooled"]], width, justify="left")
+    if "dose_response" in data:
+        out.append(Text("\n".join(levels_lines(data["dose_response"]))))
     out.append(Text(scale_note(data)))
     return out
 
