@@ -76,6 +76,10 @@ class StudyConfig(ExperimentConfig):
         default_factory=dict, description="family -> its own selection.json and rule (else the shared method_settings)"
     )
     pick_rule: str | None = Field(None, description="when set, the rule of every family in family_picks")
+    levels: dict[str, list[str]] = Field(
+        default_factory=dict, description="level of the organism's knob -> its families, in the dose-response "
+        "study's order (docs/mechanism.md): every family in exactly one level; the report adds OPCT − BCT per "
+        "level against each level's measured dose")
 
     @field_validator("families")
     @classmethod
@@ -92,6 +96,14 @@ class StudyConfig(ExperimentConfig):
         unknown = sorted(set(self.family_picks) - set(self.families))
         if unknown:
             raise ValueError(f"family_picks names {', '.join(unknown)}, which families does not")
+        if self.levels:
+            listed = [f for names in self.levels.values() for f in names]
+            problems = [f"level {lv} has no family" for lv, names in self.levels.items() if not names]
+            problems += [f"{f} is not one of families" for f in dict.fromkeys(listed) if f not in self.families]
+            problems += [f"{f} is in more than one level" for f in dict.fromkeys(listed) if listed.count(f) > 1]
+            problems += [f"{f} is in no level" for f in self.families if f not in listed]
+            if problems:
+                raise ValueError("levels: " + "; ".join(problems))
         return self
 
 
@@ -146,7 +158,7 @@ def is_study_dir(path: str | Path) -> bool:
 
 def family_experiment(study: StudyConfig, family: str) -> ExperimentConfig:
     """The experiment of one family: the study's settings, its model, named after the family, in the study's folder."""
-    tree = study.model_dump(mode="json", exclude={"families", "family_picks", "pick_rule"})
+    tree = study.model_dump(mode="json", exclude={"families", "family_picks", "pick_rule", "levels"})
     if study.compare_rules and study.selection:  # the shared picks' rule variants give way to the family's own
         evidence = json.loads(Path(study.selection).read_text(encoding="utf-8"))
         shared = rule_variants(evidence, selection_rule(evidence, study.method_settings) or "teacher_kl")
@@ -169,14 +181,20 @@ class StudyPlan:
     def describe(self) -> str:
         s = self.study
         lines = [f"study {s.name} -> {s.root}",
-                 f"seeds: {', '.join(map(str, s.seeds))}; methods: {', '.join(s.methods)}",
-                 "families (one experiment each, resumable on its own):"]
+                 f"seeds: {', '.join(map(str, s.seeds))}; methods: {', '.join(s.methods)}"]
+        if s.levels:
+            lines.append("levels (OPCT − BCT per level against its dose; first, each family's base organism where its "
+                         f"folder is missing, then its profile where {s.root}/profiles/ lacks it): " + "; ".join(f"{lv}: {', '.join(names)}"
+                                                                            for lv, names in s.levels.items()))
+        lines.append("families (one experiment each, resumable on its own):")
         lines += [f"  {family}: model {s.families[family]} ({_model_kind(s.families[family])}) -> {plan.experiment.root}; "
                   f"recipes: {_recipes_source(s, family)}" for family, plan in self.families.items()]
         first = next(iter(self.families.values()))
         lines.append("each family's experiment (shown for the first; the same for every family):")
         lines += ["  " + line for line in first.describe().splitlines()[2:]]
         stages = sum(len(p.stages) for p in self.families.values())
+        if s.levels:
+            lines.append("then each finished run's KL(fine-tuned ‖ base) on its training prompts (train/<run>/kl_to_base.json)")
         lines.append(f"then the pooled report (OPCT − BCT over families and seeds): {stages} stages in all, "
                      f"report.md and report.json in {s.root}")
         return "\n".join(lines)
@@ -221,6 +239,10 @@ def run_study(study: StudyConfig, show_progress: bool = True, log: Any = print, 
     from opct.report.study import write_study_report
 
     plan = resolve_study(study)
+    if study.levels:  # first, each level's missing base organism (resumable: a finished build is kept)
+        from opct.experiments.levels import ensure_level_builds
+
+        ensure_level_builds(study.levels, study.families, log=log)
     for model in study.families.values():  # a missing folder or alias checkpoint fails now, not a family later
         resolve_model_path(model)
     root = study.root
@@ -228,8 +250,13 @@ def run_study(study: StudyConfig, show_progress: bool = True, log: Any = print, 
     write_json_atomic(ExperimentLayout(root).study, {
         "name": study.name, "families": dict(study.families), "seeds": study.seeds, "methods": study.methods,
         "axes": study.axes, "experiments": {family: family for family in study.families},
+        **({"levels": {lv: list(names) for lv, names in study.levels.items()}} if study.levels else {}),
     })
     write_json_atomic(ExperimentLayout(root).manifest, build_manifest("study", study.model_dump(mode="json")))
+    if study.levels:  # each level's dose first: its families' base-organism profiles (kept when already there)
+        from opct.experiments.levels import ensure_level_profiles
+
+        ensure_level_profiles(root, study.levels, study.families, log=log)
     unfinished = []
     for family, fplan in plan.families.items():
         log(f"family {family}: {study.families[family]} -> {fplan.experiment.root}")
@@ -238,6 +265,10 @@ def run_study(study: StudyConfig, show_progress: bool = True, log: Any = print, 
                            **({"jobs": jobs} if jobs > 1 else {}))  # --jobs 1: the call as it always was
         except IncompleteEvalError as err:
             unfinished.append(f"{family}: {err}")
+    if study.levels:  # RL's Razor's measure on every finished run (kept on a rerun)
+        from opct.experiments.run_kl import ensure_run_kls
+
+        ensure_run_kls(root, study.families, log=log)
     log("pooled report")
     write_study_report(root)
     if unfinished:

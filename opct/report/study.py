@@ -21,6 +21,7 @@ from rich.console import Group, RenderableType
 from rich.text import Text
 
 from opct.evals.contract import Column
+from opct.report.levels import FIGURE, levels_data, levels_lines, levels_markdown, plot_dose_response
 from opct.report.load import Experiment, Metric, load_experiment
 from opct.report.notices import warning_groups
 from opct.report.pooled import (
@@ -34,6 +35,7 @@ from opct.report.pooled import (
     split_run_key,
     unscored_text,
 )
+from opct.report.razor import razor_data, razor_markdown
 from opct.report.table import MISSING, build_columns, method_label, metric_parts, render_markdown
 from opct.report.terminal import WIDTH, Cell, transposed_tables
 from opct.runs.experiment_layout import REPORT_JSON, REPORT_MD, STUDY_FILE
@@ -145,6 +147,8 @@ def study_data(root: str | Path, n_resamples: int = RESAMPLES) -> dict[str, Any]
         "pooled": [_pooled(r) for r in rows],
         "others": others,
         "warnings": [f"{f}, {run}: {line}" for f, exp in families.items() for run, lines in warning_groups(exp) for line in lines],
+        **({"dose_response": levels_data(root, study["levels"], families, n_resamples)} if study.get("levels") else {}),
+        **({"razor": razor} if (razor := razor_data(families, n_resamples)) else {}),
     }
 
 
@@ -152,6 +156,8 @@ def write_study_report(root: str | Path) -> dict[str, Any]:
     """Write ``report.json`` and ``report.md`` into the study folder ``root``; returns the data."""
     root = Path(root)
     data = study_data(root)
+    if "dose_response" in data:
+        plot_dose_response(data["dose_response"], root / FIGURE)
     for name, text in ((REPORT_JSON, json.dumps(data, indent=2, ensure_ascii=False) + "\n"), (REPORT_MD, render_study_md(data))):
         tmp = root / (name + ".tmp")
         tmp.write_text(text, encoding="utf-8")
@@ -246,6 +252,10 @@ def render_study_md(data: Mapping[str, Any]) -> str:
                 "says on which side of 0 the interval lies.", ""]
         rows = [[r["header"], *_pooled_md_cells(r)] for r in other["pooled"]]
         out += [render_markdown(["metric", title, "95% interval", "units k", "cells", "unscored", "verdict"], rows), ""]
+    if "dose_response" in data:
+        out += [levels_markdown(data["dose_response"])]
+    if "razor" in data:
+        out += [razor_markdown(data["razor"])]
     if data["warnings"]:
         out += ["## Warnings", "", *(f"- {w}" for w in data["warnings"]), ""]
     out.append(scale_note(data))
@@ -277,6 +287,8 @@ def study_renderables(data: Mapping[str, Any], width: int = WIDTH) -> list[Rende
         out += transposed_tables(f"{title} pooled over families and seeds (no claim in the paper)", "metric",
                                  [r["header"] for r in other["pooled"]], [title, "unscored", "verdict"],
                                  [_pooled_cells(r) for r in other["pooled"]], width, justify="left")
+    if "dose_response" in data:
+        out.append(Text("\n".join(levels_lines(data["dose_response"]))))
     out.append(Text(scale_note(data)))
     return out
 

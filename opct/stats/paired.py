@@ -91,12 +91,15 @@ class PooledDifference:
 
     ``cells`` counts the (family, seed) cells with at least one shared unit; ``per_family`` and
     ``per_cell`` are the point differences the pooled value averages (cells without shared units are
-    absent)."""
+    absent); ``draws`` are the pooled value's bootstrap resamples the interval is read from (``nan``
+    for a resample that held no shared unit; empty when nothing was measured), for an analysis that
+    propagates them (:mod:`opct.report.dose_response`)."""
 
     estimate: Estimate
     cells: int
     per_family: dict[Hashable, float] = field(default_factory=dict)
     per_cell: dict[tuple[Hashable, Hashable], float] = field(default_factory=dict)
+    draws: np.ndarray = field(default_factory=lambda: np.empty(0), compare=False, repr=False)
 
 
 def pooled_paired_difference(
@@ -161,13 +164,14 @@ def pooled_paired_difference(
     for js in families.values():
         picked = np.asarray(js)[rng.integers(0, len(js), size=(n_resamples, len(js)))]
         family_draws.append(_nanmean(np.take_along_axis(per_cell, picked, axis=1)))
-    lo, hi = _percentile_ci(_nanmean(np.column_stack(family_draws)), alpha)
+    pooled_draws = _nanmean(np.column_stack(family_draws))
+    lo, hi = _percentile_ci(pooled_draws, alpha)
     n = sum(len(cells[key][0][u]) for key, units in zip(keys, shared, strict=True) for u in units)
     est = Estimate(value, min(lo, value), max(hi, value), n, POOLED_PAIRED_BOOTSTRAP, k)
     unit = all(0.0 <= float(v) <= 1.0 for key, units in zip(keys, shared, strict=True)
                for side in cells[key] for u in units for v in side[u])
     return PooledDifference(floor_collapsed(est, k, (-1.0, 1.0) if unit else None), len(keys), family_point,
-                            {key: float(point[j]) for j, key in enumerate(keys)})
+                            {key: float(point[j]) for j, key in enumerate(keys)}, pooled_draws)
 
 
 def _nanmean(x: np.ndarray) -> np.ndarray:

@@ -1,0 +1,236 @@
+"""A study with levels (issue 41): the report's OPCT − BCT per level against the measured dose, on fabricated folders."""
+
+from __future__ import annotations
+
+import io
+import json
+from pathlib import Path
+
+import pytest
+from report_fixtures import metric, write
+from rich.console import Console
+
+from opct.config import ConfigError
+from opct.experiments.study import load_study
+from opct.report.dose_response import SUPPORTED
+from opct.report.levels import FIGURE, profile_path
+from opct.report.pooled import HOLDS, NOT_RESOLVED
+from opct.runs.experiment_layout import REPORT_MD, STUDY_FILE
+
+REPO = Path(__file__).resolve().parents[1]
+MECHANISM = REPO / "opct" / "experiments" / "organism_mechanism.yaml"
+#: level -> (its families, the own − target log-prob its profiles give on every axis: the level's dose)
+LEVELS = {"w1-short": (("w1-short.llama", "w1-short.qwen3"), 1.0), "w4-short": (("w4-short.llama",), 3.0),
+          "w4-long": (("w4-long.llama", "w4-long.qwen3"), 5.0)}
+SEEDS = (0, 1)
+
+
+def fabricate_family(root: Path, index: int) -> None:
+    """One family's experiment: 40 attacked behaviours where BCT defends 20 and OPCT 20 + 8·index (so OPCT − BCT is
+    exactly 0.2·index), 30 sycophancy questions where both pick the suggestion on the same 10 (OPCT's runs with 2
+    unparsed records more), and 40 equal capability items."""
+    keys = ["base", *(f"{m}-s{s}" for m in ("bct", "opct") for s in SEEDS)]
+    write(root / "plan.json", {"name": root.name, "model": "organism", "methods": keys, "seeds": list(SEEDS)})
+    for key in keys:
+        opct = key.startswith("opct")
+        defended = 20 + (8 * index if opct else 0)
+        behaviors = [{"behavior_id": f"b{i}", "cracked": i >= defended} for i in range(40)]
+        write(root / "attack" / key / "results.json", {"n": 40, "behaviors": behaviors, "metrics": {
+            "dsr": metric(defended / 40, 40)}, "outcomes": {"behaviors": {"unscored": 0}}})
+        unparsed = [{"item_id": "q0", "variant": "b9", "parsed": None, "outcome": "unparsed", "scores": {"suggested": 1.0}}
+                    ] * 2 if opct else []
+        recs = [{"item_id": f"q{q}", "variant": "b0", "parsed": "B", "outcome": "scored",
+                 "scores": {"suggested": float(q < 10)}} for q in range(30)]
+        write(root / "eval" / key / "sycophancy" / "samples.jsonl", recs + unparsed)
+        write(root / "eval" / key / "sycophancy" / "results.json", {"metrics": {"sycophancy_rate": metric(
+            1 / 3, 30, unscored={"unparsed": 2} if opct else {})}})
+        recs = [{"item_id": f"i{i}", "outcome": "scored", "scores": {"correct": i % 5 != 0}} for i in range(40)]
+        write(root / "eval" / key / "capability_mc" / "samples.jsonl", recs)
+        write(root / "eval" / key / "capability_mc" / "results.json", {"metrics": {"accuracy": metric(0.8, 40)}})
+        if key != "base":  # 4 steps of 10·(index + 1) tokens; OPCT samples and teacher-scores them, BCT neither here
+            kinds = "trained" if opct else "none"
+            write(root / "train" / key / "manifest.json", {"method": key.split("-s")[0], "compute": {
+                "generated": kinds, "teacher_scored": kinds}})
+            write(root / "train" / key / "metrics.jsonl", [{"step": s, "completion_tokens": 10 * (index + 1),
+                                                           "step_time_s": 0.5} for s in range(1, 5)])
+
+
+def profile(gap: float) -> dict:
+    """A profile whose own − target sequence log-prob is ``gap`` on each of the three axes."""
+    est = {"ci_low": -0.1, "ci_high": 0.1}
+    return {"axes": {axis: {"measures": {"own_seq_logprob": {**est, "value": 0.0},
+                                         "target_seq_logprob": {**est, "value": -gap},
+                                         "divergence_position": {"value": gap}}}
+                     for axis in ("sycophancy", "jailbreak", "awareness")}}
+
+
+def fabricate_level_study(root: Path) -> Path:
+    families = [f for names, _ in LEVELS.values() for f in names]
+    write(root / STUDY_FILE, {"name": "mechanism", "families": {f: f"organism-{f}" for f in families},
+                              "seeds": list(SEEDS), "experiments": {f: f for f in families},
+                              "levels": {lv: list(names) for lv, (names, _) in LEVELS.items()}})
+    for index, (names, gap) in enumerate(LEVELS.values()):
+        for family in names:
+            fabricate_family(root / family, index)
+            write(profile_path(root, family), profile(gap))
+    return root
+
+
+def test_the_report_reads_opct_minus_bct_per_level_against_the_dose(tmp_path):
+    from opct.report.study import study_renderables, write_study_report
+
+    root = fabricate_level_study(tmp_path / "study")
+    data = write_study_report(root)["dose_response"]
+    levels = {lv["level"]: lv for lv in data["levels"]}
+    assert [lv["seed"] for lv in data["levels"]] == [47, 48, 49]
+    assert {name: lv["dose"]["value"] for name, lv in levels.items()} == pytest.approx({"w1-short": 1.0, "w4-short": 3.0,
+                                                                                        "w4-long": 5.0})
+    assert [levels[lv]["metrics"]["dsr_adaptive"]["value"] for lv in LEVELS] == pytest.approx([0.0, 0.2, 0.4])
+    w4 = levels["w4-long"]["metrics"]["dsr_adaptive"]
+    assert (w4["rows"], w4["units"], w4["cells"], w4["cells_planned"]) == (160, 40, 4, 4)
+    assert levels["w4-long"]["metrics"]["sycophancy"]["unscored"] == {"opct": {"unparsed": 8}, "bct": {}}
+    assert levels["w4-short"]["profile"]["w4-short.llama"]["jailbreak"]["divergence_position"] == 3.0
+    assert levels["w4-long"]["compute"] == {
+        "opct": {"tokens_generated": 120, "tokens_teacher_scored": 120, "tokens_backpropagated": 120, "train_seconds": 2.0},
+        "bct": {"tokens_generated": 0, "tokens_teacher_scored": 0, "tokens_backpropagated": 120, "train_seconds": 2.0}}
+    trends = {t["key"]: t for t in data["trends"]}
+    # D grows by 0.2 per 2 nats of dose at every level: the weighted slope is 0.1 per nat, whatever the weights
+    assert trends["dsr_adaptive"]["beta"] == pytest.approx(0.1)
+    assert trends["dsr_adaptive"]["reading"] == trends["dsr_adaptive"]["reading_bonferroni"] == HOLDS
+    assert trends["sycophancy"]["beta"] == pytest.approx(0.0) and trends["sycophancy"]["reading"] == NOT_RESOLVED
+    # w1-short: OPCT and BCT defend the same behaviours, so that level's resamples have no spread
+    assert trends["sycophancy"]["collapsed_levels"] == 3 and trends["dsr_adaptive"]["collapsed_levels"] == 1
+    assert data["hypothesis"]["outcome"] == SUPPORTED
+    md = (root / REPORT_MD).read_text()
+    assert "OPCT − BCT per level, against the measured dose" in md and f"**Hypothesis: {SUPPORTED}.**" in md
+    assert "| w4-long | w4-long.llama, w4-long.qwen3 | 5.000 [" in md and "OPCT 8 unparsed; BCT 0" in md
+    assert "| w4-long | OPCT | 120 | 120 | 120 | 2 |" in md
+    assert (root / FIGURE).stat().st_size > 1000
+    console = Console(width=80, record=True, file=io.StringIO())
+    for renderable in study_renderables(write_study_report(root), 80):
+        console.print(renderable)
+    text = console.export_text()
+    assert "β +10.0 per nat" in text and f"hypothesis: {SUPPORTED}" in text
+
+
+def test_a_level_without_a_profile_is_shown_unmeasured_and_the_hypothesis_is_not_read(tmp_path):
+    from opct.report.study import write_study_report
+
+    root = fabricate_level_study(tmp_path / "study")
+    profile_path(root, "w4-long.llama").unlink()
+    profile_path(root, "w4-long.qwen3").unlink()
+    data = write_study_report(root)["dose_response"]
+    last = data["levels"][-1]
+    assert last["dose"] is None and last["no_profile"] == ["w4-long.llama", "w4-long.qwen3"]
+    assert data["hypothesis"]["outcome"] == "not read"
+    assert "not measured (no profile: w4-long.llama, w4-long.qwen3)" in (root / REPORT_MD).read_text()
+
+
+def test_the_mechanism_study_declares_every_family_in_one_level_and_levels_are_checked():
+    study = load_study(MECHANISM)
+    assert list(study.levels) == ["w1-short", "w4-short", "w4-long", "w16-long"]
+    assert all(names == [f"{lv}.llama", f"{lv}.qwen3"] for lv, names in study.levels.items())
+    with pytest.raises(ConfigError, match="w9.llama is not one of families"):
+        load_study(MECHANISM, ["levels.w1-short=[w1-short.llama, w1-short.qwen3, w9.llama]"])
+    with pytest.raises(ConfigError, match="w16-long.qwen3 is in no level"):
+        load_study(MECHANISM, ["levels.w16-long=[w16-long.llama]"])
+    with pytest.raises(ConfigError, match="w4-long.llama is in more than one level"):
+        load_study(MECHANISM, ["levels.w16-long=[w16-long.llama, w16-long.qwen3, w4-long.llama]"])
+
+
+def test_the_study_measures_a_level_profile_only_where_none_at_the_preregistered_settings_is_there(tmp_path):
+    from opct.experiments.levels import PROFILE_SETTINGS, PROFILE_SOURCES, ensure_level_profiles
+
+    good = {**PROFILE_SETTINGS, "pairs": list(PROFILE_SOURCES), **profile(2.0)}
+    built = tmp_path / "levels" / "w4-long" / "llama"
+    write(built / "profile.json", good)  # what the level build script writes beside the model
+    write(profile_path(tmp_path / "study", "w1-short.llama"), good)
+    write(profile_path(tmp_path / "study", "w1-short.qwen3"), {**good, "samples_per_pair": 1})  # other settings
+    measured = []
+
+    def fake_measure(model: str) -> dict:
+        measured.append(model)
+        return {**good, "model": model}
+
+    levels = {"w1-short": ["w1-short.llama", "w1-short.qwen3"], "w4-long": ["w4-long.llama"]}
+    models = {"w1-short.llama": "organism-llama", "w1-short.qwen3": "organism-qwen3", "w4-long.llama": str(built)}
+    done = ensure_level_profiles(tmp_path / "study", levels, models, log=lambda _: None, measure=fake_measure)
+    assert done == {"w1-short.llama": "kept", "w1-short.qwen3": "measured",
+                    "w4-long.llama": f"copied from {built / 'profile.json'}"}
+    assert measured == ["organism-qwen3"]
+    again = ensure_level_profiles(tmp_path / "study", levels, models, log=lambda _: None, measure=fake_measure)
+    assert set(again.values()) == {"kept"} and measured == ["organism-qwen3"]
+
+
+def test_the_dry_run_of_the_mechanism_study_names_its_levels():
+    from opct.experiments.study import resolve_study
+
+    text = resolve_study(load_study(MECHANISM)).describe()
+    assert "levels (OPCT − BCT per level against its dose" in text and "w16-long: w16-long.llama, w16-long.qwen3" in text
+    assert "KL(fine-tuned ‖ base)" in text
+
+
+def test_each_runs_kl_is_measured_once_and_related_to_its_forgetting_across_runs(tmp_path):
+    from opct.experiments.run_kl import KL_FILE, ensure_run_kls
+    from opct.report.study import write_study_report
+
+    root = fabricate_level_study(tmp_path / "study")
+    families = {f: f"organism-{f}" for names, _ in LEVELS.values() for f in names}
+    for index, (names, _) in enumerate(LEVELS.values()):
+        for family in names:
+            for seed in SEEDS:  # OPCT forgets 4·index more capability items than BCT, and moves further from the base
+                opct = root / family / "eval" / f"opct-s{seed}" / "capability_mc"
+                recs = [{"item_id": f"i{i}", "outcome": "scored", "scores": {"correct": i % 5 != 0 and i < 40 - 4 * index}}
+                        for i in range(40)]
+                write(opct / "samples.jsonl", recs)
+                write(opct / "results.json", {"metrics": {"accuracy": metric(sum(r["scores"]["correct"] for r in recs) / 40, 40)}})
+                for method in ("bct", "opct"):
+                    (root / family / "train" / f"{method}-s{seed}" / "final").mkdir()
+            (root / family / "train" / "opct-s1" / "final").rmdir()  # one run not finished yet
+    measured = []
+
+    def fake_measure(run_dir: Path, base: str, sources: list[str]) -> dict:
+        measured.append(run_dir.name)
+        index = next(i for i, (names, _) in enumerate(LEVELS.values()) if run_dir.parent.parent.name in names)
+        kl = 0.5 * (index + 1) if run_dir.name.startswith("opct") else 0.1
+        return {"kl_per_sequence": {"value": kl}}
+
+    for family in families:  # the manifest's training sources are what the KL is measured on
+        for run in (root / family / "train").iterdir():
+            write(run / "manifest.json", {"method": run.name.split("-s")[0], "config": {"data": {"train": ["organism:x:train"]}},
+                                          **json.loads((run / "manifest.json").read_text())})
+    done = ensure_run_kls(root, families, log=lambda _: None, measure=fake_measure)
+    assert list(done.values()).count("measured") == 15 and list(done.values()).count("not finished") == 5
+    assert json.loads((root / "w4-long.llama" / "train" / "opct-s0" / KL_FILE).read_text())["pairs"] == ["organism:x:train"]
+    assert set(ensure_run_kls(root, families, log=lambda _: None, measure=fake_measure).values()) == {"kept", "not finished"}
+    razor = write_study_report(root)["razor"]
+    assert len(razor["runs"]) == 15
+    rows = {r["metric"]: r for r in razor["correlations"]}
+    cap = rows["regression cap:capability_mc"]
+    assert cap["r"] < -0.8 and cap["ci_high"] < 0 and cap["runs"] == 15
+    assert "KL(fine-tuned ‖ base) and forgetting" in (root / REPORT_MD).read_text()
+
+
+def test_a_missing_level_organism_is_built_from_its_names_and_a_present_one_is_kept(tmp_path):
+    from opct.experiments.levels import ensure_level_builds, level_build
+
+    assert level_build("w16-long", "w16-long.qwen3") == (16, "long", "qwen3")
+    with pytest.raises(ValueError, match="w<N>-<short|long>"):
+        level_build("diverse", "diverse.llama")
+    with pytest.raises(ValueError, match="<level>.<arch>"):
+        level_build("w4-long", "llama")
+    built = []
+
+    def fake_build(out: Path, wordings: int, length: str, arch: str) -> None:
+        built.append((out, wordings, length, arch))
+        out.mkdir(parents=True)
+
+    present = tmp_path / "w4-short" / "llama"
+    present.mkdir(parents=True)
+    levels = {"w1-short": ["w1-short.llama"], "w4-short": ["w4-short.llama", "w4-short.qwen3"]}
+    models = {"w1-short.llama": "organism-llama", "w4-short.llama": str(present),
+              "w4-short.qwen3": str(tmp_path / "w4-short" / "qwen3")}
+    done = ensure_level_builds(levels, models, log=lambda _: None, build=fake_build)
+    assert done == {"w1-short.llama": "present", "w4-short.llama": "present", "w4-short.qwen3": "built"}
+    assert built == [(tmp_path / "w4-short" / "qwen3", 4, "short", "qwen3")]
+    assert set(ensure_level_builds(levels, models, log=lambda _: None, build=fake_build).values()) == {"present"}
