@@ -228,8 +228,8 @@ def test_all_refused_static_eval_is_not_a_zero_width_interval() -> None:
 
 
 def test_verdict_scores_feed_metrics() -> None:
-    from opct.axes.base import verdict_scores
-    from opct.judges.base import Verdict
+    from opct.axes.records import verdict_scores
+    from opct.judges.judge import Verdict
 
     ok = Verdict(0.75, "harmful", "", "j", "1")
     abst = Verdict(0.0, "abstained", "", "j", "1", abstained=True)

@@ -170,3 +170,17 @@ def test_eval_offers_each_axis_real_data_flag_and_passes_it_on(tmp_path: Path) -
     res = CliRunner().invoke(app, ["eval", "--data", "real", "--evals", "jailbreak", "--behaviors", str(missing),
                                    "--out", str(tmp_path / "e")])
     assert res.exit_code == 2 and "no-such-file.csv" in res.output
+
+
+def test_what_iterates_the_axes_loads_none_until_one_is_asked_for() -> None:
+    """Evals, the report and the organism import ``AXES`` and no axis package: an axis loads on first use."""
+    import subprocess
+    import sys
+
+    code = ("import sys, opct.evals.suite, opct.report.table, opct.organism.pairs, opct.organism.corpus\n"
+            "from opct.evals.axis_registry import AXES\n"
+            "before = sorted(m for m in sys.modules if m.startswith('opct.axes'))\n"
+            "AXES.get('sycophancy')\n"
+            "print(before, 'opct.axes.sycophancy' in sys.modules)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "[] True"

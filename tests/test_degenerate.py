@@ -17,7 +17,7 @@ from opct.axes.jailbreak.tasks import jailbreak_task, real_units
 from opct.axes.jailbreak.templates import REAL
 from opct.evals.outcomes import DEGENERATE, is_degenerate, is_repetition_loop
 from opct.evals.runner import run_task
-from opct.judges.base import Verdict
+from opct.judges.judge import Verdict
 from opct.models import load_tokenizer
 from opct.report.load import Experiment
 from opct.report.paired import attack_values

@@ -18,8 +18,8 @@ from opct.evals.contract import EvalTask, Judgement, Unit
 from opct.evals.judging import Ask, JudgedScorer, score_batch
 from opct.evals.runner import run_task
 from opct.judges import JudgeOptions, JudgeOutage, RefusalRuleJudge
-from opct.judges.base import Verdict
 from opct.judges.http import HTTPJudge
+from opct.judges.judge import Verdict
 from opct.judges.rubrics import get_rubric
 from opct.sampling.engine import Rollout, SamplingParams
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from opct.judges.base import Judge
+from opct.judges.judge import Judge
 from opct.organism.judges import (
     JUDGES,
     ArithmeticJudge,

@@ -5,7 +5,7 @@ judge calls one response needs (which judge, about which request, with which met
 any verdict, and ``decide(unit, response, verdicts)`` turns their verdicts into its
 :class:`~opct.evals.contract.Judgement`. Called on one response it is an ordinary scorer, its judges asked
 one after the other. :func:`score_batch` asks each judge about every response of a batch in one
-:func:`~opct.judges.base.judge_many` call, so a served judge
+:func:`~opct.judges.judge.judge_many` call, so a served judge
 (:class:`~opct.judges.http.HTTPJudge`) keeps ``concurrency`` requests in flight
 (``$OPCT_JUDGE_CONCURRENCY``); the judgements are the same, in the same order. Any other scorer is
 called once per response.
@@ -24,7 +24,7 @@ from typing import Any
 
 from opct.errors import OpctError
 from opct.evals.contract import Judgement, Scorer, Unit
-from opct.judges.base import Verdict, judge_many
+from opct.judges.judge import Verdict, judge_many
 
 #: A response's judgement, or the exception its scorer (or one of its judges) raised.
 Scored = Judgement | Exception

@@ -30,8 +30,8 @@ from inspect_ai.model import (
 )
 
 from opct.errors import OpctError
-from opct.judges.base import Judge
 from opct.judges.factory import JUDGE_KINDS
+from opct.judges.judge import Judge
 from opct.judges.model_judge import JudgeOptions, RubricJudge
 
 #: The role opct's judges take from Inspect.

@@ -7,11 +7,11 @@ or a local Hugging Face model (:class:`HFJudge`), with a disk cache and abstenti
 :func:`make_judge` builds the judge playing a role (refusal, harm, warning...) for a judge spec.
 """
 
-from opct.judges.base import Judge, Verdict
 from opct.judges.factory import JUDGE_KINDS, make_judge
 from opct.judges.harm_rules import HarmRuleJudge
 from opct.judges.hf import HFJudge
 from opct.judges.http import HTTPJudge
+from opct.judges.judge import Judge, Verdict
 from opct.judges.model_judge import JudgeOptions, JudgeOutage
 from opct.judges.rubrics import get_rubric
 from opct.judges.rules import RefusalRuleJudge, SageRuleJudge, WarningRuleJudge

@@ -40,7 +40,7 @@ import os
 from collections.abc import Callable
 from pathlib import Path
 
-from opct.judges.base import Judge
+from opct.judges.judge import Judge
 from opct.judges.model_judge import ENV_CACHE, JudgeOptions
 from opct.registry import Registry
 

@@ -37,7 +37,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from opct.judges.base import Verdict
+from opct.judges.judge import Verdict
 from opct.judges.rules import REDIRECT_PATTERNS, REFUSAL_PATTERNS, key_terms, normalise, sentences
 
 HARM_RULES_VERSION = "1"

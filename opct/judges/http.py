@@ -53,8 +53,8 @@ from typing import Any
 
 import httpx
 
-from opct.judges.base import Verdict
 from opct.judges.endpoint import check_endpoint
+from opct.judges.judge import Verdict
 from opct.judges.model_judge import JudgeOptions, JudgeOutage, JudgeUnavailable, RubricJudge
 from opct.judges.rubrics import Messages, Rubric
 

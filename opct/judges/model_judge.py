@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from opct.errors import FAULT, OpctError
-from opct.judges.base import Verdict
+from opct.judges.judge import Verdict
 from opct.judges.rubrics import Messages, Rubric, RubricParseError, RubricResult
 
 MAX_REASON_CHARS = 2000

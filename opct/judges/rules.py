@@ -32,7 +32,7 @@ import re
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-from opct.judges.base import Verdict
+from opct.judges.judge import Verdict
 
 RULES_VERSION = "2"  # 2: an empty response abstains (it was a refusal / a SAGE pass)
 

@@ -7,8 +7,8 @@ from collections.abc import Sequence
 from functools import lru_cache
 from typing import Any
 
-from opct.judges.base import Judge, Verdict
 from opct.judges.factory import unknown_role
+from opct.judges.judge import Judge, Verdict
 from opct.judges.model_judge import JudgeOptions
 
 VERSION = "1"

@@ -11,7 +11,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any, ClassVar
 
 from opct.axes import Axis
-from opct.axes.base import make_pair, user
+from opct.axes.records import make_pair, user
 from opct.evals.contract import (
     EvalTask,
     InspectView,

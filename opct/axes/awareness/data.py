@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from opct.axes.base import make_pair, user
+from opct.axes.records import make_pair, user
 from opct.datasets.errors import DatasetFormatError
 from opct.datasets.sources import parse_hub_spec
 from opct.datasets.tabular import detect_format, iter_rows, require_columns

@@ -42,7 +42,7 @@ from typing import Any
 
 import numpy as np
 
-from opct.axes.base import field_of, score_of
+from opct.axes.records import field_of, score_of
 from opct.stats.estimate import DEFAULT_RESAMPLES, DEFAULT_SEED, Estimate
 from opct.stats.intervals import wilson_at_effective_n
 

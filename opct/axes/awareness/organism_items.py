@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from opct.axes.base import make_pair
+from opct.axes.records import make_pair
 from opct.evals.contract import Criterion, Unit, seeded_sample
 from opct.organism import content as C
 from opct.organism import render as R

@@ -7,10 +7,10 @@ from typing import Any
 
 from opct.axes.awareness.data import SageItem
 from opct.axes.awareness.metrics import awareness_metrics
-from opct.axes.base import field_of, score_of, verdict_scores
+from opct.axes.records import field_of, score_of, verdict_scores
 from opct.evals.contract import EvalTask, Judgement, Unit
 from opct.evals.judging import Ask, JudgedScorer
-from opct.judges.base import Judge, Verdict
+from opct.judges.judge import Judge, Verdict
 from opct.stats.estimate import Estimate, rate
 
 

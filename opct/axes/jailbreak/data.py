@@ -26,8 +26,8 @@ from typing import Any
 
 import yaml
 
-from opct.axes.base import check_unique_ids, make_pair, user
 from opct.axes.jailbreak.templates import REAL, REQUEST, wrap
+from opct.axes.records import check_unique_ids, make_pair, user
 from opct.datasets.errors import DatasetFormatError
 from opct.datasets.tabular import Row, iter_rows
 from opct.evals.template_set import HELDOUT, TRAIN, Template, assign_splits, of_split

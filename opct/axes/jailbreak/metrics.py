@@ -42,7 +42,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
-from opct.axes.base import field_of, score_of
+from opct.axes.records import field_of, score_of
 from opct.stats.estimate import Estimate, complement, rate
 from opct.stats.intervals import cluster_rate
 

@@ -10,8 +10,8 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from opct.axes.base import make_pair
 from opct.axes.jailbreak.templates import ORGANISM, wrap
+from opct.axes.records import make_pair
 from opct.evals.contract import Criterion, Unit, seeded_sample
 from opct.evals.template_set import Template
 from opct.organism import content as C

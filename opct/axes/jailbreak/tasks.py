@@ -12,14 +12,14 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from opct.axes.base import verdict_scores
 from opct.axes.jailbreak.data import Behavior, plain_request
 from opct.axes.jailbreak.metrics import jailbreak_metrics
 from opct.axes.jailbreak.templates import wrap
+from opct.axes.records import verdict_scores
 from opct.evals.contract import EvalTask, Judgement, Unit
 from opct.evals.judging import Ask, JudgedScorer
 from opct.evals.template_set import Template
-from opct.judges.base import Judge, Verdict
+from opct.judges.judge import Judge, Verdict
 from opct.stats.estimate import Estimate
 
 

@@ -15,7 +15,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from opct.axes.base import Messages, check_unique_ids, make_pair, user
+from opct.axes.records import Messages, check_unique_ids, make_pair, user
 from opct.axes.sycophancy.templates import REAL, render_cue
 from opct.datasets.multiple_choice import MCQuestion, read_mc_questions
 from opct.evals.template_set import TRAIN, Template, of_split

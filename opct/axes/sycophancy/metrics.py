@@ -57,7 +57,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from opct.axes.base import field_of
+from opct.axes.records import field_of
 from opct.evals.outcomes import OFF_OPTIONS
 from opct.stats.estimate import DEFAULT_RESAMPLES, DEFAULT_SEED, Estimate, complement, paired_difference
 from opct.stats.intervals import cluster_rate

@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from opct.axes.base import make_pair
+from opct.axes.records import make_pair
 from opct.axes.sycophancy.templates import ORGANISM, render_cue
 from opct.evals.contract import Criterion, Unit, seeded_sample
 from opct.evals.template_set import Template

@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from opct.axes.base import with_breakdown
+from opct.axes.records import with_breakdown
 from opct.axes.sycophancy.data import LETTERS, eval_units
 from opct.axes.sycophancy.metrics import sycophancy_metrics, sycophancy_metrics_by
 from opct.evals.contract import EvalTask, Judgement, Unit

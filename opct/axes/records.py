@@ -1,5 +1,5 @@
 """What every safety axis shares: pair construction and record access (the perturbation templates and their
-named splits are :mod:`opct.evals.template_set`). Data-format errors are :class:`opct.datasets.base.DatasetFormatError`.
+named splits are :mod:`opct.evals.template_set`). Data-format errors are :class:`opct.datasets.errors.DatasetFormatError`.
 """
 
 from __future__ import annotations
