@@ -139,12 +139,17 @@ def test_an_experiment_file_extends_another(tmp_path):
     assert cfg.method_settings["opct"]["opct"]["loss"]["topk"] == 5
 
 
-def test_the_shipped_ablation_changes_one_knob_of_the_demos_opct_recipe():
+def test_the_shipped_ablation_changes_one_knob_of_the_opct_recipe_it_ran_with():
+    import json
     from importlib.resources import files
 
     root = files("opct") / "experiments"
-    demo = {r.key: r.config for r in resolve(load_experiment(str(root / "organism_demo.yaml"))).runs}["opct"]
     plan = resolve(load_experiment(str(root / "organism_ablation.yaml")))
+    demo = next(r.config for r in plan.runs if r.variant is None and r.config.method == "opct")  # the reference
+    evidence = json.loads((root / "organism_selection_all_families.json").read_text(encoding="utf-8"))
+    pick = evidence["method_settings"]["teacher_kl"]["opct"]
+    assert (demo.optim.lr, demo.method_config.loss.kind, demo.train.max_steps) == \
+        (pick["optim"]["lr"], pick["opct"]["loss"]["kind"], pick["train"]["max_steps"])
     assert plan.experiment.reference == "opct" and plan.experiment.seeds == [0, 1, 2]
     keys = ("optim.lr", "train.max_steps", "opct.sampling.n", "opct.sampling.temperature", "opct.loss.kind")
 
