@@ -271,10 +271,14 @@ def test_the_cards_model_index_comes_from_the_runs_own_evals(aliased_run, tmp_pa
     res = CliRunner().invoke(app, ["eval", "--model", str(run), "--evals", "capability", "--limit", "2",
                                    "--max-new-tokens", "2", "--out", str(evals), "--no-progress", "--allow-unscored"])
     assert res.exit_code == 0, res.output
-    # the random tiny model never ends an answer: every eval is incomplete (truncated). Mark one complete, as
-    # a real model's would be, to see it published; the others stay incomplete and are left out.
+    # the random tiny model never ends an answer: every capability answer is cut off, a wrong answer, and each
+    # eval finishes ("status": "ok"). Mark all but one incomplete, as an eval that left records unscored is,
+    # to see the complete one published and the incomplete ones left out and said.
     kept = evals / "capability_mc" / "results.json"
-    kept.write_text(json.dumps({**json.loads(kept.read_text()), "complete": True, "unscored": 0}))
+    assert json.loads(kept.read_text())["status"] == "ok"
+    for task in ("capability_arithmetic", "capability_chain", "capability_format"):
+        path = evals / task / "results.json"
+        path.write_text(json.dumps({**json.loads(path.read_text()), "status": "incomplete", "unscored": 2}))
     other = tmp_path / "other-eval"
     shutil.copytree(evals, other)
     manifest = json.loads((other / "manifest.json").read_text())

@@ -116,7 +116,7 @@ def run_evaluations(folders: list[Path], weights: str) -> Evaluations:
 
 def _add_results(found: Evaluations, results: dict[str, Any], task: str) -> None:
     name = results.get("eval") or task
-    if not results.get("complete", False):
+    if results.get("status", "ok" if results.get("complete") else "incomplete") != "ok":
         found.left_out.append(f"{name}: incomplete ({results.get('unscored', '?')} of {results.get('n_records', '?')} "
                               "records unscored)")
         return
