@@ -148,7 +148,7 @@ def test_requested_evals_without_data_are_errors(tiny_model, tmp_path):
     (["--threshold", "1.5"], "threshold must be in (0, 1]"),
     (["--threshold", "0"], "threshold must be in (0, 1]"),
     (["--limit", "0"], "--limit must be at least 1"),
-    (["--max-new-tokens", "0"], "--max-new-tokens 0 is too small for the attack"),
+    (["--max-new-tokens", "0"], "--max-new-tokens must be greater than 0, got 0"),
 ])
 def test_attack_settings_that_cannot_measure_are_refused_before_loading(flags, message, tmp_path):
     res = CliRunner().invoke(app, ["attack", "--model", str(tmp_path / "no-such-model"), "--out", str(tmp_path / "a"), *flags])
