@@ -5,7 +5,7 @@ between the fine-tuned and the base policy, measured on the training task. Estim
 for a seeded sample of the training pairs (the profile's sample, :func:`opct.diagnostics.measure.sample_pairs`),
 the fine-tuned model writes ``samples`` temperature-1 answers to each ``prompt``; each answer's KL term is
 ``Σ_t log π_ft(y_t | x, y_<t) − log π_base(y_t | x, y_<t)`` (the fine-tuned log-probs are the sampler's own,
-the base's come from one scoring forward). Reported: the mean per answer (``kl_per_sequence``, nats; an
+the base's come from one scoring forward per batch, :func:`opct.sampling.scoring.completion_logprobs`). Reported: the mean per answer (``kl_per_sequence``, nats; an
 answer cut off at the token limit is left out and counted, its sum being partial) and per token over every
 sampled token (``kl_per_token``), each with a bootstrap interval that resamples pairs sharing a
 ``teacher_prompt`` together.
@@ -23,7 +23,7 @@ from opct.diagnostics.measure import PROFILE_SEED, _cluster, _eval_mode, _genera
 from opct.models import PromptRenderer
 from opct.pairs import ConsistencyPair
 from opct.sampling.engine import SamplingParams
-from opct.sampling.scoring import CompletionBatch, completion_logits
+from opct.sampling.scoring import CompletionBatch, completion_logprobs
 from opct.stats.estimate import clustered_mean
 
 
@@ -61,17 +61,13 @@ def measure_kl_to_base(
         for start in range(0, len(chosen), step):
             chunk = chosen[start : start + step]
             prompts = [render(p.prompt) for p in chunk]
-            own = _generate(student, tokenizer, prompts, [p.id for p in chunk], params)
-            ids = [r.completion_ids or [pad] for r in own]
-            repeated = [prompts[r.prompt_index] for r in own]
-            logits = completion_logits(base, CompletionBatch(repeated, ids, list(range(len(own)))), pad,
-                                       share_prefix=False)
+            own = [r for r in _generate(student, tokenizer, prompts, [p.id for p in chunk], params) if r.completion_ids]
+            # the base scores every answer in one forward; a prompt with n answers is encoded once
+            batch = CompletionBatch(prompts, [r.completion_ids for r in own], [r.prompt_index for r in own])
+            base_lp = completion_logprobs(base, batch, pad)[0] if own else None
             for i, r in enumerate(own):
-                if not r.completion_ids:
-                    continue
-                logp = torch.log_softmax(logits[i, : len(r.completion_ids)].float(), dim=-1)
-                base_lp = logp.gather(-1, torch.tensor(r.completion_ids, device=logp.device)[:, None])[:, 0]
-                rows.append((_cluster(chunk[r.prompt_index]), list(r.logprobs), base_lp.tolist(), r.truncated))
+                rows.append((_cluster(chunk[r.prompt_index]), list(r.logprobs),
+                             base_lp[i, : len(r.completion_ids)].tolist(), r.truncated))
             if progress is not None:
                 progress(min(start + step, len(chosen)), len(chosen))
     settings = {"pairs_per_axis": pairs_per_axis, "samples_per_pair": samples, "max_new_tokens": max_new_tokens,
