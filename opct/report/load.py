@@ -29,6 +29,11 @@ ATTACK = "<attack>"
 
 
 
+def json_number(x: float | None) -> float | None:
+    """``x`` for ``report.json``: ``None`` for a missing or NaN number."""
+    return None if x is None or math.isnan(x) else float(x)
+
+
 @dataclass(frozen=True)
 class Metric:
     """One reported number: value with optional 95% interval and denominator."""
@@ -47,6 +52,12 @@ class Metric:
     @property
     def has_interval(self) -> bool:
         return self.ci_low is not None and self.ci_high is not None
+
+    def to_dict(self) -> dict[str, Any]:
+        """The metric as strict JSON (a NaN is ``None``), as ``report.json`` holds it."""
+        return {"value": json_number(self.value), "ci_low": json_number(self.ci_low), "ci_high": json_number(self.ci_high),
+                "n": self.n, "unscored": dict(self.unscored), "incomplete": self.incomplete,
+                **({"counted_wrong": dict(self.counted_wrong)} if self.counted_wrong else {})}
 
 
 @dataclass

@@ -11,7 +11,6 @@ from the same data. Per family: base, and each trained method's mean over its se
 from __future__ import annotations
 
 import json
-import math
 import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -22,7 +21,7 @@ from rich.text import Text
 
 from opct.evals.contract import Column
 from opct.report.levels import FIGURE, levels_data, levels_lines, levels_markdown, plot_dose_response
-from opct.report.load import Experiment, Metric, load_experiment
+from opct.report.load import Experiment, Metric, json_number, load_experiment
 from opct.report.notices import warning_groups
 from opct.report.pooled import (
     HOWTO,
@@ -55,17 +54,9 @@ def load_study_dir(root: str | Path) -> tuple[dict[str, Any], dict[str, Experime
     return study, {family: load_experiment(root / d) for family, d in dirs.items() if (root / d).is_dir()}
 
 
-def _number(x: float | None) -> float | None:
-    return None if x is None or math.isnan(x) else float(x)
-
-
 def metric_record(metric: Metric | None) -> dict[str, Any] | None:
     """A run's metric as JSON (``None`` when absent)."""
-    if metric is None:
-        return None
-    return {"value": metric.value, "ci_low": metric.ci_low, "ci_high": metric.ci_high, "n": metric.n,
-            "unscored": dict(metric.unscored), "incomplete": metric.incomplete,
-            **({"counted_wrong": dict(metric.counted_wrong)} if metric.counted_wrong else {})}
+    return None if metric is None else metric.to_dict()
 
 
 def summarize(metrics: Sequence[Metric]) -> dict[str, Any] | None:
@@ -112,10 +103,10 @@ def _pooled(row: PooledRow) -> dict[str, Any]:
     direction = row.direction
     return {"key": row.column.key, "header": row.column.header, "percent": row.column.percent,
             "paper_side": direction[0] if direction else None, "claim": direction[1] if direction else None,
-            "value": _number(est.value), "ci_low": _number(est.ci_low), "ci_high": _number(est.ci_high),
+            "value": json_number(est.value), "ci_low": json_number(est.ci_low), "ci_high": json_number(est.ci_high),
             "rows": est.n, "units": est.clusters, "cells": diff.cells, "cells_planned": row.expected_cells,
-            "per_family": {str(f): _number(v) for f, v in diff.per_family.items()},
-            "per_cell": {f"{f}/s{s}": _number(v) for (f, s), v in diff.per_cell.items()},
+            "per_family": {str(f): json_number(v) for f, v in diff.per_family.items()},
+            "per_cell": {f"{f}/s{s}": json_number(v) for (f, s), v in diff.per_cell.items()},
             "unscored": row.unscored, "incomplete": row.incomplete, "verdict": row.verdict,
             "text": {"difference": list(difference_parts(row)), "unscored": unscored_text(row)}}
 

@@ -12,13 +12,12 @@ lines, every paired difference) with the commit and time of the run, for scripts
 
 from __future__ import annotations
 
-import math
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from opct.report.load import Experiment, Metric
+from opct.report.load import Experiment, Metric, json_number
 from opct.report.paired import PairedDifference
 from opct.report.pooled import HOLDS, NOT_MEASURED, PAPER_PAIR, REVERSED, paper_direction, verdict
 from opct.report.table import ResultsTable
@@ -80,24 +79,16 @@ def verdict_lines(differences: Sequence[PairedDifference]) -> list[VerdictLine]:
     return lines
 
 
-def _number(x: float | None) -> float | None:
-    return None if x is None or math.isnan(x) else float(x)
-
-
 def _metric(metric: Metric | None) -> dict[str, Any] | None:
-    if metric is None:
-        return None
-    return {"value": _number(metric.value), "ci_low": _number(metric.ci_low), "ci_high": _number(metric.ci_high),
-            "n": metric.n, "unscored": dict(metric.unscored), "incomplete": metric.incomplete,
-            **({"counted_wrong": dict(metric.counted_wrong)} if metric.counted_wrong else {})}
+    return None if metric is None else metric.to_dict()
 
 
 def difference_record(d: PairedDifference) -> dict[str, Any]:
     """A paired difference as JSON: the pair, the column, value, interval, units k, INCOMPLETE and its text."""
     est = d.estimate
     return {"a": d.a, "b": d.b, "key": d.column.key, "header": d.column.header, "percent": d.column.percent,
-            "value": _number(est.value) if est else None, "ci_low": _number(est.ci_low) if est else None,
-            "ci_high": _number(est.ci_high) if est else None, "units": est.clusters if est else 0,
+            "value": json_number(est.value) if est else None, "ci_low": json_number(est.ci_low) if est else None,
+            "ci_high": json_number(est.ci_high) if est else None, "units": est.clusters if est else 0,
             "incomplete": d.incomplete, "text": " ".join(d.parts())}
 
 
