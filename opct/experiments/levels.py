@@ -17,14 +17,13 @@ is measured again. A rerun does nothing for a family whose profile is in place (
 
 from __future__ import annotations
 
-import json
 import re
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
 from opct.report.levels import profile_path
-from opct.runs.atomic import write_json_atomic
+from opct.runs.atomic import read_json_object, write_json_atomic
 
 #: The pre-registered pair sources of the dose (one per axis).
 PROFILE_SOURCES = ("organism:sycophancy:train", "organism:jailbreak:train", "organism:awareness:train")
@@ -106,14 +105,6 @@ def measure_base_profile(model: str) -> dict[str, Any]:
     return {"model": model, "pairs": list(PROFILE_SOURCES), **profile}
 
 
-def _read(path: Path) -> dict[str, Any] | None:
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return None
-    return data if isinstance(data, dict) else None
-
-
 def ensure_level_profiles(root: str | Path, levels: Mapping[str, list[str]], models: Mapping[str, str], *,
                           log: Callable[[str], Any] = print,
                           measure: Callable[[str], dict[str, Any]] = measure_base_profile) -> dict[str, str]:
@@ -125,12 +116,12 @@ def ensure_level_profiles(root: str | Path, levels: Mapping[str, list[str]], mod
     for level, families in levels.items():
         for family in families:
             path = profile_path(root, family)
-            here = _read(path) if path.is_file() else None
+            here = read_json_object(path) if path.is_file() else None
             if here is not None and is_preregistered(here):
                 done[family] = "kept"
                 continue
             beside = Path(resolve_model_path(models[family])) / MODEL_PROFILE
-            found = _read(beside) if beside.is_file() else None
+            found = read_json_object(beside) if beside.is_file() else None
             if found is not None and is_preregistered(found):
                 write_json_atomic(path, {**found, "copied_from": str(beside)})
                 done[family] = f"copied from {beside}"

@@ -1,4 +1,4 @@
-"""Files written whole or not at all: a temporary file beside the target, then a rename."""
+"""Files written whole or not at all (a temporary file beside the target, then a rename), and read back."""
 
 from __future__ import annotations
 
@@ -14,6 +14,15 @@ def write_json_atomic(path: Path, data: Any) -> None:
     tmp = path.with_name(path.name + ".tmp")
     tmp.write_text(json.dumps(data, indent=2, ensure_ascii=False, default=str) + "\n", encoding="utf-8")
     tmp.replace(path)
+
+
+def read_json_object(path: Path) -> dict[str, Any] | None:
+    """The JSON object in ``path``, or None when it is missing, unreadable, not JSON or not an object."""
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    return data if isinstance(data, dict) else None
 
 
 def finite_or_null(data: Any) -> Any:

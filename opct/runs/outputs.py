@@ -12,7 +12,6 @@ trained checkpoint, an eval, an attack or the folders training rewrites (naming 
 
 from __future__ import annotations
 
-import json
 import os
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -21,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from opct.errors import OpctError
+from opct.runs.atomic import read_json_object
 from opct.runs.layout import CHECKPOINT_FILE, RunLayout
 from opct.runs.lock import _try_lock
 
@@ -75,14 +75,6 @@ class OutputOwner:
         return f"the {self.kind} {self.folder}"
 
 
-def _read_json(path: Path) -> dict[str, Any] | None:
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return None
-    return data if isinstance(data, dict) else None
-
-
 def output_owner(folder: str | Path) -> OutputOwner | None:
     """What ``folder`` is, or None when it is no opct output (absent, empty, or other files only).
 
@@ -90,13 +82,13 @@ def output_owner(folder: str | Path) -> OutputOwner | None:
     folder = Path(folder)
     layout = RunLayout(folder)
     if layout.manifest.is_file():
-        record = _read_json(layout.manifest)
+        record = read_json_object(layout.manifest)
         if record is None:
             return OutputOwner("unknown", folder)
         kind = record.get("kind") or ("eval" if record.get("weights_sha256") else "unknown")
         return OutputOwner(str(kind), folder, record)
     if (folder / CHECKPOINT_FILE).is_file():
-        record = _read_json(folder / CHECKPOINT_FILE) or {}
+        record = read_json_object(folder / CHECKPOINT_FILE) or {}
         exported = "merged_from" in record or "exported_from" in record
         return OutputOwner("export" if exported else "checkpoint", folder, record)
     if layout.final_record.is_file() or layout.metrics.is_file():  # a run whose manifest is not written (yet)
