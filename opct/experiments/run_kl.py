@@ -9,6 +9,7 @@ The study report relates it to each run's capability regression and held-out saf
 
 from __future__ import annotations
 
+import functools
 import json
 from collections.abc import Callable, Mapping
 from pathlib import Path
@@ -23,6 +24,15 @@ from opct.runs.layout import RunLayout
 KL_SETTINGS = {"pairs_per_axis": 50, "samples": 2, "max_new_tokens": 128}
 
 
+@functools.lru_cache(maxsize=1)
+def _load_base(base_model: str) -> Any:
+    """The family's base model, loaded once for all of its runs (the runs of a family come one after another)."""
+    from opct.config import ModelConfig
+    from opct.models import inference_spec, load_spec_for_inference
+
+    return load_spec_for_inference(inference_spec(ModelConfig(name_or_path=base_model, dtype="float32", device="cpu")))[0]
+
+
 def measure_run_kl(run_dir: Path, base_model: str, sources: list[str]) -> dict[str, Any]:
     """KL(the run's final model ‖ ``base_model``) on ``sources``' pairs, at :data:`KL_SETTINGS`."""
     from opct.config import ModelConfig
@@ -32,8 +42,7 @@ def measure_run_kl(run_dir: Path, base_model: str, sources: list[str]) -> dict[s
 
     spec = inference_spec(ModelConfig(name_or_path=str(run_dir), dtype="float32", device="cpu"))
     student, tokenizer, _ = load_spec_for_inference(spec)
-    base, _, _ = load_spec_for_inference(inference_spec(ModelConfig(name_or_path=base_model, dtype="float32",
-                                                                    device="cpu")))
+    base = _load_base(base_model)
     pairs = [p for source in sources for p in load_pair_source(source)]
     return measure_kl_to_base(student, base, tokenizer, pairs, spec=spec, **KL_SETTINGS)
 
