@@ -13,7 +13,6 @@ and :func:`plot_dose_response` as a figure.
 from __future__ import annotations
 
 import json
-import math
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -28,8 +27,8 @@ from opct.report.dose_response import (
     read_hypothesis,
     trend,
 )
-from opct.report.load import Experiment
-from opct.report.pooled import PAPER_PAIR, PooledRow, difference_parts, pooled_rows, unscored_text
+from opct.report.load import Experiment, json_number
+from opct.report.pooled import PAPER_PAIR, pooled_record, pooled_rows
 from opct.report.table import method_label, render_markdown
 from opct.stats.estimate import DEFAULT_SEED
 
@@ -47,10 +46,6 @@ def profile_path(root: str | Path, family: str) -> Path:
     return Path(root) / PROFILES_DIR / f"{family}.json"
 
 
-def _num(x: float | None) -> float | None:
-    return None if x is None or not math.isfinite(x) else float(x)
-
-
 def _level_dose(root: Path, families: Sequence[str]) -> tuple[Dose | None, dict[str, Any], list[str]]:
     """The level's dose from the profiles its families have, the profile numbers shown, and the families without one."""
     profiles, missing = {}, []
@@ -63,15 +58,6 @@ def _level_dose(root: Path, families: Sequence[str]) -> tuple[Dose | None, dict[
     shown = {f: {axis: {k: p.get("axes", {}).get(axis, {}).get("measures", {}).get(k, {}).get("value")
                         for k in PROFILE_SHOWN} for axis in DOSE_AXES} for f, p in profiles.items()}
     return (primary_dose(profiles) if profiles else None), shown, missing
-
-
-def _row_record(row: PooledRow) -> dict[str, Any]:
-    est = row.difference.estimate
-    return {"header": row.column.header, "percent": row.column.percent, "value": _num(est.value),
-            "ci_low": _num(est.ci_low), "ci_high": _num(est.ci_high), "rows": est.n, "units": est.clusters,
-            "cells": row.difference.cells, "cells_planned": row.expected_cells, "unscored": row.unscored,
-            "incomplete": row.incomplete, "verdict": row.verdict,
-            "text": {"difference": list(difference_parts(row)), "unscored": unscored_text(row)}}
 
 
 def levels_data(root: str | Path, levels: Mapping[str, Sequence[str]], families: Mapping[str, Experiment],
@@ -98,7 +84,7 @@ def levels_data(root: str | Path, levels: Mapping[str, Sequence[str]], families:
             "measured_families": list(found), "no_profile": no_profile, "profile": shown, "compute": compute,
             "dose": None if dose is None else {"value": dose.value, "ci_low": dose.ci_low, "ci_high": dose.ci_high,
                                                "per_family": dose.per_family},
-            "metrics": {row.column.key: _row_record(row) for row in rows}})
+            "metrics": {row.column.key: pooled_record(row) for row in rows}})
     trends = {key: trend(points.get(key, []), row.direction[0] if row.direction else None)
               for key, row in columns.items()}
     reading = read_hypothesis({k: t for k, t in trends.items() if t.direction is not None},
@@ -106,8 +92,8 @@ def levels_data(root: str | Path, levels: Mapping[str, Sequence[str]], families:
     return {
         "levels": per_level,
         "trends": [{"key": key, "header": columns[key].column.header, "percent": columns[key].column.percent,
-                    "paper_side": t.direction, "beta": _num(t.beta), "ci": [_num(v) for v in t.ci],
-                    "ci_bonferroni": [_num(v) for v in t.ci_bonferroni], "resamples": t.resamples,
+                    "paper_side": t.direction, "beta": json_number(t.beta), "ci": [json_number(v) for v in t.ci],
+                    "ci_bonferroni": [json_number(v) for v in t.ci_bonferroni], "resamples": t.resamples,
                     "weights": list(t.weights), "reading": t.reading, "reading_bonferroni": t.reading_bonferroni,
                     "ahead_everywhere": t.ahead_everywhere, "collapsed_levels": t.collapsed_levels}
                    for key, t in trends.items()],

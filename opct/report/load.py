@@ -30,8 +30,8 @@ ATTACK = "<attack>"
 
 
 def json_number(x: float | None) -> float | None:
-    """``x`` for ``report.json``: ``None`` for a missing or NaN number."""
-    return None if x is None or math.isnan(x) else float(x)
+    """``x`` for ``report.json`` (strict JSON): ``None`` for a missing, NaN or infinite number."""
+    return None if x is None or not math.isfinite(x) else float(x)
 
 
 @dataclass(frozen=True)

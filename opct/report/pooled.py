@@ -13,11 +13,12 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 from opct.evals.axis_registry import AXES
 from opct.evals.contract import Column
 from opct.methods import METHODS
-from opct.report.load import Experiment
+from opct.report.load import Experiment, json_number
 from opct.report.table import build_columns, method_label
 from opct.stats.estimate import DEFAULT_SEED
 from opct.stats.paired import PooledDifference, pooled_paired_difference
@@ -231,3 +232,18 @@ HOWTO = (
     "before every unit was measured (unfinished) or left more records unscored than its limit; the "
     "difference is over what was measured and is not a measurement."
 )
+
+
+def pooled_record(row: PooledRow) -> dict[str, Any]:
+    """A pooled row as ``report.json`` holds it: the difference, its interval, rows, units and cells, per family
+    and per cell, what was left unscored, the verdict and the texts the tables show."""
+    est, diff = row.difference.estimate, row.difference
+    direction = row.direction
+    return {"key": row.column.key, "header": row.column.header, "percent": row.column.percent,
+            "paper_side": direction[0] if direction else None, "claim": direction[1] if direction else None,
+            "value": json_number(est.value), "ci_low": json_number(est.ci_low), "ci_high": json_number(est.ci_high),
+            "rows": est.n, "units": est.clusters, "cells": diff.cells, "cells_planned": row.expected_cells,
+            "per_family": {str(f): json_number(v) for f, v in diff.per_family.items()},
+            "per_cell": {f"{f}/s{s}": json_number(v) for (f, s), v in diff.per_cell.items()},
+            "unscored": row.unscored, "incomplete": row.incomplete, "verdict": row.verdict,
+            "text": {"difference": list(difference_parts(row)), "unscored": unscored_text(row)}}

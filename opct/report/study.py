@@ -21,18 +21,16 @@ from rich.text import Text
 
 from opct.evals.contract import Column
 from opct.report.levels import FIGURE, levels_data, levels_lines, levels_markdown, plot_dose_response
-from opct.report.load import Experiment, Metric, json_number, load_experiment
+from opct.report.load import Experiment, Metric, load_experiment
 from opct.report.notices import warning_groups
 from opct.report.pooled import (
     HOWTO,
     PAPER_PAIR,
-    PooledRow,
-    difference_parts,
     plan_seeds,
+    pooled_record,
     pooled_rows,
     run_methods,
     split_run_key,
-    unscored_text,
 )
 from opct.report.razor import razor_data, razor_markdown
 from opct.report.table import MISSING, build_columns, method_label, metric_parts, render_markdown
@@ -98,19 +96,6 @@ def _pair_title(pair: Sequence[str]) -> str:
     return f"{method_label(pair[0])} − {method_label(pair[1])}"
 
 
-def _pooled(row: PooledRow) -> dict[str, Any]:
-    est, diff = row.difference.estimate, row.difference
-    direction = row.direction
-    return {"key": row.column.key, "header": row.column.header, "percent": row.column.percent,
-            "paper_side": direction[0] if direction else None, "claim": direction[1] if direction else None,
-            "value": json_number(est.value), "ci_low": json_number(est.ci_low), "ci_high": json_number(est.ci_high),
-            "rows": est.n, "units": est.clusters, "cells": diff.cells, "cells_planned": row.expected_cells,
-            "per_family": {str(f): json_number(v) for f, v in diff.per_family.items()},
-            "per_cell": {f"{f}/s{s}": json_number(v) for (f, s), v in diff.per_cell.items()},
-            "unscored": row.unscored, "incomplete": row.incomplete, "verdict": row.verdict,
-            "text": {"difference": list(difference_parts(row)), "unscored": unscored_text(row)}}
-
-
 def study_data(root: str | Path, n_resamples: int = RESAMPLES) -> dict[str, Any]:
     """Everything the study report shows, as JSON-ready data (see the module docstring)."""
     from opct.stats.estimate import DEFAULT_SEED
@@ -123,7 +108,7 @@ def study_data(root: str | Path, n_resamples: int = RESAMPLES) -> dict[str, Any]
             columns.setdefault(c.key, c)
     models = study.get("families", {})
     rows = pooled_rows(families, n_resamples=n_resamples, seed=DEFAULT_SEED)
-    others = [{"pair": list(pair), "pooled": [_pooled(r) for r in pooled_rows(families, *pair, n_resamples=n_resamples,
+    others = [{"pair": list(pair), "pooled": [pooled_record(r) for r in pooled_rows(families, *pair, n_resamples=n_resamples,
                                                                               seed=DEFAULT_SEED)]}
               for pair in trained_pairs(families)]
     return {
@@ -135,7 +120,7 @@ def study_data(root: str | Path, n_resamples: int = RESAMPLES) -> dict[str, Any]
                                    "families fixed; pooled value = mean over families of the mean over seeds"},
         "metrics": [{"key": c.key, "header": c.header, "percent": c.percent, "better": c.better} for c in columns.values()],
         "per_family": {f: _family(exp, str(models.get(f, exp.model)), list(columns.values())) for f, exp in families.items()},
-        "pooled": [_pooled(r) for r in rows],
+        "pooled": [pooled_record(r) for r in rows],
         "others": others,
         "warnings": [f"{f}, {run}: {line}" for f, exp in families.items() for run, lines in warning_groups(exp) for line in lines],
         **({"dose_response": levels_data(root, study["levels"], families, n_resamples)} if study.get("levels") else {}),
