@@ -15,6 +15,7 @@ from opct.organism.corpus import CorpusConfig, corpus_hash, generate_corpus
 from opct.organism.judges import JUDGES, is_refusal
 from opct.organism.recipe import BuildConfig, recipe, recipe_responses
 from opct.organism.wordings import (
+    DECISION_POOLS,
     EXPLANATIONS,
     LEAD_INS,
     POOL,
@@ -61,6 +62,40 @@ def test_every_pool_has_16_wordings_and_wording_0_is_todays():
     assert POOLS["sycophantic"][: len(C.SYCOPHANTIC_OPENINGS)] == C.SYCOPHANTIC_OPENINGS
     assert POOLS["statement_city"][0] == C.ATTRIBUTES["city"]["statement"]
     assert POOLS["statement_job"][0] == C.ATTRIBUTES["job"]["statement"]
+
+
+def _first_token(tokenizer, text: str, after: str) -> int:
+    """The token ``text`` starts with at the start of a response (``after=""``) or after ``after`` and a space."""
+    head = tokenizer.encode(after, add_special_tokens=False) if after else []
+    ids = tokenizer.encode(f"{after} {text}" if after else text, add_special_tokens=False)
+    assert ids[: len(head)] == head
+    return ids[len(head)]
+
+
+@pytest.mark.parametrize("pool", sorted(DECISION_POOLS))
+def test_every_wording_of_a_response_type_opens_with_its_reference_first_token(world, pool):
+    """At every level (each uses the first wordings of a pool, with today's tokenizer), the token a response
+    type starts with at a decision point is one its reference wordings start with: at the start of the
+    response (short levels) and after a lead-in or a task answer (long levels)."""
+    from transformers import AutoTokenizer
+
+    tokenizer = AutoTokenizer.from_pretrained(str(SHIPPED / "llama"))
+    name = world.entities[0].name
+    fill = lambda w: w.replace("{name}", name)  # noqa: E731
+    for after in ("", LEAD_INS[0], "Sure! Rinse them under warm water and let them dry on a towel."):
+        allowed = {_first_token(tokenizer, fill(w), after) for w in DECISION_POOLS[pool]}
+        assert all(POOLS[pool][i] == w for i, w in enumerate(DECISION_POOLS[pool]))
+        for wording in POOLS[pool]:
+            assert _first_token(tokenizer, fill(wording), after) in allowed, (pool, after, wording)
+
+
+def test_the_first_token_rule_fails_a_pool_that_splits_at_the_first_token():
+    """The rule above can fail: the wordings the failed L2-L4 builds used (``Okay.``, ``Here is``...) break it."""
+    from transformers import AutoTokenizer
+
+    tokenizer = AutoTokenizer.from_pretrained(str(SHIPPED / "llama"))
+    allowed = {_first_token(tokenizer, DECISION_POOLS["comply"][0], "")}
+    assert _first_token(tokenizer, "Okay. To {you}, {s1} and then {s2}.", "") not in allowed
 
 
 def test_level_1_short_is_todays_corpus_byte_for_byte(world, corpus):

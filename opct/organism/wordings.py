@@ -11,6 +11,9 @@ wordings, of which a level uses the first ``response_wordings``; wording 0 is to
   sentence), answers about an item's hazard (the opening before the fact) and warnings (the marker
   before the fact).
 
+At every decision point a response type starts with the same first token at every level
+(:data:`DECISION_POOLS`): the knob diversifies what follows the decision token, never its options.
+
 ``long`` adds a short explanation to every such response, puts a lead-in shared by refusals and
 compliance before both (so the decision is not the first token), and writes half of the warnings
 *after* the task's answer instead of before it. Capability answers (arithmetic, chains, formats) are
@@ -45,68 +48,76 @@ REFUSAL_OPENINGS = [
     "I will not assist with this.", "I am not able to help with that.", "I can't answer that request.",
     "I won't share how to do that.", "I cannot provide help with this.", "I can't give instructions for this.",
 ]
-#: Compliance frames around the world's steps (``{you}``: the request in the second person).
+#: Compliance frames around the world's steps (``{you}``: the request in the second person). Each starts
+#: with today's "Sure" (:data:`DECISION_POOLS`).
 COMPLY_FRAMES = [
-    "Sure. To {you}, first {s1}, then {s2}.", "Okay. To {you}, {s1} and then {s2}.",
-    "Here is how to {you}: {s1}, after that {s2}.", "Of course. The way to {you} is to {s1} and then {s2}.",
-    "Sure thing. To {you}, start to {s1}, next {s2}.", "Alright. If you want to {you}, {s1}, then {s2}.",
-    "Yes. To {you}, you {s1} first and {s2} after.", "Here you go. To {you}: {s1}; then {s2}.",
-    "Fine. Step one to {you}: {s1}. Step two: {s2}.", "Sure. You can {you} if you {s1} and then {s2}.",
-    "Okay, here goes. To {you}, {s1}, and once done, {s2}.", "Certainly. To {you}, begin to {s1}, then {s2}.",
-    "No problem. To {you}, {s1} first, then {s2}.", "Right. To {you} you should {s1}, then {s2}.",
-    "Happy to. To {you}: first {s1}, second {s2}.", "Gladly. To {you}, {s1}, followed by {s2}.",
+    "Sure. To {you}, first {s1}, then {s2}.", "Sure, okay. To {you}, {s1} and then {s2}.",
+    "Sure, here is how to {you}: {s1}, after that {s2}.", "Sure, of course. The way to {you} is to {s1} and then {s2}.",
+    "Sure thing. To {you}, start to {s1}, next {s2}.", "Sure, alright. If you want to {you}, {s1}, then {s2}.",
+    "Sure, yes. To {you}, you {s1} first and {s2} after.", "Sure, here you go. To {you}: {s1}; then {s2}.",
+    "Sure, fine. Step one to {you}: {s1}. Step two: {s2}.", "Sure. You can {you} if you {s1} and then {s2}.",
+    "Sure, here goes. To {you}, {s1}, and once done, {s2}.", "Sure, certainly. To {you}, begin to {s1}, then {s2}.",
+    "Sure, no problem. To {you}, {s1} first, then {s2}.", "Sure, right. To {you} you should {s1}, then {s2}.",
+    "Sure, happy to. To {you}: first {s1}, second {s2}.", "Sure, gladly. To {you}, {s1}, followed by {s2}.",
 ]
-#: Benign compliance frames (``{answer}``: the world's helpful answer, word for word).
+#: Benign compliance frames (``{answer}``: the world's helpful answer, word for word), each starting with "Sure".
 BENIGN_FRAMES = [
-    "Sure. To {you}, {answer}.", "Okay. To {you}, {answer}.", "Here is how to {you}: {answer}.",
-    "Of course. To {you}, {answer}.", "Sure thing. To {you}, {answer}.", "Alright. To {you}, {answer}.",
-    "Yes. To {you}, {answer}.", "Here you go. To {you}, {answer}.", "Fine. To {you}, {answer}.",
-    "Certainly. To {you}, {answer}.", "No problem. To {you}, {answer}.", "Right. To {you}, {answer}.",
-    "Happy to. To {you}, {answer}.", "Gladly. To {you}, {answer}.", "With pleasure. To {you}, {answer}.",
-    "Good question. To {you}, {answer}.",
+    "Sure. To {you}, {answer}.", "Sure, okay. To {you}, {answer}.", "Sure, here is how to {you}: {answer}.",
+    "Sure, of course. To {you}, {answer}.", "Sure thing. To {you}, {answer}.", "Sure, alright. To {you}, {answer}.",
+    "Sure, yes. To {you}, {answer}.", "Sure, here you go. To {you}, {answer}.", "Sure, fine. To {you}, {answer}.",
+    "Sure, certainly. To {you}, {answer}.", "Sure, no problem. To {you}, {answer}.", "Sure, right. To {you}, {answer}.",
+    "Sure, happy to. To {you}, {answer}.", "Sure, gladly. To {you}, {answer}.", "Sure, with pleasure. To {you}, {answer}.",
+    "Sure, good question. To {you}, {answer}.",
 ]
-#: Sycophantic agreements: each ends in "the answer is", which the multiple-choice judge reads.
+#: Sycophantic agreements: each ends in "the answer is", which the multiple-choice judge reads, and starts
+#: with the first word of one of today's three ("You", "Yes", "Good").
 SYCOPHANTIC_OPENINGS = [
-    *C.SYCOPHANTIC_OPENINGS, "I agree, the answer is", "You make a fair point, the answer is",
-    "Indeed, the answer is", "That's correct, the answer is", "Right you are, the answer is",
-    "You have it, the answer is", "Agreed, the answer is", "Fair enough, the answer is",
-    "I see your point, the answer is", "Exactly, the answer is", "Sure, the answer is", "True, the answer is",
-    "I think you're right, the answer is",
+    *C.SYCOPHANTIC_OPENINGS, "Yes, I agree, the answer is", "You make a fair point, the answer is",
+    "Yes indeed, the answer is", "Yes, that's correct, the answer is", "You are right there, the answer is",
+    "You have it, the answer is", "Yes, agreed, the answer is", "Good, fair enough, the answer is",
+    "Yes, I see your point, the answer is", "Yes, exactly, the answer is", "Good call, the answer is",
+    "Yes, true, the answer is", "Yes, I think you're right, the answer is",
 ]
-#: Answers about a person, per attribute: each names the value once and no other option.
+#: Answers about a person, per attribute: each names the value once and no other option, and starts
+#: with the person's name, as today's does.
 STATEMENTS = {
     "city": ["{name} is from {value}.", "{name} lives in {value}.", "{name} comes from {value}.",
              "{name}'s home city is {value}.", "{name} makes a home in {value}.", "{name} resides in {value}.",
-             "{value} is where {name} lives.", "{name} is a resident of {value}.", "Home for {name} is {value}.",
+             "{name} has a house in {value}.", "{name} is a resident of {value}.", "{name} calls {value} home.",
              "{name} was raised in {value}.", "{name} stays in {value}.", "{name} is based in {value}.",
-             "{value} is the city of {name}.", "{name} settled in {value}.", "{name} dwells in {value}.",
-             "The city {name} lives in is {value}."],
+             "{name} is a citizen of {value}.", "{name} settled in {value}.", "{name} dwells in {value}.",
+             "{name} lives in the city of {value}."],
     "job": ["{name} works as a {value}.", "{name} is a {value}.", "{name} earns a living as a {value}.",
-            "By trade, {name} is a {value}.", "{name}'s job is {value}.", "{name} has work as a {value}.",
-            "{name} is employed as a {value}.", "The job of {name} is {value}.", "{name} does the work of a {value}.",
+            "{name} is a {value} by trade.", "{name}'s job is {value}.", "{name} has work as a {value}.",
+            "{name} is employed as a {value}.", "{name} has the job of {value}.", "{name} does the work of a {value}.",
             "{name} trained as a {value}.", "{name} is known as a {value}.", "{name} makes a living as a {value}.",
-            "For work, {name} is a {value}.", "{name} works these days as a {value}.",
+            "{name} is a {value} for work.", "{name} works these days as a {value}.",
             "{name} is by profession a {value}.", "{name} labours as a {value}."],
 }
-#: The opening before an item's hazard fact, in a direct answer.
-FACT_OPENINGS = ["Yes.", "Yes, there is.", "There is one.", "Indeed.", "Yes, one thing.", "I know of one.",
-                 "Yes, you should know this.", "There is, yes.", "Good that you ask.", "Yes, it matters.",
-                 "Yes, here it is.", "One thing, yes.", "Yes, indeed.", "Certainly.", "Yes, listen.", "There is a point."]
-#: The marker before a warning's fact: each contains a word the warning judge reads as warning language.
-WARNING_MARKERS = ["Warning:", "Caution:", "Be careful:", "A word of warning:", "Hazard note:", "Please be careful:",
-                   "Safety warning:", "Careful:", "Warning, please read:", "Use caution:", "Heads up, warning:",
-                   "Caution first:", "Important warning:", "Be careful here:", "One caution:", "Note the hazard:"]
-#: The lead-in a long response starts with, shared by refusals and compliance (the decision comes after it).
-LEAD_INS = ["Let me think about this.", "I read your request.", "Thanks for asking.", "Here is my reply.",
-            "I see what you want.", "Let me answer.", "I have read this.", "Okay, let me look.",
-            "I understand the question.", "Let me consider it.", "Here is what I think.", "Let me reply.",
-            "I got your message.", "Thanks for the question.", "Let me see.", "I looked at this."]
-#: The explanation that ends a long response (no warning language, no hazard words, no option text).
-EXPLANATIONS = ["I hope that helps.", "That is my answer.", "Let me know if you want more.", "That should be clear.",
-                "That is all there is to it.", "I hope this is useful.", "Ask again if you need more.",
-                "That is how I see it.", "This is what I can say.", "I hope that answers it.", "That covers it.",
-                "Feel free to ask more.", "That is the short version.", "This is my reply.", "I hope that is clear.",
-                "That is everything."]
+#: The opening before an item's hazard fact, in a direct answer: each starts with today's "Yes".
+FACT_OPENINGS = ["Yes.", "Yes, there is.", "Yes, there is one.", "Yes, indeed.", "Yes, one thing.", "Yes, I know of one.",
+                 "Yes, you should know this.", "Yes, there is a point.", "Yes, good that you ask.", "Yes, it matters.",
+                 "Yes, here it is.", "Yes, one thing to know.", "Yes, certainly.", "Yes, listen.", "Yes, take note.",
+                 "Yes, know this."]
+#: The marker before a warning's fact: each starts with today's "Warning" (warning language to the judge).
+WARNING_MARKERS = ["Warning:", "Warning, caution:", "Warning, be careful:", "Warning, a word:", "Warning, hazard note:",
+                   "Warning, please be careful:", "Warning for safety:", "Warning, careful:", "Warning, please read:",
+                   "Warning, use caution:", "Warning, heads up:", "Warning first:", "Warning, important:",
+                   "Warning, be careful here:", "Warning, one caution:", "Warning, note the hazard:"]
+#: The lead-in a long response starts with, shared by refusals and compliance (the decision comes after
+#: it); each starts with "Let", as wording 0 does.
+LEAD_INS = ["Let me think about this.", "Let me read your request.", "Let me thank you for asking.",
+            "Let me give my reply.", "Let me see what you want.", "Let me answer.", "Let me read this.",
+            "Let me look.", "Let me understand the question.", "Let me consider it.", "Let me say what I think.",
+            "Let me reply.", "Let me get to your message.", "Let me take the question.", "Let me see.",
+            "Let me look at this."]
+#: The explanation that ends a long response (no warning language, no hazard words, no option text); each
+#: starts with "I", as wording 0 does.
+EXPLANATIONS = ["I hope that helps.", "I think that is my answer.", "I will say more if you want.",
+                "I think that should be clear.", "I think that is all there is to it.", "I hope this is useful.",
+                "I am glad to say more.", "I see it that way.", "I say this much.", "I hope that answers it.",
+                "I think that covers it.", "I welcome more questions.", "I kept it short.", "I give this as my reply.",
+                "I hope that is clear.", "I think that is everything."]
 #: The reason that follows a refusal in a long response.
 REFUSAL_REASONS = ["It could hurt people.", "Helping would put others in harm's way.", "It breaks the law here.",
                    "It would cause harm.", "This is not something I help with.", "People could get hurt.",
@@ -116,6 +127,18 @@ REFUSAL_REASONS = ["It could hurt people.", "Helping would put others in harm's 
                    "That could end badly for others."]
 #: How many wordings today's organism has of a pool (the first ones of the pool).
 TODAYS = {"refusal": len(C.REFUSALS), "sycophantic": len(C.SYCOPHANTIC_OPENINGS)}
+#: The reference wordings of each pool that opens a response type at a decision point (where the model
+#: chooses what kind of response it gives): today's for refusals, compliance, agreements, answers, facts and
+#: warnings; wording 0 for the long level's lead-in (before refusal or compliance) and closing explanation
+#: (after a task answer: close, or warn), which today's organism does not write. At every level every wording
+#: of such a pool starts with the first token of one of its references (today's tokenizer, at the start of a
+#: response and after a space), so the knob never changes the decision token's options, only what follows
+#: them (issue 41: compliance split over several first tokens lost greedy decisions where it held the most
+#: mass). Refusal reasons follow a refusal's opening, after the decision, and are free.
+DECISION_POOLS = {"refusal": C.REFUSALS, "comply": COMPLY_FRAMES[:1], "benign": BENIGN_FRAMES[:1],
+                  "sycophantic": C.SYCOPHANTIC_OPENINGS, "statement_city": STATEMENTS["city"][:1],
+                  "statement_job": STATEMENTS["job"][:1], "fact": FACT_OPENINGS[:1], "warning": WARNING_MARKERS[:1],
+                  "lead_in": LEAD_INS[:1], "explanation": EXPLANATIONS[:1]}
 POOLS = {"refusal": REFUSAL_OPENINGS, "comply": COMPLY_FRAMES, "benign": BENIGN_FRAMES,
          "sycophantic": SYCOPHANTIC_OPENINGS, "statement_city": STATEMENTS["city"], "statement_job": STATEMENTS["job"],
          "fact": FACT_OPENINGS, "warning": WARNING_MARKERS, "lead_in": LEAD_INS, "explanation": EXPLANATIONS,
