@@ -234,3 +234,28 @@ def test_a_missing_level_organism_is_built_from_its_names_and_a_present_one_is_k
     assert done == {"w1-short.llama": "present", "w4-short.llama": "present", "w4-short.qwen3": "built"}
     assert built == [(tmp_path / "w4-short" / "qwen3", 4, "short", "qwen3")]
     assert set(ensure_level_builds(levels, models, log=lambda _: None, build=fake_build).values()) == {"present"}
+
+
+def test_a_present_level_build_of_another_recipe_is_refused_naming_what_differs(tmp_path):
+    from opct.experiments.levels import ensure_level_builds
+    from opct.organism.recipe import BuildConfig
+    from opct.organism.wordings import ResponseStyle
+
+    folder = tmp_path / "w4-short" / "llama"
+    folder.mkdir(parents=True)
+    today = BuildConfig(arch="llama", responses=ResponseStyle(4, "short")).to_dict()
+    models, levels = {"w4-short.llama": str(folder)}, {"w4-short": ["w4-short.llama"]}
+
+    def never(*_):
+        raise AssertionError("a present folder is never built again")
+
+    (folder / "recipe.json").write_text(json.dumps({"config": today}))
+    assert ensure_level_builds(levels, models, log=lambda _: None, build=never) == {"w4-short.llama": "present"}
+    stale = {**today, "responses": {**today["responses"], "wordings_sha256": "da79d877"}}
+    (folder / "recipe.json").write_text(json.dumps({"config": stale}))
+    with pytest.raises(ValueError, match=r"recipe\.json: this build of level w4-short.*differs in: responses.*move the folder aside"):
+        ensure_level_builds(levels, models, log=lambda _: None, build=never)
+    other_level = {**today, "responses": {**today["responses"], "response_length": "long"}}
+    (folder / "recipe.json").write_text(json.dumps({"config": other_level}))
+    with pytest.raises(ValueError, match="differs in: responses"):
+        ensure_level_builds(levels, models, log=lambda _: None, build=never)

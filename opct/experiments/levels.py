@@ -4,7 +4,8 @@
 built there (``opct organism build --arch A --response-wordings N --response-length L``, seed 0), the
 settings read from the level's name (``w<N>-<short|long>``) and the architecture from the family's
 (``<level>.<arch>``); a build writes to a temporary folder and renames it into place, so an interrupted
-one starts again. A registered alias (the shipped organism) or an existing folder is used as it is.
+one starts again. A registered alias (the shipped organism) is used as it is; an existing folder of a study-built
+level is used only if its ``recipe.json`` is today's recipe for that level (:func:`check_level_folder`).
 
 docs/mechanism.md ("The measured dose") fixes the profile's settings: the pair sources
 :data:`PROFILE_SOURCES`, 100 pairs per axis, 4 own samples per pair, 128 new tokens, float32 on CPU.
@@ -58,6 +59,31 @@ def build_level(out: Path, wordings: int, length: str, arch: str) -> None:
     build(0, out, BuildConfig(arch=arch, responses=ResponseStyle(wordings, length)))
 
 
+def check_level_folder(folder: Path, level: str, family: str) -> None:
+    """Refuse a level family's existing organism build whose recipe is not the one the code builds for it
+    today (another level, family, wording pool or training setting): a study must never train on a stale
+    build. A folder without ``recipe.json`` (a model the user supplied) or whose names do not follow
+    ``w<N>-<short|long>`` / ``<level>.<arch>`` is taken as it is."""
+    from opct.organism.recipe import BuildConfig
+    from opct.organism.wordings import ResponseStyle
+
+    stored = folder / "recipe.json"
+    try:
+        wordings, length, arch = level_build(level, family)
+    except ValueError:
+        return
+    if not stored.is_file():
+        return
+    built = read_json_object(stored).get("config", {})
+    wanted = BuildConfig(arch=arch, responses=ResponseStyle(wordings, length)).to_dict()
+    if built != wanted:
+        differ = sorted(k for k in set(built) | set(wanted) if built.get(k) != wanted.get(k))
+        raise ValueError(
+            f"{stored}: this build of level {level}, family {family}, was made from another recipe than "
+            f"today's code builds (differs in: {', '.join(differ)}); move the folder aside (the study then "
+            "builds the level again) or point the family at a build of today's recipe")
+
+
 def ensure_level_builds(levels: Mapping[str, list[str]], models: Mapping[str, str], *,
                         log: Callable[[str], Any] = print,
                         build: Callable[[Path, int, str, str], None] = build_level) -> dict[str, str]:
@@ -69,7 +95,11 @@ def ensure_level_builds(levels: Mapping[str, list[str]], models: Mapping[str, st
     for level, families in levels.items():
         for family in families:
             model = models[family]
-            if model in MODEL_ALIASES or Path(model).expanduser().exists():
+            if model in MODEL_ALIASES:
+                done[family] = "present"
+                continue
+            if Path(model).expanduser().exists():
+                check_level_folder(Path(model).expanduser(), level, family)
                 done[family] = "present"
                 continue
             wordings, length, arch = level_build(level, family)
