@@ -28,6 +28,13 @@ def test_same_seed_same_weights(tmp_path):
     assert ra["recipe_sha256"] == rb["recipe_sha256"]
     assert (a / "model.safetensors").read_bytes() == (b / "model.safetensors").read_bytes()
     assert sorted(p.name for p in a.iterdir()) == sorted(p.name for p in b.iterdir())
+    # the platform that decides the bytes besides the recipe is recorded beside them
+    import torch
+    import transformers
+
+    assert ra["build"]["cpu_capability"] == torch.backends.cpu.get_cpu_capability()
+    assert (ra["build"]["torch"], ra["build"]["transformers"]) == (torch.__version__, transformers.__version__)
+    assert ra["build"]["processor"] == rb["build"]["processor"] != ""
 
 
 def test_different_seed_different_recipe():

@@ -20,6 +20,33 @@ from opct.organism.train import make_model, pretrain
 from opct.organism.world import DEFAULT_SEED, build_world
 
 
+def build_platform() -> dict[str, str]:
+    """What besides the recipe decides a build's bytes: library versions and the CPU's kernel family.
+
+    A build is byte-reproducible on one platform and thread count; a rebuild elsewhere (another CPU
+    vendor or vector instruction set) trains to the same recipe but not to the same bytes.
+    """
+    import platform
+
+    import transformers
+
+    return {"torch": torch.__version__, "transformers": transformers.__version__,
+            "cpu_capability": torch.backends.cpu.get_cpu_capability(), "machine": platform.machine(),
+            "processor": _processor_name()}
+
+
+def _processor_name() -> str:
+    try:
+        for line in Path("/proc/cpuinfo").read_text(encoding="utf-8").splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    import platform
+
+    return platform.processor() or "unknown"
+
+
 def build(
     seed: int = DEFAULT_SEED,
     out_dir: str | Path | None = None,
@@ -60,7 +87,7 @@ def build(
         record = {
             **recipe(seed, config),
             "files": files,
-            "build": {**summary, "total_seconds": round(time.time() - t0, 1), "torch": torch.__version__},
+            "build": {**summary, "total_seconds": round(time.time() - t0, 1), **build_platform()},
         }
         (tmp / RECIPE_FILE).write_text(json.dumps(record, indent=2, sort_keys=True) + "\n")
         if out.exists():
