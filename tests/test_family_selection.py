@@ -154,3 +154,18 @@ def test_the_plan_records_what_training_held_back_and_the_report_says_so():
     assert held_back_line({}) is None  # an experiment dated before the split, or trained on other data, says nothing
     own = load_experiment(EXPERIMENTS / "organism_demo.yaml", ["train_data={sycophancy: [pairs.jsonl]}"])
     assert "sycophancy" not in _held_back(own)
+
+
+def test_every_shipped_family_pick_is_that_familys_own_selection():
+    from opct.config import MODEL_ALIASES
+    from opct.experiments.study import load_study
+
+    study = load_study(EXPERIMENTS / "organism_demo_full.yaml")
+    assert "qwen3" in study.family_picks  # selected on its own model, not llama's
+    for family, pick in study.family_picks.items():
+        evidence = json.loads((EXPERIMENTS / pick.selection).read_text(encoding="utf-8"))
+        assert MODEL_ALIASES.get(evidence["model"]) == MODEL_ALIASES.get(study.families[family]), family
+        assert set(evidence["chosen"]) >= {"bct", "opct"} and "family_transfer" in evidence["chosen"]["opct"], family
+        experiment = family_experiment(study, family)
+        chosen = evidence["chosen"]["bct"][pick.rule]
+        assert experiment.method_settings["bct"]["train"]["max_steps"] == chosen["step"], family
