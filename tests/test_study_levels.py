@@ -259,3 +259,17 @@ def test_a_present_level_build_of_another_recipe_is_refused_naming_what_differs(
     (folder / "recipe.json").write_text(json.dumps({"config": other_level}))
     with pytest.raises(ValueError, match="differs in: responses"):
         ensure_level_builds(levels, models, log=lambda _: None, build=never)
+
+
+def test_every_generation_of_the_mechanism_study_has_one_budget_above_the_longest_level_response():
+    from opct.experiments.study import family_experiment
+
+    study = load_study(MECHANISM)
+    budgets = set()
+    for family in study.families:
+        e = family_experiment(study, family)
+        budgets |= {e.train["opct"]["sampling"]["max_new_tokens"], e.train["bct"]["targets"]["max_new_tokens"],
+                    e.train["validation"]["samples"]["max_new_tokens"], e.train["validation"]["answers"]["max_new_tokens"],
+                    e.eval.generation.max_new_tokens, e.attack.generation.max_new_tokens}
+    # docs/mechanism.md: the longest response a level's corpus writes is 69 tokens (w16-long), 66 (w4-long)
+    assert budgets == {96}
