@@ -181,9 +181,8 @@ def test_two_processes_match_one(tiny_model, pairs_file, tmp_path, method):
     Tolerance: |loss_2proc - loss_1proc| <= 1e-4 * max(1, |loss_1proc|) at every step.
     """
     cfg = run_config(tiny_model, pairs_file, tmp_path, method=method, **{"train.max_steps": 4, "train.sequences_per_microbatch": 2})
-    one = _write_cfg(tmp_path / "one.yaml", {**cfg, "name": "one"})
     two = _write_cfg(tmp_path / "two.yaml", {**cfg, "name": "two"})
-    subprocess.run(_opct("-c", str(one)), check=True, env=ENV, capture_output=True)
+    _train_at_one_thread({**cfg, "name": "one"})
     launch = [str(Path(sys.executable).parent / "accelerate"), "launch", "--multi_gpu", "--num_processes", "2", "--num_machines", "1", "--mixed_precision", "no", "--dynamo_backend", "no", "-m", "opct.cli", "train", "--no-progress", "-c", str(two)]
     res = subprocess.run(launch, env=ENV, capture_output=True, text=True)
     assert res.returncode == 0, res.stderr[-3000:]
