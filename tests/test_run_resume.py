@@ -25,11 +25,12 @@ def _experiment(tmp_path: Path, name: str) -> Path:
         "train": {
             "lora": {"r": 4, "alpha": 8},
             "optim": {"lr": 1.0e-3},
-            "train": {"max_steps": 8, "pairs_per_step": 4, "sequences_per_microbatch": 8, "checkpoint_every": 2},
-            "opct": {"sampling": {"n": 2, "max_new_tokens": 24, "temperature": 1.0}},
+            "train": {"max_steps": 6, "pairs_per_step": 4, "sequences_per_microbatch": 8, "checkpoint_every": 2},
+            "opct": {"sampling": {"n": 2, "max_new_tokens": 16, "temperature": 1.0}},
+            "profile": {"pairs_per_axis": 2},
         },
-        "eval": {"splits": ["heldout"], "capability": False, "limit": 24,
-                 "generation": {"sequences_per_call": 4, "max_new_tokens": 24}},
+        "eval": {"splits": ["heldout"], "capability": False, "limit": 12,
+                 "generation": {"sequences_per_call": 4, "max_new_tokens": 16}},
     }
     path = tmp_path / f"{name}.yaml"
     path.write_text(yaml.safe_dump(cfg))
@@ -38,6 +39,18 @@ def _experiment(tmp_path: Path, name: str) -> Path:
 
 def _run(path: Path) -> None:
     subprocess.run([sys.executable, "-m", "opct.cli", "run", str(path), "--no-progress"], check=True, env=ENV, capture_output=True)
+
+
+def _start(path: Path, stderr: Path) -> subprocess.Popen:
+    """``opct run`` started in its own process, its stderr into ``stderr``; :func:`_finish` waits for it."""
+    with stderr.open("w") as err:
+        return subprocess.Popen([sys.executable, "-m", "opct.cli", "run", str(path), "--no-progress"], env=ENV,
+                                stdout=subprocess.DEVNULL, stderr=err)
+
+
+def _finish(proc: subprocess.Popen, stderr: Path) -> None:
+    proc.wait(timeout=600)
+    assert proc.returncode == 0, stderr.read_text()[-3000:]
 
 
 def _kill_when(path: Path, ready) -> None:
@@ -58,16 +71,22 @@ def _lines(path: Path) -> int:
 
 
 def test_run_resumes_after_kills_in_training_and_evaluation(tmp_path):
-    ref = _experiment(tmp_path, "ref")
-    _run(ref)
-    exp = _experiment(tmp_path, "killed")
-    root = tmp_path / "killed"
-    _kill_when(exp, lambda: _lines(root / "train" / "opct" / "metrics.jsonl") >= 3)
-    assert not (root / "train" / "opct" / "final").exists()
-    samples = root / "eval" / "opct" / "sycophancy" / "samples.jsonl"
-    _kill_when(exp, lambda: _lines(samples) >= 4 and not (samples.parent / "results.json").exists())
-    assert not (samples.parent / "results.json").exists()
-    _run(exp)
+    # the reference is never killed: it runs side by side with the killed runs (one thread each)
+    ref = _start(_experiment(tmp_path, "ref"), tmp_path / "ref.stderr")
+    try:
+        exp = _experiment(tmp_path, "killed")
+        root = tmp_path / "killed"
+        _kill_when(exp, lambda: _lines(root / "train" / "opct" / "metrics.jsonl") >= 3)
+        assert not (root / "train" / "opct" / "final").exists()
+        samples = root / "eval" / "opct" / "sycophancy" / "samples.jsonl"
+        _kill_when(exp, lambda: _lines(samples) >= 4 and not (samples.parent / "results.json").exists())
+        assert not (samples.parent / "results.json").exists()
+        _run(exp)
+        _finish(ref, tmp_path / "ref.stderr")
+    finally:  # on a failure above, the reference is not left running
+        if ref.poll() is None:
+            ref.kill()
+            ref.wait()
     for results in sorted((tmp_path / "ref" / "eval").glob("*/*/results.json")):
         other = root / results.relative_to(tmp_path / "ref")
         a, b = json.loads(results.read_text()), json.loads(other.read_text())
