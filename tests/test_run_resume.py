@@ -41,16 +41,19 @@ def _run(path: Path) -> None:
     subprocess.run([sys.executable, "-m", "opct.cli", "run", str(path), "--no-progress"], check=True, env=ENV, capture_output=True)
 
 
-def _start(path: Path, stderr: Path) -> subprocess.Popen:
-    """``opct run`` started in its own process, its stderr into ``stderr``; :func:`_finish` waits for it."""
-    with stderr.open("w") as err:
-        return subprocess.Popen([sys.executable, "-m", "opct.cli", "run", str(path), "--no-progress"], env=ENV,
-                                stdout=subprocess.DEVNULL, stderr=err)
+def _run_at_one_thread(path: Path) -> None:
+    """``opct run`` in this process at one CPU thread, as the subprocesses of ``ENV`` run (OMP_NUM_THREADS=1):
+    the same arithmetic, without starting another interpreter (the reference run is never killed)."""
+    import torch
 
+    from opct.experiments.runner import load_experiment, run_experiment
 
-def _finish(proc: subprocess.Popen, stderr: Path) -> None:
-    proc.wait(timeout=600)
-    assert proc.returncode == 0, stderr.read_text()[-3000:]
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        run_experiment(load_experiment(path, []), show_progress=False, log=lambda line: None)
+    finally:
+        torch.set_num_threads(threads)
 
 
 def _kill_when(path: Path, ready) -> None:
@@ -71,22 +74,15 @@ def _lines(path: Path) -> int:
 
 
 def test_run_resumes_after_kills_in_training_and_evaluation(tmp_path):
-    # the reference is never killed: it runs side by side with the killed runs (one thread each)
-    ref = _start(_experiment(tmp_path, "ref"), tmp_path / "ref.stderr")
-    try:
-        exp = _experiment(tmp_path, "killed")
-        root = tmp_path / "killed"
-        _kill_when(exp, lambda: _lines(root / "train" / "opct" / "metrics.jsonl") >= 3)
-        assert not (root / "train" / "opct" / "final").exists()
-        samples = root / "eval" / "opct" / "sycophancy" / "samples.jsonl"
-        _kill_when(exp, lambda: _lines(samples) >= 4 and not (samples.parent / "results.json").exists())
-        assert not (samples.parent / "results.json").exists()
-        _run(exp)
-        _finish(ref, tmp_path / "ref.stderr")
-    finally:  # on a failure above, the reference is not left running
-        if ref.poll() is None:
-            ref.kill()
-            ref.wait()
+    _run_at_one_thread(_experiment(tmp_path, "ref"))
+    exp = _experiment(tmp_path, "killed")
+    root = tmp_path / "killed"
+    _kill_when(exp, lambda: _lines(root / "train" / "opct" / "metrics.jsonl") >= 3)
+    assert not (root / "train" / "opct" / "final").exists()
+    samples = root / "eval" / "opct" / "sycophancy" / "samples.jsonl"
+    _kill_when(exp, lambda: _lines(samples) >= 4 and not (samples.parent / "results.json").exists())
+    assert not (samples.parent / "results.json").exists()
+    _run(exp)
     for results in sorted((tmp_path / "ref" / "eval").glob("*/*/results.json")):
         other = root / results.relative_to(tmp_path / "ref")
         a, b = json.loads(results.read_text()), json.loads(other.read_text())
