@@ -27,33 +27,24 @@ def _env(**extra: str) -> dict[str, str]:
     return {**env, "HF_HUB_OFFLINE": "1", "OMP_NUM_THREADS": "1", "PYTHONPATH": str(REPO), **extra}
 
 
-def _start_train(tiny_model: Path, pairs_file: Path, tmp_path: Path, name: str, *flags: str) -> subprocess.Popen[str]:
-    """``opct [flags] train`` for one step at temperature 0.7, which warns OffPolicySamplingWarning, started
-    in its own process (its own run folder, so two can run side by side)."""
+def _train(tiny_model: Path, pairs_file: Path, tmp_path: Path, name: str, *flags: str) -> subprocess.CompletedProcess[str]:
+    """``opct [flags] train`` for one step at temperature 0.7, which warns OffPolicySamplingWarning."""
     cfg = run_config(tiny_model, pairs_file, tmp_path / name, **{"opct.sampling.temperature": 0.7, "train.max_steps": 1})
     path = tmp_path / f"{name}.yaml"
     path.write_text(yaml.safe_dump(cfg))
     argv = [sys.executable, "-m", "opct.cli", *flags, "train", "--config", str(path), "--no-progress"]
-    return subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=_env(), cwd=tmp_path)
-
-
-def _finished(proc: subprocess.Popen[str]) -> subprocess.CompletedProcess[str]:
-    """The process's exit status and output, once it ends (at most 300 s)."""
-    stdout, stderr = proc.communicate(timeout=300)
-    return subprocess.CompletedProcess(proc.args, proc.returncode, stdout, stderr)
+    return subprocess.run(argv, capture_output=True, text=True, timeout=300, env=_env(), cwd=tmp_path, check=False)
 
 
 def test_train_is_quiet_and_keeps_opct_warnings_and_verbose_keeps_everything(tiny_model, pairs_file, tmp_path):
-    # the two runs are independent: side by side, the test takes the time of one
-    started = [_start_train(tiny_model, pairs_file, tmp_path, "quiet"),
-               _start_train(tiny_model, pairs_file, tmp_path, "loud", "--verbose")]
-    quiet, loud = (_finished(proc) for proc in started)
+    quiet = _train(tiny_model, pairs_file, tmp_path, "quiet")
     assert quiet.returncode == 0, quiet.stderr
     assert not [s for s in NOISE if s in quiet.stderr], quiet.stderr
     lines = [line for line in quiet.stderr.splitlines() if line.strip()]
     assert any(line.startswith("warning: opct: sampling at temperature 0.7;") for line in lines), quiet.stderr
     assert "OffPolicySamplingWarning" not in quiet.stderr and ".py:" not in quiet.stderr  # one clean line
 
+    loud = _train(tiny_model, pairs_file, tmp_path, "loud", "--verbose")
     assert loud.returncode == 0, loud.stderr
     # Python's own warning format: the quiet setup was not applied (OPCT_VERBOSE=1: see below)
     assert "OffPolicySamplingWarning: opct: sampling at temperature 0.7" in loud.stderr, loud.stderr
