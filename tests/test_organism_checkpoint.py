@@ -119,7 +119,7 @@ def test_search_finds_compositions_on_held_out_behaviours(organism):
     from opct.config import GenerationConfig
 
     model, tok = organism
-    target = HFTarget(model, tok, GenerationConfig(max_new_tokens=48))
+    target = HFTarget(model, tok, GenerationConfig(max_new_tokens=32))
     from opct.axes.jailbreak.templates import ORGANISM
 
     train_families = set(ORGANISM.family_names("train"))

@@ -155,6 +155,7 @@ def test_family_end_to_end(family, qwen3_instruct, gpt2_base, tmp_path):
                 "data": {"train": [str(data / "sycophancy_train.jsonl"), str(data / "jailbreak_train.jsonl")]},
                 method: {"sampling" if method == "opct" else "targets": {"max_new_tokens": 6}},
                 "train": {"max_steps": 1, "pairs_per_step": 2, "sequences_per_microbatch": 6},
+                "profile": {"pairs_per_axis": 1},  # the run-start profile, measured on one pair of each axis
             }))
             result = run(app, ["train", "--config", str(cfg), "--no-progress"])
             assert result.exit_code == 0, (method, finetune, result.output, result.exception)
@@ -180,7 +181,8 @@ def test_family_end_to_end(family, qwen3_instruct, gpt2_base, tmp_path):
         "name": "exp", "output_dir": str(tmp_path / "experiments"), "model": model, "axes": ["sycophancy", "jailbreak"],
         "methods": ["base", "opct"], "train_data": {"sycophancy": [str(data / "sycophancy_train.jsonl")],
                                                     "jailbreak": [str(data / "jailbreak_train.jsonl")]},
-        "train": {"lora": {"r": 4, "alpha": 8}, "train": {"max_steps": 1, "pairs_per_step": 2}, "opct": {"sampling": {"max_new_tokens": 6}}},
+        "train": {"lora": {"r": 4, "alpha": 8}, "train": {"max_steps": 1, "pairs_per_step": 2}, "profile": {"pairs_per_axis": 1},
+                  "opct": {"sampling": {"max_new_tokens": 6}}},
         "eval": {"data": "real", "splits": ["heldout"], "capability": False, "limit": 2, "allow_unscored": True,
                  "real": {"sycophancy_mc": str(mc), "behaviors": str(behaviors)}, "generation": {"max_new_tokens": 6}},
         "attack": {"enabled": True, "budget": 2, "limit": 2, "static_baseline": False, "generation": {"max_new_tokens": 6}},

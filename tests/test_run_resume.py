@@ -25,11 +25,12 @@ def _experiment(tmp_path: Path, name: str) -> Path:
         "train": {
             "lora": {"r": 4, "alpha": 8},
             "optim": {"lr": 1.0e-3},
-            "train": {"max_steps": 8, "pairs_per_step": 4, "sequences_per_microbatch": 8, "checkpoint_every": 2},
-            "opct": {"sampling": {"n": 2, "max_new_tokens": 24, "temperature": 1.0}},
+            "train": {"max_steps": 6, "pairs_per_step": 4, "sequences_per_microbatch": 8, "checkpoint_every": 2},
+            "opct": {"sampling": {"n": 2, "max_new_tokens": 16, "temperature": 1.0}},
+            "profile": {"pairs_per_axis": 2},
         },
-        "eval": {"splits": ["heldout"], "capability": False, "limit": 24,
-                 "generation": {"sequences_per_call": 4, "max_new_tokens": 24}},
+        "eval": {"splits": ["heldout"], "capability": False, "limit": 12,
+                 "generation": {"sequences_per_call": 4, "max_new_tokens": 16}},
     }
     path = tmp_path / f"{name}.yaml"
     path.write_text(yaml.safe_dump(cfg))
@@ -38,6 +39,21 @@ def _experiment(tmp_path: Path, name: str) -> Path:
 
 def _run(path: Path) -> None:
     subprocess.run([sys.executable, "-m", "opct.cli", "run", str(path), "--no-progress"], check=True, env=ENV, capture_output=True)
+
+
+def _run_at_one_thread(path: Path) -> None:
+    """``opct run`` in this process at one CPU thread, as the subprocesses of ``ENV`` run (OMP_NUM_THREADS=1):
+    the same arithmetic, without starting another interpreter (the reference run is never killed)."""
+    import torch
+
+    from opct.experiments.runner import load_experiment, run_experiment
+
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        run_experiment(load_experiment(path, []), show_progress=False, log=lambda line: None)
+    finally:
+        torch.set_num_threads(threads)
 
 
 def _kill_when(path: Path, ready) -> None:
@@ -58,8 +74,7 @@ def _lines(path: Path) -> int:
 
 
 def test_run_resumes_after_kills_in_training_and_evaluation(tmp_path):
-    ref = _experiment(tmp_path, "ref")
-    _run(ref)
+    _run_at_one_thread(_experiment(tmp_path, "ref"))
     exp = _experiment(tmp_path, "killed")
     root = tmp_path / "killed"
     _kill_when(exp, lambda: _lines(root / "train" / "opct" / "metrics.jsonl") >= 3)

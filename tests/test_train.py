@@ -133,12 +133,22 @@ def _opct(*args: str) -> list[str]:
     return [sys.executable, "-m", "opct.cli", "train", "--no-progress", *args]
 
 
+def _train_at_one_thread(cfg: dict) -> None:
+    """``opct train`` on ``cfg`` in this process at one CPU thread, as the subprocesses of ``ENV`` train
+    (OMP_NUM_THREADS=1): the same arithmetic, without starting another interpreter."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        train(RunConfig.model_validate(cfg), show_progress=False)
+    finally:
+        torch.set_num_threads(threads)
+
+
 def test_exact_resume_after_sigkill(tiny_model, pairs_file, tmp_path):
     """Killed at a random step and resumed, a run ends with bit-identical weights."""
     steps = 12
     base = run_config(tiny_model, pairs_file, tmp_path, **{"train.max_steps": steps, "train.checkpoint_every": 2, "opct.sampling.max_new_tokens": 6})
-    ref_cfg = _write_cfg(tmp_path / "ref.yaml", {**base, "name": "ref"})
-    subprocess.run(_opct("-c", str(ref_cfg)), check=True, env=ENV, capture_output=True)
+    _train_at_one_thread({**base, "name": "ref"})  # the reference, never killed
 
     kill_at = random.Random().randint(3, steps - 3)
     cfg = _write_cfg(tmp_path / "killed.yaml", {**base, "name": "killed"})
@@ -171,9 +181,8 @@ def test_two_processes_match_one(tiny_model, pairs_file, tmp_path, method):
     Tolerance: |loss_2proc - loss_1proc| <= 1e-4 * max(1, |loss_1proc|) at every step.
     """
     cfg = run_config(tiny_model, pairs_file, tmp_path, method=method, **{"train.max_steps": 4, "train.sequences_per_microbatch": 2})
-    one = _write_cfg(tmp_path / "one.yaml", {**cfg, "name": "one"})
     two = _write_cfg(tmp_path / "two.yaml", {**cfg, "name": "two"})
-    subprocess.run(_opct("-c", str(one)), check=True, env=ENV, capture_output=True)
+    _train_at_one_thread({**cfg, "name": "one"})
     launch = [str(Path(sys.executable).parent / "accelerate"), "launch", "--multi_gpu", "--num_processes", "2", "--num_machines", "1", "--mixed_precision", "no", "--dynamo_backend", "no", "-m", "opct.cli", "train", "--no-progress", "-c", str(two)]
     res = subprocess.run(launch, env=ENV, capture_output=True, text=True)
     assert res.returncode == 0, res.stderr[-3000:]
