@@ -238,26 +238,25 @@ def test_a_missing_level_organism_is_built_from_its_names_and_a_present_one_is_k
 
 def test_a_present_level_build_of_another_recipe_is_refused_naming_what_differs(tmp_path):
     from opct.experiments.levels import ensure_level_builds
-    from opct.organism.recipe import BuildConfig
+    from opct.organism.recipe import BuildConfig, recipe
     from opct.organism.wordings import ResponseStyle
 
     folder = tmp_path / "w4-short" / "llama"
     folder.mkdir(parents=True)
-    today = BuildConfig(arch="llama", responses=ResponseStyle(4, "short")).to_dict()
+    today = recipe(0, BuildConfig(arch="llama", responses=ResponseStyle(4, "short")))
     models, levels = {"w4-short.llama": str(folder)}, {"w4-short": ["w4-short.llama"]}
 
     def never(*_):
         raise AssertionError("a present folder is never built again")
 
-    (folder / "recipe.json").write_text(json.dumps({"config": today}))
+    (folder / "recipe.json").write_text(json.dumps({**today, "files": {}}))
     assert ensure_level_builds(levels, models, log=lambda _: None, build=never) == {"w4-short.llama": "present"}
-    stale = {**today, "responses": {**today["responses"], "wordings_sha256": "da79d877"}}
-    (folder / "recipe.json").write_text(json.dumps({"config": stale}))
-    with pytest.raises(ValueError, match=r"recipe\.json: this build of level w4-short.*differs in: responses.*move the folder aside"):
+    stale = {**today, "recipe_sha256": "da79d877", "files": {}}  # built from another wording pool
+    (folder / "recipe.json").write_text(json.dumps(stale))
+    with pytest.raises(ValueError, match=r"this build of level w4-short.*differs in: recipe_sha256.*move the folder aside"):
         ensure_level_builds(levels, models, log=lambda _: None, build=never)
-    other_level = {**today, "responses": {**today["responses"], "response_length": "long"}}
-    (folder / "recipe.json").write_text(json.dumps({"config": other_level}))
-    with pytest.raises(ValueError, match="differs in: responses"):
+    (folder / "recipe.json").write_text(json.dumps({**today, "files": {"model.safetensors": "0" * 64}}))
+    with pytest.raises(ValueError, match="model.safetensors: missing"):
         ensure_level_builds(levels, models, log=lambda _: None, build=never)
 
 

@@ -115,11 +115,14 @@ def verify(
 ) -> None:
     """Verify that the checkpoint's recipe.json matches the current world, corpus and configuration."""
     from opct.organism import built_checkpoint
-    from opct.organism.recipe import verify_checkpoint
+    from opct.organism.recipe import read_recipe, recipe_arch, verify_checkpoint
 
     path = checkpoint or built_checkpoint(_arch(arch)[0])
     problems = verify_checkpoint(path)
     for p in problems:
         typer.echo(p, err=True)
+    if problems:
+        built_arch = recipe_arch(read_recipe(path))
+        typer.echo(f"rebuild with `opct organism build --arch {built_arch}` and commit the checkpoint", err=True)
     typer.echo("checkpoint matches the current recipe" if not problems else "checkpoint is stale")
     raise typer.Exit(1 if problems else 0)

@@ -5,7 +5,7 @@ built there (``opct organism build --arch A --response-wordings N --response-len
 settings read from the level's name (``w<N>-<short|long>``) and the architecture from the family's
 (``<level>.<arch>``); a build writes to a temporary folder and renames it into place, so an interrupted
 one starts again. A registered alias (the shipped organism) is used as it is; an existing folder of a study-built
-level is used only if its ``recipe.json`` is today's recipe for that level (:func:`check_level_folder`).
+level is used only if it verifies against today's recipe for that level (:func:`check_level_folder`).
 
 docs/mechanism.md ("The measured dose") fixes the profile's settings: the pair sources
 :data:`PROFILE_SOURCES`, 100 pairs per axis, 4 own samples per pair, 128 new tokens, float32 on CPU.
@@ -60,28 +60,25 @@ def build_level(out: Path, wordings: int, length: str, arch: str) -> None:
 
 
 def check_level_folder(folder: Path, level: str, family: str) -> None:
-    """Refuse a level family's existing organism build whose recipe is not the one the code builds for it
-    today (another level, family, wording pool or training setting): a study must never train on a stale
-    build. A folder without ``recipe.json`` (a model the user supplied) or whose names do not follow
-    ``w<N>-<short|long>`` / ``<level>.<arch>`` is taken as it is."""
-    from opct.organism.recipe import BuildConfig
+    """Refuse a level family's existing organism build that is not what today's code builds for it
+    (another level, family, wording pool, world, corpus or training setting, or files changed since):
+    a study must never train on a stale build. A folder without ``recipe.json`` (a model the user
+    supplied) or whose names do not follow ``w<N>-<short|long>`` / ``<level>.<arch>`` is taken as it is."""
+    from opct.organism.recipe import RECIPE_FILE, BuildConfig, verify_checkpoint
     from opct.organism.wordings import ResponseStyle
 
-    stored = folder / "recipe.json"
     try:
         wordings, length, arch = level_build(level, family)
     except ValueError:
         return
-    if not stored.is_file():
+    if not (folder / RECIPE_FILE).is_file():
         return
-    built = read_json_object(stored).get("config", {})
-    wanted = BuildConfig(arch=arch, responses=ResponseStyle(wordings, length)).to_dict()
-    if built != wanted:
-        differ = sorted(k for k in set(built) | set(wanted) if built.get(k) != wanted.get(k))
+    problems = verify_checkpoint(folder, BuildConfig(arch=arch, responses=ResponseStyle(wordings, length)))
+    if problems:
         raise ValueError(
-            f"{stored}: this build of level {level}, family {family}, was made from another recipe than "
-            f"today's code builds (differs in: {', '.join(differ)}); move the folder aside (the study then "
-            "builds the level again) or point the family at a build of today's recipe")
+            f"{folder}: this build of level {level}, family {family}, is not what today's code builds for it "
+            f"(differs in: {'; '.join(problems)}); move the folder aside (the study then builds the level again) or point "
+            "the family at a build of today's recipe")
 
 
 def ensure_level_builds(levels: Mapping[str, list[str]], models: Mapping[str, str], *,

@@ -109,6 +109,4 @@ def verify_checkpoint(checkpoint: Path, config: BuildConfig | None = None) -> li
             problems.append(f"{name}: missing")
         elif file_sha256(path) != digest:
             problems.append(f"{name}: sha256 differs from recipe.json")
-    if problems:
-        problems.append(f"rebuild with `opct organism build --arch {arch}` and commit the checkpoint")
     return problems
