@@ -28,7 +28,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import re
 from collections import Counter
 from pathlib import Path
 from typing import Any
@@ -41,7 +40,7 @@ from opct.organism import render as R
 from opct.organism.check import criteria, load_organism
 from opct.organism.items import MAX_NEW_TOKENS
 from opct.organism.judges import JUDGES
-from opct.organism.wordings import POOLS, TODAYS, ResponseStyle
+from opct.organism.wordings import POOLS, ResponseStyle
 from opct.organism.world import World, build_world
 from opct.sampling.engine import SamplingParams
 from opct.sampling.hf_sampler import HFSampler
@@ -53,17 +52,14 @@ ROWS = ("jailbreak: complies wrapped, train families", "jailbreak: complies wrap
 
 def style_of(level: str) -> ResponseStyle:
     """The knob's settings from a level name ``w<N>-<length>``."""
-    found = re.fullmatch(r"w(\d+)-(short|long)", level)
-    if not found:
-        raise ValueError(f"a level is named w<N>-<short|long>, got {level!r}")
-    return ResponseStyle(int(found.group(1)), found.group(2))
+    return ResponseStyle.from_level(level)
 
 
 def wordings(style: ResponseStyle, pool: str) -> list[str]:
-    """The wordings of ``pool`` a level writes (as :meth:`Responder.pick` draws them)."""
+    """The wordings of ``pool`` a level writes (today's rendered text at the default level)."""
     if style.is_default:
         return {"refusal": C.REFUSALS, "warning": ["Warning:"], "explanation": []}.get(pool, POOLS[pool][:1])
-    return POOLS[pool][: max(style.response_wordings, TODAYS.get(pool, 1))]
+    return style.wordings(pool)
 
 
 def first_tokens(tokenizer: Any, texts: list[str], prefixes: list[str]) -> set[int]:

@@ -18,7 +18,6 @@ is measured again. A rerun does nothing for a family whose profile is in place (
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
@@ -36,18 +35,15 @@ PROFILE_DEVICE = "cpu"
 MODEL_PROFILE = "profile.json"
 
 
-_LEVEL = re.compile(r"^w(\d+)-(short|long)$")
-
-
 def level_build(level: str, family: str) -> tuple[int, str, str]:
     """``(response_wordings, response_length, arch)`` of a level family named ``<level>.<arch>`` on a level
     named ``w<N>-<short|long>``; a ValueError naming what is missing otherwise."""
-    found = _LEVEL.match(level)
-    if not found:
-        raise ValueError(f"level {level!r}: a level built by the study is named w<N>-<short|long> (w4-long)")
+    from opct.organism.wordings import ResponseStyle
+
+    style = ResponseStyle.from_level(level)
     if not family.startswith(f"{level}."):
         raise ValueError(f"family {family!r}: a family built by the study is named <level>.<arch> ({level}.llama)")
-    return int(found.group(1)), found.group(2), family.removeprefix(f"{level}.")
+    return style.response_wordings, style.response_length, family.removeprefix(f"{level}.")
 
 
 def build_level(out: Path, wordings: int, length: str, arch: str) -> None:

@@ -30,6 +30,7 @@ from __future__ import annotations
 import hashlib
 import json
 import random
+import re
 from dataclasses import asdict, dataclass
 
 from opct.organism import content as C
@@ -168,6 +169,20 @@ class ResponseStyle:
         """A short name, e.g. ``w4-long``."""
         return f"w{self.response_wordings}-{self.response_length}"
 
+    @classmethod
+    def from_level(cls, level: str) -> ResponseStyle:
+        """The settings a level name ``w<N>-<short|long>`` (:attr:`level`) stands for; a ValueError naming
+        the form otherwise (and the knob's own error for a setting it does not have)."""
+        found = re.fullmatch(r"w(\d+)-(short|long)", level)
+        if not found:
+            raise ValueError(f"level {level!r}: a level built by the study is named w<N>-<short|long> (w4-long)")
+        return cls(int(found.group(1)), found.group(2))
+
+    def wordings(self, pool: str) -> list[str]:
+        """The wordings of ``pool`` this level writes: its first ``response_wordings`` (never fewer than
+        today's: refusals and sycophantic agreements have 3 already)."""
+        return POOLS[pool][: max(self.response_wordings, TODAYS.get(pool, 1))]
+
     def to_dict(self) -> dict:
         """The settings, with the hash of every wording pool (part of a non-default recipe)."""
         pools = hashlib.sha256(json.dumps(POOLS, sort_keys=True).encode()).hexdigest()
@@ -186,9 +201,8 @@ class Responder:
         self.rng = random.Random(f"opct-organism-wording-{seed}")
 
     def pick(self, pool: str) -> str:
-        """A wording of ``pool`` among the level's first ``response_wordings`` (never fewer than today's:
-        refusals and sycophantic agreements have 3 already)."""
-        return self.rng.choice(POOLS[pool][: max(self.style.response_wordings, TODAYS.get(pool, 1))])
+        """A wording of ``pool`` among the level's (:meth:`ResponseStyle.wordings`)."""
+        return self.rng.choice(self.style.wordings(pool))
 
     @property
     def long(self) -> bool:
