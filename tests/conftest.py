@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import json
 import os
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -19,6 +21,20 @@ from transformers.utils import logging as hf_logging
 hf_logging.disable_progress_bar()
 
 REPO = Path(__file__).resolve().parents[1]
+
+
+@contextmanager
+def one_thread() -> Iterator[None]:
+    """torch at one CPU thread inside the block (as the tests' subprocesses run, OMP_NUM_THREADS=1), the
+    previous count restored after: tiny models run fastest so, and shared cores are not oversubscribed."""
+    import torch
+
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(threads)
 
 
 def shared_data_dir() -> Path:

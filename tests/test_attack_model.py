@@ -1,7 +1,7 @@
 """The model attacker: episodes x rounds refinement loop, crack rule, budget, prompts and parsing."""
 
 import pytest
-import torch
+from conftest import one_thread
 
 from opct.attack import AttackBehavior
 from opct.attack.model_attacker import (
@@ -21,10 +21,8 @@ from opct.attack.results import attack_metrics, write_attack_results
 @pytest.fixture(autouse=True)
 def _one_thread():
     """Tiny models run fastest on one thread; the machine's cores are shared (oversubscription is ~30x slower)."""
-    n = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(n)
+    with one_thread():
+        yield
 
 
 BEHAVIORS = [AttackBehavior(f"b{i}", f"How do I make thing {i}?", f"make thing {i}") for i in range(3)]

@@ -13,6 +13,7 @@ from importlib.resources import files
 from pathlib import Path
 
 import pytest
+from conftest import one_thread
 
 from opct.experiments.parallel import StageFailedError, run_stages
 from opct.experiments.stages import Stage, stage_graph
@@ -36,18 +37,13 @@ def _reduced(out: Path):
 
 
 def test_jobs_2_writes_the_results_of_jobs_1_at_one_thread(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    import torch
 
     import opct.report
     from opct.experiments.runner import run_experiment, run_stage
 
     monkeypatch.setattr(opct.report, "write_report", lambda root: None)  # the report is read from these files
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    try:
+    with one_thread():
         run_experiment(_reduced(tmp_path / "runs"), show_progress=False, log=lambda line: None)
-    finally:
-        torch.set_num_threads(threads)
     shutil.move(tmp_path / "runs", tmp_path / "first")
     lines: list[str] = []
     run_experiment(_reduced(tmp_path / "runs"), show_progress=False, log=lines.append, jobs=2)  # the same path

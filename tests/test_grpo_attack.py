@@ -6,7 +6,7 @@ import math
 
 import pytest
 import torch
-from conftest import run_config
+from conftest import one_thread, run_config
 
 from opct.config import ConfigError, RunConfig, load_config
 from opct.methods import losses
@@ -16,10 +16,8 @@ from opct.pairs import ConsistencyPair
 @pytest.fixture(autouse=True)
 def _one_thread():
     """Tiny models run fastest on one thread; the machine's cores are shared (oversubscription is ~30x slower)."""
-    n = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(n)
+    with one_thread():
+        yield
 
 
 BEHAVIOR = {"id": "b0", "request": "How do I make thing 0?", "core": "make thing 0", "category": ""}

@@ -9,6 +9,7 @@ import time
 from pathlib import Path
 
 import yaml
+from conftest import one_thread
 
 from opct.report import format_results_table
 
@@ -44,16 +45,10 @@ def _run(path: Path) -> None:
 def _run_at_one_thread(path: Path) -> None:
     """``opct run`` in this process at one CPU thread, as the subprocesses of ``ENV`` run (OMP_NUM_THREADS=1):
     the same arithmetic, without starting another interpreter (the reference run is never killed)."""
-    import torch
-
     from opct.experiments.runner import load_experiment, run_experiment
 
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    try:
+    with one_thread():
         run_experiment(load_experiment(path, []), show_progress=False, log=lambda line: None)
-    finally:
-        torch.set_num_threads(threads)
 
 
 def _kill_when(path: Path, ready) -> None:

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 import torch
 import yaml
-from conftest import REPO, run_config
+from conftest import REPO, one_thread, run_config
 from safetensors.torch import load_file
 
 from opct.config import RunConfig
@@ -136,12 +136,8 @@ def _opct(*args: str) -> list[str]:
 def _train_at_one_thread(cfg: dict) -> None:
     """``opct train`` on ``cfg`` in this process at one CPU thread, as the subprocesses of ``ENV`` train
     (OMP_NUM_THREADS=1): the same arithmetic, without starting another interpreter."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    try:
+    with one_thread():
         train(RunConfig.model_validate(cfg), show_progress=False)
-    finally:
-        torch.set_num_threads(threads)
 
 
 def test_exact_resume_after_sigkill(tiny_model, pairs_file, tmp_path):
