@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import platform
 import shutil
 import tempfile
 import time
@@ -26,8 +27,6 @@ def build_platform() -> dict[str, str]:
     A build is byte-reproducible on one platform and thread count; a rebuild elsewhere (another CPU
     vendor or vector instruction set) trains to the same recipe but not to the same bytes.
     """
-    import platform
-
     import transformers
 
     return {"torch": torch.__version__, "transformers": transformers.__version__,
@@ -42,8 +41,6 @@ def _processor_name() -> str:
                 return line.split(":", 1)[1].strip()
     except OSError:
         pass
-    import platform
-
     return platform.processor() or "unknown"
 
 
