@@ -25,6 +25,7 @@ from opct.runs.trained import (
     read_checkpoint_record,
     resolve_checkpoint,
 )
+from opct.tokenizer_cache import LOADED_TOKENIZERS, files_signature
 
 _DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16, "auto": "auto"}
 
@@ -84,20 +85,23 @@ def _read_template(template: str) -> str:
 
 
 def load_tokenizer(
-    name_or_path: str,
-    chat_template: str | None = None,
-    revision: str | None = None,
-    trust_remote_code: bool = False,
+    name_or_path: str, chat_template: str | None = None, revision: str | None = None, trust_remote_code: bool = False
 ) -> PreTrainedTokenizerBase:
-    """Load a tokenizer; ``chat_template`` (a Jinja string or file path) replaces or supplies its template."""
-    tok = AutoTokenizer.from_pretrained(
-        resolve_model_path(name_or_path), revision=revision, trust_remote_code=trust_remote_code
-    )
-    if chat_template:
-        tok.chat_template = _read_template(chat_template)
-    if tok.pad_token_id is None:
-        tok.pad_token = tok.eos_token
-    return tok
+    """Load a tokenizer; ``chat_template`` (a Jinja string or file path) replaces or supplies its template.
+    The same files give the same object again until it or they change (:mod:`opct.tokenizer_cache`)."""
+    path = resolve_model_path(name_or_path)
+    template = _read_template(chat_template) if chat_template else None
+
+    def load() -> PreTrainedTokenizerBase:
+        tok = AutoTokenizer.from_pretrained(path, revision=revision, trust_remote_code=trust_remote_code)
+        if template:
+            tok.chat_template = template
+        if tok.pad_token_id is None:
+            tok.pad_token = tok.eos_token
+        return tok
+
+    key = (path, files_signature(path), template, revision, trust_remote_code)
+    return LOADED_TOKENIZERS.get(key, load)
 
 
 def model_context(name_or_path: str) -> int | None:
