@@ -149,12 +149,14 @@ def _paired_columns(exp: Experiment) -> dict[str, Column]:
 
 
 def pooled_rows(families: Mapping[str, Experiment], a: str = PAPER_PAIR[0], b: str = PAPER_PAIR[1], *,
-                n_resamples: int = 2000, seed: int = DEFAULT_SEED) -> list[PooledRow]:
+                n_resamples: int = 2000, seed: int = DEFAULT_SEED,
+                runs: Mapping[str, tuple[str | None, str | None]] | None = None) -> list[PooledRow]:
     """``a − b`` per results column, pooled over the families (``{family: its experiment}``) and the
     seeds both methods were trained with in each; a family's own column reader (its eval's units and
     statistic) reads its cells. Unscored rows never enter a cell (the axes' paired readers leave them
     out); their counts, and the incomplete evals, are carried on the row. A column no run reports is
-    left out."""
+    left out. ``runs`` (``{family: (method of a, method of b)}``) names, per family, whose runs stand
+    for ``a`` and ``b`` (None: that family has none); by default ``a`` and ``b`` themselves."""
     own_columns = {family: _paired_columns(exp) for family, exp in families.items()}
     columns: dict[str, Column] = {}  # every family's, in first-seen order
     for per_family in own_columns.values():
@@ -167,7 +169,9 @@ def pooled_rows(families: Mapping[str, Experiment], a: str = PAPER_PAIR[0], b: s
         incomplete: list[str] = []
         reported = False  # some run has the metric: a row even when no cell could be paired
         for family, exp in families.items():
-            runs_a, runs_b = seed_runs(exp, a), seed_runs(exp, b)
+            own_a, own_b = (runs or {}).get(family, (a, b))
+            runs_a = seed_runs(exp, own_a) if own_a else {}
+            runs_b = seed_runs(exp, own_b) if own_b else {}
             expected += len(plan_seeds(exp))
             own = own_columns[family].get(column.key)
             if own is None or own.paired is None:

@@ -92,6 +92,29 @@ def trained_pairs(families: Mapping[str, Experiment]) -> list[tuple[str, str]]:
     return [(m, other) for m in methods if m not in PAPER_PAIR for other in (baseline, treatment) if other in methods]
 
 
+def _rule_run(exp: Experiment, method: str, rule: str) -> str | None:
+    """The run of ``method`` on ``rule``'s pick in ``exp`` (see :func:`rule_runs`), or None."""
+    trained = set(run_methods(exp))
+    if f"{method}-{rule}" in trained:
+        return f"{method}-{rule}"
+    picks, own_rule = exp.selection.get("chosen", {}).get(method, {}), exp.plan.get("selection_rule")
+    pick, own = picks.get(rule) or {}, picks.get(own_rule) or {}
+    same = bool(pick) and (pick.get("candidate"), pick.get("step")) == (own.get("candidate"), own.get("step"))
+    return method if same and method in trained else None
+
+
+def rule_runs(families: Mapping[str, Experiment]) -> dict[str, dict[str, tuple[str | None, str | None]]]:
+    """OPCT − BCT on each other selection rule's picks, where the study trained them (``compare_rules``):
+    ``{rule: {family: (OPCT's run, BCT's run)}}``. A method's variant ``<method>-<rule>`` is its run on
+    that rule's pick; where the rule picked what the study's own rule picked (same candidate and step),
+    no variant was trained and the method's own run stands in; a pick that differs but was not trained
+    leaves that side of the family out (None)."""
+    rules = [rule for exp in families.values() for rule in exp.selection.get("rules", {})
+             if rule != exp.plan.get("selection_rule") and any(f"{m}-{rule}" in run_methods(exp) for m in PAPER_PAIR)]
+    return {rule: {family: (_rule_run(exp, PAPER_PAIR[0], rule), _rule_run(exp, PAPER_PAIR[1], rule))
+                   for family, exp in families.items()} for rule in dict.fromkeys(rules)}
+
+
 def _pair_title(pair: Sequence[str]) -> str:
     return f"{method_label(pair[0])} − {method_label(pair[1])}"
 
@@ -111,6 +134,10 @@ def study_data(root: str | Path, n_resamples: int = RESAMPLES) -> dict[str, Any]
     others = [{"pair": list(pair), "pooled": [pooled_record(r) for r in pooled_rows(families, *pair, n_resamples=n_resamples,
                                                                               seed=DEFAULT_SEED)]}
               for pair in trained_pairs(families)]
+    by_rule = [{"rule": rule, "runs": {f: list(r) for f, r in runs.items()},
+                "pooled": [pooled_record(r) for r in pooled_rows(families, n_resamples=n_resamples, seed=DEFAULT_SEED,
+                                                                  runs=runs)]}
+               for rule, runs in rule_runs(families).items()]
     return {
         "study": study.get("name", Path(root).name), "generated": time.strftime("%Y-%m-%d %H:%M:%S %Z"),
         "families": models, "seeds": study.get("seeds", []), "comparison": list(PAPER_PAIR),
@@ -122,6 +149,7 @@ def study_data(root: str | Path, n_resamples: int = RESAMPLES) -> dict[str, Any]
         "per_family": {f: _family(exp, str(models.get(f, exp.model)), list(columns.values())) for f, exp in families.items()},
         "pooled": [pooled_record(r) for r in rows],
         "others": others,
+        "by_rule": by_rule,
         "warnings": [f"{f}, {run}: {line}" for f, exp in families.items() for run, lines in warning_groups(exp) for line in lines],
         **({"dose_response": levels_data(root, study["levels"], families, n_resamples)} if study.get("levels") else {}),
         **({"razor": razor} if (razor := razor_data(families, n_resamples)) else {}),
@@ -221,6 +249,13 @@ def render_study_md(data: Mapping[str, Any]) -> str:
     rows = [[r["header"], r["claim"] or "—", *_pooled_md_cells(r)] for r in data["pooled"]]
     out += [render_markdown(["metric", "paper's claim", "OPCT − BCT", "95% interval", "units k", "cells",
                              "unscored", "verdict"], rows), ""]
+    for other in data.get("by_rule", []):
+        out += [f"## OPCT − BCT on the {other['rule']} rule's picks, pooled over families and seeds", "",
+                RULE_NOTE + " Runs: " + "; ".join(f"{f}: {a or 'none'} − {b or 'none'}"
+                                                   for f, (a, b) in other["runs"].items()) + ".", ""]
+        rows = [[r["header"], r["claim"] or "—", *_pooled_md_cells(r)] for r in other["pooled"]]
+        out += [render_markdown(["metric", "paper's claim", "OPCT − BCT", "95% interval", "units k", "cells",
+                                 "unscored", "verdict"], rows), ""]
     for other in data.get("others", []):
         title = _pair_title(other["pair"])
         out += [f"## {title}, pooled over families and seeds", "",
@@ -236,6 +271,11 @@ def render_study_md(data: Mapping[str, Any]) -> str:
         out += ["## Warnings", "", *(f"- {w}" for w in data["warnings"]), ""]
     out.append(scale_note(data))
     return "\n".join(out) + "\n"
+
+
+RULE_NOTE = ("The same pooling and verdict as OPCT − BCT, with each method trained on the picks of another "
+             "selection rule (`--compare-rules`): its variant `<method>-<rule>`, or its own run where that rule "
+             "picked the same recipe.")
 
 
 def scale_note(data: Mapping[str, Any]) -> str:
@@ -258,6 +298,10 @@ def study_renderables(data: Mapping[str, Any], width: int = WIDTH) -> list[Rende
         out += transposed_tables("OPCT − BCT pooled over families and seeds (95% bootstrap over seeds and units)",
                                  "metric", [r["header"] for r in pooled], POOLED_HEADERS,
                                  [_pooled_cells(r) for r in pooled], width, justify="left")
+    for other in data.get("by_rule", []):
+        out += transposed_tables(f"OPCT − BCT on the {other['rule']} rule's picks, pooled", "metric",
+                                 [r["header"] for r in other["pooled"]], POOLED_HEADERS,
+                                 [_pooled_cells(r) for r in other["pooled"]], width, justify="left")
     for other in data.get("others", []):
         title = _pair_title(other["pair"])
         out += transposed_tables(f"{title} pooled over families and seeds (no claim in the paper)", "metric",
