@@ -25,7 +25,8 @@ def files_signature(path: str) -> tuple[tuple[str, int, int], ...]:
     folder = Path(path).expanduser()
     if not folder.is_dir():
         return ()
-    return tuple(sorted((p.name, p.stat().st_size, p.stat().st_mtime_ns) for p in folder.iterdir() if p.is_file()))
+    stats = ((p.name, p.stat()) for p in folder.iterdir() if p.is_file())
+    return tuple(sorted((name, st.st_size, st.st_mtime_ns) for name, st in stats))
 
 
 def tokenizer_state(tok: PreTrainedTokenizerBase) -> tuple[str, ...]:

@@ -9,14 +9,24 @@ from opct.report.pooled import difference_parts, pooled_rows
 from opct.report.study import rule_runs
 
 
+_LR = {"x-01": 2e-4, "x-02": 1e-3, "x-03": 3e-3}
+
+
 def _pick(candidate: str, step: int) -> dict:
-    return {"candidate": candidate, "step": step}
+    return {"candidate": candidate, "step": step, "recipe": {"optim.lr": _LR[candidate]}}
 
 
 def _family(root: Path, variants: list[str], chosen: dict) -> Experiment:
+    """An experiment planned as ``compare_rules`` plans one: a variant ``<method>-<rule>`` on that rule's pick."""
     keys = ["base"] + [f"{m}-s{s}" for m in ["bct", "opct", *variants] for s in (0, 1)]
     rules = {"teacher_kl": "", "good_behaviour": "", "family_transfer": ""}
-    return Experiment(root=root, plan={"methods": keys, "seeds": [0, 1], "selection_rule": "teacher_kl"},
+    planned = {}
+    for variant in variants:
+        method, rule = variant.split("-", 1)
+        pick = chosen[method][rule]
+        planned[variant] = {"method": method, "settings": {**pick["recipe"], "train.max_steps": pick["step"]}}
+    return Experiment(root=root, plan={"methods": keys, "seeds": [0, 1], "selection_rule": "teacher_kl",
+                                       "variants": planned},
                       selection={"rules": rules, "chosen": chosen})
 
 
@@ -34,6 +44,11 @@ def test_a_rules_variant_or_the_methods_own_run_where_the_rule_picked_the_same(t
         "good_behaviour": {"llama": ("opct", "bct"), "qwen3": ("opct-good_behaviour", "bct")},
     }
     assert rule_runs({"llama": _family(tmp_path / "plain", [], {"bct": same, "opct": same})}) == {}
+    # two rules with one pick, other than the own rule's: one variant is trained, and it stands for both
+    shared = {**same, "good_behaviour": _pick("x-02", 80)}
+    gpt2 = _family(tmp_path / "gpt2", ["opct-good_behaviour"], {"bct": same, "opct": shared})
+    assert rule_runs({"gpt2": gpt2}) == {"good_behaviour": {"gpt2": ("opct-good_behaviour", "bct")},
+                                         "family_transfer": {"gpt2": ("opct-good_behaviour", None)}}
 
 
 def test_the_runs_given_per_family_are_the_ones_pooled(tmp_path):

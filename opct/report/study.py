@@ -93,26 +93,28 @@ def trained_pairs(families: Mapping[str, Experiment]) -> list[tuple[str, str]]:
 
 
 def _rule_run(exp: Experiment, method: str, rule: str) -> str | None:
-    """The run of ``method`` on ``rule``'s pick in ``exp`` (see :func:`rule_runs`), or None."""
-    trained = set(run_methods(exp))
-    if f"{method}-{rule}" in trained:
-        return f"{method}-{rule}"
-    picks, own_rule = exp.selection.get("chosen", {}).get(method, {}), exp.plan.get("selection_rule")
-    pick, own = picks.get(rule) or {}, picks.get(own_rule) or {}
-    same = bool(pick) and (pick.get("candidate"), pick.get("step")) == (own.get("candidate"), own.get("step"))
-    return method if same and method in trained else None
+    """The run that trained ``method`` on ``rule``'s pick in ``exp``: the method's own run where that pick is
+    the experiment's own rule's (same recipe and steps), else the plan's variant trained on exactly that
+    pick (one variant per distinct pick, as ``compare_rules`` plans them), or None where none was trained."""
+    picks = exp.selection.get("chosen", {}).get(method, {})
+    choice, own = picks.get(rule), picks.get(exp.plan.get("selection_rule"))
+    if not choice:
+        return None
+    if own and (choice["recipe"], choice["step"]) == (own["recipe"], own["step"]):
+        return method if method in run_methods(exp) else None
+    wanted = {"method": method, "settings": {**choice["recipe"], "train.max_steps": choice["step"]}}
+    return next((key for key, variant in exp.plan.get("variants", {}).items() if variant == wanted), None)
 
 
 def rule_runs(families: Mapping[str, Experiment]) -> dict[str, dict[str, tuple[str | None, str | None]]]:
     """OPCT − BCT on each other selection rule's picks, where the study trained them (``compare_rules``):
-    ``{rule: {family: (OPCT's run, BCT's run)}}``. A method's variant ``<method>-<rule>`` is its run on
-    that rule's pick; where the rule picked what the study's own rule picked (same candidate and step),
-    no variant was trained and the method's own run stands in; a pick that differs but was not trained
-    leaves that side of the family out (None)."""
-    rules = [rule for exp in families.values() for rule in exp.selection.get("rules", {})
-             if rule != exp.plan.get("selection_rule") and any(f"{m}-{rule}" in run_methods(exp) for m in PAPER_PAIR)]
-    return {rule: {family: (_rule_run(exp, PAPER_PAIR[0], rule), _rule_run(exp, PAPER_PAIR[1], rule))
-                   for family, exp in families.items()} for rule in dict.fromkeys(rules)}
+    ``{rule: {family: (OPCT's run, BCT's run)}}``, each run as :func:`_rule_run` finds it (None leaves that
+    side of the family out). A rule is listed when some family trained a variant for it."""
+    rules = dict.fromkeys(rule for exp in families.values() for rule in exp.selection.get("rules", {}))
+    runs = {rule: {family: (_rule_run(exp, PAPER_PAIR[0], rule), _rule_run(exp, PAPER_PAIR[1], rule))
+                   for family, exp in families.items()} for rule in rules}
+    return {rule: by_family for rule, by_family in runs.items()
+            if any(run not in (None, *PAPER_PAIR) for pair in by_family.values() for run in pair)}
 
 
 def _pair_title(pair: Sequence[str]) -> str:
@@ -246,16 +248,12 @@ def render_study_md(data: Mapping[str, Any]) -> str:
                 render_markdown(["metric", *headers], [[label, *(" ".join(p for p in c if p) for c in row)]
                                                        for label, row in zip(labels, cells, strict=True)]), ""]
     out += ["## OPCT − BCT, pooled over families and seeds", "", HOWTO, ""]
-    rows = [[r["header"], r["claim"] or "—", *_pooled_md_cells(r)] for r in data["pooled"]]
-    out += [render_markdown(["metric", "paper's claim", "OPCT − BCT", "95% interval", "units k", "cells",
-                             "unscored", "verdict"], rows), ""]
+    out += [_paper_pair_md(data["pooled"]), ""]
     for other in data.get("by_rule", []):
         out += [f"## OPCT − BCT on the {other['rule']} rule's picks, pooled over families and seeds", "",
                 RULE_NOTE + " Runs: " + "; ".join(f"{f}: {a or 'none'} − {b or 'none'}"
                                                    for f, (a, b) in other["runs"].items()) + ".", ""]
-        rows = [[r["header"], r["claim"] or "—", *_pooled_md_cells(r)] for r in other["pooled"]]
-        out += [render_markdown(["metric", "paper's claim", "OPCT − BCT", "95% interval", "units k", "cells",
-                                 "unscored", "verdict"], rows), ""]
+        out += [_paper_pair_md(other["pooled"]), ""]
     for other in data.get("others", []):
         title = _pair_title(other["pair"])
         out += [f"## {title}, pooled over families and seeds", "",
@@ -271,6 +269,13 @@ def render_study_md(data: Mapping[str, Any]) -> str:
         out += ["## Warnings", "", *(f"- {w}" for w in data["warnings"]), ""]
     out.append(scale_note(data))
     return "\n".join(out) + "\n"
+
+
+def _paper_pair_md(pooled: Sequence[Mapping[str, Any]]) -> str:
+    """An OPCT − BCT table (pooled records, with the paper's claim and the verdict) as Markdown."""
+    rows = [[r["header"], r["claim"] or "—", *_pooled_md_cells(r)] for r in pooled]
+    return render_markdown(["metric", "paper's claim", "OPCT − BCT", "95% interval", "units k", "cells", "unscored",
+                            "verdict"], rows)
 
 
 RULE_NOTE = ("The same pooling and verdict as OPCT − BCT, with each method trained on the picks of another "
