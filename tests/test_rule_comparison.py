@@ -8,7 +8,6 @@ from opct.report.load import Experiment, load_experiment
 from opct.report.pooled import difference_parts, pooled_rows
 from opct.report.study import rule_runs
 
-
 _LR = {"x-01": 2e-4, "x-02": 1e-3, "x-03": 3e-3}
 
 
