@@ -279,8 +279,8 @@ def _paper_pair_md(pooled: Sequence[Mapping[str, Any]]) -> str:
 
 
 RULE_NOTE = ("The same pooling and verdict as OPCT − BCT, with each method trained on the picks of another "
-             "selection rule (`--compare-rules`): its variant `<method>-<rule>`, or its own run where that rule "
-             "picked the same recipe.")
+             "selection rule (`--compare-rules`): the variant trained on that rule's pick, or the method's own run "
+             "where that rule picked the same recipe.")
 
 
 def scale_note(data: Mapping[str, Any]) -> str:
