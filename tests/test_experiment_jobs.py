@@ -107,7 +107,13 @@ def test_stages_run_n_at_a_time_each_after_what_it_waits_for(tmp_path: Path) -> 
 
 def test_a_failing_stage_stops_the_others_and_names_its_log(tmp_path: Path) -> None:
     stages = [Stage("train", "bct"), Stage("train", "opct"), Stage("eval", "bct", ("train:bct",)), Stage("eval", "base")]
-    script = _script(tmp_path, "if name == 'train-bct':\n    sys.stderr.write('no pairs in organism:x\\n'); sys.exit(3)\n"
+    # train:bct fails once train:opct has started (its pid written; at most 10 s), so that the stop is what is tested even
+    # when a loaded machine starts the second worker late
+    script = _script(tmp_path, "if name == 'train-bct':\n"
+                               "    for _ in range(1000):\n"
+                               "        if os.path.exists(os.path.join(folder, 'train-opct.pid')): break\n"
+                               "        time.sleep(0.01)\n"
+                               "    sys.stderr.write('no pairs in organism:x\\n'); sys.exit(3)\n"
                                "time.sleep(30)\n")
     started = time.monotonic()
     with pytest.raises(StageFailedError, match=r"stage train:bct failed \(exit 3\)") as err:

@@ -272,3 +272,28 @@ def test_every_generation_of_the_mechanism_study_has_one_budget_above_the_longes
                     e.eval.generation.max_new_tokens, e.attack.generation.max_new_tokens}
     # docs/mechanism.md: the longest response a level's corpus writes is 69 tokens (w16-long), 66 (w4-long)
     assert budgets == {96}
+
+
+def test_the_study_selection_is_the_projects_selection_at_the_study_budget():
+    """docs/mechanism.md "Selection protocol": organism_selection.yaml's BCT and OPCT grids, steps, seeds,
+    validation and rules, the per-family selections' family attack (budget 24, top 1), and 96 new tokens in
+    every generation a candidate, its validation or the family attack makes."""
+    from opct.experiments.selection import candidate_configs, load_selection
+
+    project = load_selection(REPO / "opct" / "experiments" / "organism_selection.yaml")
+    study = load_selection(REPO / "opct" / "experiments" / "organism_mechanism_selection.yaml",
+                           ["model.name_or_path=organism-qwen3"])
+    p, s = project.selection.model_dump(), study.selection.model_dump()
+    assert s["grid"] == {m: p["grid"][m] for m in ("bct", "opct")}
+    assert {k: v for k, v in s.items() if k not in ("grid", "validation", "family_attack")} == \
+           {k: v for k, v in p.items() if k not in ("grid", "validation", "family_attack")}
+    at_96 = json.loads(json.dumps(p["validation"]).replace('"max_new_tokens": 48', '"max_new_tokens": 96'))
+    assert s["validation"] == at_96
+    assert s["family_attack"] == {**p["family_attack"], "budget": 24, "top": 1, "max_new_tokens": 96}
+    runs = candidate_configs(study)
+    assert len(runs) == 32 and {r.model.name_or_path for _, _, _, r in runs} == {"organism-qwen3"}
+    for _, method, _, run in runs:
+        tree = run.model_dump(mode="json")
+        found = json.dumps(tree)
+        assert '"max_new_tokens": 96' in found and '"max_new_tokens": 48' not in found, method
+        assert tree["train"]["max_steps"] == 180
