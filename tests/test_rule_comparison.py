@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from opct.experiments.recipes import rule_variants
 from opct.report.load import Experiment, load_experiment
 from opct.report.pooled import difference_parts, pooled_rows
 from opct.report.study import rule_runs
@@ -16,14 +17,12 @@ def _pick(candidate: str, step: int) -> dict:
 
 
 def _family(root: Path, variants: list[str], chosen: dict) -> Experiment:
-    """An experiment planned as ``compare_rules`` plans one: a variant ``<method>-<rule>`` on that rule's pick."""
+    """An experiment planned as ``compare_rules`` plans one (:func:`rule_variants`), of whose variants only
+    ``variants`` were trained."""
     keys = ["base"] + [f"{m}-s{s}" for m in ["bct", "opct", *variants] for s in (0, 1)]
     rules = {"teacher_kl": "", "good_behaviour": "", "family_transfer": ""}
-    planned = {}
-    for variant in variants:
-        method, rule = variant.split("-", 1)
-        pick = chosen[method][rule]
-        planned[variant] = {"method": method, "settings": {**pick["recipe"], "train.max_steps": pick["step"]}}
+    planned = {name: v for name, v in rule_variants({"chosen": chosen}).items() if name in variants}
+    assert sorted(planned) == sorted(variants), "a variant the plan would not make"
     return Experiment(root=root, plan={"methods": keys, "seeds": [0, 1], "selection_rule": "teacher_kl",
                                        "variants": planned},
                       selection={"rules": rules, "chosen": chosen})
