@@ -139,6 +139,7 @@ def test_the_command_prints_the_table_and_writes_the_json(tiny_model, pairs_file
     res = _profile_cli(tiny_model, pairs_file, tmp_path / "profile.json")
     assert res.exit_code == 0, res.output
     assert "sycophancy" in res.output and "greedy answer = target" in res.output
+    assert "own − target sequence log-prob, nats: sycophancy" in res.output and "missing: jailbreak, awareness" in res.output
     data = json.loads((tmp_path / "profile.json").read_text())
     assert data["axes"]["sycophancy"]["pairs"] == 5 and data["pairs_per_axis"] == 5 and data["max_new_tokens"] == 6
     assert set(data["axes"]["sycophancy"]["measures"]) == set(MEASURES)

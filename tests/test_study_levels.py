@@ -298,3 +298,21 @@ def test_the_study_selection_is_the_projects_selection_at_the_study_budget():
         found = json.dumps(tree)
         assert '"max_new_tokens": 96' in found and '"max_new_tokens": 48' not in found, method
         assert tree["train"]["max_steps"] == 180
+
+
+def test_a_models_profile_reads_as_the_studys_dose_per_axis_and_as_their_mean():
+    from opct.report.dose_response import dose_summary, primary_dose
+
+    full = profile(2.5)
+    full["axes"]["awareness"]["measures"]["target_seq_logprob"]["value"] = -1.0  # awareness's gap is 1.0
+    line = dose_summary(full)
+    assert "awareness +1.000, jailbreak +2.500, sycophancy +2.500" in line
+    dose = primary_dose({"model": full})
+    assert dose.value == pytest.approx(2.0)
+    assert f"dose (their mean, docs/mechanism.md) +2.000 [{dose.ci_low:+.3f}, {dose.ci_high:+.3f}]" in line
+    one = {"axes": {"sycophancy": full["axes"]["sycophancy"]}}  # a user's pairs on one axis
+    line = dose_summary(one)
+    assert "sycophancy +2.500" in line and "missing: jailbreak, awareness" in line and "dose (their mean" not in line
+    cut = {"axes": {**full["axes"], "jailbreak": {"measures": {"own_seq_logprob": {"value": -3.0}}}}}
+    line = dose_summary(cut)
+    assert "jailbreak not measured" in line and "each with both log-probs" in line

@@ -153,6 +153,7 @@ def pairs_profile(
     from opct.diagnostics.offpolicy import table_rows
     from opct.models import inference_spec, load_spec_for_inference
     from opct.pairs import load_pair_source
+    from opct.report.dose_response import dose_summary
 
     apply_threads(threads)
     given = {"name_or_path": model, "dtype": dtype, "device": device, "chat_template": chat_template,
@@ -170,6 +171,7 @@ def pairs_profile(
     for row in rows:
         table.add_row(*row)
     console.print(table)
+    console.print(dose_summary(profile))
     if out is not None:
         out.parent.mkdir(parents=True, exist_ok=True)
         out.write_text(json.dumps({"model": model, "pairs": pairs, **profile}, indent=2) + "\n", encoding="utf-8")

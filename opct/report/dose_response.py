@@ -97,6 +97,30 @@ def primary_dose(profiles: Mapping[str, Mapping[str, Any]]) -> Dose:
     return Dose(value, value - Z_95 * se, value + Z_95 * se, per_family)
 
 
+def dose_summary(profile: Mapping[str, Any]) -> str:
+    """One model's profile as the study's dose, for ``opct pairs profile``: each profiled axis's ``own − target``
+    sequence log-prob (nats; the higher, the less likely BCT's target is than the model's own samples), then
+    their mean over :data:`DOSE_AXES` with its interval (:func:`primary_dose` over this one model) where the
+    profile has all three, else which of them it lacks."""
+    axes = profile.get("axes", {})
+    gaps = []
+    for axis in sorted(axes):
+        measures = axes[axis].get("measures", {})
+        own, target = measures.get("own_seq_logprob") or {}, measures.get("target_seq_logprob") or {}
+        if any(m.get("value") is None or math.isnan(float(m["value"])) for m in (own, target)):
+            gaps.append(f"{axis} not measured (no complete target or no own sample)")
+        else:
+            gaps.append(f"{axis} {float(own['value']) - float(target['value']):+.3f}")
+    line = "own − target sequence log-prob, nats: " + (", ".join(gaps) or "no axis profiled")
+    try:
+        dose = primary_dose({"model": profile})
+    except ValueError:
+        missing = [a for a in DOSE_AXES if a not in axes]
+        return line + ("; the study's dose needs " + ", ".join(DOSE_AXES) + (f" (missing: {', '.join(missing)})" if missing
+                       else " each with both log-probs") + " (docs/mechanism.md, \"The measured dose\")")
+    return line + (f"; dose (their mean, docs/mechanism.md) {dose.value:+.3f} [{dose.ci_low:+.3f}, {dose.ci_high:+.3f}]")
+
+
 def dose_moves(first: Dose, last: Dose) -> bool:
     """Whether the knob moved the dose: the last level's dose lies outside the first level's 95% interval."""
     return not first.ci_low <= last.value <= first.ci_high
