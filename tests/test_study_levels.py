@@ -273,6 +273,14 @@ def test_every_generation_of_the_mechanism_study_has_one_budget_above_the_longes
                     e.eval.generation.max_new_tokens, e.attack.generation.max_new_tokens}
     # docs/mechanism.md: the longest response a level's corpus writes is 69 tokens (w16-long), 66 (w4-long)
     assert budgets == {96}
+    # and every training run the study plans, the sharpness variants included, generates at that budget
+    from opct.experiments.runner import resolve
+
+    runs = resolve(family_experiment(study, "w4-long.llama")).runs
+    assert {r.key for r in runs} == {f"{m}-s{s}" for m in ("bct", "opct", "bct-sampled", "opct-sharp") for s in (0, 1, 2)}
+    for r in runs:
+        found = json.dumps(r.config.model_dump(mode="json"))
+        assert '"max_new_tokens": 96' in found and '"max_new_tokens": 48' not in found, r.key
 
 
 def test_the_study_selection_is_the_projects_selection_at_the_study_budget():
