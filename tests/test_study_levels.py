@@ -324,3 +324,15 @@ def test_a_models_profile_reads_as_the_studys_dose_per_axis_and_as_their_mean():
     cut = {"axes": {**full["axes"], "jailbreak": {"measures": {"own_seq_logprob": {"value": -3.0}}}}}
     line = dose_summary(cut)
     assert "jailbreak not measured" in line and "each with both log-probs" in line
+
+
+def test_the_studys_sharpness_variants_are_the_sharpness_studys_at_the_study_budget():
+    """organism_mechanism.yaml writes organism_sharpness.yaml's two variants out again (their files extend the demo
+    separately); they may differ only in BCT's target budget, 48 there and 96 here."""
+    import yaml
+
+    def variants(name: str) -> dict:
+        return yaml.safe_load((REPO / "opct" / "experiments" / name).read_text(encoding="utf-8"))["variants"]
+
+    sharpness = json.loads(json.dumps(variants("organism_sharpness.yaml")).replace('"max_new_tokens": 48', '"max_new_tokens": 96'))
+    assert variants("organism_mechanism.yaml") == sharpness

@@ -68,6 +68,16 @@ def _sd(est: Mapping[str, Any]) -> float:
     return (float(est["ci_high"]) - float(est["ci_low"])) / (2 * Z_95)
 
 
+def _own_and_target(axis_record: Mapping[str, Any]) -> tuple[Mapping[str, Any], Mapping[str, Any]] | None:
+    """One profiled axis's ``own_seq_logprob`` and ``target_seq_logprob`` records, or None when either is
+    missing or has no finite value (no complete target, or no own sample)."""
+    measures = axis_record.get("measures", {})
+    own, target = measures.get("own_seq_logprob"), measures.get("target_seq_logprob")
+    if not own or not target or any(m.get("value") is None or math.isnan(float(m["value"])) for m in (own, target)):
+        return None
+    return own, target
+
+
 def primary_dose(profiles: Mapping[str, Mapping[str, Any]]) -> Dose:
     """The primary dose from ``{family: its off-policy profile}`` (:func:`opct.diagnostics.offpolicy.summarize`'s data).
 
@@ -84,11 +94,10 @@ def primary_dose(profiles: Mapping[str, Mapping[str, Any]]) -> Dose:
         axes = profile.get("axes", {})
         terms = []
         for axis in DOSE_AXES:
-            measures = axes.get(axis, {}).get("measures", {})
-            own, target = measures.get("own_seq_logprob"), measures.get("target_seq_logprob")
-            if not own or not target or own.get("value") is None or target.get("value") is None \
-                    or math.isnan(float(own["value"])) or math.isnan(float(target["value"])):
+            pair = _own_and_target(axes.get(axis, {}))
+            if pair is None:
                 raise ValueError(f"{family}'s profile has no own and target sequence log-probs on {axis}")
+            own, target = pair
             terms.append(float(own["value"]) - float(target["value"]))
             variances.append(_sd(own) ** 2 + _sd(target) ** 2)
         per_family[family] = sum(terms) / len(terms)
@@ -103,22 +112,16 @@ def dose_summary(profile: Mapping[str, Any]) -> str:
     their mean over :data:`DOSE_AXES` with its interval (:func:`primary_dose` over this one model) where the
     profile has all three, else which of them it lacks."""
     axes = profile.get("axes", {})
-    gaps = []
-    for axis in sorted(axes):
-        measures = axes[axis].get("measures", {})
-        own, target = measures.get("own_seq_logprob") or {}, measures.get("target_seq_logprob") or {}
-        if any(m.get("value") is None or math.isnan(float(m["value"])) for m in (own, target)):
-            gaps.append(f"{axis} not measured (no complete target or no own sample)")
-        else:
-            gaps.append(f"{axis} {float(own['value']) - float(target['value']):+.3f}")
+    pairs = {axis: _own_and_target(record) for axis, record in sorted(axes.items())}
+    gaps = [f"{axis} not measured (no complete target or no own sample)" if pair is None
+            else f"{axis} {float(pair[0]['value']) - float(pair[1]['value']):+.3f}" for axis, pair in pairs.items()]
     line = "own − target sequence log-prob, nats: " + (", ".join(gaps) or "no axis profiled")
-    try:
-        dose = primary_dose({"model": profile})
-    except ValueError:
+    if any(pairs.get(axis) is None for axis in DOSE_AXES):
         missing = [a for a in DOSE_AXES if a not in axes]
         return line + ("; the study's dose needs " + ", ".join(DOSE_AXES) + (f" (missing: {', '.join(missing)})" if missing
                        else " each with both log-probs") + " (docs/mechanism.md, \"The measured dose\")")
-    return line + (f"; dose (their mean, docs/mechanism.md) {dose.value:+.3f} [{dose.ci_low:+.3f}, {dose.ci_high:+.3f}]")
+    dose = primary_dose({"model": profile})
+    return line + f"; dose (their mean, docs/mechanism.md) {dose.value:+.3f} [{dose.ci_low:+.3f}, {dose.ci_high:+.3f}]"
 
 
 def dose_moves(first: Dose, last: Dose) -> bool:
