@@ -348,6 +348,63 @@ def test_run_study_checks_every_family_model_before_any_stage(tmp_path, monkeypa
         run_study(study, show_progress=False, log=lambda m: None)
 
 
+def test_a_study_runs_a_family_alone_without_the_pooled_report_and_a_full_run_resumes_it(tmp_path, monkeypatch):
+    """``opct run STUDY --family F``: only F's experiment runs, its report is written, the pooled one is not
+    (a line says it waits); the run of the whole study afterwards hands every family over and writes it."""
+    import opct.experiments.runner
+
+    calls: list[str] = []
+
+    def fake_run(cfg: Any, show_progress: bool = True, log: Any = print) -> Path:
+        calls.append(cfg.name)
+        fabricate_family(cfg.root, cfg.seeds, random.Random(len(calls)))
+        return cfg.root
+
+    monkeypatch.setattr(opct.experiments.runner, "run_experiment", fake_run)
+    study = load_study(FULL, [f"output_dir={tmp_path}", "families={llama: organism, qwen3: organism, gpt2: organism}"])
+    lines: list[str] = []
+    assert run_study(study, show_progress=False, log=lines.append, only=["gpt2", "qwen3"]) == study.root
+    assert calls == ["qwen3", "gpt2"]  # the study's order, not the flag's
+    assert not (study.root / "report.json").exists()
+    assert any(line.startswith("pooled report: not written") and "qwen3, gpt2" in line for line in lines)
+    run_study(study, show_progress=False, log=lambda m: None)
+    assert calls[2:] == list(FAMILIES) and json.loads((study.root / "report.json").read_text())["pooled"][0]["cells"] == 9
+
+
+def test_an_unknown_family_is_refused_before_any_stage_naming_the_studys_families(tmp_path, monkeypatch):
+    import opct.experiments.runner
+
+    monkeypatch.setattr(opct.experiments.runner, "run_experiment", lambda *a, **k: pytest.fail("a stage ran"))
+    study = load_study(FULL, [f"output_dir={tmp_path}", "families={llama: organism, qwen3: organism}", "family_picks={}"])
+    with pytest.raises(ConfigError, match="--family gpt: not a family of study .*its families: llama, qwen3"):
+        run_study(study, show_progress=False, log=lambda m: None, only=["gpt"])
+    res = CliRunner().invoke(app, ["run", str(FULL), "--set", f"output_dir={tmp_path}", "--family", "gpt", "--dry-run"])
+    assert res.exit_code != 0 and "not a family of study" in res.output and "llama, qwen3, gpt2" in res.output
+    experiment = Path(str(files("opct") / "experiments" / "organism_demo.yaml"))
+    res = CliRunner().invoke(app, ["run", str(experiment), "--family", "llama", "--dry-run"])
+    assert res.exit_code != 0 and "--family works on a study file" in res.output
+
+
+def test_a_level_study_run_for_one_family_builds_and_profiles_that_family_alone(tmp_path, monkeypatch):
+    import opct.experiments.levels
+    import opct.experiments.run_kl
+    import opct.experiments.runner
+
+    seen: dict[str, Any] = {}
+    monkeypatch.setattr(opct.experiments.levels, "ensure_level_builds",
+                        lambda levels, models, log: seen.update(builds=(dict(levels), dict(models))))
+    monkeypatch.setattr(opct.experiments.levels, "ensure_level_profiles",
+                        lambda root, levels, models, log: seen.update(profiles=(dict(levels), dict(models))))
+    monkeypatch.setattr(opct.experiments.run_kl, "ensure_run_kls", lambda root, models, log: seen.update(kls=dict(models)))
+    monkeypatch.setattr(opct.experiments.runner, "run_experiment",
+                        lambda cfg, show_progress=True, log=print: fabricate_family(cfg.root, cfg.seeds, random.Random(0)))
+    study = load_study(FULL, [f"output_dir={tmp_path}", "families={a: organism, b: organism, c: organism}",
+                              "family_picks={}", "levels={x: [a, b], y: [c]}"])
+    run_study(study, show_progress=False, log=lambda m: None, only=["b"])
+    assert seen == {"builds": ({"x": ["b"]}, {"b": "organism"}), "profiles": ({"x": ["b"]}, {"b": "organism"}),
+                    "kls": {"b": "organism"}}
+
+
 def test_a_rerun_after_an_interruption_runs_every_family_again_each_resuming_itself(tmp_path, monkeypatch):
     """The study keeps no state of its own beyond study.json: an interrupted family stops the study
     (no pooled report), and the rerun hands every family to its experiment again, which skips what

@@ -21,11 +21,12 @@ Jobs = Annotated[int, typer.Option(
 def _run_experiment(
     config: Path | None, set_: list[str] | None, dry_run: bool, no_progress: bool, threads: int | None = None,
     force: list[str] | None = None, print_config: bool = False, jobs: int = 1, stage: str | None = None,
+    family: list[str] | None = None,
 ) -> None:
     """``opct run``/``demo``: an experiment or a study; ``threads`` (the flag) over the file's ``threads:``;
     ``force``: the stages to redo (``--force train:opct``); ``print_config``: print the resolved settings
     (``extends:`` chain and ``--set`` applied) as YAML and stop; ``jobs``: stages at a time, each in a worker
-    process; ``stage``: run only that stage (what such a worker runs)."""
+    process; ``stage``: run only that stage (what such a worker runs); ``family``: a study's families to run alone."""
     from opct.config import ConfigError
     from opct.experiments.invalidation import parse_force
     from opct.experiments.runner import load_experiment, resolve, run_experiment, run_stage
@@ -35,8 +36,10 @@ def _run_experiment(
         if force or stage:
             raise ConfigError(f"--force and --stage work on an experiment file; {config} is a study: run a family's "
                               "experiment file with --force, or delete the stage's folder in the study's output")
-        _run_study(config, set_, dry_run, no_progress, threads, print_config, jobs)
+        _run_study(config, set_, dry_run, no_progress, threads, print_config, jobs, family)
         return
+    if family:
+        raise ConfigError(f"--family works on a study file (one with families:); {config} is an experiment")
     cfg = load_experiment(config, set_ or [])
     if stage is not None:  # a worker of --jobs N: one stage, nothing else printed
         apply_threads(threads if threads is not None else cfg.threads)
@@ -61,12 +64,13 @@ def _run_experiment(
 
 
 def _run_study(config: Path, set_: list[str] | None, dry_run: bool, no_progress: bool, threads: int | None,
-               print_config: bool = False, jobs: int = 1) -> None:
-    from opct.experiments.study import load_study, resolve_study, run_study
+               print_config: bool = False, jobs: int = 1, family: list[str] | None = None) -> None:
+    from opct.experiments.study import chosen_families, load_study, resolve_study, run_study
     from opct.report.study import study_group
     from opct.runs.experiment_layout import REPORT_MD
 
     study = load_study(config, set_ or [])
+    chosen_families(study, family)  # an unknown --family fails before anything prints
     if print_config:
         _print_settings(study)
         return
@@ -74,6 +78,14 @@ def _run_study(config: Path, set_: list[str] | None, dry_run: bool, no_progress:
     if dry_run:
         return
     apply_threads(threads if threads is not None else study.threads)
+    if family:  # some families alone: their own reports, no pooled one (run_study says so)
+        from opct.report.terminal import results_group
+        from opct.runs.experiment_layout import REPORT_HTML
+
+        _run_and_show(lambda: run_study(study, show_progress=not no_progress, log=_log_line, jobs=jobs, only=family),
+                      lambda root, width: Group(*(results_group(root / f, width) for f in family)),
+                      study.root, f"{family[0]}/{REPORT_HTML}", "each chosen family's report.md in its folder")
+        return
     _run_and_show(lambda: run_study(study, show_progress=not no_progress, log=_log_line, jobs=jobs), study_group,
                   study.root, REPORT_MD, "report.json; each family's own report in its folder")
 
@@ -118,11 +130,14 @@ def run(
         "--print-config", help="Print the resolved settings (the extends: chain and --set applied) as YAML and exit.")] = False,
     jobs: Jobs = 1,
     stage: Annotated[str | None, typer.Option("--stage", hidden=True, help="Run only this stage (a --jobs worker).")] = None,
+    family: Annotated[list[str] | None, typer.Option(
+        "--family", metavar="NAME", help="A study file: run this family alone (repeatable); each family's report is "
+        "written, the pooled one waits for a run of the whole study, which resumes the finished families.")] = None,
 ) -> None:
     """Run an experiment: base eval, training per method, evaluation, attack, report (resumable: a rerun redoes
     the stages whose inputs changed, by content hash). A study file (one with families:) runs its experiment
     once per family, then the pooled report."""
-    _run_experiment(experiment, set_, dry_run, no_progress, threads, force, print_config, jobs, stage)
+    _run_experiment(experiment, set_, dry_run, no_progress, threads, force, print_config, jobs, stage, family)
 
 
 def demo(

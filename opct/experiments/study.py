@@ -228,22 +228,27 @@ def resolve_study(study: StudyConfig) -> StudyPlan:
     return StudyPlan(study, plans)
 
 
-def run_study(study: StudyConfig, show_progress: bool = True, log: Any = print, jobs: int = 1) -> Path:
+def run_study(study: StudyConfig, show_progress: bool = True, log: Any = print, jobs: int = 1,
+              only: list[str] | None = None) -> Path:
     """Run (or resume) every family's experiment, then write the pooled report; returns the study folder.
 
     A family whose evals are incomplete does not stop the others: the report is written with what
     there is, and :class:`IncompleteEvalError` is raised at the end naming every such family (unless
-    ``eval.allow_unscored``, as in an experiment). ``jobs``: each family's stages at a time (``opct run --jobs``)."""
+    ``eval.allow_unscored``, as in an experiment). ``jobs``: each family's stages at a time (``opct run --jobs``).
+    ``only``: run these families alone (``opct run --family``; a long study a family at a time); each family's
+    own report is written, the pooled report is not (it waits for a run of every family, which then resumes the
+    finished ones)."""
     from opct.experiments.runner import run_experiment
     from opct.models import resolve_model_path
     from opct.report.study import write_study_report
 
     plan = resolve_study(study)
+    chosen = chosen_families(study, only)
     if study.levels:  # first, each level's missing base organism (resumable: a finished build is kept)
         from opct.experiments.levels import ensure_level_builds
 
-        ensure_level_builds(study.levels, study.families, log=log)
-    for model in study.families.values():  # a missing folder or alias checkpoint fails now, not a family later
+        ensure_level_builds(_levels_of(study.levels, chosen), chosen, log=log)
+    for model in chosen.values():  # a missing folder or alias checkpoint fails now, not a family later
         resolve_model_path(model)
     root = study.root
     root.mkdir(parents=True, exist_ok=True)
@@ -256,9 +261,9 @@ def run_study(study: StudyConfig, show_progress: bool = True, log: Any = print, 
     if study.levels:  # each level's dose first: its families' base-organism profiles (kept when already there)
         from opct.experiments.levels import ensure_level_profiles
 
-        ensure_level_profiles(root, study.levels, study.families, log=log)
+        ensure_level_profiles(root, _levels_of(study.levels, chosen), chosen, log=log)
     unfinished = []
-    for family, fplan in plan.families.items():
+    for family, fplan in ((f, plan.families[f]) for f in chosen):
         log(f"family {family}: {study.families[family]} -> {fplan.experiment.root}")
         try:
             run_experiment(fplan.experiment, show_progress=show_progress, log=log,
@@ -268,9 +273,28 @@ def run_study(study: StudyConfig, show_progress: bool = True, log: Any = print, 
     if study.levels:  # RL's Razor's measure on every finished run (kept on a rerun)
         from opct.experiments.run_kl import ensure_run_kls
 
-        ensure_run_kls(root, study.families, log=log)
-    log("pooled report")
-    write_study_report(root)
+        ensure_run_kls(root, chosen, log=log)
+    if len(chosen) < len(study.families):
+        log(f"pooled report: not written, it waits for every family (this run: {', '.join(chosen)}); "
+            "run the study without --family to finish it, the finished families resume")
+    else:
+        log("pooled report")
+        write_study_report(root)
     if unfinished:
         raise IncompleteEvalError("\n".join(unfinished))
     return root
+
+
+def chosen_families(study: StudyConfig, only: list[str] | None) -> dict[str, str]:
+    """The families a run covers (``only``'s, in the study's order; all when ``only`` is empty), each with its model."""
+    unknown = [f for f in only or [] if f not in study.families]
+    if unknown:
+        raise ConfigError(f"--family {', '.join(unknown)}: not a family of study {study.name} "
+                          f"(its families: {', '.join(study.families)})")
+    return {f: m for f, m in study.families.items() if not only or f in only}
+
+
+def _levels_of(levels: dict[str, list[str]], chosen: dict[str, str]) -> dict[str, list[str]]:
+    """``levels`` cut to the chosen families (a level none of them is in is left out)."""
+    cut = {level: [f for f in names if f in chosen] for level, names in levels.items()}
+    return {level: names for level, names in cut.items() if names}
