@@ -78,16 +78,17 @@ def _run_study(config: Path, set_: list[str] | None, dry_run: bool, no_progress:
     if dry_run:
         return
     apply_threads(threads if threads is not None else study.threads)
+    tables, report, also = study_group, REPORT_MD, "report.json; each family's own report in its folder"
     if family:  # some families alone: their own reports, no pooled one (run_study says so)
         from opct.report.terminal import results_group
         from opct.runs.experiment_layout import REPORT_HTML
 
-        _run_and_show(lambda: run_study(study, show_progress=not no_progress, log=_log_line, jobs=jobs, only=family),
-                      lambda root, width: Group(*(results_group(root / f, width) for f in family)),
-                      study.root, f"{family[0]}/{REPORT_HTML}", "each chosen family's report.md in its folder")
-        return
-    _run_and_show(lambda: run_study(study, show_progress=not no_progress, log=_log_line, jobs=jobs), study_group,
-                  study.root, REPORT_MD, "report.json; each family's own report in its folder")
+        def tables(root: Path, width: int) -> Group:
+            return Group(*(results_group(root / f, width) for f in family))
+
+        report, also = f"{family[0]}/{REPORT_HTML}", "each chosen family's report.md in its folder"
+    _run_and_show(lambda: run_study(study, show_progress=not no_progress, log=_log_line, jobs=jobs, only=family),
+                  tables, study.root, report, also)
 
 
 def _print_settings(cfg: Any) -> None:

@@ -263,8 +263,9 @@ def run_study(study: StudyConfig, show_progress: bool = True, log: Any = print, 
 
         ensure_level_profiles(root, _levels_of(study.levels, chosen), chosen, log=log)
     unfinished = []
-    for family, fplan in ((f, plan.families[f]) for f in chosen):
-        log(f"family {family}: {study.families[family]} -> {fplan.experiment.root}")
+    for family, model in chosen.items():
+        fplan = plan.families[family]
+        log(f"family {family}: {model} -> {fplan.experiment.root}")
         try:
             run_experiment(fplan.experiment, show_progress=show_progress, log=log,
                            **({"jobs": jobs} if jobs > 1 else {}))  # --jobs 1: the call as it always was
