@@ -336,3 +336,21 @@ def test_the_studys_sharpness_variants_are_the_sharpness_studys_at_the_study_bud
 
     sharpness = json.loads(json.dumps(variants("organism_sharpness.yaml")).replace('"max_new_tokens": 48', '"max_new_tokens": 96'))
     assert variants("organism_mechanism.yaml") == sharpness
+
+
+def test_the_studys_runs_train_their_picks_without_validation_curves():
+    """docs/mechanism.md, amendment of 2026-11-29: the study's runs do not validate while training (which never
+    changes the weights, tests/test_validation.py); everything else of a run is its family's pick."""
+    from opct.experiments.runner import resolve
+    from opct.experiments.study import family_experiment, family_recipes
+
+    study = load_study(MECHANISM)
+    for family in study.families:
+        runs = resolve(family_experiment(study, family)).runs
+        assert runs and all(r.config.validation.every is None and not r.config.data.validation for r in runs), family
+        if family in study.family_picks:  # the selected recipe, steps included, is what trains
+            _, picks = family_recipes(study, family)
+            for r in runs:
+                parent = r.key.rsplit("-s", 1)[0].split("-")[0]
+                assert r.config.train.max_steps == picks[parent]["train"]["max_steps"], r.key
+                assert r.config.optim.lr == picks[parent]["optim"]["lr"], r.key
