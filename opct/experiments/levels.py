@@ -4,8 +4,9 @@
 built there (``opct organism build --arch A --response-wordings N --response-length L``, seed 0), the
 settings read from the level's name (``w<N>-<short|long>``) and the architecture from the family's
 (``<level>.<arch>``); a build writes to a temporary folder and renames it into place, so an interrupted
-one starts again. A registered alias (the shipped organism) is used as it is; an existing folder of a study-built
-level is used only if it verifies against today's recipe for that level (:func:`check_level_folder`).
+one starts again. A registered alias (the shipped organism, or a shipped level build such as
+``organism-llama-w4-long``) and an existing folder of a study-built level are used only if they verify against
+today's recipe for that level (:func:`check_level_folder`).
 
 docs/mechanism.md ("The measured dose") fixes the profile's settings: the pair sources
 :data:`PROFILE_SOURCES`, 100 pairs per axis, 4 own samples per pair, 128 new tokens, float32 on CPU.
@@ -88,7 +89,8 @@ def ensure_level_builds(levels: Mapping[str, list[str]], models: Mapping[str, st
     for level, families in levels.items():
         for family in families:
             model = models[family]
-            if model in MODEL_ALIASES:
+            if model in MODEL_ALIASES:  # a shipped build (the organism, or a level's): held to its level's recipe too
+                check_level_folder(Path(MODEL_ALIASES.get(model)()), level, family)
                 done[family] = "present"
                 continue
             if Path(model).expanduser().exists():
