@@ -349,3 +349,11 @@ def test_the_studys_shipped_level_builds_are_their_levels_recipes_and_have_alias
     assert total <= 27e6
     with pytest.raises(ValueError, match="shipped: llama at w4-long"):
         checkpoint_path("qwen3", "w16-long")  # failed its check (docs/mechanism.md), so never shipped
+
+
+def test_a_missing_shipped_level_build_names_its_build_command(monkeypatch, tmp_path):
+    import opct.organism
+
+    monkeypatch.setattr(opct.organism, "checkpoint_path", lambda arch, level=None: tmp_path / f"{arch}-{level}")
+    with pytest.raises(FileNotFoundError, match="--arch qwen3 --response-wordings 4 --response-length long --out"):
+        opct.organism.built_level_checkpoint("qwen3", "w4-long")

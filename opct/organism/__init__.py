@@ -54,12 +54,9 @@ def built_level_checkpoint(arch: str, level: str) -> Path:
     build command when its folder has no model."""
     path = checkpoint_path(arch, level)
     if not (path / "config.json").is_file():
-        from opct.organism.wordings import ResponseStyle
-
-        style = ResponseStyle.from_level(level)
+        wordings, _, length = level.removeprefix("w").partition("-")  # a shipped level is named w<N>-<length>
         raise FileNotFoundError(f"the {arch} organism at level {level} is not in {path}; build it with `opct organism build "
-                                f"--arch {arch} --response-wordings {style.response_wordings} --response-length "
-                                f"{style.response_length} --out {path}`")
+                                f"--arch {arch} --response-wordings {wordings} --response-length {length} --out {path}`")
     return path
 
 
