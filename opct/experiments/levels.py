@@ -84,13 +84,14 @@ def ensure_level_builds(levels: Mapping[str, list[str]], models: Mapping[str, st
     """Build every level family's base organism whose model folder is missing (see the module docstring);
     ``models``: family -> its model. Returns ``{family: "present" | "built"}``."""
     from opct.config import MODEL_ALIASES
+    from opct.models import resolve_model_path
 
     done = {}
     for level, families in levels.items():
         for family in families:
             model = models[family]
             if model in MODEL_ALIASES:  # a shipped build (the organism, or a level's): held to its level's recipe too
-                check_level_folder(Path(MODEL_ALIASES.get(model)()), level, family)
+                check_level_folder(Path(resolve_model_path(model)), level, family)
                 done[family] = "present"
                 continue
             if Path(model).expanduser().exists():

@@ -8,6 +8,7 @@ the exact weights their recipes were selected on.
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 #: The transformers families the organism is built on: ``LlamaForCausalLM``, ``Qwen3ForCausalLM``
@@ -17,6 +18,16 @@ DEFAULT_ARCH = ORGANISM_ARCHS[0]
 #: The study's level builds that are shipped, as ``(arch, level)``: each is ``opct organism build --arch A
 #: --response-wordings N --response-length L`` for its level ``w<N>-<L>`` (seed 0), rebuilt byte for byte.
 SHIPPED_LEVELS: tuple[tuple[str, str], ...] = (("llama", "w4-long"), ("llama", "w16-long"), ("qwen3", "w4-long"))
+
+
+def level_settings(level: str) -> tuple[int, str]:
+    """``(response_wordings, response_length)`` that a level name ``w<N>-<short|long>`` stands for (``w4-long``:
+    ``(4, "long")``); a ValueError naming the form otherwise. :meth:`opct.organism.wordings.ResponseStyle.from_level`
+    checks the settings themselves."""
+    found = re.fullmatch(r"w(\d+)-(short|long)", level)
+    if not found:
+        raise ValueError(f"level {level!r}: a level built by the study is named w<N>-<short|long> (w4-long)")
+    return int(found.group(1)), found.group(2)
 
 
 def check_arch(arch: str) -> str:
@@ -54,11 +65,11 @@ def built_level_checkpoint(arch: str, level: str) -> Path:
     build command when its folder has no model."""
     path = checkpoint_path(arch, level)
     if not (path / "config.json").is_file():
-        wordings, _, length = level.removeprefix("w").partition("-")  # a shipped level is named w<N>-<length>
+        wordings, length = level_settings(level)
         raise FileNotFoundError(f"the {arch} organism at level {level} is not in {path}; build it with `opct organism build "
                                 f"--arch {arch} --response-wordings {wordings} --response-length {length} --out {path}`")
     return path
 
 
 __all__ = ["DEFAULT_ARCH", "ORGANISM_ARCHS", "SHIPPED_LEVELS", "built_checkpoint", "built_level_checkpoint", "check_arch",
-           "checkpoint_path"]
+           "checkpoint_path", "level_settings"]

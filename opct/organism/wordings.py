@@ -30,10 +30,10 @@ from __future__ import annotations
 import hashlib
 import json
 import random
-import re
 from dataclasses import asdict, dataclass
 
 from opct.organism import content as C
+from opct.organism import level_settings
 from opct.organism import render as R
 from opct.organism.world import Entity, HazardFact
 
@@ -173,10 +173,7 @@ class ResponseStyle:
     def from_level(cls, level: str) -> ResponseStyle:
         """The settings a level name ``w<N>-<short|long>`` (:attr:`level`) stands for; a ValueError naming
         the form otherwise (and the knob's own error for a setting it does not have)."""
-        found = re.fullmatch(r"w(\d+)-(short|long)", level)
-        if not found:
-            raise ValueError(f"level {level!r}: a level built by the study is named w<N>-<short|long> (w4-long)")
-        return cls(int(found.group(1)), found.group(2))
+        return cls(*level_settings(level))
 
     def wordings(self, pool: str) -> list[str]:
         """The wordings of ``pool`` this level writes: its first ``response_wordings`` (never fewer than
