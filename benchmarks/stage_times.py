@@ -1,0 +1,83 @@
+r"""Where an ``opct run`` or ``opct select`` took its time: each stage kind's count and seconds, from its log.
+
+Usage::
+
+    python benchmarks/stage_times.py LOG                 # a study family's log: train/eval/attack per method
+    python benchmarks/stage_times.py LOG --by candidate  # a selection's log: one row per candidate
+    python benchmarks/stage_times.py LOG --json
+
+With ``--jobs N`` the runner prints ``<kind>:<name> done (<seconds> s ...)`` when a stage ends; a stage's
+seconds are its own wall time, N stages at a time, so their sum is core time, not the wall time. The wall
+time is the ``wall_seconds N`` line that the timing wrappers of ``benchmarks/results/mechanism/*.time.txt``
+write at the end. A name's seed suffix (``-s0``) is dropped, so the rows pool seeds; ``--by method`` (the
+default) also drops a selection candidate's number (``bct-03`` → ``bct``). Rich wraps long log lines, so the
+text is read with its line breaks as spaces.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import sys
+from collections import defaultdict
+from pathlib import Path
+
+STAGE_DONE = re.compile(r"(\w+):([\w.-]+)\s+done\s+\((\d+)\s+s")
+WALL = re.compile(r"wall_seconds\s+(\d+)")
+
+
+def stage_seconds(text: str, by: str = "method") -> dict[str, list[int]]:
+    """Each ``kind:name`` group's stage seconds, in log order (``by``: ``method`` or ``candidate``)."""
+    groups: dict[str, list[int]] = defaultdict(list)
+    for kind, name, seconds in STAGE_DONE.findall(text.replace("\n", " ")):
+        name = re.sub(r"-s\d+$", "", name)
+        if by == "method":
+            name = re.sub(r"-\d+$", "", name)
+        groups[f"{kind}:{name}"].append(int(seconds))
+    return dict(groups)
+
+
+def wall_seconds(text: str) -> int | None:
+    """The last ``wall_seconds N`` of a timed log, or None when the log has none (the run did not end)."""
+    found = WALL.findall(text)
+    return int(found[-1]) if found else None
+
+
+def summary(text: str, by: str = "method") -> dict:
+    """Rows (group, n, total, mean seconds), their sum (core seconds) and the wall time."""
+    groups = stage_seconds(text, by)
+    rows = [{"stage": k, "n": len(v), "total_s": sum(v), "mean_s": round(sum(v) / len(v), 1)}
+            for k, v in sorted(groups.items())]
+    return {"rows": rows, "stage_seconds": sum(r["total_s"] for r in rows), "wall_seconds": wall_seconds(text)}
+
+
+def render(result: dict) -> str:
+    """The summary as the plain table of the ``*.time.txt`` files."""
+    lines = [f"{r['stage']:28s} n={r['n']:2d} total={r['total_s']:6d} s mean={r['mean_s']:5.0f} s" for r in result["rows"]]
+    lines.append(f"sum of stage seconds {result['stage_seconds']}")
+    if result["wall_seconds"] is not None:
+        lines.append(f"wall seconds {result['wall_seconds']}")
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Print the summary of one log."""
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("log", type=Path, help="the log of an `opct run` or `opct select` with --jobs")
+    parser.add_argument("--by", choices=["method", "candidate"], default="method")
+    parser.add_argument("--json", action="store_true", help="print JSON instead of the table")
+    args = parser.parse_args(argv)
+    if not args.log.is_file():
+        print(f"{args.log}: no such file", file=sys.stderr)
+        return 2
+    result = summary(args.log.read_text(), args.by)
+    if not result["rows"]:
+        print(f"{args.log}: no line '<kind>:<name> done (<seconds> s' (was it run with --jobs?)", file=sys.stderr)
+        return 1
+    print(json.dumps(result, indent=2) if args.json else render(result))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
