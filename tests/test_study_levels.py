@@ -171,6 +171,27 @@ def test_the_dry_run_of_the_mechanism_study_names_its_levels():
     assert "KL(fine-tuned ‖ base)" in text
 
 
+def test_the_dry_run_shows_each_familys_own_recipes():
+    """The families train different picks (their own selections), so the plan lists every family's runs."""
+    from opct.experiments.study import resolve_study
+
+    text = resolve_study(load_study(MECHANISM)).describe()
+    blocks: dict[str, str] = {}
+    family = ""
+    for line in text.split("training runs, by family (each on its own recipes):\n", 1)[1].splitlines():
+        if line.startswith("    "):
+            blocks[family] += line.strip() + "\n"
+        elif line.startswith("  ") and line.endswith(":"):
+            family = line.strip()[:-1]
+            blocks[family] = ""
+    assert set(blocks) == set(load_study(MECHANISM).families)
+    qwen3 = blocks["w4-long.qwen3"]  # organism_mechanism_selection_w4-long.qwen3.json, family_transfer
+    assert "bct-s0: bct, 100 steps, 16 pairs/step, lr 0.001," in qwen3
+    assert "opct-s0: opct, topk loss, 40 steps, 16 pairs/step, lr 0.001," in qwen3
+    assert "opct-sharp-s2: opct, topk loss, opct.teacher_temperature=0.5, 40 steps" in qwen3
+    assert "bct-s0: bct, 20 steps, 16 pairs/step, lr 0.001," in blocks["w1-short.llama"]
+
+
 def test_each_runs_kl_is_measured_once_and_related_to_its_forgetting_across_runs(tmp_path):
     from opct.experiments.run_kl import KL_FILE, ensure_run_kls
     from opct.report.study import write_study_report

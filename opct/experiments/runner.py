@@ -60,16 +60,22 @@ class Plan:
         lines = [f"experiment {cfg.name} -> {cfg.root}", f"model: {cfg.model.name_or_path}", "stages:"]
         lines += [f"  {i + 1}. {s}" for i, s in enumerate(self.stages)]
         lines.append("training runs:")
+        lines += ["  " + line for line in self.run_lines()]
+        lines.append(f"evaluations per model: {', '.join(self.evals)}")
+        return "\n".join(lines)
+
+    def run_lines(self) -> list[str]:
+        """One line per training run: its method, changed settings, steps, batch, learning rate and data."""
+        lines = []
         for r in self.runs:
             c = r.config
             what = f"{c.train.max_steps} steps" if c.train.max_steps else f"{c.train.epochs} epoch(s)"
             changed = self.experiment.variants[r.variant].settings if r.variant else {}
-            lines.append(
-                f"  {r.key}: {c.method}{''.join(f', {k}={v}' for k, v in changed.items())}, {what}, "
-                f"{c.train.pairs_per_step} pairs/step, lr {c.optim.lr:g}, data {', '.join(c.data.train)}"
-            )
-        lines.append(f"evaluations per model: {', '.join(self.evals)}")
-        return "\n".join(lines)
+            shown = c.method == "opct" and not any(k.startswith("opct.loss") for k in changed)  # else the variant says it
+            loss = f", {c.method_config.loss.kind} loss" if shown else ""
+            lines.append(f"{r.key}: {c.method}{loss}{''.join(f', {k}={v}' for k, v in changed.items())}, {what}, "
+                         f"{c.train.pairs_per_step} pairs/step, lr {c.optim.lr:g}, data {', '.join(c.data.train)}")
+        return lines
 
 
 def _sources(cfg: ExperimentConfig, axis: str) -> list[str]:

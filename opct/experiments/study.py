@@ -190,8 +190,13 @@ class StudyPlan:
         lines += [f"  {family}: model {s.families[family]} ({_model_kind(s.families[family])}) -> {plan.experiment.root}; "
                   f"recipes: {_recipes_source(s, family)}" for family, plan in self.families.items()]
         first = next(iter(self.families.values()))
-        lines.append("each family's experiment (shown for the first; the same for every family):")
-        lines += ["  " + line for line in first.describe().splitlines()[2:]]
+        lines.append("each family's stages (the same for every family):")
+        lines += [f"  {i + 1}. {stage}" for i, stage in enumerate(first.stages)]
+        lines.append(f"evaluations per model: {', '.join(first.evals)}")
+        lines.append("training runs, by family (each on its own recipes):")
+        for family, plan in self.families.items():
+            lines.append(f"  {family}:")
+            lines += ["    " + line for line in plan.run_lines()]
         stages = sum(len(p.stages) for p in self.families.values())
         if s.levels:
             lines.append("then each finished run's KL(fine-tuned ‖ base) on its training prompts (train/<run>/kl_to_base.json)")
