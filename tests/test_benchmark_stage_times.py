@@ -45,8 +45,9 @@ def test_the_committed_selection_log_gives_the_times_docs_mechanism_quotes():
     assert {k: len(v) for k, v in groups.items()} == {"train:bct": 16, "train:opct": 16}
     assert (min(groups["train:bct"]), max(groups["train:bct"])) == (163, 219)
     assert (min(groups["train:opct"]), max(groups["train:opct"])) == (339, 486)
-    means = {k: sum(v) / len(v) for k, v in stage_times.stage_seconds(log, by="candidate").items()}
-    assert len(means) == 16 and all(len(v) == 2 for v in stage_times.stage_seconds(log, by="candidate").values())
+    candidates = stage_times.stage_seconds(log, by="candidate")
+    means = {k: sum(v) / len(v) for k, v in candidates.items()}
+    assert len(means) == 16 and all(len(v) == 2 for v in candidates.values())
     for method, extremes in (("bct", (178.5, 207.5)), ("opct", (384.0, 432.5))):
         of_method = [m for k, m in means.items() if k.startswith(f"train:{method}-")]
         assert (min(of_method), max(of_method)) == extremes

@@ -58,11 +58,19 @@ class Plan:
     def describe(self) -> str:
         cfg = self.experiment
         lines = [f"experiment {cfg.name} -> {cfg.root}", f"model: {cfg.model.name_or_path}", "stages:"]
-        lines += [f"  {i + 1}. {s}" for i, s in enumerate(self.stages)]
+        lines += ["  " + line for line in self.stage_lines()]
         lines.append("training runs:")
         lines += ["  " + line for line in self.run_lines()]
-        lines.append(f"evaluations per model: {', '.join(self.evals)}")
+        lines.append(self.evals_line())
         return "\n".join(lines)
+
+    def stage_lines(self) -> list[str]:
+        """The stages in the order they run, numbered from 1."""
+        return [f"{i + 1}. {stage}" for i, stage in enumerate(self.stages)]
+
+    def evals_line(self) -> str:
+        """The evaluations every model of the plan gets, in one line."""
+        return f"evaluations per model: {', '.join(self.evals)}"
 
     def run_lines(self) -> list[str]:
         """One line per training run: its method, changed settings, steps, batch, learning rate and data."""

@@ -191,8 +191,8 @@ class StudyPlan:
                   f"recipes: {_recipes_source(s, family)}" for family, plan in self.families.items()]
         first = next(iter(self.families.values()))
         lines.append("each family's stages (the same for every family):")
-        lines += [f"  {i + 1}. {stage}" for i, stage in enumerate(first.stages)]
-        lines.append(f"evaluations per model: {', '.join(first.evals)}")
+        lines += ["  " + line for line in first.stage_lines()]
+        lines.append(first.evals_line())
         lines.append("training runs, by family (each on its own recipes):")
         for family, plan in self.families.items():
             lines.append(f"  {family}:")
