@@ -10,8 +10,10 @@ With ``--jobs N`` the runner prints ``<kind>:<name> done (<seconds> s ...)`` whe
 seconds are its own wall time, N stages at a time, so their sum is core time, not the wall time. The wall
 time is the ``wall_seconds N`` line that the timing wrappers of ``benchmarks/results/mechanism/*.time.txt``
 write at the end. A name's seed suffix (``-s0``) is dropped, so the rows pool seeds; ``--by method`` (the
-default) also drops a selection candidate's number (``bct-03`` → ``bct``). Rich wraps long log lines, so the
-text is read with its line breaks as spaces.
+default) also drops a selection candidate's number (``bct-03`` → ``bct``). A stage that a rerun finished
+again counts once, with the seconds of its attempts added (a stage killed mid-way logs no ``done``, so
+the seconds it ran before the kill are not in the log). Rich wraps long log lines, so the text is read
+with its line breaks as spaces.
 """
 
 from __future__ import annotations
@@ -27,14 +29,25 @@ STAGE_DONE = re.compile(r"(\w+):([\w.-]+)\s+done\s+\((\d+)\s+s")
 WALL = re.compile(r"wall_seconds\s+(\d+)")
 
 
-def stage_seconds(text: str, by: str = "method") -> dict[str, list[int]]:
-    """Each ``kind:name`` group's stage seconds, in log order (``by``: ``method`` or ``candidate``)."""
-    groups: dict[str, list[int]] = defaultdict(list)
+def attempts(text: str) -> dict[str, list[int]]:
+    """Each stage's ``done`` seconds, in log order; more than one where a rerun of the command ran the stage
+    again (before opct kept finished stages without a process, a rerun reported them ``done`` in seconds)."""
+    found: dict[str, list[int]] = defaultdict(list)
     for kind, name, seconds in STAGE_DONE.findall(text.replace("\n", " ")):
+        found[f"{kind}:{name}"].append(int(seconds))
+    return dict(found)
+
+
+def stage_seconds(text: str, by: str = "method") -> dict[str, list[int]]:
+    """Each ``kind:name`` group's stage seconds, one number per stage in log order, the sum of its attempts
+    (``by``: ``method`` or ``candidate``)."""
+    groups: dict[str, list[int]] = defaultdict(list)
+    for stage, seconds in attempts(text).items():
+        kind, name = stage.split(":", 1)
         name = re.sub(r"-s\d+$", "", name)
         if by == "method":
             name = re.sub(r"-\d+$", "", name)
-        groups[f"{kind}:{name}"].append(int(seconds))
+        groups[f"{kind}:{name}"].append(sum(seconds))
     return dict(groups)
 
 
@@ -49,13 +62,17 @@ def summary(text: str, by: str = "method") -> dict:
     groups = stage_seconds(text, by)
     rows = [{"stage": k, "n": len(v), "total_s": sum(v), "mean_s": round(sum(v) / len(v), 1)}
             for k, v in sorted(groups.items())]
-    return {"rows": rows, "stage_seconds": sum(r["total_s"] for r in rows), "wall_seconds": wall_seconds(text)}
+    repeated = sorted(stage for stage, seconds in attempts(text).items() if len(seconds) > 1)
+    return {"rows": rows, "stage_seconds": sum(r["total_s"] for r in rows), "wall_seconds": wall_seconds(text),
+            "repeated": repeated}
 
 
 def render(result: dict) -> str:
     """The summary as the plain table of the ``*.time.txt`` files."""
     lines = [f"{r['stage']:28s} n={r['n']:2d} total={r['total_s']:6d} s mean={r['mean_s']:5.0f} s" for r in result["rows"]]
     lines.append(f"sum of stage seconds {result['stage_seconds']}")
+    if result["repeated"]:
+        lines.append(f"stages done more than once (their attempts summed): {len(result['repeated'])}")
     if result["wall_seconds"] is not None:
         lines.append(f"wall seconds {result['wall_seconds']}")
     return "\n".join(lines)

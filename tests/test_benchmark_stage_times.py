@@ -27,6 +27,16 @@ def test_a_wrapped_log_gives_each_stage_once_with_seeds_and_candidates_pooled():
     assert by_candidate == {"train:bct-00": [197], "train:opct-03": [401], "eval:bct": [35]}
 
 
+def test_a_stage_a_rerun_finished_again_counts_once_with_its_attempts_added():
+    log = WRAPPED_LOG + "start (rerun)\n train:bct-00-s0 done (6 s; 1 of 3)\n train:opct-03-s1 done (250 s)\n"
+    result = stage_times.summary(log)
+    assert [(r["stage"], r["n"], r["total_s"]) for r in result["rows"]] == [
+        ("eval:bct", 1, 35), ("train:bct", 1, 203), ("train:opct", 1, 651)]
+    assert result["repeated"] == ["train:bct-00-s0", "train:opct-03-s1"]
+    assert "stages done more than once (their attempts summed): 2" in stage_times.render(result)
+    assert stage_times.summary(WRAPPED_LOG)["repeated"] == []
+
+
 def test_an_unfinished_log_has_no_wall_time_and_an_empty_one_is_an_error(tmp_path, capsys):
     assert stage_times.wall_seconds("train:bct-00-s0 done (3 s)") is None
     empty = tmp_path / "empty.log"

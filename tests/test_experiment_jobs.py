@@ -58,6 +58,14 @@ def test_jobs_2_writes_the_results_of_jobs_1_at_one_thread(tmp_path: Path, monke
     skipped: list[str] = []
     run_stage(_reduced(tmp_path / "runs"), "train:opct", log=skipped.append)
     assert skipped == ["[stage] train opct: complete, skipped"]
+    # a rerun of --jobs 2 keeps the finished run without a worker, and the run's first log is not overwritten
+    again: list[str] = []
+    run_experiment(_reduced(tmp_path / "runs"), show_progress=False, log=again.append, jobs=2)
+    assert "[stage] 1 of 5 stages kept: finished in an earlier run (train:opct)" in again
+    assert sum("started" in line for line in again) == 4 and not any("train:opct done" in line for line in again)
+    log = (tmp_path / "runs" / "e" / "stages" / "train-opct.log").read_text()
+    assert log.count("--- attempt started") == 1 and "[stage] train opct" in log
+    assert (tmp_path / "runs" / "e" / "stages" / "eval-opct.log").read_text().count("--- attempt started") == 2
 
 
 def test_the_stage_graph_waits_for_training_only_where_a_model_is_trained() -> None:
@@ -103,6 +111,27 @@ def test_stages_run_n_at_a_time_each_after_what_it_waits_for(tmp_path: Path) -> 
         peak = max(peak, running)
     assert peak == 2  # side by side, never more than --jobs
     assert min(times, key=lambda n: times[n][0]).startswith("train")  # the trainings first
+
+
+def test_a_rerun_keeps_finished_stages_without_a_process_and_appends_to_the_logs(tmp_path: Path) -> None:
+    stages = stage_graph(["base", "bct"], ["bct"], attack=False)
+    script = _script(tmp_path, "print('worked on', name)\n")
+    _run(tmp_path, stages, 2, script)
+    (tmp_path / "train-bct.pid").unlink()
+    lines: list[str] = []
+    kept = run_stages(stages, 2, lambda s: [sys.executable, str(script), s.name.replace(":", "-")],
+                      lambda s: tmp_path / "logs" / f"{s.name.replace(':', '-')}.log", log=lines.append, poll_s=0.02,
+                      finished=lambda s: s.name == "train:bct")
+    assert kept == ["train:bct"] and not (tmp_path / "train-bct.pid").exists()  # no process started for it
+    assert lines[0] == "[stage] 1 of 3 stages kept: finished in an earlier run (train:bct)"
+    assert sum(" started " in line for line in lines) == 2 and sum(" done " in line for line in lines) == 2
+    assert not any("train:bct done" in line for line in lines)  # a kept stage is not reported as run again
+    times = {n: json.loads((tmp_path / f"{n}.times").read_text()) for n in ("eval-base", "eval-bct")}
+    assert all(t[1] >= t[0] for t in times.values())  # what waited for the kept stage ran
+    log = (tmp_path / "logs" / "eval-bct.log").read_text().splitlines()  # both attempts, the first one kept
+    assert [line.startswith("--- attempt started 20") for line in log] == [True, False, True, False]
+    assert log[1] == log[3] == "worked on eval-bct"
+    assert (tmp_path / "logs" / "train-bct.log").read_text().count("--- attempt started") == 1
 
 
 def test_a_failing_stage_stops_the_others_and_names_its_log(tmp_path: Path) -> None:

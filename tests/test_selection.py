@@ -168,8 +168,9 @@ def test_candidates_train_as_stages_each_an_opct_train_of_its_written_config(tmp
     cfg = load_selection(_selection_file(tmp_path, {"bct": {"optim.lr": [1e-4]}, "opct": {"optim.lr": [1e-3]}}))
     seen = {}
 
-    def fake_stages(stages, n, command, log_path, log=print, env=None, **_):
-        seen.update(stages=stages, jobs=n, commands=[command(s) for s in stages], logs=[log_path(s) for s in stages], env=env)
+    def fake_stages(stages, n, command, log_path, log=print, env=None, finished=None, **_):
+        seen.update(stages=stages, jobs=n, commands=[command(s) for s in stages], logs=[log_path(s) for s in stages], env=env,
+                    finished=[finished(s) for s in stages])
 
     monkeypatch.setattr(selection, "run_stages", fake_stages)
     selection.run_candidates(cfg, jobs=jobs, log=lambda line: None)
@@ -180,3 +181,8 @@ def test_candidates_train_as_stages_each_an_opct_train_of_its_written_config(tmp
         assert cmd[1:4] == ["-m", "opct.cli", "train"] and written["name"] == name
         assert ("--threads" in cmd) == (jobs > 1) and log.parent.name == "stages" and name in log.name
     assert (seen["env"] or {}).get("OPCT_THREADS") == ("1" if jobs > 1 else None)
+    assert seen["finished"] == [False] * len(names)  # nothing trained yet: every candidate gets its process
+    asked = []
+    monkeypatch.setattr(selection, "already_trained", lambda run: asked.append(run.name) or run.name == names[0])
+    selection.run_candidates(cfg, jobs=jobs, log=lambda line: None)
+    assert asked == names and seen["finished"] == [True] + [False] * (len(names) - 1)  # a rerun keeps what is done

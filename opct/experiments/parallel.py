@@ -24,6 +24,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Callable, Mapping, Sequence
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import IO, Any
 
@@ -72,28 +73,44 @@ def _dispatch_order(stages: Sequence[Stage]) -> list[Stage]:
     return sorted(stages, key=lambda s: s.kind != "train")
 
 
+def _open_log(path: Path) -> IO[bytes]:
+    """A stage's log, opened to append: a rerun adds its attempt below what the earlier ones wrote."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    handle = path.open("ab")
+    stamp = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    handle.write(f"--- attempt started {stamp} ---\n".encode())
+    handle.flush()
+    return handle
+
+
 def run_stages(stages: Sequence[Stage], jobs: int, command: Callable[[Stage], list[str]],
                log_path: Callable[[Stage], Path], log: Callable[[str], Any] = print,
-               env: Mapping[str, str] | None = None, poll_s: float = 0.1, grace_s: float = STOP_GRACE_S) -> None:
+               env: Mapping[str, str] | None = None, poll_s: float = 0.1, grace_s: float = STOP_GRACE_S,
+               finished: Callable[[Stage], bool] | None = None) -> list[str]:
     """Run every stage's ``command`` as its own process, ``jobs`` at a time, each once the stages it
-    waits for (``Stage.after``) have finished; its stdout and stderr go to ``log_path(stage)``. Raises
-    :class:`StageFailedError` for the first stage that fails (the running ones stopped, none started
-    after it), and lets ``KeyboardInterrupt`` through once every worker is stopped."""
+    waits for (``Stage.after``) have finished; its stdout and stderr are appended to ``log_path(stage)``
+    (each attempt under a ``--- attempt started <UTC time> ---`` line, so a rerun keeps the earlier
+    logs). A stage for which ``finished(stage)`` is true is kept as it is, without a process, and
+    logged as ``kept``. Returns the kept stages' names. Raises :class:`StageFailedError` for the first
+    stage that fails (the running ones stopped, none started after it), and lets ``KeyboardInterrupt``
+    through once every worker is stopped."""
     names = {s.name for s in stages}
     unknown = sorted({d for s in stages for d in s.after} - names)
     if unknown:
         raise ValueError(f"stages wait for stages that are not there: {', '.join(unknown)}")
-    pending = _dispatch_order(stages)
+    kept = [s.name for s in stages if finished is not None and finished(s)]
+    pending = [s for s in _dispatch_order(stages) if s.name not in kept]
     running: dict[str, tuple[subprocess.Popen[bytes], IO[bytes], float]] = {}
-    done: set[str] = set()
+    done: set[str] = set(kept)
+    if kept:
+        log(f"[stage] {len(kept)} of {len(stages)} stages kept: finished in an earlier run ({', '.join(kept)})")
     try:
         while pending or running:
             for stage in [s for s in pending if all(d in done for d in s.after)]:
                 if len(running) >= jobs:
                     break
                 path = log_path(stage)
-                path.parent.mkdir(parents=True, exist_ok=True)
-                handle = path.open("wb")
+                handle = _open_log(path)
                 proc = subprocess.Popen(command(stage), stdout=handle, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
                                         env=dict(env) if env is not None else None, start_new_session=True)
                 running[stage.name] = (proc, handle, time.monotonic())
@@ -121,6 +138,7 @@ def run_stages(stages: Sequence[Stage], jobs: int, command: Callable[[Stage], li
     except BaseException:
         _stop(running, grace_s)
         raise
+    return kept
 
 
 def worker_command(settings: Path, stage: Stage, force: Sequence[str]) -> list[str]:
@@ -135,9 +153,10 @@ def worker_environment(base: Mapping[str, str] | None = None) -> dict[str, str]:
 
 
 def run_in_workers(cfg: Any, stages: Sequence[Stage], jobs: int, force: Sequence[str] = (),
-                   log: Callable[[str], Any] = print) -> list[str]:
-    """Run an experiment's stages in ``jobs`` worker processes (:func:`run_stages`); returns the lines of
-    its incomplete evals and attacks, in the order ``--jobs 1`` reports them."""
+                   log: Callable[[str], Any] = print, finished: Callable[[Stage], bool] | None = None) -> list[str]:
+    """Run an experiment's stages in ``jobs`` worker processes (:func:`run_stages`; ``finished`` names the
+    stages to keep without a worker, training runs that are complete); returns the lines of its incomplete
+    evals and attacks, in the order ``--jobs 1`` reports them."""
     import json
 
     layout = ExperimentLayout(cfg.root)
@@ -146,9 +165,9 @@ def run_in_workers(cfg: Any, stages: Sequence[Stage], jobs: int, force: Sequence
     for stage in stages:  # an outcome is read only from this run's workers
         layout.stage_outcome(stage.name).unlink(missing_ok=True)
     log(f"[stage] {len(stages)} stages, {jobs} at a time, each in its own process with one CPU thread; logs in {layout.stages}")
-    run_stages(stages, jobs, lambda s: worker_command(layout.worker_settings, s, force),
-               lambda s: layout.stage_log(s.name), log, env=worker_environment())
+    kept = run_stages(stages, jobs, lambda s: worker_command(layout.worker_settings, s, force),
+                      lambda s: layout.stage_log(s.name), log, env=worker_environment(), finished=finished)
     unfinished: list[str] = []
-    for stage in stages:
+    for stage in [s for s in stages if s.name not in kept]:  # a kept stage is a finished training run
         unfinished += json.loads(layout.stage_outcome(stage.name).read_text(encoding="utf-8"))["unfinished"]
     return unfinished

@@ -242,7 +242,7 @@ def run_experiment(cfg: ExperimentConfig, show_progress: bool = True, log: Any =
         from opct.experiments.parallel import run_in_workers
 
         unfinished = run_in_workers(cfg, stage_graph(list(plan.models), [r.key for r in plan.runs], cfg.attack.enabled),
-                                    jobs, force, log)
+                                    jobs, force, log, finished=stages.finished)
         stages.track(list(plan.models))
     else:
         unfinished = stages.run_in_order()

@@ -45,6 +45,7 @@ from opct.config import RunConfig, _set_path, dump_config, validate_config
 from opct.experiments.family_rule import RULE as FAMILY_RULE
 from opct.experiments.family_rule import FamilyAttackSettings, attack_candidates, famval_rates, score_steps
 from opct.experiments.files import deep_merge, read_extended
+from opct.experiments.invalidation import already_trained
 from opct.experiments.parallel import run_stages, worker_environment
 from opct.experiments.recipes import PICK_RULES
 from opct.experiments.runner import ExperimentConfig, default_validation_sources, resolve
@@ -158,19 +159,20 @@ def run_candidates(cfg: SelectionConfig, jobs: int = 1, log: Callable[[str], Any
     candidate stops the others and names its log; a rerun continues)."""
     layout = ExperimentLayout(cfg.root)
     layout.candidate_configs.mkdir(parents=True, exist_ok=True)
-    names = []
+    runs = {}
     for *_, run in candidate_configs(cfg):
         path = layout.candidate_configs / f"{run.name}.yaml"
         path.write_text(yaml.safe_dump(dump_config(run), sort_keys=False), encoding="utf-8")
-        names.append(run.name)
+        runs[run.name] = run
     threads = ["--threads", "1"] if jobs > 1 else []
 
     def command(stage: Stage) -> list[str]:
         config = layout.candidate_configs / f"{stage.key}.yaml"
         return [sys.executable, "-m", "opct.cli", "train", "-c", str(config), "--no-progress", *threads]
 
-    run_stages([Stage("train", name) for name in names], jobs, command, lambda stage: layout.stage_log(stage.name),
-               log, env=worker_environment() if jobs > 1 else None)
+    run_stages([Stage("train", name) for name in runs], jobs, command, lambda stage: layout.stage_log(stage.name),
+               log, env=worker_environment() if jobs > 1 else None,
+               finished=lambda stage: already_trained(runs[stage.key]))  # a rerun starts no process for these
 
 
 def _read_jsonl(path: Path) -> list[dict[str, Any]]:

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from opct.config import ModelConfig, RunConfig
-from opct.experiments.invalidation import Force, clear, forced, train_stage
+from opct.experiments.invalidation import Force, already_trained, clear, forced, train_stage
 from opct.runs.experiment_layout import AttackFolder, EvalFolder, ExperimentLayout
 
 #: The kinds of stage, as ``--force`` and ``--stage`` name them (``train:opct``, ``eval:base``, ``attack:bct``).
@@ -119,6 +119,12 @@ class ExperimentStages:
         if self.cfg.attack.enabled:
             unfinished += self.attack(list(self.models))
         return unfinished
+
+    def finished(self, stage: Stage) -> bool:
+        """Whether ``stage`` is a training run that is complete with these settings and not forced: what
+        :meth:`train` would skip, so ``--jobs N`` keeps it without starting a worker. Evals and attacks
+        are always handed to a worker, which measures only what is missing or stale."""
+        return stage.kind == "train" and already_trained(self.runs[stage.key], forced(self.forces, "train", stage.key))
 
     def run(self, stage: Stage) -> list[str]:
         """One stage, as a worker of ``--jobs N`` runs it: nothing is logged into a run's trackers (the
