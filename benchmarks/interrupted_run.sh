@@ -6,12 +6,13 @@
 #   term  (default) SIGTERM to `opct run`, as a scheduler's stop or Ctrl-C: it stops its workers and exits;
 #   crash SIGKILL to `opct run` and every process under it at once, as a power cut: nothing gets to clean up.
 # Then the same command runs again to the end. OUT.txt gets a header, both parts' logs and their wall
-# seconds; `python benchmarks/stage_times.py OUT.txt` sums its stages. A stage finished before the stop
-# appears in both parts (in the second, its worker skips it in a few seconds); one stopped while running
+# seconds; `python benchmarks/stage_times.py OUT.txt` sums its stages. A training run finished before the
+# stop is kept by the second part without a worker; a finished eval or attack gets a worker that finds it
+# done in a few seconds (stage_times.py adds them to its first attempt); a stage stopped while running
 # appears once, with the second part's seconds only. Run from the repository root; PYTHON picks the
 # interpreter (default: python).
 set -u
-if [ $# -lt 3 ]; then sed -n '5,12p' "$0" | sed 's/^# \{0,1\}//'; exit 2; fi
+if [ $# -lt 3 ]; then sed -n '5,13p' "$0" | sed 's/^# \{0,1\}//'; exit 2; fi
 experiment=$1; out=$2; after=$3; shift 3
 mode=term
 if [ $# -gt 0 ] && [ "$1" != "--" ]; then mode=$1; shift; fi
