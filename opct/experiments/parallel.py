@@ -12,7 +12,9 @@ whatever it started too.
 :func:`run_in_workers` runs an experiment's stages this way: each worker is ``opct run SETTINGS --stage
 KIND:KEY --threads 1`` (with ``OPCT_THREADS=1`` and ``OMP_NUM_THREADS=1``) on the experiment's resolved
 settings, and does exactly what ``--jobs 1`` does for that stage (:class:`~opct.experiments.stages.ExperimentStages`),
-so results are the same files; a finished stage is skipped by its worker exactly as today.
+so results are the same files. On a rerun a training run that is complete with these settings is kept
+without starting a worker (:meth:`~opct.experiments.stages.ExperimentStages.finished`); an eval or attack
+gets its worker, which measures only what is missing. Each stage's log is appended to, never overwritten.
 """
 
 from __future__ import annotations
