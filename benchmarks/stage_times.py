@@ -4,13 +4,16 @@ Usage::
 
     python benchmarks/stage_times.py LOG                 # a study family's log: train/eval/attack per method
     python benchmarks/stage_times.py LOG --by candidate  # a selection's log: one row per candidate
+    python benchmarks/stage_times.py LOG --by family     # a whole study's log: one row per family and method
     python benchmarks/stage_times.py LOG --json
 
 With ``--jobs N`` the runner prints ``<kind>:<name> done (<seconds> s ...)`` when a stage ends; a stage's
 seconds are its own wall time, N stages at a time, so their sum is core time, not the wall time. The wall
 time is the ``wall_seconds N`` line that the timing wrappers of ``benchmarks/results/mechanism/*.time.txt``
 write at the end. A name's seed suffix (``-s0``) is dropped, so the rows pool seeds; ``--by method`` (the
-default) also drops a selection candidate's number (``bct-03`` → ``bct``). A stage that a rerun finished
+default) also drops a selection candidate's number (``bct-03`` → ``bct``). In a whole study's log each
+stage belongs to the ``family <name>:`` line before it, so every family's ``train:bct-s0`` is its own
+stage (``--by family`` keeps them apart, the other groupings pool them). A stage that a rerun finished
 again counts once, with the seconds of its attempts added (a stage killed mid-way logs no ``done``, so
 the seconds it ran before the kill are not in the log). Rich wraps long log lines, so the text is read
 with its line breaks as spaces.
@@ -26,28 +29,40 @@ from collections import defaultdict
 from pathlib import Path
 
 STAGE_DONE = re.compile(r"(\w+):([\w.-]+)\s+done\s+\((\d+)\s+s")
+#: A study's log names the family whose stages follow: ``family w4-long.llama: organism-llama-w4-long -> ...``.
+FAMILY = re.compile(r"(?:^|\s)family\s+([\w.-]+):\s")
 WALL = re.compile(r"wall_seconds\s+(\d+)")
 
 
 def attempts(text: str) -> dict[str, list[int]]:
-    """Each stage's ``done`` seconds, in log order; more than one where a rerun of the command ran the stage
-    again (before opct kept finished stages without a process, a rerun reported them ``done`` in seconds)."""
+    """Each stage's ``done`` seconds, in log order, keyed ``[family/]kind:name`` (a study's stages under the
+    family line before them); more than one where a rerun of the command ran the stage again (before opct
+    kept finished stages without a process, a rerun reported them ``done`` in seconds)."""
     found: dict[str, list[int]] = defaultdict(list)
-    for kind, name, seconds in STAGE_DONE.findall(text.replace("\n", " ")):
-        found[f"{kind}:{name}"].append(int(seconds))
+    flat, family = text.replace("\n", " "), ""
+    events = sorted([(m.start(), m) for m in FAMILY.finditer(flat)] + [(m.start(), m) for m in STAGE_DONE.finditer(flat)],
+                    key=lambda e: e[0])
+    for _, m in events:
+        if m.re is FAMILY:
+            family = m.group(1) + "/"
+        else:
+            kind, name, seconds = m.groups()
+            found[f"{family}{kind}:{name}"].append(int(seconds))
     return dict(found)
 
 
 def stage_seconds(text: str, by: str = "method") -> dict[str, list[int]]:
-    """Each ``kind:name`` group's stage seconds, one number per stage in log order, the sum of its attempts
-    (``by``: ``method`` or ``candidate``)."""
+    """Each group's stage seconds, one number per stage in log order, the sum of its attempts. ``by``:
+    ``method`` (seeds, candidates and a study's families pooled), ``candidate`` (seeds pooled) or
+    ``family`` (seeds pooled, a study's families apart: ``w4-long.llama/train:opct``)."""
     groups: dict[str, list[int]] = defaultdict(list)
     for stage, seconds in attempts(text).items():
+        family, _, stage = stage.rpartition("/")
         kind, name = stage.split(":", 1)
         name = re.sub(r"-s\d+$", "", name)
         if by == "method":
             name = re.sub(r"-\d+$", "", name)
-        groups[f"{kind}:{name}"].append(sum(seconds))
+        groups[f"{family}/{kind}:{name}" if by == "family" and family else f"{kind}:{name}"].append(sum(seconds))
     return dict(groups)
 
 
@@ -69,7 +84,8 @@ def summary(text: str, by: str = "method") -> dict:
 
 def render(result: dict) -> str:
     """The summary as the plain table of the ``*.time.txt`` files."""
-    lines = [f"{r['stage']:28s} n={r['n']:2d} total={r['total_s']:6d} s mean={r['mean_s']:5.0f} s" for r in result["rows"]]
+    width = max([28, *(len(r["stage"]) + 1 for r in result["rows"])])
+    lines = [f"{r['stage']:{width}s} n={r['n']:2d} total={r['total_s']:6d} s mean={r['mean_s']:5.0f} s" for r in result["rows"]]
     lines.append(f"sum of stage seconds {result['stage_seconds']}")
     if result["repeated"]:
         lines.append(f"stages done more than once (their attempts summed): {len(result['repeated'])}")
@@ -82,7 +98,7 @@ def main(argv: list[str] | None = None) -> int:
     """Print the summary of one log."""
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("log", type=Path, help="the log of an `opct run` or `opct select` with --jobs")
-    parser.add_argument("--by", choices=["method", "candidate"], default="method")
+    parser.add_argument("--by", choices=["method", "candidate", "family"], default="method")
     parser.add_argument("--json", action="store_true", help="print JSON instead of the table")
     args = parser.parse_args(argv)
     if not args.log.is_file():

@@ -37,6 +37,21 @@ def test_a_stage_a_rerun_finished_again_counts_once_with_its_attempts_added():
     assert stage_times.summary(WRAPPED_LOG)["repeated"] == []
 
 
+def test_a_whole_studys_log_keeps_each_familys_stages_apart():
+    log = ("family w1-short.llama: organism-llama -> runs/x\n[stage] train:bct-s0 done (40 s; 1 of 2)\n"
+           "[stage] train:bct-s1 done (44 s; 2 of 2)\nfamily w4-long.llama: organism-llama-w4-long -> \nruns/y\n"
+           "[stage] train:bct-s0 done\n(200 s; 1 of 2)\n== part 2\nfamily w4-long.llama: organism-llama-w4-long ->\n"
+           "[stage] train:bct-s1 done (190 s; 2 of 2)\n(family_transfer rule)\n")
+    assert stage_times.attempts(log) == {"w1-short.llama/train:bct-s0": [40], "w1-short.llama/train:bct-s1": [44],
+                                         "w4-long.llama/train:bct-s0": [200], "w4-long.llama/train:bct-s1": [190]}
+    assert stage_times.stage_seconds(log, by="family") == {"w1-short.llama/train:bct": [40, 44],
+                                                           "w4-long.llama/train:bct": [200, 190]}
+    result = stage_times.summary(log)
+    assert [(r["stage"], r["n"], r["total_s"]) for r in result["rows"]] == [("train:bct", 4, 474)]
+    assert result["repeated"] == []  # the same stage name in two families is two stages
+    assert "w4-long.llama/train:bct " in stage_times.render(stage_times.summary(log, by="family"))
+
+
 def test_an_unfinished_log_has_no_wall_time_and_an_empty_one_is_an_error(tmp_path, capsys):
     assert stage_times.wall_seconds("train:bct-00-s0 done (3 s)") is None
     empty = tmp_path / "empty.log"
