@@ -28,9 +28,10 @@ import sys
 from collections import defaultdict
 from pathlib import Path
 
-STAGE_DONE = re.compile(r"(\w+):([\w.-]+)\s+done\s+\((\d+)\s+s")
-#: A study's log names the family whose stages follow: ``family w4-long.llama: organism-llama-w4-long -> ...``.
-FAMILY = re.compile(r"(?:^|\s)family\s+([\w.-]+):\s")
+#: What the log says, in order: a study's ``family w4-long.llama: organism-llama-w4-long -> ...`` line, whose
+#: stages follow it, and the runner's ``<kind>:<name> done (<seconds> s ...)``.
+EVENT = re.compile(r"(?:^|\s)family\s+(?P<family>[\w.-]+):\s"
+                   r"|(?P<kind>\w+):(?P<name>[\w.-]+)\s+done\s+\((?P<seconds>\d+)\s+s")
 WALL = re.compile(r"wall_seconds\s+(\d+)")
 
 
@@ -39,24 +40,19 @@ def attempts(text: str) -> dict[str, list[int]]:
     family line before them); more than one where a rerun of the command ran the stage again (before opct
     kept finished stages without a process, a rerun reported them ``done`` in seconds)."""
     found: dict[str, list[int]] = defaultdict(list)
-    flat, family = text.replace("\n", " "), ""
-    events = sorted([(m.start(), m) for m in FAMILY.finditer(flat)] + [(m.start(), m) for m in STAGE_DONE.finditer(flat)],
-                    key=lambda e: e[0])
-    for _, m in events:
-        if m.re is FAMILY:
-            family = m.group(1) + "/"
+    family = ""
+    for m in EVENT.finditer(text.replace("\n", " ")):
+        if m["family"]:
+            family = m["family"] + "/"
         else:
-            kind, name, seconds = m.groups()
-            found[f"{family}{kind}:{name}"].append(int(seconds))
+            found[f"{family}{m['kind']}:{m['name']}"].append(int(m["seconds"]))
     return dict(found)
 
 
-def stage_seconds(text: str, by: str = "method") -> dict[str, list[int]]:
-    """Each group's stage seconds, one number per stage in log order, the sum of its attempts. ``by``:
-    ``method`` (seeds, candidates and a study's families pooled), ``candidate`` (seeds pooled) or
-    ``family`` (seeds pooled, a study's families apart: ``w4-long.llama/train:opct``)."""
+def _grouped(found: dict[str, list[int]], by: str) -> dict[str, list[int]]:
+    """:func:`stage_seconds` of stages already read by :func:`attempts`."""
     groups: dict[str, list[int]] = defaultdict(list)
-    for stage, seconds in attempts(text).items():
+    for stage, seconds in found.items():
         family, _, stage = stage.rpartition("/")
         kind, name = stage.split(":", 1)
         name = re.sub(r"-s\d+$", "", name)
@@ -64,6 +60,13 @@ def stage_seconds(text: str, by: str = "method") -> dict[str, list[int]]:
             name = re.sub(r"-\d+$", "", name)
         groups[f"{family}/{kind}:{name}" if by == "family" and family else f"{kind}:{name}"].append(sum(seconds))
     return dict(groups)
+
+
+def stage_seconds(text: str, by: str = "method") -> dict[str, list[int]]:
+    """Each group's stage seconds, one number per stage in log order, the sum of its attempts. ``by``:
+    ``method`` (seeds, candidates and a study's families pooled), ``candidate`` (seeds pooled) or
+    ``family`` (seeds pooled, a study's families apart: ``w4-long.llama/train:opct``)."""
+    return _grouped(attempts(text), by)
 
 
 def wall_seconds(text: str) -> int | None:
@@ -74,10 +77,10 @@ def wall_seconds(text: str) -> int | None:
 
 def summary(text: str, by: str = "method") -> dict:
     """Rows (group, n, total, mean seconds), their sum (core seconds) and the wall time."""
-    groups = stage_seconds(text, by)
+    found = attempts(text)
     rows = [{"stage": k, "n": len(v), "total_s": sum(v), "mean_s": round(sum(v) / len(v), 1)}
-            for k, v in sorted(groups.items())]
-    repeated = sorted(stage for stage, seconds in attempts(text).items() if len(seconds) > 1)
+            for k, v in sorted(_grouped(found, by).items())]
+    repeated = sorted(stage for stage, seconds in found.items() if len(seconds) > 1)
     return {"rows": rows, "stage_seconds": sum(r["total_s"] for r in rows), "wall_seconds": wall_seconds(text),
             "repeated": repeated}
 

@@ -119,7 +119,7 @@ def train_stage(key: str, run: RunConfig, root: Path, force: bool, show_progress
     if why and run_dir.exists():
         kept = set_aside(run_dir, root)
         log(f"[stage] train {key}: trained again from scratch, {why}; the old run is kept in {kept}")
-    if RunLayout(run_dir).final.exists() and run_complete(run):  # what already_trained(run) says, once set aside
+    if _finished(run):
         log(f"[stage] train {key}: complete, skipped")
         return
     log(f"[stage] train {key}")
@@ -134,7 +134,12 @@ def already_trained(run: RunConfig, force: bool = False) -> bool:
     """Whether :func:`train_stage` skips ``run``: not forced, no reason to train it again
     (:func:`retrain_reason`), and finished with these settings (:func:`run_complete`). ``opct run --jobs``
     and ``opct select --jobs`` ask this before they start a worker, so a resume starts none for it."""
-    return not force and retrain_reason(run) is None and RunLayout(run.run_dir).final.exists() and run_complete(run)
+    return not force and _finished(run) and retrain_reason(run) is None  # the cheap file checks first
+
+
+def _finished(run: RunConfig) -> bool:
+    """The run's final checkpoint is there and its manifest records these settings at its last step."""
+    return RunLayout(run.run_dir).final.exists() and run_complete(run)
 
 
 def run_complete(run: RunConfig) -> bool:
