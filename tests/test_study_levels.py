@@ -105,12 +105,33 @@ def test_the_report_reads_opct_minus_bct_per_level_against_the_dose(tmp_path):
     assert "OPCT − BCT per level, against the measured dose" in md and f"**Hypothesis: {SUPPORTED}.**" in md
     assert "| w4-long | w4-long.llama, w4-long.qwen3 | 5.000 [" in md and "OPCT 8 unparsed; BCT 0" in md
     assert "| w4-long | OPCT | 120 | 120 | 120 | 2 |" in md
+    assert "From w1-short to w4-long the dose rose (1.000 → 5.000 nats): a positive β means" in md
+    assert trends["dsr_adaptive"]["incomplete_levels"] == trends["sycophancy"]["incomplete_levels"] == []
     assert (root / FIGURE).stat().st_size > 1000
     console = Console(width=80, record=True, file=io.StringIO())
     for renderable in study_renderables(write_study_report(root), 80):
         console.print(renderable)
     text = console.export_text()
     assert "β +10.0 per nat" in text and f"hypothesis: {SUPPORTED}" in text
+
+
+def test_a_falling_dose_and_an_incomplete_level_are_said_beside_the_trend(tmp_path):
+    from opct.report.levels import dose_direction
+    from opct.report.study import write_study_report
+
+    root = fabricate_level_study(tmp_path / "study")
+    for family, gap in (("w1-short.llama", 5.0), ("w1-short.qwen3", 5.0), ("w4-long.llama", 1.0), ("w4-long.qwen3", 1.0)):
+        write(profile_path(root, family), profile(gap))  # the most diverse level now has the lowest dose
+    results = root / "w4-long.qwen3" / "eval" / "opct-s1" / "sycophancy" / "results.json"
+    write(results, {**json.loads(results.read_text()), "status": "incomplete"})  # too many unscored answers
+    data = write_study_report(root)["dose_response"]
+    trends = {t["key"]: t for t in data["trends"]}
+    assert trends["sycophancy"]["incomplete_levels"] == ["w4-long"] and trends["dsr_adaptive"]["incomplete_levels"] == []
+    assert trends["dsr_adaptive"]["beta"] < 0  # OPCT − BCT grows along the levels while the dose falls
+    md = (root / REPORT_MD).read_text()
+    assert "From w1-short to w4-long the dose fell (5.000 → 1.000 nats): a negative β means OPCT − BCT grows" in md
+    assert "INCOMPLETE evals at w4-long: those levels' differences are over what was measured" in md
+    assert dose_direction([{"level": "a", "dose": None}, {"level": "b", "dose": {"value": 1.0}}]) == ""
 
 
 def test_a_level_without_a_profile_is_shown_unmeasured_and_the_hypothesis_is_not_read(tmp_path):
@@ -215,7 +236,9 @@ def test_each_runs_kl_is_measured_once_and_related_to_its_forgetting_across_runs
         measured.append(run_dir.name)
         index = next(i for i, (names, _) in enumerate(LEVELS.values()) if run_dir.parent.parent.name in names)
         kl = 0.5 * (index + 1) if run_dir.name.startswith("opct") else 0.1
-        return {"kl_per_sequence": {"value": kl}}
+        # one run whose answers were mostly cut off at the token limit: its KL is over a few answers only
+        cut = 6 if (run_dir.parent.parent.name, run_dir.name) == ("w1-short.qwen3", "bct-s0") else 0
+        return {"kl_per_sequence": {"value": 100.0 if cut else kl}, "answers": 10, "truncated": cut}
 
     for family in families:  # the manifest's training sources are what the KL is measured on
         for run in (root / family / "train").iterdir():
@@ -227,10 +250,15 @@ def test_each_runs_kl_is_measured_once_and_related_to_its_forgetting_across_runs
     assert set(ensure_run_kls(root, families, log=lambda _: None, measure=fake_measure).values()) == {"kept", "not finished"}
     razor = write_study_report(root)["razor"]
     assert len(razor["runs"]) == 15
+    cut_off = [p for p in razor["runs"] if p["incomplete"]]
+    assert [(p["family"], p["run"], p["answers"], p["truncated"]) for p in cut_off] == [("w1-short.qwen3", "bct-s0", 10, 6)]
     rows = {r["metric"]: r for r in razor["correlations"]}
-    cap = rows["regression cap:capability_mc"]
-    assert cap["r"] < -0.8 and cap["ci_high"] < 0 and cap["runs"] == 15
-    assert "KL(fine-tuned ‖ base) and forgetting" in (root / REPORT_MD).read_text()
+    cap = rows["regression cap:capability_mc"]  # its KL of 100 is not a measurement, so it cannot drive r
+    assert cap["r"] < -0.8 and cap["ci_high"] < 0 and cap["runs"] == 14
+    assert cap["left_out"] == ["w1-short.qwen3/bct-s0"]
+    text = (root / REPORT_MD).read_text()
+    assert "KL(fine-tuned ‖ base) and forgetting" in text
+    assert "| w1-short.qwen3 | bct-s0 | 100.000 INCOMPLETE | 10 | 6 |" in text
 
 
 def test_a_missing_level_organism_is_built_from_its_names_and_a_present_one_is_kept(tmp_path):

@@ -13,6 +13,7 @@ and :func:`plot_dose_response` as a figure.
 from __future__ import annotations
 
 import json
+import textwrap
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -36,6 +37,8 @@ from opct.stats.estimate import DEFAULT_SEED
 PROFILES_DIR = "profiles"
 #: The figure of D against the dose, in the study folder.
 FIGURE = "dose_response.png"
+#: Panels per row of the figure (one panel per metric).
+FIGURE_COLUMNS = 4
 #: Profile numbers shown per level and family (besides the dose's own terms).
 PROFILE_SHOWN = ("own_seq_logprob", "target_seq_logprob", "divergence_position", "teacher_entropy",
                  "target_cost_after_divergence")
@@ -95,7 +98,8 @@ def levels_data(root: str | Path, levels: Mapping[str, Sequence[str]], families:
                     "paper_side": t.direction, "beta": json_number(t.beta), "ci": [json_number(v) for v in t.ci],
                     "ci_bonferroni": [json_number(v) for v in t.ci_bonferroni], "resamples": t.resamples,
                     "weights": list(t.weights), "reading": t.reading, "reading_bonferroni": t.reading_bonferroni,
-                    "ahead_everywhere": t.ahead_everywhere, "collapsed_levels": t.collapsed_levels}
+                    "ahead_everywhere": t.ahead_everywhere, "collapsed_levels": t.collapsed_levels,
+                    "incomplete_levels": [lv["level"] for lv in per_level if lv["metrics"].get(key, {}).get("incomplete")]}
                    for key, t in trends.items()],
         "hypothesis": {"outcome": reading.outcome, "reasons": reading.reasons},
         "settings": {"resamples": n_resamples, "seeds": f"{DEFAULT_SEED} + level index", "level": 0.95,
@@ -141,6 +145,21 @@ def _profile_text(family: str, axes: Mapping[str, Mapping[str, float | None]]) -
             f"{per_axis(lambda m: m.get('target_cost_after_divergence'))}")
 
 
+def dose_direction(levels: Sequence[Mapping[str, Any]]) -> str:
+    """How the dose moved from the first measured level to the last, and what β's sign then means in the
+    levels' order ("" when fewer than two levels have a dose)."""
+    dosed = [lv for lv in levels if lv["dose"] is not None]
+    if len(dosed) < 2:
+        return ""
+    first, last = dosed[0], dosed[-1]
+    a, b = first["dose"]["value"], last["dose"]["value"]
+    if a == b:
+        return f"The dose is the same at {first['level']} and {last['level']} ({a:.3f} nats)."
+    rose = b > a
+    return (f"From {first['level']} to {last['level']} the dose {'rose' if rose else 'fell'} ({a:.3f} → {b:.3f} nats): "
+            f"a {'positive' if rose else 'negative'} β means OPCT − BCT grows from {first['level']} to {last['level']}.")
+
+
 def levels_markdown(data: Mapping[str, Any]) -> str:
     """The dose-response section of a study's report.md."""
     out = ["## OPCT − BCT per level, against the measured dose (pre-registered: docs/mechanism.md)", "", HOWTO, ""]
@@ -153,6 +172,8 @@ def levels_markdown(data: Mapping[str, Any]) -> str:
     out += [render_markdown(["level", "families run", "primary dose, nats [95%]",
                              "profile (per family; sycophancy/jailbreak/awareness)"],
                             rows), ""]
+    if direction := dose_direction(data["levels"]):
+        out += [direction, ""]
     metrics = [t["key"] for t in data["trends"]]
     rows = []
     for key in metrics:
@@ -175,6 +196,9 @@ def levels_markdown(data: Mapping[str, Any]) -> str:
         if t["collapsed_levels"]:
             note = (note + "; " if note else "") + (f"{t['collapsed_levels']} level(s) whose bootstrap has no spread "
                                                     "(every unit agrees): β's interval understates its uncertainty")
+        if t.get("incomplete_levels"):
+            note = (note + "; " if note else "") + (f"INCOMPLETE evals at {', '.join(t['incomplete_levels'])}: those "
+                                                    "levels' differences are over what was measured, not measurements")
         rows.append([t["header"], t["paper_side"] or "no claim", _fmt(t["beta"], t["percent"]),
                      "[" + ", ".join(_fmt(v, t["percent"]) for v in t["ci"]) + "]",
                      "[" + ", ".join(_fmt(v, t["percent"]) for v in t["ci_bonferroni"]) + "]",
@@ -188,8 +212,8 @@ def levels_markdown(data: Mapping[str, Any]) -> str:
 
 
 def plot_dose_response(data: Mapping[str, Any], path: str | Path, dpi: int = 110) -> Path | None:
-    """One panel per metric: each level's OPCT − BCT (95% interval) at its dose, and the weighted slope
-    through the weighted means. None when no level has both a dose and a difference."""
+    """One panel per metric, :data:`FIGURE_COLUMNS` to a row: each level's OPCT − BCT (95% interval) at its
+    dose, and the weighted slope through the weighted means. None when no level has both a dose and a difference."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -199,8 +223,13 @@ def plot_dose_response(data: Mapping[str, Any], path: str | Path, dpi: int = 110
                                                for lv in data["levels"])]
     if not trends:
         return None
-    fig, axes = plt.subplots(1, len(trends), figsize=(2.6 * len(trends), 2.6), squeeze=False)
-    for ax, t in zip(axes[0], trends, strict=True):
+    cols = min(FIGURE_COLUMNS, len(trends))
+    rows = -(-len(trends) // cols)
+    fig, grid = plt.subplots(rows, cols, figsize=(3.2 * cols, 2.9 * rows), squeeze=False)
+    axes = list(grid.flat)
+    for ax in axes[len(trends):]:
+        ax.set_visible(False)
+    for ax, t in zip(axes, trends, strict=False):
         scale = 100.0 if t["percent"] else 1.0
         pts = [(lv["dose"]["value"], lv["metrics"][t["key"]], lv["level"]) for lv in data["levels"]
                if lv["dose"] and lv["metrics"].get(t["key"], {}).get("value") is not None]
@@ -217,7 +246,7 @@ def plot_dose_response(data: Mapping[str, Any], path: str | Path, dpi: int = 110
             ax.plot([min(xs), max(xs)], [y_bar + t["beta"] * scale * (x - x_bar) for x in (min(xs), max(xs))],
                     color="#888888", lw=1)
         ax.axhline(0.0, color="black", lw=0.5)
-        ax.set_title(f"{t['header']}\n{t['reading']}", fontsize=8)
+        ax.set_title(textwrap.fill(t["header"], 38) + f"\n{t['reading']}", fontsize=8)
         ax.set_xlabel("dose (nats)", fontsize=8)
         ax.set_ylabel("OPCT − BCT" + (" (pts)" if t["percent"] else ""), fontsize=8)
         ax.tick_params(labelsize=7)

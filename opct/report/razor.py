@@ -5,6 +5,11 @@ across every run of the study, its Pearson correlation with each capability colu
 value minus its family's base value) and with each held-out safety metric (the run's value), with a 95%
 percentile bootstrap interval that resamples runs (2,000 resamples, the report's seed). *RL's Razor*
 (arXiv 2509.04259) predicts a negative correlation with the capability change (more KL, more forgetting).
+
+A run's KL is over its complete answers: an answer cut off at the token limit has no sequence KL. When more
+than :data:`~opct.evals.outcomes.DEFAULT_MAX_UNSCORED` of a run's answers were cut off, its KL is INCOMPLETE
+(the eval rule: not a measurement): the table shows it marked, with its answers and cut-off counts, and the
+correlations leave it out and say how many they left out.
 """
 
 from __future__ import annotations
@@ -16,11 +21,15 @@ from typing import Any
 
 import numpy as np
 
+from opct.evals.outcomes import DEFAULT_MAX_UNSCORED
 from opct.report.dose_response import SAFETY_METRICS
 from opct.report.load import Experiment
 from opct.report.pooled import plan_seeds, split_run_key
 from opct.report.table import build_columns, render_markdown
 from opct.stats.estimate import DEFAULT_SEED, _percentile_ci
+
+#: A run point's own fields (the rest are the metrics its KL is correlated with).
+_RUN_FIELDS = ("family", "run", "method", "kl", "answers", "truncated", "incomplete")
 
 #: The file in a run's folder (beside ``final/``) that holds its KL to the base (:mod:`opct.experiments.run_kl`).
 KL_FILE = "kl_to_base.json"
@@ -57,8 +66,11 @@ def run_points(families: Mapping[str, Experiment]) -> list[dict[str, Any]]:
             path = exp.layout.run(key) / KL_FILE
             if key == "base" or not path.is_file():
                 continue
-            kl = json.loads(path.read_text(encoding="utf-8"))["kl_per_sequence"]["value"]
-            point: dict[str, Any] = {"family": family, "run": key, "method": split_run_key(key, seeds)[0], "kl": kl}
+            record = json.loads(path.read_text(encoding="utf-8"))
+            answers, cut = int(record.get("answers", 0)), int(record.get("truncated", 0))
+            point: dict[str, Any] = {"family": family, "run": key, "method": split_run_key(key, seeds)[0],
+                                     "kl": record["kl_per_sequence"]["value"], "answers": answers, "truncated": cut,
+                                     "incomplete": answers == 0 or cut / answers > DEFAULT_MAX_UNSCORED}
             for c in columns:
                 run, base = c.get(exp, key), c.get(exp, "base")
                 if c.key.startswith("cap:") and run is not None and base is not None:
@@ -70,16 +82,18 @@ def run_points(families: Mapping[str, Experiment]) -> list[dict[str, Any]]:
 
 
 def razor_data(families: Mapping[str, Experiment], n_resamples: int = 2000) -> dict[str, Any] | None:
-    """Every run's KL and the correlations across runs; None when no run has a KL record."""
+    """Every run's KL and the correlations across the runs whose KL is complete; None when no run has a KL record."""
     points = run_points(families)
     if not points:
         return None
-    keys = list(dict.fromkeys(k for p in points for k in p if k not in ("family", "run", "method", "kl")))
+    keys = list(dict.fromkeys(k for p in points for k in p if k not in _RUN_FIELDS))
     rows = []
     for key in keys:
         have = [p for p in points if p.get(key) is not None and p["kl"] is not None and math.isfinite(p["kl"])]
-        rows.append({"metric": key, **correlation([p["kl"] for p in have], [p[key] for p in have],
-                                                   n_resamples=n_resamples)})
+        complete = [p for p in have if not p["incomplete"]]
+        rows.append({"metric": key, **correlation([p["kl"] for p in complete], [p[key] for p in complete],
+                                                   n_resamples=n_resamples),
+                     "left_out": [f"{p['family']}/{p['run']}" for p in have if p["incomplete"]]})
     return {"runs": points, "correlations": rows}
 
 
@@ -90,11 +104,14 @@ def razor_markdown(data: Mapping[str, Any]) -> str:
            "Each run's KL from its base on its training prompts, on its own samples (nats per answer; "
            "`train/<run>/kl_to_base.json`), against its capability change from the base (regression: run − base) "
            "and its held-out safety metrics, across every run of the study: Pearson's r with a 95% bootstrap "
-           "interval over runs. RL's Razor predicts r < 0 against the capability change.", ""]
-    out += [render_markdown(["against", "r", "95% interval", "runs"],
-                            [[r["metric"], fmt(r["r"]), f"[{fmt(r['ci_low'])}, {fmt(r['ci_high'])}]", str(r["runs"])]
-                             for r in data["correlations"]]), ""]
-    out += [render_markdown(["family", "run", "KL per answer (nats)"],
-                            [[p["family"], p["run"], "—" if p["kl"] is None else f"{p['kl']:.3f}"]
-                             for p in data["runs"]]), ""]
+           "interval over runs. RL's Razor predicts r < 0 against the capability change. A run's KL is over its "
+           f"complete answers; when more than {DEFAULT_MAX_UNSCORED:.0%} of its answers were cut off at the token "
+           "limit it is INCOMPLETE (not a measurement) and left out of the correlations.", ""]
+    out += [render_markdown(["against", "r", "95% interval", "runs", "left out (KL INCOMPLETE)"],
+                            [[r["metric"], fmt(r["r"]), f"[{fmt(r['ci_low'])}, {fmt(r['ci_high'])}]", str(r["runs"]),
+                              str(len(r.get("left_out", [])))] for r in data["correlations"]]), ""]
+    out += [render_markdown(["family", "run", "KL per answer (nats)", "answers", "cut off"],
+                            [[p["family"], p["run"],
+                              ("—" if p["kl"] is None else f"{p['kl']:.3f}") + (" INCOMPLETE" if p["incomplete"] else ""),
+                              str(p["answers"]), str(p["truncated"])] for p in data["runs"]]), ""]
     return "\n".join(out)
