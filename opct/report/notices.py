@@ -2,7 +2,9 @@
 
 What an eval or attack left unscored is read from its ``results.json`` (the fields the runner writes:
 ``status``, ``unscored``, ``n_records``, ``outcomes``, ``max_unscored``) and said in words: how many of
-how many, of which outcome class, and whether that makes the number no measurement. Every other
+how many, of which outcome class, and whether that makes the number no measurement. A trained run whose
+own samples degenerated while it trained is said from its ``metrics.jsonl``
+(:mod:`opct.report.rollout_health`). Every other
 warning the loader gave (a file it could not read, lines it skipped) is kept, its path made relative
 to the experiment and put under the run it belongs to.
 """
@@ -14,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from opct.report.load import Experiment
+from opct.report.rollout_health import rollout_collapse
 from opct.report.table import method_label
 from opct.runs.experiment_layout import ExperimentLayout
 
@@ -95,6 +98,8 @@ def warning_groups(exp: Experiment) -> list[tuple[str, list[str]]]:
             covered.append(str(layout.attack(method).results) + ":")
             if (line := attack_sentence(attack)) is not None:
                 groups.setdefault(method, []).append(line)
+        if (collapse := rollout_collapse(exp.train.get(method, []))) is not None:
+            groups.setdefault(method, []).append(f"training: {collapse.sentence()}")
     for text in exp.warnings:
         if any(text.startswith(prefix) for prefix in covered):
             continue
