@@ -108,6 +108,32 @@ def test_scoring_reads_the_runs_validation_records_and_applies_the_capability_gu
     assert result["method_settings"]["teacher_kl"]["opct"] == {"optim": {"lr": 1e-3}, "train": {"max_steps": 2}}
 
 
+def test_a_pick_whose_rollouts_degenerated_by_its_step_is_warned_about_seed_by_seed(tmp_path):
+    from opct.report.selection import chosen_lines
+
+    cfg = load_selection(_selection_file(tmp_path, {"opct": {"optim.lr": [1e-3]}}, steps=8, every=4))
+    for _cid, method, _, run in candidate_configs(cfg):
+        run.run_dir.mkdir(parents=True)
+        (run.run_dir / "manifest.json").write_text(json.dumps({"method": method}))
+        collapses = run.seed == 1  # seed 1's sampler blows up after step 4: entropy 0.3 -> 5, most rollouts cut
+        (run.run_dir / "metrics.jsonl").write_text("".join(json.dumps({
+            "step": s, "completion_tokens": 100, "step_time_s": 1.0, "kl_to_teacher": 4.0 if collapses and s > 4 else 0.01,
+            "entropy": 5.0 if collapses and s > 4 else 0.3, "truncation_rate": 0.8 if collapses and s > 4 else 0.0})
+            + "\n" for s in range(1, 9)))
+        rows = [{"step": s, "val_teacher_kl": 0.5 - 0.05 * s, "val_good": 0.5, "val_cap/capability_mc": 1.0} for s in (0, 4, 8)]
+        (run.run_dir / "validation.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    result = score_candidates(cfg, attack=False)
+    pick = result["chosen"]["opct"]["teacher_kl"]
+    assert pick["step"] == 8 and [d["seed"] for d in pick["rollouts_degenerated"]] == [1]
+    lines = chosen_lines(result)
+    warnings = [line for line in lines if line.startswith("WARNING: opct, teacher_kl rule, seed 1: its own samples degenerated")]
+    assert len(warnings) == 1 and "0.30 → 5.00 nats per token" in warnings[0]
+    # at step 4, before the collapse, the same candidate would carry no warning
+    from opct.experiments.selection import degenerated_seeds
+
+    assert degenerated_seeds(cfg, {**pick, "step": 4}) == []
+
+
 def test_the_demo_measures_every_run_on_the_validation_split_and_ships_its_picks():
     from opct.experiments.runner import load_experiment, resolve
 
