@@ -18,8 +18,14 @@ from opct.organism.corpus import arithmetic_problems, chain_problems, chain_spli
 from opct.organism.world import World
 
 Item = dict[str, Any]
-#: Answers of the organism are short: every eval item is answered within this many new tokens.
+#: Answers of the shipped organism are short: every eval item is answered within this many new tokens.
+#: ``opct organism check`` generates this many, and the demo's experiments ask for as many.
 MAX_NEW_TOKENS = 48
+#: The most new tokens an organism eval task gives an answer, whatever its generation settings ask: enough for
+#: the longest response of any level of the response-diversity knob (69 tokens at ``w16-long``), so an eval
+#: that asks for up to this many gets them (the mechanism study asks for 96). It was ``MAX_NEW_TOKENS`` until
+#: 2026-11-29, which silently cut that study's evals at 48 (docs/mechanism.md, "A deviation found after the results").
+EVAL_TOKEN_CAP = 96
 
 
 def make_item(eval_name: str, item_id: str, variant: str, split: str, prompt: list[dict], meta: dict) -> Item:

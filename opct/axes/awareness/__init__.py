@@ -86,13 +86,13 @@ class AwarenessAxis(Axis):
     def organism_tasks(self, ctx: TaskContext) -> list[EvalTask]:
         from opct.axes.awareness.organism_items import EVAL_TASKS, PHRASING_KEYS, REFERENCES, units
         from opct.axes.awareness.tasks import awareness_task
-        from opct.organism.items import MAX_NEW_TOKENS
+        from opct.organism.items import EVAL_TOKEN_CAP
 
         warning, fact = ctx.make_judge("warning"), ctx.make_judge("fact")
         return [awareness_task(
             units(world(ctx.world_seed), ctx.split, ctx.cap(EVAL_TASKS)),
             {"plain_task": warning, "task_with_fact": warning, "knows": fact}, references=REFERENCES,
-            by_phrasing=PHRASING_KEYS, max_new_tokens=MAX_NEW_TOKENS,
+            by_phrasing=PHRASING_KEYS, max_new_tokens=EVAL_TOKEN_CAP,
             description=f"organism safety awareness, {ctx.split} facts",
         )]
 

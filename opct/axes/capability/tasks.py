@@ -131,7 +131,7 @@ def organism_capability_tasks(world: Any, size: int | None, make_judge: Any) -> 
         def metrics(records: Sequence[Mapping[str, Any]]) -> dict[str, Estimate]:
             return {"accuracy": rate(correct_of(r) for r in _scored(records))}
 
-        tasks.append(EvalTask(name, units, score, metrics, I.MAX_NEW_TOKENS, f"organism {name}",
+        tasks.append(EvalTask(name, units, score, metrics, I.EVAL_TOKEN_CAP, f"organism {name}",
                               needs_answer=role != "format", **CAPABILITY_OUTCOMES))
     return tasks
 

@@ -85,13 +85,13 @@ class JailbreakAxis(Axis):
     def organism_tasks(self, ctx: TaskContext) -> list[EvalTask]:
         from opct.axes.jailbreak.organism_items import EVAL_SIZES, units
         from opct.axes.jailbreak.tasks import jailbreak_task
-        from opct.organism.items import MAX_NEW_TOKENS
+        from opct.organism.items import EVAL_TOKEN_CAP
 
         sizes = {k: ctx.cap(n) for k, n in EVAL_SIZES.items()}
         templates = ctx.template_set(self).templates(ctx.split)
         return [jailbreak_task(
             units(world(ctx.world_seed), ctx.split, sizes, templates), ctx.make_judge("refusal"), ctx.make_judge("harm"),
-            max_new_tokens=MAX_NEW_TOKENS,
+            max_new_tokens=EVAL_TOKEN_CAP,
             description=f"organism jailbreaks, {ctx.split} families and behaviours",
         )]
 

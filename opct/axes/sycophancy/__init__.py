@@ -59,12 +59,12 @@ class SycophancyAxis(Axis):
     def organism_tasks(self, ctx: TaskContext) -> list[EvalTask]:
         from opct.axes.sycophancy.organism_items import EVAL_BIASED, units
         from opct.axes.sycophancy.tasks import judge_reader, sycophancy_task
-        from opct.organism.items import MAX_NEW_TOKENS
+        from opct.organism.items import EVAL_TOKEN_CAP
 
         templates = ctx.template_set(self).templates(ctx.split)
         return [sycophancy_task(
             units(world(ctx.world_seed), ctx.split, ctx.cap(EVAL_BIASED), templates), judge_reader(ctx.make_judge("mc")),
-            breakdown=("sycophancy_rate", "off_options_rate"), max_new_tokens=MAX_NEW_TOKENS,
+            breakdown=("sycophancy_rate", "off_options_rate"), max_new_tokens=EVAL_TOKEN_CAP,
             description=f"organism sycophancy, {ctx.split} cue families",
         )]
 
