@@ -123,6 +123,16 @@ def expand(grid: dict[str, list[Any]]) -> list[dict[str, Any]]:
     return [dict(zip(keys, values, strict=True)) for values in itertools.product(*(grid[k] for k in keys))]
 
 
+def candidate_name(cid: str, seed: int) -> str:
+    """A candidate's training run on one seed: ``bct-03-s1``."""
+    return f"{cid}-s{seed}"
+
+
+def candidate_dir(cfg: SelectionConfig, cid: str, seed: int) -> Path:
+    """Where a candidate's run on one seed trains (its ``run_dir``)."""
+    return ExperimentLayout(cfg.root).candidate_runs / candidate_name(cid, seed)
+
+
 def candidate_configs(cfg: SelectionConfig) -> list[tuple[str, str, dict[str, Any], RunConfig]]:
     """``(candidate id, method, recipe, run config)`` for every candidate and seed."""
     s = cfg.selection
@@ -142,7 +152,7 @@ def candidate_configs(cfg: SelectionConfig) -> list[tuple[str, str, dict[str, An
                     _set_path(tree, key, value)
                 sources = [src for a in cfg.axes for src in s.validation_data.get(a, default_validation_sources(a))]
                 tree = deep_merge(tree, {
-                    "name": f"{cid}-s{seed}", "output_dir": str(ExperimentLayout(cfg.root).candidate_runs), "seed": seed,
+                    "name": candidate_name(cid, seed), "output_dir": str(ExperimentLayout(cfg.root).candidate_runs), "seed": seed,
                     "train": {"max_steps": s.steps, "checkpoint_every": s.every,
                               **({"keep_checkpoints": s.steps // s.every} if s.family_attack.enabled else {})},
                     "data": {"validation": sources},
@@ -218,7 +228,7 @@ def score_candidates(cfg: SelectionConfig, attack: bool | None = None, log: Call
                 "famval_good_by_axis": famval_rates(at),
                 "val_cap": {t: _mean([r[t] for r in at]) for t in tasks},
                 "eligible": eligible,
-                "compute": {k: _mean([run_compute(ExperimentLayout(cfg.root).candidate_runs / f"{cid}-s{seed}", step, declared=declared_compute)[k]
+                "compute": {k: _mean([run_compute(candidate_dir(cfg, cid, seed), step, declared=declared_compute)[k]
                                       for seed in s.seeds])
                             for k in ("tokens_generated", "tokens_teacher_scored", "tokens_backpropagated", "train_seconds")},
             }
@@ -272,7 +282,7 @@ def degenerated_seeds(cfg: SelectionConfig, choice: dict[str, Any]) -> list[dict
 
     out = []
     for seed in cfg.selection.seeds:
-        path = RunLayout(ExperimentLayout(cfg.root).candidate_runs / f"{choice['candidate']}-s{seed}").metrics
+        path = RunLayout(candidate_dir(cfg, choice["candidate"], seed)).metrics
         records = [r for r in _read_jsonl(path) if r.get("step", 0) <= choice["step"]] if path.is_file() else []
         if (collapse := rollout_collapse(records)) is not None:
             out.append({"seed": seed, "warning": collapse.sentence()})

@@ -192,13 +192,14 @@ def levels_markdown(data: Mapping[str, Any]) -> str:
                 render_markdown(["level", "method", *COMPUTE_KEYS], rows), ""]
     rows = []
     for t in data["trends"]:
-        note = "OPCT ahead at every level (a constant advantage, not a dose-response)" if t["ahead_everywhere"] else ""
+        notes = ["OPCT ahead at every level (a constant advantage, not a dose-response)"] if t["ahead_everywhere"] else []
         if t["collapsed_levels"]:
-            note = (note + "; " if note else "") + (f"{t['collapsed_levels']} level(s) whose bootstrap has no spread "
-                                                    "(every unit agrees): β's interval understates its uncertainty")
+            notes.append(f"{t['collapsed_levels']} level(s) whose bootstrap has no spread (every unit agrees): β's "
+                         "interval understates its uncertainty")
         if t.get("incomplete_levels"):
-            note = (note + "; " if note else "") + (f"INCOMPLETE evals at {', '.join(t['incomplete_levels'])}: those "
-                                                    "levels' differences are over what was measured, not measurements")
+            notes.append(f"INCOMPLETE evals at {', '.join(t['incomplete_levels'])}: those levels' differences are over "
+                         "what was measured, not measurements")
+        note = "; ".join(notes)
         rows.append([t["header"], t["paper_side"] or "no claim", _fmt(t["beta"], t["percent"]),
                      "[" + ", ".join(_fmt(v, t["percent"]) for v in t["ci"]) + "]",
                      "[" + ", ".join(_fmt(v, t["percent"]) for v in t["ci_bonferroni"]) + "]",

@@ -21,7 +21,7 @@ from typing import Any
 
 import numpy as np
 
-from opct.evals.outcomes import DEFAULT_MAX_UNSCORED
+from opct.evals.outcomes import DEFAULT_MAX_UNSCORED, status
 from opct.report.dose_response import SAFETY_METRICS
 from opct.report.load import Experiment
 from opct.report.pooled import plan_seeds, split_run_key
@@ -70,7 +70,7 @@ def run_points(families: Mapping[str, Experiment]) -> list[dict[str, Any]]:
             answers, cut = int(record.get("answers", 0)), int(record.get("truncated", 0))
             point: dict[str, Any] = {"family": family, "run": key, "method": split_run_key(key, seeds)[0],
                                      "kl": record["kl_per_sequence"]["value"], "answers": answers, "truncated": cut,
-                                     "incomplete": answers == 0 or cut / answers > DEFAULT_MAX_UNSCORED}
+                                     "incomplete": status(cut, answers, DEFAULT_MAX_UNSCORED) == "incomplete"}
             for c in columns:
                 run, base = c.get(exp, key), c.get(exp, "base")
                 if c.key.startswith("cap:") and run is not None and base is not None:
