@@ -110,6 +110,12 @@ class OptimConfig(_Strict):
     schedule: Literal["constant", "linear", "cosine"] = Field("constant", description="learning rate after warmup: constant, or decayed to 0 at the last step (linear, cosine)")
     warmup_steps: int = Field(0, ge=0, description="steps of linear warmup from 0 to lr")
     max_grad_norm: float | None = Field(1.0, gt=0.0, allow_inf_nan=False, description="clip the gradient's global norm to this; None: no clipping (the norm is still logged)")
+    master_weights: Literal["auto", "fp32", "off"] = Field(
+        "auto",
+        description="keep an fp32 master copy of the trained weights and step it, writing the result back in the "
+                    "model's dtype: auto: whenever a trained weight is bf16 or fp16 (full fine-tuning in half "
+                    "precision, where small updates would round away); fp32: always; off: step the weights as they are",
+    )
 
 
 class DataConfig(_Strict):
@@ -196,6 +202,11 @@ class TrainConfig(_Strict):
         False,
         description="LoRA: sample rollouts from a copy with each adapted weight merged (W + scale*BA), refreshed every "
                     "step: faster decoding, one more copy of the adapted weights in memory (opct/sampling/merged_lora.py)",
+    )
+    gradient_checkpointing: bool = Field(
+        False,
+        description="recompute each decoder layer's activations in the backward pass instead of keeping them "
+                    "(transformers' gradient checkpointing, non-reentrant): less memory, about a third more compute",
     )
     disable_dropout: bool = Field(
         True, description="zero the base model's dropout (on-policy ratios need it; lora.dropout is kept)"
