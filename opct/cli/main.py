@@ -73,6 +73,15 @@ def train(
     method: Annotated[str | None, typer.Option(
         "--method", metavar="NAME", help="Train with this method (opct, bct, ...) instead of the file's: its section "
         "of the file is dropped (a note names its keys); the same as --set method=NAME.")] = None,
+    dry_run: Annotated[bool, typer.Option(
+        "--dry-run", help="Print the per-GPU memory estimate and the step's composition, and exit: nothing loads "
+        "(the model's shape from its config.json, the HF cache or opct's table of known models).")] = False,
+    gpus: Annotated[int, typer.Option("--gpus", min=1, metavar="N", help="With --dry-run: GPUs (processes) the "
+                                      "run is launched on.")] = 1,
+    fsdp: Annotated[bool, typer.Option("--fsdp", help="With --dry-run: the run is sharded with FSDP2 over the GPUs "
+                                       "(configs/accelerate/fsdp2.yaml); otherwise DDP.")] = False,
+    gpu_memory: Annotated[float | None, typer.Option(
+        "--gpu-memory", min=1.0, metavar="GIB", help="With --dry-run: each GPU's memory; says whether the step fits.")] = None,
 ) -> None:
     """Train with OPCT or BCT; rerunning the same command resumes an interrupted run."""
     import yaml
@@ -85,6 +94,11 @@ def train(
     cfg = load_config(config, overrides)
     if print_config:
         console.print(yaml.safe_dump(dump_config(cfg), sort_keys=False), highlight=False)
+        return
+    if dry_run:
+        from opct.cli.train_plan import plan_lines
+
+        console.print("\n".join(plan_lines(cfg, gpus, fsdp, gpu_memory)), highlight=False, markup=False, soft_wrap=True)
         return
     apply_threads(threads if threads is not None else cfg.threads)
     from opct.training.loop import train as run_training

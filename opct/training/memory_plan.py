@@ -1,0 +1,261 @@
+r"""The dry run's memory plan: per-GPU memory of one training step, and the step's composition, from the
+model's shape (:mod:`opct.training.model_shapes`) and the run's settings, before anything loads.
+
+Pure functions; every number is an estimate from the formulas below (``b_w``: bytes per weight of
+``model.dtype``; ``b_a``: bytes per activation, 2 under ``train.mixed_precision`` bf16/fp16 or a half
+``model.dtype``, else 4; ``N``: processes; ``/N``: divided by ``N`` under FSDP, whole under DDP or one
+process; ``P``: the model's parameters; ``T``: the trained ones, ``P`` or the LoRA adapter's):
+
+* **weights** ``P b_w /N``, plus the LoRA adapter ``T x 4`` (PEFT keeps it in float32);
+* **gradients** ``T x b_t /N`` (``b_t``: 4 for a LoRA adapter, else ``b_w``);
+* **optimizer** AdamW's two moments, ``2 T x 4 /N`` when an fp32 master copy is stepped, else ``2 T b_t /N``;
+* **master copy** ``T x 4 /N`` when ``optim.master_weights`` keeps one (``fp32``, or ``auto`` with half
+  trained weights; none when the trained weights are already float32);
+* **teacher** nothing under LoRA (the policy with its adapter off), ``P b_w /N`` under full fine-tuning;
+* **activations**, one microbatch of ``S`` sequences of ``t = prompt + completion`` tokens, per token and
+  layer ``A = b_a (2 k d + 3 (H + KV) hd + 4 I) + 7 r b_a`` (``k`` norms per layer, input and output each;
+  queries, keys, values, rotated queries and keys, the attention output; the MLP's gate, up, activation
+  and product; LoRA's rank-``r`` intermediates), with ``2 d b_a`` per token outside the layers:
+  ``S t (L A + 2 d b_a)``; with gradient checkpointing each layer keeps only its input,
+  ``S t (L d b_a + A + 2 d b_a)`` (one layer recomputed at a time);
+* **logits chunks** ``C V (b_a + 8)`` for ``C = train.logprob_chunk_positions`` rows of the vocabulary (the
+  chunk, its float32 copy and its softmax in the backward), twice for a top-k or full loss (the teacher's
+  chunk too): the ``[rows, length, vocab]`` logits are never built whole;
+* **rollouts** (sampling, before the backward): the KV cache ``R (prompt + completion) L 2 KV hd b_a`` for
+  the ``R`` sequences of one sampling call (every layer at full length: an upper bound for sliding-window
+  layers), the last position's logits ``R V x 8``, under FSDP the policy gathered whole for sampling
+  (``P b_w (1 - 1/N)`` more), and with ``train.merged_lora_sampling`` a merged copy of the adapted weights.
+
+The step's peak is the larger of its two phases: rollouts (weights, optimizer state, master copy, teacher,
+and the rollout terms) and training (the same, plus gradients, activations and logits chunks). It fits a GPU
+when the peak is at most :data:`USABLE_SHARE` of its memory: the rest is left to the CUDA context, the
+allocator's fragmentation and the libraries' workspaces (an allowance, not a measurement).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, replace
+from typing import Any, Literal
+
+from opct.config import RunConfig
+from opct.training.model_shapes import ModelShape, lora_parameter_count, parameter_count
+
+#: The share of a GPU's memory a step may plan to use (the rest: CUDA context, fragmentation, workspaces).
+USABLE_SHARE = 0.9
+#: Prompt tokens assumed when ``data.max_prompt_tokens`` is unset (the pairs are not read by a dry run).
+DEFAULT_PROMPT_TOKENS = 256
+GIB = 2**30
+_DTYPE_BYTES = {"float32": 4, "bfloat16": 2, "float16": 2, "auto": 2}
+
+
+@dataclass(frozen=True)
+class StepSettings:
+    """What one training step does, as the memory plan needs it (:func:`step_settings` reads a config)."""
+
+    finetune: Literal["lora", "full"]
+    weight_bytes: int
+    activation_bytes: int
+    lora_rank: int
+    lora_targets: list[str] | str
+    master_weights: Literal["auto", "fp32", "off"]
+    gradient_checkpointing: bool
+    pairs_per_step: int
+    samples_per_pair: int
+    prompt_tokens: int
+    completion_tokens: int
+    sequences_per_microbatch: int
+    sequences_per_call: int
+    logprob_chunk_positions: int
+    vocabulary_loss: bool
+    on_policy: bool
+    merged_lora_sampling: bool
+    processes: int = 1
+    fsdp: bool = False
+
+
+def step_settings(cfg: RunConfig, processes: int = 1, fsdp: bool = False, prompt_tokens: int | None = None) -> StepSettings:
+    """The :class:`StepSettings` of ``cfg`` on ``processes`` GPUs (sharded with FSDP when ``fsdp``).
+
+    A method that samples rollouts each step has ``sampling`` in its section (OPCT); one that does not
+    (BCT) trains on targets of ``targets.max_new_tokens`` tokens, generated once before the first step.
+    """
+    method = cfg.method_config
+    sampling = getattr(method, "sampling", None)
+    generation = sampling or getattr(method, "targets", None)
+    loss = getattr(method, "loss", None)
+    weight_bytes = _DTYPE_BYTES[cfg.model.dtype]
+    half = cfg.train.mixed_precision != "no" or weight_bytes == 2
+    return StepSettings(
+        finetune=cfg.finetune, weight_bytes=weight_bytes, activation_bytes=2 if half else 4,
+        lora_rank=cfg.lora.r, lora_targets=cfg.lora.target_modules, master_weights=cfg.optim.master_weights,
+        gradient_checkpointing=cfg.train.gradient_checkpointing, pairs_per_step=cfg.train.pairs_per_step,
+        samples_per_pair=sampling.n if sampling is not None else 1,
+        prompt_tokens=prompt_tokens or cfg.data.max_prompt_tokens or DEFAULT_PROMPT_TOKENS,
+        completion_tokens=generation.max_new_tokens if generation is not None else 0,
+        sequences_per_microbatch=cfg.train.sequences_per_microbatch,
+        sequences_per_call=sampling.sequences_per_call if sampling is not None else 1,
+        logprob_chunk_positions=cfg.train.logprob_chunk_positions,
+        vocabulary_loss=getattr(loss, "kind", "sampled") in ("topk", "full"), on_policy=sampling is not None,
+        merged_lora_sampling=cfg.train.merged_lora_sampling, processes=processes, fsdp=fsdp,
+    )
+
+
+@dataclass(frozen=True)
+class StepComposition:
+    """What one optimizer step is made of, on each process and in all."""
+
+    pairs_per_step: int
+    pairs_per_process: int
+    rollouts_per_step: int
+    rollouts_per_process: int
+    sampling_calls_per_process: int
+    decode_steps_per_call: int
+    tokens_per_sequence: int
+    completion_tokens_per_step: int
+    microbatches_per_process: int
+    student_forwards: int
+    recompute_forwards: int
+    backwards: int
+    teacher_forwards: int
+
+
+def step_composition(s: StepSettings) -> StepComposition:
+    """Pairs, rollouts, tokens, microbatches and passes of one step: each process takes
+    ``ceil(pairs / N)`` pairs and ``n`` rollouts of each; the rollouts are sampled ``sequences_per_call`` at a
+    time (``completion_tokens`` decode steps per call, at most) and trained ``sequences_per_microbatch`` at a
+    time, each microbatch one student forward and backward (and, with gradient checkpointing, one more
+    forward inside the backward) and, for OPCT, one teacher forward."""
+    pairs_here = math.ceil(s.pairs_per_step / s.processes)
+    rollouts_here = pairs_here * s.samples_per_pair
+    microbatches = math.ceil(rollouts_here / s.sequences_per_microbatch)
+    calls = math.ceil(rollouts_here / s.sequences_per_call) if s.on_policy else 0
+    return StepComposition(
+        pairs_per_step=s.pairs_per_step, pairs_per_process=pairs_here,
+        rollouts_per_step=s.pairs_per_step * s.samples_per_pair, rollouts_per_process=rollouts_here,
+        sampling_calls_per_process=calls, decode_steps_per_call=s.completion_tokens if s.on_policy else 0,
+        tokens_per_sequence=s.prompt_tokens + s.completion_tokens,
+        completion_tokens_per_step=s.pairs_per_step * s.samples_per_pair * s.completion_tokens,
+        microbatches_per_process=microbatches, student_forwards=microbatches,
+        recompute_forwards=microbatches if s.gradient_checkpointing else 0, backwards=microbatches,
+        teacher_forwards=microbatches if s.on_policy else 0,
+    )
+
+
+@dataclass(frozen=True)
+class MemoryPlan:
+    """Bytes per GPU of each part of a step (:data:`PARTS` names them), and the phases' peaks."""
+
+    parts: dict[str, int]
+    activations_without_checkpointing: int
+    activations_with_checkpointing: int
+    rollout_peak: int
+    training_peak: int
+    parameters: int
+    trained_parameters: int
+
+    @property
+    def peak(self) -> int:
+        """The step's peak: the larger phase."""
+        return max(self.rollout_peak, self.training_peak)
+
+    def fits(self, gpu_bytes: float) -> bool:
+        """Whether the peak is at most :data:`USABLE_SHARE` of ``gpu_bytes``."""
+        return self.peak <= USABLE_SHARE * gpu_bytes
+
+
+#: The parts of a plan, in the order they are printed, and in which phase each is held.
+PARTS = {
+    "weights": "both", "master_copy": "both", "optimizer": "both", "teacher": "both",
+    "merged_lora_copy": "both", "gradients": "training", "activations": "training", "logits_chunks": "training",
+    "kv_cache": "rollouts", "sampling_logits": "rollouts", "gathered_for_sampling": "rollouts",
+}
+
+
+def master_copy_kept(s: StepSettings) -> bool:
+    """Whether an fp32 master copy of the trained weights is stepped: ``fp32``, or ``auto`` when they are
+    half precision; never when they are float32 already (a LoRA adapter is)."""
+    trained_bytes = 4 if s.finetune == "lora" else s.weight_bytes
+    return trained_bytes < 4 and s.master_weights in ("auto", "fp32")
+
+
+def layer_activation_bytes(shape: ModelShape, s: StepSettings) -> int:
+    """``A``, the bytes one decoder layer keeps per token for the backward (module docstring)."""
+    kv_heads = shape.num_attention_heads + shape.num_key_value_heads
+    per_token = 2 * shape.norms_per_layer * shape.hidden_size + 3 * kv_heads * shape.head_dim
+    per_token += 4 * shape.intermediate_size + (7 * s.lora_rank if s.finetune == "lora" else 0)
+    return per_token * s.activation_bytes
+
+
+def activation_bytes(shape: ModelShape, s: StepSettings, checkpointing: bool) -> int:
+    """The activations one microbatch keeps for its backward, with or without gradient checkpointing."""
+    composition = step_composition(s)
+    sequences = min(s.sequences_per_microbatch, max(composition.rollouts_per_process, 1))
+    tokens = sequences * composition.tokens_per_sequence
+    outside = 2 * shape.hidden_size * s.activation_bytes
+    layer = layer_activation_bytes(shape, s)
+    if checkpointing:
+        return tokens * (shape.num_hidden_layers * shape.hidden_size * s.activation_bytes + layer + outside)
+    return tokens * (shape.num_hidden_layers * layer + outside)
+
+
+def memory_plan(shape: ModelShape, s: StepSettings) -> MemoryPlan:
+    """The per-GPU :class:`MemoryPlan` of one step of ``s`` on a model of ``shape`` (formulas: module docstring)."""
+    params = parameter_count(shape)
+    lora = s.finetune == "lora"
+    trained = lora_parameter_count(shape, s.lora_rank, s.lora_targets) if lora else params
+    shard = s.processes if s.fsdp else 1
+    trained_bytes = 4 if lora else s.weight_bytes
+    master = master_copy_kept(s)
+    composition = step_composition(s)
+    rows = min(s.sequences_per_call, composition.rollouts_per_process) if s.on_policy else 0
+    merged = 0
+    if lora and s.merged_lora_sampling:
+        targets = [n for n in shape.linear_shapes() if s.lora_targets == "all-linear" or n in s.lora_targets]
+        merged = shape.num_hidden_layers * sum(i * o for n, (i, o) in shape.linear_shapes().items() if n in targets)
+    kv_per_token = shape.num_hidden_layers * 2 * shape.num_key_value_heads * shape.head_dim * s.activation_bytes
+    parts = {
+        "weights": (params * s.weight_bytes + (trained * 4 if lora else 0)) // shard,
+        "master_copy": trained * 4 // shard if master else 0,
+        "optimizer": 2 * trained * (4 if master else trained_bytes) // shard,
+        "teacher": 0 if lora else params * s.weight_bytes // shard,
+        "merged_lora_copy": merged * s.weight_bytes,
+        "gradients": trained * trained_bytes // shard,
+        "activations": activation_bytes(shape, s, s.gradient_checkpointing),
+        "logits_chunks": s.logprob_chunk_positions * shape.vocab_size * (s.activation_bytes + 8)
+                         * (2 if s.vocabulary_loss else 1),
+        "kv_cache": rows * composition.tokens_per_sequence * kv_per_token,
+        "sampling_logits": rows * shape.vocab_size * 8,
+        "gathered_for_sampling": params * s.weight_bytes - params * s.weight_bytes // shard if s.on_policy else 0,
+    }
+    both = sum(v for k, v in parts.items() if PARTS[k] == "both")
+    return MemoryPlan(
+        parts=parts,
+        activations_without_checkpointing=activation_bytes(shape, s, False),
+        activations_with_checkpointing=activation_bytes(shape, s, True),
+        rollout_peak=both + sum(v for k, v in parts.items() if PARTS[k] == "rollouts"),
+        training_peak=both + sum(v for k, v in parts.items() if PARTS[k] == "training"),
+        parameters=params, trained_parameters=trained,
+    )
+
+
+def with_processes(s: StepSettings, processes: int, fsdp: bool) -> StepSettings:
+    """``s`` on ``processes`` GPUs, sharded or not."""
+    return replace(s, processes=processes, fsdp=fsdp)
+
+
+def plan_summary(shape: ModelShape, s: StepSettings, gpu_gib: float | None) -> dict[str, Any]:
+    """The plan and composition as plain data (GiB), with the verdict against ``gpu_gib`` when given."""
+    plan = memory_plan(shape, s)
+    out: dict[str, Any] = {
+        "model": shape.source, "parameters": plan.parameters, "trained_parameters": plan.trained_parameters,
+        "parts_gib": {k: v / GIB for k, v in plan.parts.items()},
+        "activations_gib": {"with_checkpointing": plan.activations_with_checkpointing / GIB,
+                            "without_checkpointing": plan.activations_without_checkpointing / GIB},
+        "rollout_peak_gib": plan.rollout_peak / GIB, "training_peak_gib": plan.training_peak / GIB,
+        "peak_gib": plan.peak / GIB, "composition": step_composition(s).__dict__,
+    }
+    if gpu_gib is not None:
+        out["gpu_gib"] = gpu_gib
+        out["fits"] = plan.fits(gpu_gib * GIB)
+    return out

@@ -1,0 +1,148 @@
+"""The dry run's memory plan (opct/training/memory_plan.py) and model shapes (opct/training/model_shapes.py):
+parameter counts against built models, the plan against hand computations, shapes read without the network."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+import torch
+from transformers import (
+    AutoModelForCausalLM,
+    Gemma2Config,
+    Gemma3TextConfig,
+    LlamaConfig,
+    MistralConfig,
+    Qwen2Config,
+    Qwen3Config,
+)
+
+from opct.training import memory_plan as mp
+from opct.training.model_shapes import (
+    KNOWN_SHAPES,
+    ModelShape,
+    ShapeUnknown,
+    lora_parameter_count,
+    parameter_count,
+    read_shape,
+    shape_of,
+)
+
+SMALL = dict(vocab_size=96, hidden_size=32, intermediate_size=48, num_hidden_layers=2, num_attention_heads=4,
+             num_key_value_heads=2, head_dim=8)
+CONFIGS = {
+    "qwen3-tied": Qwen3Config(**SMALL, tie_word_embeddings=True),
+    "qwen3-untied": Qwen3Config(**SMALL, tie_word_embeddings=False),
+    "llama": LlamaConfig(**SMALL, tie_word_embeddings=False),
+    "llama-biases": LlamaConfig(**SMALL, attention_bias=True, mlp_bias=True),
+    "mistral": MistralConfig(**SMALL),
+    "qwen2": Qwen2Config(**SMALL, tie_word_embeddings=False),
+    "gemma2": Gemma2Config(**SMALL),
+    "gemma3-text": Gemma3TextConfig(**SMALL, sliding_window=16),
+}
+
+
+def _built(config) -> torch.nn.Module:
+    torch.manual_seed(0)
+    return AutoModelForCausalLM.from_config(config)
+
+
+@pytest.mark.parametrize("name", CONFIGS)
+def test_parameter_count_is_that_of_the_built_model(name):
+    config = CONFIGS[name]
+    model = _built(config)
+    assert parameter_count(shape_of(config)) == sum(p.numel() for p in model.parameters())
+    assert shape_of(config).known_family
+
+
+@pytest.mark.parametrize("targets", ["all-linear", ["q_proj", "v_proj"], ["down_proj", "o_proj", "gate_proj"]])
+@pytest.mark.parametrize("name", ["qwen3-tied", "gemma3-text", "llama"])
+def test_lora_parameter_count_is_what_peft_trains(name, targets):
+    from peft import LoraConfig, get_peft_model
+
+    model = get_peft_model(_built(CONFIGS[name]), LoraConfig(r=4, lora_alpha=4, target_modules=targets))
+    trainable = sum(p.numel() for p in model.parameters() if p.requires_grad)
+    assert lora_parameter_count(shape_of(CONFIGS[name]), 4, targets) == trainable
+
+
+def test_the_recipe_models_counts_by_hand():
+    # Qwen3-4B: V d = 151,936 x 2,560 = 388,956,160 (tied); per layer: q 2,560 x 4,096 and o 4,096 x 2,560
+    # (20,971,520), k and v 2,560 x 1,024 each (5,242,880), MLP 3 x 2,560 x 9,728 = 74,711,040, norms
+    # 2 x 2,560 + q/k norms 2 x 128 = 5,376: 100,930,816; x 36 = 3,633,509,376; + final norm 2,560
+    assert parameter_count(shape_of(KNOWN_SHAPES["Qwen/Qwen3-4B"])) == 388_956_160 + 3_633_509_376 + 2_560
+    # Gemma 3 12B's text model: keras-hub's preset counts 11,765,788,416 with a 262,144-token vocabulary;
+    # transformers' config has 262,208 tokens, 64 x 3,840 = 245,760 more
+    assert parameter_count(shape_of(KNOWN_SHAPES["google/gemma-3-12b-it"])) == 11_765_788_416 + 245_760
+
+
+#: A shape small enough to compute by hand: d=8, I=16, 2 layers, 2 heads, 1 KV head, hd=4, V=10, tied, Qwen3.
+TOY = ModelShape("qwen3", vocab_size=10, hidden_size=8, intermediate_size=16, num_hidden_layers=2,
+                 num_attention_heads=2, num_key_value_heads=1, head_dim=4, tie_word_embeddings=True)
+
+
+def _toy_settings(**kw) -> mp.StepSettings:
+    base = dict(finetune="full", weight_bytes=2, activation_bytes=2, lora_rank=2, lora_targets="all-linear",
+                master_weights="auto", gradient_checkpointing=False, pairs_per_step=4, samples_per_pair=3,
+                prompt_tokens=6, completion_tokens=10, sequences_per_microbatch=4, sequences_per_call=8,
+                logprob_chunk_positions=5, vocabulary_loss=False, on_policy=True, merged_lora_sampling=False,
+                processes=2, fsdp=True)
+    return mp.StepSettings(**{**base, **kw})
+
+
+def test_the_plan_of_a_toy_shape_by_hand():
+    # parameters: embeddings 80; a layer: q 8x8, k 8x4, v 8x4, o 8x8 (192), MLP 3 x 8 x 16 (384), norms 2 x 8,
+    # q/k norms 2 x 4 (24): 600; 2 layers 1,200; final norm 8: 1,288
+    assert parameter_count(TOY) == 1_288
+    s = _toy_settings()
+    plan = mp.memory_plan(TOY, s)
+    # full fine-tuning in bf16 over 2 FSDP processes: each holds half of every weight-sized thing
+    assert plan.parts["weights"] == 1_288 * 2 // 2
+    assert plan.parts["gradients"] == 1_288 * 2 // 2
+    assert plan.parts["master_copy"] == 1_288 * 4 // 2  # auto + bf16 weights: an fp32 master copy
+    assert plan.parts["optimizer"] == 2 * 1_288 * 4 // 2  # its moments in fp32
+    assert plan.parts["teacher"] == 1_288 * 2 // 2
+    # composition: 2 pairs and 6 rollouts per process; 2 microbatches of at most 4; one sampling call of 6
+    c = mp.step_composition(s)
+    assert (c.pairs_per_process, c.rollouts_per_process, c.microbatches_per_process) == (2, 6, 2)
+    assert (c.sampling_calls_per_process, c.tokens_per_sequence, c.completion_tokens_per_step) == (1, 16, 120)
+    # activations: 4 sequences x 16 tokens; per layer and token 2 x (2 x 2 x 8 + 3 x 3 x 4 + 4 x 16) = 264 bytes,
+    # outside the layers 2 x 8 x 2 = 32: 64 x (2 x 264 + 32) = 35,840; checkpointed 64 x (2 x 8 x 2 + 264 + 32)
+    assert mp.layer_activation_bytes(TOY, s) == 264
+    assert plan.activations_without_checkpointing == 35_840 == plan.parts["activations"]
+    assert plan.activations_with_checkpointing == 64 * (32 + 264 + 32)
+    # the logits chunk: 5 rows x 10 tokens x (2 + 8) bytes; KV cache: 6 rows x 16 tokens x 2 layers x 2 x 1 x 4 x 2
+    assert plan.parts["logits_chunks"] == 500 and plan.parts["kv_cache"] == 6 * 16 * 32
+    assert plan.parts["sampling_logits"] == 6 * 10 * 8
+    assert plan.parts["gathered_for_sampling"] == 1_288 * 2 // 2  # the other half, gathered to sample
+    persistent = 1_288 + 2_576 + 5_152 + 1_288
+    assert plan.training_peak == persistent + 1_288 + 35_840 + 500
+    assert plan.rollout_peak == persistent + 3_072 + 480 + 1_288
+    assert plan.peak == plan.training_peak
+
+
+def test_checkpointing_lora_master_copy_and_vocabulary_losses_change_what_they_should():
+    s = _toy_settings()
+    checkpointed = mp.memory_plan(TOY, _toy_settings(gradient_checkpointing=True))
+    assert checkpointed.parts["activations"] == checkpointed.activations_with_checkpointing
+    assert checkpointed.training_peak < mp.memory_plan(TOY, s).training_peak
+    assert mp.memory_plan(TOY, _toy_settings(master_weights="off")).parts["master_copy"] == 0
+    assert mp.memory_plan(TOY, _toy_settings(weight_bytes=4, master_weights="fp32")).parts["master_copy"] == 0
+    assert mp.memory_plan(TOY, _toy_settings(vocabulary_loss=True)).parts["logits_chunks"] == 1_000
+    lora = mp.memory_plan(TOY, _toy_settings(finetune="lora", fsdp=False, processes=1))
+    adapter = lora_parameter_count(TOY, 2, "all-linear")
+    assert lora.trained_parameters == adapter == 2 * 2 * (16 + 12 + 12 + 16 + 24 + 24 + 24)
+    assert lora.parts["teacher"] == 0 and lora.parts["master_copy"] == 0 and lora.parts["gathered_for_sampling"] == 0
+    assert lora.parts["optimizer"] == 2 * adapter * 4 and lora.parts["weights"] == 1_288 * 2 + adapter * 4
+    assert mp.plan_summary(TOY, s, gpu_gib=1.0)["fits"] and not mp.memory_plan(TOY, s).fits(1_000)
+
+
+def test_shapes_are_read_from_a_folder_a_run_the_table_and_never_the_network(tmp_path, monkeypatch):
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    CONFIGS["llama"].save_pretrained(tmp_path / "m")
+    assert read_shape(str(tmp_path / "m")) == shape_of(CONFIGS["llama"], str(tmp_path / "m" / "config.json"))
+    (tmp_path / "run" / "final").mkdir(parents=True)
+    (tmp_path / "run" / "final" / "config.json").write_text(json.dumps(CONFIGS["qwen2"].to_dict()))
+    assert read_shape(str(tmp_path / "run")).qkv_bias
+    assert read_shape("Qwen/Qwen3-8B").num_hidden_layers == 36
+    with pytest.raises(ShapeUnknown, match="pass a local folder"):
+        read_shape("someone/not-a-known-model")
