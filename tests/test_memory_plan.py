@@ -146,3 +146,29 @@ def test_shapes_are_read_from_a_folder_a_run_the_table_and_never_the_network(tmp
     assert read_shape("Qwen/Qwen3-8B").num_hidden_layers == 36
     with pytest.raises(ShapeUnknown, match="pass a local folder"):
         read_shape("someone/not-a-known-model")
+
+
+RECIPES = {"qwen3_4b_lora_opct.yaml": [], "gemma3_12b_lora_opct.yaml": [],
+           "qwen3_8b_full_fsdp.yaml": ["--gpus", "8", "--fsdp"]}
+
+
+@pytest.mark.parametrize("recipe", RECIPES)
+def test_the_dry_run_of_each_recipe_prints_its_plan_and_loads_nothing(recipe, monkeypatch):
+    from conftest import REPO
+    from typer.testing import CliRunner
+
+    from opct.cli.main import app
+    from opct.config import load_config
+
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    path = REPO / "configs" / recipe
+    result = CliRunner().invoke(app, ["train", "--dry-run", "-c", str(path), *RECIPES[recipe], "--gpu-memory", "80"])
+    assert result.exit_code == 0, result.output
+    cfg = load_config(path)
+    assert cfg.train.gradient_checkpointing and cfg.model.dtype == "bfloat16"
+    gpus = int(RECIPES[recipe][1]) if RECIPES[recipe] else 1
+    settings = mp.step_settings(cfg, processes=gpus, fsdp="--fsdp" in RECIPES[recipe])
+    plan = mp.memory_plan(read_shape(cfg.model.name_or_path), settings)
+    assert f"peak{'':<36} {plan.peak / mp.GIB:8.2f} GiB" in result.output
+    assert "fits a 80 GiB GPU" in result.output and not (REPO / "runs" / cfg.name).exists()
+    assert settings.completion_tokens == 1024
