@@ -134,6 +134,9 @@ def test_checkpointing_lora_master_copy_and_vocabulary_losses_change_what_they_s
     assert lora.parts["teacher"] == 0 and lora.parts["master_copy"] == 0 and lora.parts["gathered_for_sampling"] == 0
     assert lora.parts["optimizer"] == 2 * adapter * 4 and lora.parts["weights"] == 1_288 * 2 + adapter * 4
     assert mp.plan_summary(TOY, s, gpu_gib=1.0)["fits"] and not mp.memory_plan(TOY, s).fits(1_000)
+    offline = mp.memory_plan(TOY, _toy_settings(on_policy=False))  # BCT: no rollouts, no teacher copy
+    assert offline.parts["teacher"] == offline.parts["kv_cache"] == offline.parts["gathered_for_sampling"] == 0
+    assert mp.step_composition(_toy_settings(on_policy=False)).sampling_calls_per_process == 0
 
 
 def test_shapes_are_read_from_a_folder_a_run_the_table_and_never_the_network(tmp_path, monkeypatch):
@@ -169,6 +172,10 @@ def test_the_dry_run_of_each_recipe_prints_its_plan_and_loads_nothing(recipe, mo
     gpus = int(RECIPES[recipe][1]) if RECIPES[recipe] else 1
     settings = mp.step_settings(cfg, processes=gpus, fsdp="--fsdp" in RECIPES[recipe])
     plan = mp.memory_plan(read_shape(cfg.model.name_or_path), settings)
-    assert f"peak{'':<36} {plan.peak / mp.GIB:8.2f} GiB" in result.output
+    peak_line = f"peak{'':<36} {plan.peak / mp.GIB:8.2f} GiB"
+    assert peak_line in result.output
+    page = (REPO / "docs" / "gpus.md").read_text(encoding="utf-8")
+    shown = page.split(f"dry run of {cfg.name}:")[1].split("```")[0]  # the page's copy of this dry run's output
+    assert peak_line in shown, f"docs/gpus.md shows another estimate for {recipe}: run its dry run and paste it"
     assert "fits a 80 GiB GPU" in result.output and not (REPO / "runs" / cfg.name).exists()
     assert settings.completion_tokens == 1024

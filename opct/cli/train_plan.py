@@ -50,7 +50,10 @@ def plan_lines(cfg: RunConfig, gpus: int, fsdp: bool, gpu_memory_gib: float | No
         "the step:",
         f"  pairs: {c.pairs_per_step} per step, {c.pairs_per_process} per process",
         f"  rollouts: {c.rollouts_per_step} per step ({settings.samples_per_pair} per pair), {c.rollouts_per_process} "
-        f"per process in {c.sampling_calls_per_process} sampling call(s) of up to {c.decode_steps_per_call} decode steps",
+        f"per process in {c.sampling_calls_per_process} sampling call(s) of up to {c.decode_steps_per_call} decode steps"
+        if settings.on_policy else
+        f"  targets: {c.rollouts_per_step} per step ({settings.samples_per_pair} per pair), generated once before the "
+        "first step (no rollouts)",
         f"  tokens: {settings.prompt_tokens} prompt{prompt_note} + {settings.completion_tokens} completion per "
         f"sequence; up to {c.completion_tokens_per_step:,} completion tokens per step",
         f"  microbatches: {c.microbatches_per_process} per process of up to {settings.sequences_per_microbatch} sequences",

@@ -11,7 +11,8 @@ process; ``P``: the model's parameters; ``T``: the trained ones, ``P`` or the Lo
 * **optimizer** AdamW's two moments, ``2 T x 4 /N`` when an fp32 master copy is stepped, else ``2 T b_t /N``;
 * **master copy** ``T x 4 /N`` when ``optim.master_weights`` keeps one (``fp32``, or ``auto`` with half
   trained weights; none when the trained weights are already float32);
-* **teacher** nothing under LoRA (the policy with its adapter off), ``P b_w /N`` under full fine-tuning;
+* **teacher** nothing under LoRA (the policy with its adapter off) or for a method without rollouts (BCT's
+  targets are generated once, before the first step), ``P b_w /N`` under full fine-tuning;
 * **activations**, one microbatch of ``S`` sequences of ``t = prompt + completion`` tokens, per token and
   layer ``A = b_a (2 k d + 3 (H + KV) hd + 4 I) + 7 r b_a`` (``k`` norms per layer, input and output each;
   queries, keys, values, rotated queries and keys, the attention output; the MLP's gate, up, activation
@@ -90,7 +91,7 @@ def step_settings(cfg: RunConfig, processes: int = 1, fsdp: bool = False, prompt
         finetune=cfg.finetune, weight_bytes=weight_bytes, activation_bytes=2 if half else 4,
         lora_rank=cfg.lora.r, lora_targets=cfg.lora.target_modules, master_weights=cfg.optim.master_weights,
         gradient_checkpointing=cfg.train.gradient_checkpointing, pairs_per_step=cfg.train.pairs_per_step,
-        samples_per_pair=sampling.n if sampling is not None else 1,
+        samples_per_pair=generation.n if generation is not None else 1,
         prompt_tokens=prompt_tokens or cfg.data.max_prompt_tokens or DEFAULT_PROMPT_TOKENS,
         completion_tokens=generation.max_new_tokens if generation is not None else 0,
         sequences_per_microbatch=cfg.train.sequences_per_microbatch,
@@ -218,7 +219,7 @@ def memory_plan(shape: ModelShape, s: StepSettings) -> MemoryPlan:
         "weights": (params * s.weight_bytes + (trained * 4 if lora else 0)) // shard,
         "master_copy": trained * 4 // shard if master else 0,
         "optimizer": 2 * trained * (4 if master else trained_bytes) // shard,
-        "teacher": 0 if lora else params * s.weight_bytes // shard,
+        "teacher": 0 if lora or not s.on_policy else params * s.weight_bytes // shard,
         "merged_lora_copy": merged * s.weight_bytes,
         "gradients": trained * trained_bytes // shard,
         "activations": activation_bytes(shape, s, s.gradient_checkpointing),
