@@ -10,8 +10,10 @@ Each section of :data:`PLAN` runs in its own process (``benchmarks/device_sectio
 out-of-memory or a hang in one is that section's result, not the end of the check. A section gets at
 most its own time limit and what is left of ``--budget``. A missing piece (CUDA, vLLM, opct's own
 imports, the tokenizer) is named in one line, and the sections that need it are skipped with that
-line; the others run. The result: ``device-check.json`` (every number), ``device-check.md`` (the
-summary :func:`render_summary` writes) and ``logs/<section>.log``.
+line; the others run. Each of issue 57's GPU targets is judged from the sections' numbers
+(``benchmarks/device_targets.py``). The result: ``device-check.json`` (every number, and ``targets``),
+``device-check.md`` (the summary :func:`render_summary` writes, with a targets table) and
+``logs/<section>.log``. ``--dry-run`` lists the sections with their expected and longest times.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ from __future__ import annotations
 import argparse
 import datetime as dt
 import json
+import math
 import os
 import shutil
 import subprocess
@@ -30,12 +33,15 @@ from pathlib import Path
 from typing import Any
 
 import device_logs  # beside this file
+from device_targets import TARGETS, target_rows, targets_table
 
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parent
 LOG_TAIL_CHARS = 600
 #: Seconds for all sections together, by default: the check must fit in 8 minutes of a lent GPU.
 DEFAULT_BUDGET_S = 450.0
+#: The GPU time the check must fit in (issue 57: 8 minutes on one H200 or H100).
+EIGHT_MINUTES_S = 480
 
 
 @dataclass(frozen=True)
@@ -50,22 +56,25 @@ class Section:
     expected_s: int
 
 
-#: On one H100 (2026-11-28): env 21 s, engines 80 s, lora 83 s, full 87 s; resume (now on the tiny model)
-#: and fsdp had not finished, so theirs are estimates. The expected times add up to at most the default
-#: budget, and each section leaves the sections after it their expected time (:func:`section_limit`).
+#: Expected seconds on one H100 or H200: env 21 s and the 1.7B-shape LoRA and full runs (83 s and 87 s for 6
+#: steps) were measured on an H100 on 2026-11-28 (benchmarks/results/device-check-h100-20261128-run1); decode,
+#: memory and fsdp are estimates (the fast decoder, the 4B shape and the three-launch resume had not run on a GPU).
+#: The expected times add up to at most the default budget (450 s, inside 8 minutes with the GPU's start), and
+#: each section leaves the sections after it their expected time (:func:`section_limit`).
 PLAN = (
-    Section("env", "Python, torch, CUDA and the GPU, package versions; whether vLLM and opct import", False, 60, 25),
-    Section("engines", "rollouts on a random Qwen3-0.6B-shaped model (bf16, 32 prompts x n=4 x 128 tokens): "
-            "tokens/s of vLLM (if installed), HF generate and opct's HF sampler, and |recorded log-prob - "
-            "forward-pass log-prob| per token", True, 120, 85),
+    Section("env", "Python, torch, CUDA and the GPU, package versions; whether vLLM and opct import", False, 60, 20),
+    Section("decode", "rollouts on a random Qwen3-0.6B-shaped model, bf16, 128 rows (32 prompts x n=4) x 128 "
+            "tokens: tokens/s of opct's plain and fast decoders, HF generate and vLLM (if installed), and "
+            "|recorded log-prob - the trainer's forward| per token", True, 150, 100),
     Section("lora", "opct training, LoRA r=32, bf16, random Qwen3-1.7B-shaped model, HF rollouts (8 pairs x n=3 x "
-            "64 tokens): steps/s, peak GPU memory, step 1's |loss - KL| (on-policy check)", True, 120, 90),
-    Section("full", "the same with full fine-tuning: steps/s, peak GPU memory, step 1's |loss - KL|", True, 120, 95),
-    Section("resume", "a 20-step OPCT run on the tokenizer's 2-layer model (vLLM engine if installed, else HF), "
-            "stopped after step 10 and resumed by a second `opct train`: steps 1..20 each logged once, final/ "
-            "written", True, 120, 75),
-    Section("fsdp", "FSDP2 on one GPU through `accelerate launch`: full fine-tuning of the 0.6B shape for 3 steps, "
-            "that it trains sharded, and its peak memory", True, 120, 75),
+            "64 tokens): seconds per step, peak GPU memory, step 1's |loss - KL| (on-policy check)", True, 120, 75),
+    Section("full", "the same with full fine-tuning: seconds per step, peak GPU memory, step 1's |loss - KL|",
+            True, 120, 70),
+    Section("memory", "a Qwen3-4B-shaped LoRA run with gradient checkpointing and 1,024-token completions (2 pairs x "
+            "n=2, 2 steps): its peak GPU memory beside the dry run's estimate", True, 170, 100),
+    Section("fsdp", "FSDP2 through `accelerate launch` with configs/accelerate/fsdp2.yaml, one process (NCCL): full "
+            "fine-tuning of the 0.6B shape to step 2, resumed to step 4 in a new process, compared with a run "
+            "straight to step 4 (bit-exact final/ and losses); every worker's own traceback kept", True, 150, 80),
 )
 
 
@@ -149,11 +158,13 @@ def skip_reason(section: Section, env: dict[str, Any], args: argparse.Namespace,
     return None
 
 
-def section_limit(section: Section, later: list[Section], left: float) -> float:
+def section_limit(section: Section, later: list[Section], left: float, smoke: bool = False) -> float:
     """The seconds ``section`` may run: its own limit, and no more of what is ``left`` of the budget than
     leaves each section in ``later`` its expected time. A section that runs long is stopped, rather than
-    the ones after it skipped (2026-11-28: ``resume`` took its whole 150 s and left ``fsdp`` 29 s)."""
-    return min(float(section.timeout_s), left - sum(s.expected_s for s in later))
+    the ones after it skipped (2026-11-28: ``resume`` took its whole 150 s and left ``fsdp`` 29 s). Under
+    ``smoke`` (a tiny model on a CPU, slower than the GPU the limits are set for) only the budget limits it."""
+    own = math.inf if smoke else float(section.timeout_s)
+    return min(own, left - sum(s.expected_s for s in later))
 
 
 def run_plan(args: argparse.Namespace) -> dict[str, Any]:
@@ -163,12 +174,14 @@ def run_plan(args: argparse.Namespace) -> dict[str, Any]:
     sections: dict[str, dict[str, Any]] = {}
     env: dict[str, Any] = {}
     for i, section in enumerate(chosen):
-        limit = section_limit(section, chosen[i + 1:], args.budget - (time.perf_counter() - start))
+        limit = section_limit(section, chosen[i + 1:], args.budget - (time.perf_counter() - start), args.smoke)
         why = skip_reason(section, env, args, limit)
         if why:
             sections[section.name] = {"status": "skipped", "seconds": 0.0, "note": why}
         else:
             extra = ["--smoke"] if args.smoke else []
+            if args.accelerate_config:
+                extra += ["--accelerate-config", str(args.accelerate_config)]
             if env.get("metrics", {}).get("vllm"):
                 extra.append("--vllm")
             sections[section.name] = run_section(section, args, limit, extra)
@@ -181,7 +194,7 @@ def run_plan(args: argparse.Namespace) -> dict[str, Any]:
                        "$OPCT_TOKENIZER, ./.qwen3-tokenizer, ../shared/models/qwen3-tokenizer)")
     return {"date": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"), "smoke": args.smoke,
             "budget_s": args.budget, "wall_s": time.perf_counter() - start, "missing": missing,
-            "sections": sections}
+            "sections": sections, "targets": target_rows(sections)}
 
 
 # ----------------------------------------------------------------------------------------------
@@ -202,26 +215,27 @@ def headline(name: str, record: dict[str, Any]) -> str:
         gpu = m.get("gpu")
         where = f"{gpu['name']} ({gpu['memory_gib']} GiB)" if gpu else "no GPU"
         return f"ok: {where}, torch {m.get('torch')}, CUDA {m.get('torch_cuda')}, vLLM {'yes' if m.get('vllm') else 'no'}"
-    if name == "engines":
+    if name == "decode":
         parts = [f"{e} {r['tokens_per_s']:.0f} tok/s, max |dlogp| {_f(r['logprob_agreement']['max_abs_diff'], '.2e')}"
                  for e, r in m.get("engines", {}).items()]
-        return "ok: " + "; ".join(parts)
-    if name in ("lora", "full", "fsdp", "resume"):
+        return "ok: " + "; ".join(parts) + (f" ({record['note']})" if record.get("note") else "")
+    if name in ("lora", "full", "fsdp", "memory"):
         memory = m.get("peak_allocated_gib", m.get("peak_rss_gib"))
         line = (f"ok: {_f(m.get('steps_per_s'))} steps/s ({_f(m.get('median_step_s'))} s/step), "
                 f"step 1 |loss - KL| {_f(m.get('step1_abs_loss_minus_kl'), '.2e')}")
         if memory is not None:
             line += f", peak memory {memory:.2f} GiB"
-        if name == "resume":
-            line += f", engine {m.get('engine')}, resumed after step {m.get('resumed_after_step')}"
+        if name == "memory":
+            line += f", the dry run's estimate {_f(m.get('estimate_gib'), '.2f')} GiB (peak / estimate {_f(m.get('peak_over_estimate'), '.3f')})"
         if name == "fsdp":
-            line += f", distributed type {m.get('distributed_type')}"
+            line += (f", distributed type {m.get('distributed_type')}, resumed at step 2: "
+                     f"{'bit-exact' if m.get('resume_bit_exact') else 'NOT bit-exact'}")
         return line
     return "ok"
 
 
 def _training_table(sections: dict[str, dict[str, Any]]) -> list[str]:
-    names = [n for n in ("lora", "full", "resume", "fsdp") if sections.get(n, {}).get("status") == "ok"]
+    names = [n for n in ("lora", "full", "memory", "fsdp") if sections.get(n, {}).get("status") == "ok"]
     if not names:
         return []
     rows = ["| run | model | steps | s/step (median, step 1 excluded) | steps/s | tokens/s | peak GiB | "
@@ -229,7 +243,7 @@ def _training_table(sections: dict[str, dict[str, Any]]) -> list[str]:
     for n in names:
         m = sections[n]["metrics"]
         memory = m.get("peak_allocated_gib", m.get("peak_rss_gib"))
-        what = n + (f" ({m['engine']})" if n == "resume" else "")
+        what = n + (" (LoRA, gradient checkpointing)" if n == "memory" else "")
         rows.append(f"| {what} | {m.get('size')} | {m.get('steps')} | {_f(m.get('median_step_s'))} | "
                     f"{_f(m.get('steps_per_s'))} | {_f(m.get('median_tokens_per_s'), '.0f')} | {_f(memory, '.2f')} | "
                     f"{_f(m.get('step1_abs_loss_minus_kl'), '.2e')} | {_f(m.get('max_ratio_abs_log_dev'), '.2e')} |")
@@ -241,7 +255,7 @@ def _engines_table(record: dict[str, Any]) -> list[str]:
         return []
     m = record["metrics"]
     s = m.get("settings", {})
-    rows = [f"## Rollout engines ({m.get('size')}, {_f(m.get('parameters', 0) / 1e6, '.0f')}M parameters, "
+    rows = [f"## Decode ({m.get('size')}, {_f(m.get('parameters', 0) / 1e6, '.0f')}M parameters, "
             f"{s.get('prompts')} prompts x n={s.get('n')} x {s.get('max_new_tokens')} tokens)", "",
             "| engine | tokens/s | max \\|dlogp\\| | mean \\|dlogp\\| | share > 1e-3 |", "|---|---|---|---|---|"]
     for name, r in m.get("engines", {}).items():
@@ -271,7 +285,8 @@ def render_summary(report: dict[str, Any]) -> str:
         text = headline(name, r).replace("|", "\\|")
         lines.append(f"| {name} | {r.get('status')} | {r.get('seconds', 0):.0f} | {text} |")
     lines.append("")
-    lines += _engines_table(sections.get("engines", {}))
+    lines += targets_table(report)
+    lines += _engines_table(sections.get("decode", {}))
     lines += _training_table(sections)
     return "\n".join(lines)
 
@@ -281,9 +296,13 @@ def dry_run(args: argparse.Namespace) -> None:
     print(f"opct device check: would write {args.out}/device-check.json, device-check.md and logs/ "
           f"(budget {args.budget:.0f} s{', smoke: tiny model' if args.smoke else ''})")
     print(f"tokenizer: {args.tokenizer or 'NOT FOUND (pass --tokenizer DIR)'}")
-    for s in PLAN:
-        if s.name == "env" or not args.only or s.name in args.only:
-            print(f"- {s.name} (up to {s.timeout_s} s{', needs a GPU' if s.needs_gpu else ''}): {s.measures}")
+    chosen = [s for s in PLAN if s.name == "env" or not args.only or s.name in args.only]
+    for s in chosen:
+        print(f"- {s.name} (expected {s.expected_s} s, up to {s.timeout_s} s{', needs a GPU' if s.needs_gpu else ''}): "
+              f"{s.measures}")
+    print(f"expected in all: {sum(s.expected_s for s in chosen)} s of the {args.budget:.0f} s budget "
+          f"({EIGHT_MINUTES_S} s: 8 minutes)")
+    print("targets: " + "; ".join(t.says for t in TARGETS if t.section in {s.name for s in chosen}))
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -295,6 +314,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--budget", type=float, default=DEFAULT_BUDGET_S, help="seconds for all sections together")
     ap.add_argument("--only", default="", help="comma-separated sections (env always runs)")
     ap.add_argument("--smoke", action="store_true", help="every section on a tiny model, on any device")
+    ap.add_argument("--accelerate-config", default=None, help="fsdp: the accelerate config to launch (default: "
+                    "configs/accelerate/fsdp2.yaml)")
     ap.add_argument("--dry-run", action="store_true")
     args = ap.parse_args(argv)
     args.only = [s for s in args.only.split(",") if s]
