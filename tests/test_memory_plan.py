@@ -179,3 +179,14 @@ def test_the_dry_run_of_each_recipe_prints_its_plan_and_loads_nothing(recipe, mo
     assert peak_line in shown, f"docs/gpus.md shows another estimate for {recipe}: run its dry run and paste it"
     assert "fits a 80 GiB GPU" in result.output and not (REPO / "runs" / cfg.name).exists()
     assert settings.completion_tokens == 1024
+
+
+def test_the_dry_runs_options_without_the_dry_run_are_refused(tmp_path):
+    from conftest import REPO
+    from typer.testing import CliRunner
+
+    from opct.cli.main import app
+
+    result = CliRunner().invoke(app, ["train", "-c", str(REPO / "configs" / "qwen3_4b_lora_opct.yaml"), "--gpus", "8",
+                                      "--set", f"output_dir={tmp_path}"])
+    assert result.exit_code == 2 and "add --dry-run" in result.output and not any(tmp_path.iterdir())

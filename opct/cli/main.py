@@ -95,8 +95,11 @@ def train(
     if print_config:
         console.print(yaml.safe_dump(dump_config(cfg), sort_keys=False), highlight=False)
         return
+    if not dry_run and (gpus != 1 or fsdp or gpu_memory is not None):
+        raise typer.BadParameter("--gpus, --fsdp and --gpu-memory describe a dry run: add --dry-run (a launch takes "
+                                 "its GPUs from accelerate launch)", param_hint="--dry-run")
     if dry_run:
-        from opct.cli.train_plan import plan_lines
+        from opct.cli.train_plan import plan_lines  # deferred: it imports torch (through opct.models)
 
         console.print("\n".join(plan_lines(cfg, gpus, fsdp, gpu_memory)), highlight=False, markup=False, soft_wrap=True)
         return
