@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import shutil
 import time
 from typing import Any
 
@@ -42,6 +43,7 @@ def section_finetune(args: argparse.Namespace, finetune: str) -> dict[str, Any]:
     train(cfg, show_progress=False)
     wall = time.perf_counter() - start
     rows = read_metrics(cfg.run_dir)
+    shutil.rmtree(cfg.run_dir, ignore_errors=True)  # its final checkpoint (weights and optimizer state): disk, not needed
     params = json.loads((model / "config.json").read_text())
     return {"status": "ok", "metrics": {"size": size, "finetune": finetune, "hidden_size": params["hidden_size"],
                                         "layers": params["num_hidden_layers"], "wall_s": wall, **step_summary(rows),
@@ -73,11 +75,13 @@ def section_memory(args: argparse.Namespace) -> dict[str, Any]:
     train(cfg, show_progress=False)
     wall = time.perf_counter() - start
     measured = peak_memory()
+    rows = read_metrics(cfg.run_dir)
+    shutil.rmtree(cfg.run_dir, ignore_errors=True)
     peak = measured.get("peak_allocated_gib", measured.get("peak_rss_gib", 0.0))
     estimate = plan.peak / GIB
     return {"status": "ok", "metrics": {
         "size": size, "finetune": "lora", "gradient_checkpointing": True, "completion_tokens": new_tokens,
-        "wall_s": wall, **step_summary(read_metrics(cfg.run_dir)), **measured,
+        "wall_s": wall, **step_summary(rows), **measured,
         "estimate_gib": estimate, "estimate_parts_gib": {k: v / GIB for k, v in plan.parts.items()},
         "estimate_rollout_peak_gib": plan.rollout_peak / GIB, "estimate_training_peak_gib": plan.training_peak / GIB,
         "peak_over_estimate": peak / estimate if estimate else None,

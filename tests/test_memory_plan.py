@@ -105,17 +105,18 @@ def test_the_plan_of_a_toy_shape_by_hand():
     c = mp.step_composition(s)
     assert (c.pairs_per_process, c.rollouts_per_process, c.microbatches_per_process) == (2, 6, 2)
     assert (c.sampling_calls_per_process, c.tokens_per_sequence, c.completion_tokens_per_step) == (1, 16, 120)
-    # activations: 4 sequences x 16 tokens; per layer and token 2 x (2 x 2 x 8 + 3 x 3 x 4 + 4 x 16) = 264 bytes,
-    # outside the layers 2 x 8 x 2 = 32: 64 x (2 x 264 + 32) = 35,840; checkpointed 64 x (2 x 8 x 2 + 264 + 32)
-    assert mp.layer_activation_bytes(TOY, s) == 264
-    assert plan.activations_without_checkpointing == 35_840 == plan.parts["activations"]
-    assert plan.activations_with_checkpointing == 64 * (32 + 264 + 32)
+    # activations: 4 sequences x 16 tokens; per layer and token (q = 8, kv = 4): norms 2 x (4 + 4) x 8 = 128,
+    # attention 2 x 2 x 12 = 48, q/k norms (4 + 2) x 12 = 72, MLP 4 x 2 x 16 = 128: 376 bytes; the final norm
+    # (4 + 4) x 8 = 64: 64 x (2 x 376 + 64) = 52,224; checkpointed 64 x (2 x 8 x 2 + 376 + 64) = 30,208
+    assert mp.layer_activation_bytes(TOY, s) == 376
+    assert plan.activations_without_checkpointing == 52_224 == plan.parts["activations"]
+    assert plan.activations_with_checkpointing == 30_208
     # the logits chunk: 5 rows x 10 tokens x (2 + 8) bytes; KV cache: 6 rows x 16 tokens x 2 layers x 2 x 1 x 4 x 2
     assert plan.parts["logits_chunks"] == 500 and plan.parts["kv_cache"] == 6 * 16 * 32
     assert plan.parts["sampling_logits"] == 6 * 10 * 8
     assert plan.parts["gathered_for_sampling"] == 1_288 * 2 // 2  # the other half, gathered to sample
     persistent = 1_288 + 2_576 + 5_152 + 1_288
-    assert plan.training_peak == persistent + 1_288 + 35_840 + 500
+    assert plan.training_peak == persistent + 1_288 + 52_224 + 500
     assert plan.rollout_peak == persistent + 3_072 + 480 + 1_288
     assert plan.peak == plan.training_peak
 
@@ -190,3 +191,30 @@ def test_the_dry_runs_options_without_the_dry_run_are_refused(tmp_path):
     result = CliRunner().invoke(app, ["train", "-c", str(REPO / "configs" / "qwen3_4b_lora_opct.yaml"), "--gpus", "8",
                                       "--set", f"output_dir={tmp_path}"])
     assert result.exit_code == 2 and "add --dry-run" in result.output and not any(tmp_path.iterdir())
+
+
+@pytest.mark.parametrize("name", ["qwen3-tied", "llama"])
+def test_a_layers_activation_estimate_is_what_autograd_saves(name):
+    """What a bf16 decoder layer (SDPA attention) saves for its backward, counted storage by storage with
+    ``saved_tensors_hooks`` (its own weights left out), against ``A`` of the module docstring: within 5%."""
+    config = CONFIGS[name].__class__(**{**SMALL, "vocab_size": 96, "hidden_size": 128, "intermediate_size": 384,
+                                        "num_attention_heads": 4, "num_key_value_heads": 2, "head_dim": 32},
+                                     attn_implementation="sdpa")
+    model = _built(config).to(torch.bfloat16)
+    layer, rows, length = model.model.layers[1], 2, 64
+    hidden = torch.randn(rows, length, 128, dtype=torch.bfloat16, requires_grad=True)
+    positions = torch.arange(length)[None].expand(rows, -1)
+    saved: dict[int, int] = {}
+
+    def keep(t: torch.Tensor) -> torch.Tensor:
+        saved[t.untyped_storage().data_ptr()] = t.untyped_storage().nbytes()
+        return t
+
+    with torch.autograd.graph.saved_tensors_hooks(keep, lambda t: t):
+        layer(hidden, position_embeddings=model.model.rotary_emb(hidden, positions), attention_mask=None,
+              position_ids=positions)
+    weights = {p.untyped_storage().data_ptr() for p in layer.parameters()}
+    measured = sum(n for ptr, n in saved.items() if ptr not in weights)
+    settings = _toy_settings(activation_bytes=2)
+    estimate = mp.layer_activation_bytes(shape_of(config), settings) * rows * length
+    assert abs(measured / estimate - 1) <= 0.05, (measured, estimate)

@@ -13,12 +13,17 @@ process; ``P``: the model's parameters; ``T``: the trained ones, ``P`` or the Lo
   trained weights; none when the trained weights are already float32);
 * **teacher** nothing under LoRA (the policy with its adapter off) or for a method without rollouts (BCT's
   targets are generated once, before the first step), ``P b_w /N`` under full fine-tuning;
-* **activations**, one microbatch of ``S`` sequences of ``t = prompt + completion`` tokens, per token and
-  layer ``A = b_a (2 k d + 3 (H + KV) hd + 4 I) + 7 r b_a`` (``k`` norms per layer, input and output each;
-  queries, keys, values, rotated queries and keys, the attention output; the MLP's gate, up, activation
-  and product; LoRA's rank-``r`` intermediates), with ``2 d b_a`` per token outside the layers:
-  ``S t (L A + 2 d b_a)``; with gradient checkpointing each layer keeps only its input,
-  ``S t (L d b_a + A + 2 d b_a)`` (one layer recomputed at a time);
+* **activations**, one microbatch of ``S`` sequences of ``t = prompt + completion`` tokens. Per token and
+  layer, with ``q = H hd`` and ``kv = KV hd``, a layer keeps
+  ``A = k (4 + 2 b_a) d + 2 b_a (q + kv) + n (4 + b_a)(q + kv) + 4 b_a I + 7 b_a r``: each of its ``k`` RMSNorms
+  its float32 input, that input cast back and its output; the rotated queries and keys, the values and the
+  attention output; with per-head query and key norms (``n`` = 1: Qwen3, Gemma 3) their float32 inputs and
+  casts; the MLP's gate, up, activation and product; LoRA's rank-``r`` intermediates. These are the tensors
+  autograd saves in a bf16 Qwen3 decoder layer with SDPA attention (counted with
+  ``torch.autograd.graph.saved_tensors_hooks``: within 2% of ``A``, the rest being the softmax statistics
+  and the rotary tables). Outside the layers the final norm keeps ``(4 + 2 b_a) d``: ``S t (L A + (4 + 2 b_a) d)``;
+  with gradient checkpointing each layer keeps only its input, ``S t (L d b_a + A + (4 + 2 b_a) d)`` (one
+  layer recomputed at a time);
 * **logits chunks** ``C V (b_a + 8)`` for ``C = train.logprob_chunk_positions`` rows of the vocabulary (the
   chunk, its float32 copy and its softmax in the backward), twice for a top-k or full loss (the teacher's
   chunk too): the ``[rows, length, vocab]`` logits are never built whole;
@@ -182,10 +187,11 @@ def master_copy_kept(s: StepSettings) -> bool:
 
 def layer_activation_bytes(shape: ModelShape, s: StepSettings) -> int:
     """``A``, the bytes one decoder layer keeps per token for the backward (module docstring)."""
-    kv_heads = shape.num_attention_heads + shape.num_key_value_heads
-    per_token = 2 * shape.norms_per_layer * shape.hidden_size + 3 * kv_heads * shape.head_dim
-    per_token += 4 * shape.intermediate_size + (7 * s.lora_rank if s.finetune == "lora" else 0)
-    return per_token * s.activation_bytes
+    b = s.activation_bytes
+    heads = (shape.num_attention_heads + shape.num_key_value_heads) * shape.head_dim
+    per_token = shape.norms_per_layer * (4 + 2 * b) * shape.hidden_size + 2 * b * heads
+    per_token += (4 + b) * heads if shape.qk_norm else 0
+    return per_token + 4 * b * shape.intermediate_size + (7 * b * s.lora_rank if s.finetune == "lora" else 0)
 
 
 def activation_bytes(shape: ModelShape, s: StepSettings, checkpointing: bool) -> int:
@@ -193,7 +199,7 @@ def activation_bytes(shape: ModelShape, s: StepSettings, checkpointing: bool) ->
     composition = step_composition(s)
     sequences = min(s.sequences_per_microbatch, max(composition.rollouts_per_process, 1))
     tokens = sequences * composition.tokens_per_sequence
-    outside = 2 * shape.hidden_size * s.activation_bytes
+    outside = (4 + 2 * s.activation_bytes) * shape.hidden_size  # the final norm
     layer = layer_activation_bytes(shape, s)
     if checkpointing:
         return tokens * (shape.num_hidden_layers * shape.hidden_size * s.activation_bytes + layer + outside)
