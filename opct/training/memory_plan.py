@@ -21,7 +21,10 @@ process; ``P``: the model's parameters; ``T``: the trained ones, ``P`` or the Lo
   casts; the MLP's gate, up, activation and product; LoRA's rank-``r`` intermediates. These are the tensors
   autograd saves in a bf16 Qwen3 decoder layer with SDPA attention (counted with
   ``torch.autograd.graph.saved_tensors_hooks``: within 2% of ``A``, the rest being the softmax statistics
-  and the rotary tables). Outside the layers the final norm keeps ``(4 + 2 b_a) d``: ``S t (L A + (4 + 2 b_a) d)``;
+  and the rotary tables; with a LoRA adapter under bf16 autocast within 5%). A LoRA run with half-precision
+  weights and *no* autocast also keeps float32 copies of the adapted layers' inputs (PEFT casts them to the
+  float32 adapter's dtype), about a third more, which ``A`` does not count: train such runs with
+  ``train.mixed_precision`` set, as the recipes do. Outside the layers the final norm keeps ``(4 + 2 b_a) d``: ``S t (L A + (4 + 2 b_a) d)``;
   with gradient checkpointing each layer keeps only its input, ``S t (L d b_a + A + (4 + 2 b_a) d)`` (one
   layer recomputed at a time);
 * **logits chunks** ``C V (b_a + 8)`` for ``C = train.logprob_chunk_positions`` rows of the vocabulary (the
