@@ -116,6 +116,15 @@ def decode_engines(engines_source: str, vllm: bool) -> tuple[list[str], str]:
     return names + (["vllm"] if vllm else []), note
 
 
+def decode_argv(args: argparse.Namespace, names: list[str]) -> list[str]:
+    """``benchmarks/engines.py``'s arguments: the 0.6B shape, 32 prompts x n=4 = 128 rows x 128 tokens in the
+    check's dtype (bf16 on a GPU); under ``--smoke`` the tiny model, 8 prompts x 16 tokens."""
+    return ["--engines", ",".join(names), "--size", "tiny" if args.smoke else "0.6b", "--device", args.device,
+            "--dtype", args.dtype, "--prompts", str(8 if args.smoke else 32), "--n", "4", "--prompt-len", "64",
+            "--max-new-tokens", str(16 if args.smoke else 128), "--tokenizer", str(args.tokenizer),
+            "--work", str(args.work / "engines"), "--out", str(args.work / "engines")]
+
+
 def section_decode(args: argparse.Namespace) -> dict[str, Any]:
     """``benchmarks/engines.py`` on the 0.6B shape in bf16, 128 rows (32 prompts x n=4) x 128 tokens:
     tokens/s of each engine and |recorded log-prob - the trainer's forward| per token."""
@@ -123,11 +132,7 @@ def section_decode(args: argparse.Namespace) -> dict[str, Any]:
 
     names, note = decode_engines(Path(engines.__file__).read_text(), args.vllm)
     size = "tiny" if args.smoke else "0.6b"
-    argv = ["--engines", ",".join(names), "--size", size, "--device", args.device, "--dtype", args.dtype,
-            "--prompts", str(8 if args.smoke else 32), "--n", "4", "--prompt-len", "64",
-            "--max-new-tokens", str(16 if args.smoke else 128), "--tokenizer", str(args.tokenizer),
-            "--work", str(args.work / "engines"), "--out", str(args.work / "engines")]
-    result = engines.main(argv)
+    result = engines.main(decode_argv(args, names))
     settings = {k: result["settings"][k] for k in ("prompts", "n", "max_new_tokens")}
     return {"status": "ok", "note": note,
             "metrics": {"size": size, "dtype": args.dtype, "parameters": result["parameters"],

@@ -196,6 +196,11 @@ def test_the_decode_section_asks_for_the_fast_decoder_and_says_when_this_checkou
     assert device_sections.decode_engines(with_fast, vllm=True) == (["opct-plain", "opct-fast", "hf-generate", "vllm"], "")
     names, note = device_sections.decode_engines('if name == "opct-hf": ...', vllm=False)
     assert names == ["opct-hf", "hf-generate"] and "no opct-plain/opct-fast" in note
+    gpu = argparse.Namespace(smoke=False, device="cuda", dtype="bfloat16", tokenizer=Path("tok"), work=Path("w"))
+    argv = device_sections.decode_argv(gpu, ["opct-plain", "opct-fast", "hf-generate"])
+    option = dict(zip(argv[::2], argv[1::2], strict=True))
+    assert (option["--size"], option["--dtype"], option["--max-new-tokens"]) == ("0.6b", "bfloat16", "128")
+    assert int(option["--prompts"]) * int(option["--n"]) == 128 and option["--engines"] == "opct-plain,opct-fast,hf-generate"
 
 
 BROKEN_WORKER_CONFIG = "model: {name_or_path: /nonexistent/model}\nnot_a_key: 1\n"
