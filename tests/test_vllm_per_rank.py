@@ -41,7 +41,8 @@ LAUNCH = {
     "fsdp": {
         "distributed_type": "FSDP",
         "fsdp_config": {"fsdp_version": 2, "fsdp_auto_wrap_policy": "TRANSFORMER_BASED_WRAP",
-                        "fsdp_reshard_after_forward": True, "fsdp_state_dict_type": "FULL_STATE_DICT"},
+                        "fsdp_reshard_after_forward": True, "fsdp_state_dict_type": "FULL_STATE_DICT",
+                        "fsdp_cpu_ram_efficient_loading": True},  # tests/test_fsdp.py launches with false
     },
     "ddp": {"distributed_type": "MULTI_GPU"},  # on CPU (no GPU visible): torchrun, gloo, DDP
 }

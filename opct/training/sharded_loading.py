@@ -22,6 +22,7 @@ The policy comes back already sharded, so its optimizer is built on the shards
 
 from __future__ import annotations
 
+import os
 from contextlib import suppress
 from typing import Any
 
@@ -40,6 +41,9 @@ from opct.models import (
     weights_sha256,
 )
 from opct.training import fsdp
+
+#: What accelerate exports for ``fsdp_cpu_ram_efficient_loading`` and transformers reads in ``from_pretrained``.
+_RAM_EFFICIENT_ENV = "FSDP_CPU_RAM_EFFICIENT_LOADING"
 
 
 def empty_model(spec: ModelConfig, dtype: torch.dtype) -> torch.nn.Module:
@@ -79,6 +83,10 @@ def load_sharded(acc: Accelerator, cfg: RunConfig) -> tuple[torch.nn.Module, Tea
     """
     plugin = acc.state.fsdp_plugin
     plugin.cpu_ram_efficient_loading = True  # rank 0 broadcasts what it read; the others hold meta parameters
+    # With this variable true (fsdp_cpu_ram_efficient_loading: true) transformers' from_pretrained gives ranks > 0
+    # an unloaded model; opct's own rank-0 loading is above, and any other model a process loads (a judge, a
+    # probe) must be loaded whole.
+    os.environ[_RAM_EFFICIENT_ENV] = "false"
     main = acc.is_main_process
     loaded = load_model(cfg.model) if main else None
     sent = [weights_sha256(loaded), str(next(loaded.parameters()).dtype)] if loaded is not None else [None, None]
