@@ -6,8 +6,9 @@ Launch with ``accelerate launch --use_fsdp --fsdp_version 2 ...`` or an accelera
 * **the policy** is sharded by accelerate's FSDP2 preparation (``fully_shard`` per wrapped unit, the
   embeddings and head, then the root): each process holds about ``1/N`` of every weight;
 * **the teacher** is never a full copy per process: under LoRA it *is* the sharded policy with its
-  adapter disabled; under full fine-tuning the run-start copy is sharded the same way by
-  :func:`shard_frozen` (no gradients, eval mode, freed again after each unit's forward);
+  adapter disabled; under full fine-tuning the run-start weights are sharded a second time, from rank
+  0's loaded tensors, by :func:`shard_frozen` (no gradients, eval mode, freed again after each unit's
+  forward);
 * **loading**: only rank 0 reads the weights; the other ranks build the model on the meta device and
   receive their shards (:mod:`opct.training.sharded_loading`);
 * **generation** (rollouts, BCT targets) runs inside :func:`gathered`: every FSDP unit is all-gathered
