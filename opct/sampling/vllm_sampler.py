@@ -299,7 +299,7 @@ class VLLMSampler:
     def _push_adapter(self, model: torch.nn.Module) -> None:
         """Write the policy's adapter as a PEFT folder (whole tensors: each gathered under FSDP2, collective) and
         point the requests at it with a new ``LoRARequest`` id."""
-        from vllm.lora.request import LoRARequest
+        from vllm.lora.request import LoRARequest  # the optional extra, imported once an engine exists
 
         tensors = {}
         for name, param in model.named_parameters():  # the same order on every process

@@ -27,8 +27,9 @@ from contextlib import suppress
 from typing import Any
 
 import torch
-from accelerate import Accelerator
+from accelerate import Accelerator, init_empty_weights
 from accelerate.utils import broadcast_object_list, fsdp2_prepare_model
+from transformers import AutoConfig, AutoModelForCausalLM, GenerationConfig
 
 from opct.config import ModelConfig, RunConfig
 from opct.models import (
@@ -54,9 +55,6 @@ def empty_model(spec: ModelConfig, dtype: torch.dtype) -> torch.nn.Module:
     weights (rotary frequencies) are computed on the CPU as in a normal load. In eval mode, as
     ``from_pretrained`` leaves a model.
     """
-    from accelerate import init_empty_weights
-    from transformers import AutoConfig, AutoModelForCausalLM, GenerationConfig
-
     path = resolve_model_path(spec.name_or_path)
     config = AutoConfig.from_pretrained(path, revision=spec.revision, trust_remote_code=spec.trust_remote_code)
     kwargs: dict[str, Any] = {"dtype": dtype, "trust_remote_code": spec.trust_remote_code}
