@@ -3,8 +3,10 @@
 What is checked: the run trains and matches a one-process run step by step; the teacher is never a
 whole copy per process (under LoRA it is the policy itself, under full fine-tuning each process
 holds about half of it); ``final/`` loads with ``from_pretrained`` and holds exactly the weights the
-checkpoint gathered; a resume continues bit for bit; generation on gathered weights lets processes
-decode different numbers of tokens; DeepSpeed and FSDP1 are refused with the reason.
+checkpoint gathered; a resume continues bit for bit; only rank 0 opens the base weights file (rank 1
+receives its shards); generation on gathered weights (FSDP2's public ``unshard``/``reshard``) lets
+processes decode different numbers of tokens and leaves each unit resharding as it was set; DeepSpeed
+and FSDP1 are refused with the reason.
 Only CPU/gloo is exercised here, not GPUs or NCCL.
 """
 
@@ -27,7 +29,7 @@ from conftest import run_config
 from safetensors.torch import load_file
 
 from opct.config import RunConfig
-from opct.training.fsdp import DistributionError, check_distribution, param_groups
+from opct.training.fsdp import DistributionError, check_distribution
 from opct.training.loop import train
 
 ENV = {**os.environ, "OMP_NUM_THREADS": "1", "CUDA_VISIBLE_DEVICES": ""}
@@ -53,16 +55,50 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
-def _launch_fsdp(tmp_path: Path, cfg: dict) -> None:
-    """``accelerate launch`` (an FSDP2 config file) of ``opct train`` on ``cfg``, two processes."""
+#: ``opct train`` as each process runs it, recording every safetensors file the process opens (safetensors
+#: opens and maps files in Rust: its ``safe_open`` and ``load_file`` are wrapped before transformers imports them).
+RECORDING_WORKER = """
+import json, os, runpy, sys
+import safetensors, safetensors.torch
+opened = []
+def recording(fn):
+    def wrapper(path, *args, **kwargs):
+        opened.append(os.path.abspath(str(path)))
+        return fn(path, *args, **kwargs)
+    return wrapper
+safetensors.safe_open = recording(safetensors.safe_open)
+safetensors.torch.load_file = recording(safetensors.torch.load_file)
+try:
+    sys.argv = ["opct", *sys.argv[1:]]
+    runpy.run_module("opct.cli", run_name="__main__")
+finally:
+    with open(os.path.join(os.environ["OPENED_LOG"], f"rank{os.environ['RANK']}.json"), "w") as fh:
+        json.dump(opened, fh)
+"""
+
+
+def _launch_fsdp(tmp_path: Path, cfg: dict) -> list[list[str]]:
+    """``accelerate launch`` (an FSDP2 config file) of ``opct train`` on ``cfg``, two processes; the
+    safetensors files each process opened, by rank."""
     acc_cfg = tmp_path / "accelerate_fsdp.yaml"
     acc_cfg.write_text(yaml.safe_dump({**ACCELERATE_FSDP, "main_process_port": _free_port()}))
     run_cfg = tmp_path / f"{cfg['name']}.yaml"
     run_cfg.write_text(yaml.safe_dump(cfg))
+    worker = tmp_path / "worker.py"
+    worker.write_text(RECORDING_WORKER)
+    opened = tmp_path / f"opened-{cfg['name']}-{Path(cfg['output_dir']).name}"
+    opened.mkdir()
     accelerate = str(Path(sys.executable).parent / "accelerate")
-    cmd = [accelerate, "launch", "--config_file", str(acc_cfg), "-m", "opct.cli", "train", "--no-progress", "-c", str(run_cfg)]
-    res = subprocess.run(cmd, env=ENV, capture_output=True, text=True, timeout=300)
+    cmd = [accelerate, "launch", "--config_file", str(acc_cfg), str(worker), "train", "--no-progress", "-c", str(run_cfg)]
+    res = subprocess.run(cmd, env={**ENV, "OPENED_LOG": str(opened)}, capture_output=True, text=True, timeout=300)
     assert res.returncode == 0, res.stderr[-4000:]
+    return [json.loads((opened / f"rank{rank}.json").read_text()) for rank in range(2)]
+
+
+def _only_rank_0_reads_the_weights(opened: list[list[str]], model_dir: Path) -> None:
+    """Rank 0 read the base model's weights file; rank 1 never opened it (it received its shards)."""
+    weights = [str((model_dir / "model.safetensors").resolve())]
+    assert [sorted(set(files) & set(weights)) for files in opened] == [weights, []], opened
 
 
 def _metrics(run_dir: Path) -> list[dict]:
@@ -93,7 +129,7 @@ def _config(tiny_model: Path, pairs_file: Path, out: Path, finetune: str) -> dic
 
 def test_lora_under_fsdp_uses_the_sharded_policy_as_teacher(tiny_model, pairs_file, tmp_path):
     cfg = _config(tiny_model, pairs_file, tmp_path / "fsdp", "lora")
-    _launch_fsdp(tmp_path, cfg)
+    _only_rank_0_reads_the_weights(_launch_fsdp(tmp_path, cfg), tiny_model)
     run = tmp_path / "fsdp" / "t"
     single = RunConfig.model_validate(_config(tiny_model, pairs_file, tmp_path / "one", "lora"))
     train(single, show_progress=False)
@@ -118,7 +154,7 @@ def test_lora_under_fsdp_uses_the_sharded_policy_as_teacher(tiny_model, pairs_fi
 
 def test_full_finetuning_under_fsdp_shards_the_teacher_and_resumes_exactly(tiny_model, pairs_file, tmp_path):
     cfg = _config(tiny_model, pairs_file, tmp_path / "a", "full")
-    _launch_fsdp(tmp_path, cfg)
+    _only_rank_0_reads_the_weights(_launch_fsdp(tmp_path, cfg), tiny_model)
     run = tmp_path / "a" / "t"
     single = RunConfig.model_validate(_config(tiny_model, pairs_file, tmp_path / "one", "full"))
     train(single, show_progress=False)
@@ -148,7 +184,10 @@ def test_full_finetuning_under_fsdp_shards_the_teacher_and_resumes_exactly(tiny_
     shutil.rmtree(resumed / "final")
     first = (run / "metrics.jsonl").read_text().splitlines()[0]
     (resumed / "metrics.jsonl").write_text(first + "\n")
-    _launch_fsdp(tmp_path, {**cfg, "output_dir": str(tmp_path / "b")})
+    opened = _launch_fsdp(tmp_path, {**cfg, "output_dir": str(tmp_path / "b")})
+    _only_rank_0_reads_the_weights(opened, tiny_model)
+    step_1 = str((resumed / "checkpoints" / "step-1" / "model.safetensors").resolve())
+    assert all(step_1 in files for files in opened)  # each process reads the checkpoint and shards it back
     lines = (resumed / "metrics.jsonl").read_text().splitlines()
     assert lines[0] == first  # step 1 was not trained again (its timings would differ)
     assert _metrics(resumed)[1]["loss"] == _metrics(run)[1]["loss"]
@@ -160,30 +199,46 @@ def test_full_finetuning_under_fsdp_shards_the_teacher_and_resumes_exactly(tiny_
 GATHERED_WORKER = """
 import copy, datetime, json, torch, torch.distributed as dist
 from torch.distributed.fsdp import fully_shard
-from opct.training.fsdp import gathered, held_elements, param_groups
+from torch.distributed.tensor import DTensor
+from opct.training.fsdp import gathered, held_elements, record_resharding
 dist.init_process_group("gloo", timeout=datetime.timedelta(seconds=60))
 rank = dist.get_rank()
+
+class Net(torch.nn.Module):  # layers and an output head, as a causal LM has them
+    def __init__(self):
+        super().__init__()
+        self.layers = torch.nn.Sequential(*[torch.nn.Linear(16, 16) for _ in range(3)])
+        self.head = torch.nn.Linear(16, 16)
+    def get_output_embeddings(self):
+        return self.head
+    def forward(self, x):
+        return self.head(self.layers(x))
+
+def sharded(module):  # whether the module's weights are its shards now (FSDP2 registers them as DTensors)
+    return isinstance(module.weight, DTensor)
+
 torch.manual_seed(0)
-model = torch.nn.Sequential(*[torch.nn.Linear(16, 16) for _ in range(3)])
+model = Net()
 reference = copy.deepcopy(model)
-for layer in model:
+for layer in model.layers:
     fully_shard(layer)
+fully_shard(model.head)
 fully_shard(model)
+record_resharding(model, True, keep_root_and_head=True)  # the layers reshard after a forward, the head does not
 x = torch.randn(2, 16)
 with torch.no_grad():
     model(x)  # collective: both processes
-    before = [g.post_forward_mesh_info is None for m in model.modules() if hasattr(m, "_get_fsdp_state")
-              for g in param_groups(m._get_fsdp_state())]
+    before = [sharded(m) for m in (*model.layers, model.head)]
     with gathered(model):
+        whole = [not sharded(m) for m in (*model.layers, model.head)]
         for _ in range(1 + 3 * rank):  # a different number of forwards on each process
             inside = model(x)
-    after = [g.post_forward_mesh_info is None for m in model.modules() if hasattr(m, "_get_fsdp_state")
-             for g in param_groups(m._get_fsdp_state())]
     held = held_elements(model)
     again = model(x)  # collective again: the processes are still in step
+    after = [sharded(m) for m in (*model.layers, model.head)]
 print(json.dumps({"rank": rank, "held": held, "full": sum(p.numel() for p in reference.parameters()),
                   "inside": torch.allclose(inside, reference(x)), "again": torch.allclose(again, reference(x)),
-                  "restored": before == after}))
+                  "whole": all(whole), "before": before, "after": after}))
 dist.destroy_process_group()
 """
 
@@ -203,7 +258,8 @@ def test_generation_on_gathered_weights_needs_no_step_in_lockstep(tmp_path):
     rows = [json.loads(line) for out, _ in outputs for line in out.splitlines() if line.startswith("{")]
     assert sorted(r["rank"] for r in rows) == [0, 1]
     for r in rows:
-        assert r["inside"] and r["again"] and r["restored"], r
+        assert r["inside"] and r["again"] and r["whole"], r
+        assert r["before"] == r["after"] == [True, True, True, False], r  # each unit's resharding as recorded
     _half([r["held"] for r in rows], rows[0]["full"])  # sharded again once generation is over
 
 
@@ -220,7 +276,6 @@ def test_deepspeed_is_refused_before_accelerate_starts(tiny_model, pairs_file, t
     [
         (DistributedType.DEEPSPEED, None, "DeepSpeed"),
         (DistributedType.FSDP, SimpleNamespace(fsdp_version=1, cpu_ram_efficient_loading=False), "version 2 only"),
-        (DistributedType.FSDP, SimpleNamespace(fsdp_version=2, cpu_ram_efficient_loading=True), "cpu_ram_efficient"),
     ],
 )
 def test_unsupported_distributions_are_refused(kind, plugin, message):
@@ -230,16 +285,7 @@ def test_unsupported_distributions_are_refused(kind, plugin, message):
 
 
 def test_fsdp2_and_ddp_are_accepted():
-    fsdp2 = SimpleNamespace(fsdp_version=2, cpu_ram_efficient_loading=False)
-    check_distribution(SimpleNamespace(distributed_type=DistributedType.FSDP, state=SimpleNamespace(fsdp_plugin=fsdp2)))
+    for ram_efficient in (False, True):  # rank-0 loading is opct's own either way
+        fsdp2 = SimpleNamespace(fsdp_version=2, cpu_ram_efficient_loading=ram_efficient)
+        check_distribution(SimpleNamespace(distributed_type=DistributedType.FSDP, state=SimpleNamespace(fsdp_plugin=fsdp2)))
     check_distribution(SimpleNamespace(distributed_type=DistributedType.MULTI_CPU, state=SimpleNamespace()))
-
-
-def test_param_groups_reads_both_spellings_of_torchs_fsdp_state():
-    """torch lists a unit's groups in ``_fsdp_param_groups``; older releases kept one in ``_fsdp_param_group``."""
-    group = object()
-    assert param_groups(SimpleNamespace(_fsdp_param_groups=[group, group])) == [group, group]
-    assert param_groups(SimpleNamespace(_fsdp_param_group=group)) == [group]
-    assert param_groups(SimpleNamespace(_fsdp_param_group=None)) == []
-    with pytest.raises(RuntimeError, match="_fsdp_param_groups nor _fsdp_param_group"):
-        param_groups(SimpleNamespace())

@@ -1,19 +1,16 @@
 """The vLLM sampling engine (opct/sampling/vllm_sampler.py) against a fake of vLLM's offline API.
 
-No GPU and no vLLM here: a fake ``vllm`` module stands in for ``vllm.LLM`` and ``vllm.SamplingParams``.
-It records what opct asks for and answers in vLLM's shapes (``RequestOutput.outputs[0]`` with
-``token_ids``, ``logprobs`` as one ``{token: Logprob}`` dict per token, ``finish_reason``), decoding like
-vLLM: one seeded stream per request, stopping at a stop token id (kept) or at ``max_tokens``.
+No GPU and no vLLM here: the fake ``vllm`` of ``tests/fake_vllm/`` stands in for ``vllm.LLM``,
+``vllm.SamplingParams`` and ``vllm.lora.request.LoRARequest`` (what it records and what it refuses: its
+docstring). Several processes, each with its own engine: ``tests/test_vllm_per_rank.py``.
 """
 
 from __future__ import annotations
 
 import copy
-import random
 import sys
 import types
-from dataclasses import dataclass, field
-from typing import Any, ClassVar
+from typing import Any
 
 import pytest
 import torch
@@ -25,110 +22,20 @@ from opct.sampling.factory import make_sampler
 from opct.sampling.hf_sampler import HFSampler
 from opct.sampling.vllm_sampler import VLLMSampler, VLLMUnavailable
 from tests.conftest import run_config
+from tests.fake_vllm import vllm as fake
+from tests.fake_vllm.vllm import lora as fake_lora
+from tests.fake_vllm.vllm.lora import request as fake_lora_request
 
-EOS = 1
-OTHER = 2  # a token the fake lists beside the sampled one, more likely, as vLLM's top-k entries are
-
-
-@dataclass
-class Logprob:
-    logprob: float
-    rank: int | None = None
-    decoded_token: str | None = None
-
-
-@dataclass
-class CompletionOutput:
-    index: int
-    text: str
-    token_ids: list[int]
-    cumulative_logprob: float | None
-    logprobs: list[dict[int, Logprob]] | None
-    finish_reason: str | None
-    stop_reason: int | str | None = None
-
-
-@dataclass
-class RequestOutput:
-    request_id: str
-    prompt: str | None
-    prompt_token_ids: list[int]
-    prompt_logprobs: Any
-    outputs: list[CompletionOutput]
-    finished: bool = True
-
-
-class FakeSamplingParams:
-    def __init__(self, **kwargs: Any):
-        self.kwargs = kwargs
-        for key, value in kwargs.items():
-            setattr(self, key, value)
-
-
-@dataclass
-class FakeEngineModel:
-    """The model inside the fake engine: records what ``load_weights`` receives."""
-
-    loads: list[dict[str, torch.Tensor]] = field(default_factory=list)
-    events: list[str] = field(default_factory=list)
-
-    def load_weights(self, weights: Any) -> set[str]:
-        got = {name: tensor.detach().clone() for name, tensor in weights}
-        self.loads.append(got)
-        self.events.append("load_weights")
-        return set(got)
-
-
-class FakeLLM:
-    instances: ClassVar[list[FakeLLM]] = []
-
-    def __init__(self, **kwargs: Any):
-        self.kwargs = kwargs
-        self.model = FakeEngineModel()
-        self.events = self.model.events
-        self.calls: list[tuple[list[dict], list[FakeSamplingParams]]] = []
-        self.returned: list[list[RequestOutput]] = []
-        self.script: dict[tuple[int, ...], list[int]] = {}  # prompt -> the tokens it would decode
-        self.drop_logprobs = False
-        FakeLLM.instances.append(self)
-
-    def generate(self, prompts: list[dict], sampling_params: list[FakeSamplingParams], *, use_tqdm: bool = True) -> list:
-        assert isinstance(sampling_params, list) and len(sampling_params) == len(prompts)
-        self.events.append("generate")
-        self.calls.append((prompts, sampling_params))
-        out = [self._decode(i, p["prompt_token_ids"], sp) for i, (p, sp) in enumerate(zip(prompts, sampling_params, strict=True))]
-        self.returned.append(out)
-        return out
-
-    def _decode(self, i: int, prompt: list[int], sp: FakeSamplingParams) -> RequestOutput:
-        rng = random.Random(f"{sp.seed}|{prompt}|{sp.temperature}")
-        stream = self.script.get(tuple(prompt)) or [rng.randrange(3, 200) if rng.random() > 0.2 else EOS for _ in range(64)]
-        tokens, finish = [], "length"
-        for tok in stream[: sp.max_tokens]:
-            if len(tokens) < sp.min_tokens and tok in sp.stop_token_ids:
-                tok = 3  # vLLM masks stop tokens before min_tokens
-            tokens.append(tok)
-            if tok in sp.stop_token_ids and not sp.ignore_eos:
-                finish = "stop"
-                break
-        steps = [{tok: Logprob(-round(rng.uniform(0.5, 5.0), 3)), OTHER: Logprob(-0.01)} for tok in tokens]
-        completion = CompletionOutput(0, "", tokens, None, None if self.drop_logprobs else steps, finish)
-        return RequestOutput(str(i), None, list(prompt), None, [completion])
-
-    def apply_model(self, func: Any) -> list:
-        return [func(self.model)]
-
-    def reset_prefix_cache(self) -> bool:
-        self.events.append("reset_prefix_cache")
-        return True
+FakeLLM = fake.LLM
+EOS, OTHER = fake.EOS, fake.OTHER
 
 
 @pytest.fixture
 def fake_vllm(monkeypatch: pytest.MonkeyPatch) -> types.ModuleType:
-    fake = types.ModuleType("vllm")
-    fake.LLM = FakeLLM
-    fake.SamplingParams = FakeSamplingParams
     monkeypatch.setitem(sys.modules, "vllm", fake)
+    monkeypatch.setitem(sys.modules, "vllm.lora", fake_lora)
+    monkeypatch.setitem(sys.modules, "vllm.lora.request", fake_lora_request)
+    monkeypatch.delenv("FAKE_VLLM_LOG", raising=False)
     monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
     for key in ("RANK", "LOCAL_RANK", "WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT"):
         monkeypatch.setenv(key, "unset")  # so that teardown restores the environment exactly
@@ -354,42 +261,85 @@ def _opct_context(tiny_model, tmp_path, **overrides):
                         tokenizer=load_tokenizer(str(tiny_model)), teacher=make_teacher(policy), run_dir=tmp_path)
 
 
-def test_opct_pushes_the_policy_before_every_steps_sampling(fake_vllm, tiny_model, tmp_path, fresh_accelerate_state):
+def _adapter_of(policy: torch.nn.Module) -> dict[str, torch.Tensor]:
+    """The policy's LoRA tensors under the names PEFT saves them with (no adapter name)."""
+    return {n.replace(".default.", "."): p.detach().clone() for n, p in policy.named_parameters() if "lora_" in n}
+
+
+def test_opct_pushes_the_adapter_not_merged_weights_and_sleeps_between_steps(fake_vllm, tiny_model, tmp_path,
+                                                                           fresh_accelerate_state):
     from opct.methods.opct import OPCTMethod
     from opct.pairs import ConsistencyPair
 
     ctx = _opct_context(tiny_model, tmp_path)
     method = OPCTMethod(ctx)
     assert isinstance(method.sampler, VLLMSampler)
+    llm = method.sampler.llm
+    assert llm.kwargs["enable_lora"] is True and llm.kwargs["max_lora_rank"] == 8  # r = 4: vLLM's smallest rank >= 4
+    assert llm.kwargs["enable_sleep_mode"] is True
     msgs = [{"role": "user", "content": "What is 2 + 2?"}]
     pairs = [ConsistencyPair("p0", msgs, msgs), ConsistencyPair("p1", msgs, msgs)]
     first = method.prepare(pairs, step=0)
+    pushed_first = _adapter_of(ctx.policy)
     with torch.no_grad():  # an optimizer step
         for name, p in ctx.policy.named_parameters():
             if "lora_B" in name:
                 p.add_(0.1)
     method.prepare(pairs, step=1)
 
-    llm = method.sampler.llm
-    assert llm.events == ["load_weights", "reset_prefix_cache", "generate"] * 2
-    old, new = llm.model.loads
-    assert any(not torch.equal(old[n], new[n]) for n in old)  # the second step samples from the updated policy
+    # the adapter travels, never full weights; the engine sleeps from each generation to the next step's
+    assert llm.model.loads == []
+    assert llm.events == ["generate+lora1", "sleep(1)", "wake_up(kv_cache,weights)", "generate+lora2", "sleep(1)"]
+    old, new = llm.adapters
+    assert (old["id"], new["id"], old["r"]) == (1, 2, 4)
+    for adapter, policy in ((old, pushed_first), (new, _adapter_of(ctx.policy))):
+        assert set(adapter["tensors"]) == set(policy)
+        assert all(torch.equal(adapter["tensors"][n], policy[n]) for n in policy)
+    assert any(not torch.equal(old["tensors"][n], new["tensors"][n]) for n in old["tensors"])  # step 2 samples the updated policy
     assert sum(len(mb.completions) for mb in first) == 2 * 2  # n = 2 samples of each pair
     assert all(mb.sampler_logprobs is not None for mb in first)
     seeds = [sp.seed for sp in llm.calls[0][1]]
     assert seeds == [sample_seed(ctx.cfg.seed * 1_000_003, pid, s) for pid in ("p0", "p1") for s in range(2)]
 
 
-def test_opct_with_vllm_refuses_merged_lora_sampling_and_several_processes(fake_vllm, tiny_model, tmp_path,
-                                                                         fresh_accelerate_state):
+def test_full_weights_are_pushed_awake_and_dropped_by_a_deep_sleep(fake_vllm, tiny_model):
+    from transformers import AutoModelForCausalLM
+
+    policy = AutoModelForCausalLM.from_pretrained(tiny_model)
+    sampler = _sampler()
+    params = SamplingParams(n=1, max_new_tokens=3)
+    sampler.generate([[5]], params)  # the weights it was built with: never pushed, so kept through sleep (level 1)
+    sampler.load_policy_weights(policy)
+    sampler.generate([[5]], params)
+    sampler.load_policy_weights(policy)
+    sampler.generate([[5]], params)
+    assert sampler.llm.events == [
+        "generate", "sleep(1)",
+        "wake_up(weights)", "load_weights", "wake_up(kv_cache)", "generate", "sleep(2)",  # pushed: dropped in sleep
+        "wake_up(weights)", "load_weights", "wake_up(kv_cache)", "generate", "sleep(2)",
+    ]
+    assert set(sampler.llm.model.loads[-1]) == set(policy.state_dict())
+    with pytest.raises(RuntimeError, match="dropped by its last sleep"):
+        sampler.generate([[5]], params)  # no push since the deep sleep
+
+
+def test_sleep_mode_can_be_turned_off(fake_vllm):
+    sampler = _sampler(engine_args={"enable_sleep_mode": False})
+    sampler.generate([[5]], SamplingParams(n=1, max_new_tokens=3))
+    sampler.generate([[5]], SamplingParams(n=1, max_new_tokens=3))
+    assert sampler.llm.events == ["generate", "generate"]
+    with pytest.raises(ValueError, match="enable_lora"):
+        _sampler(engine_args={"enable_lora": False})
+
+
+def test_vllm_is_accepted_with_several_processes_and_refuses_merged_lora_sampling(fake_vllm, tiny_model, tmp_path,
+                                                                                fresh_accelerate_state):
     from opct.config import ConfigError
     from opct.methods.opct import OPCTMethod
-    from opct.training.fsdp import DistributionError
 
     with pytest.raises(ConfigError, match="merged_lora_sampling"):
         OPCTMethod(_opct_context(tiny_model, tmp_path, **{"train.merged_lora_sampling": True}))
+    assert FakeLLM.instances == []  # refused before any engine was built
     ctx = _opct_context(tiny_model, tmp_path)
     ctx.accelerator = types.SimpleNamespace(num_processes=2)
-    with pytest.raises(DistributionError, match="one training process"):
-        OPCTMethod(ctx)
-    assert FakeLLM.instances == []  # refused before any engine was built
+    assert isinstance(OPCTMethod(ctx).sampler, VLLMSampler)  # one engine in this process, as in each of the others

@@ -15,7 +15,6 @@ from pydantic import BaseModel
 from transformers import PreTrainedTokenizerBase
 
 from opct.config import GenerationConfig, RunConfig
-from opct.errors import DistributionError
 from opct.models import PromptRenderer, Teacher
 from opct.pairs import ConsistencyPair
 from opct.sampling.engine import SamplingEngine, SamplingParams
@@ -57,17 +56,14 @@ class TrainContext:
     def sample(self, sampler: Any, pairs: list[ConsistencyPair], params: SamplingParams) -> list[Any]:
         """Sample ``params.n`` completions of each pair's ``prompt`` with the current policy, under the
         training autocast (so recorded log-probs are computed as the student's are)."""
-        with self.accelerator.autocast(), self.generating(self.policy):
+        # an engine with its own copy of the weights (vLLM) needs no gathered policy
+        gathering = nullcontext() if getattr(sampler, "holds_own_weights", False) else self.generating(self.policy)
+        with self.accelerator.autocast(), gathering:
             return sampler.generate([self.render(p.prompt) for p in pairs], params, sample_keys=[p.id for p in pairs])
 
     def sampler(self, gen: GenerationConfig, model: torch.nn.Module, share_prefix: bool = True) -> SamplingEngine:
         """The sampling engine ``gen`` asks for (``engine: hf`` or ``vllm``, :func:`opct.sampling.factory.make_sampler`)
-        on ``model``. vLLM runs colocated in this one process: it is refused under FSDP or several processes."""
-        if getattr(gen, "engine", "hf") == "vllm" and (self.sharded or self.accelerator.num_processes > 1):
-            raise DistributionError(
-                f"sampling.engine: vllm runs in one training process; this launch has {self.accelerator.num_processes}"
-                f" process(es){' under FSDP' if self.sharded else ''}: launch one process, or set sampling.engine: hf"
-            )
+        on ``model``. Under DDP or FSDP2 each process builds its own (a vLLM engine per process, colocated)."""
         return make_sampler(gen, model, self.tokenizer, self.cfg.model, share_prefix=share_prefix)
 
     def generating(self, module: torch.nn.Module) -> AbstractContextManager[Any]:

@@ -134,7 +134,7 @@ class OPCTMethod:
         if self.merged is not None:
             self.merged.refresh()  # the adapter after the last optimizer step
         if self.vllm:
-            self.sampler.load_policy_weights(self.ctx.policy)  # the policy after the last optimizer step
+            self.sampler.load_policy_weights(self.ctx.policy, self.ctx.gather)  # the policy after the last optimizer step
         rollouts = self.ctx.sample(self.sampler, pairs, params)
         return rollout_microbatches(pairs, rollouts, self.ctx.cfg.train.sequences_per_microbatch)
 

@@ -16,26 +16,54 @@
   engine's ``max_model_len``, reached).
 
 The same seed draws other tokens here than in :class:`~opct.sampling.hf_sampler.HFSampler` (another sampler).
-:meth:`VLLMSampler.load_policy_weights` pushes the current policy into the engine (a LoRA adapter
-merged on the fly by :func:`opct.sampling.merged_lora.merged_weights`, the training model untouched) and drops
-vLLM's prefix cache, computed with the old weights.
 
-Written against vLLM 0.33.0 (its ``LLM``, ``SamplingParams`` and ``RequestOutput``); ``logprobs_mode``
-needs 0.10.2 or later. **Unverified on a GPU**: the tests run against a fake of vLLM's API.
+**Weights.** :meth:`VLLMSampler.load_policy_weights` makes the engine sample from the current policy
+(call it before each step's sampling):
+
+* a LoRA policy (PEFT) is pushed **as its adapter only**: the engine is built with vLLM's LoRA support
+  (``enable_lora``, ``max_lora_rank``), the adapter is written as a PEFT folder and every request carries
+  its ``LoRARequest`` (a new id per push, so vLLM never serves a stale adapter); the base weights in the
+  engine are never touched. Under FSDP2 each adapter tensor is gathered whole (``DTensor.full_tensor()``,
+  collective: every process pushes);
+* any other policy is pushed as full weights (``load_weights`` on the engine's model, through
+  ``apply_model``), gathered first under FSDP2 by the ``gather`` the loop gives (FSDP2's public
+  ``unshard``/``reshard``, :func:`opct.training.fsdp.gathered`); vLLM's prefix cache, computed with the
+  old weights, is dropped.
+
+**One engine per process.** Under DDP or FSDP2 every training process builds its own engine on its own
+GPU (vLLM's ``external_launcher`` backend reads the launcher's ``RANK``/``WORLD_SIZE``) and samples its
+own share of the step's prompts; no weights cross processes except what FSDP2 gathers.
+
+**Sleep mode.** The engine is built with ``enable_sleep_mode=True`` (``vllm_engine_args`` may turn it
+off): after each generation it sleeps (``llm.sleep``), giving its KV cache and weights' GPU memory back
+for the scoring forwards and the backward pass, and it wakes (``llm.wake_up``) before the next sync and
+generation. Level 1 (weights kept in host memory) when its base weights must survive (LoRA, or weights
+it never received), level 2 (weights dropped) when full weights are pushed before every generation; then
+the weights wake first (``tags=["weights"]``), are loaded, and the KV cache wakes for the generation.
+
+Written against vLLM 0.33.0 (its ``LLM``, ``SamplingParams``, ``RequestOutput``, ``LoRARequest``,
+``sleep``/``wake_up``); ``logprobs_mode`` needs 0.10.2 or later. **Unverified on a GPU**: the tests run
+against a fake of vLLM's API (``tests/fake_vllm/``), also on two gloo processes (docs/training.md says
+what that does and does not show).
 """
 
 from __future__ import annotations
 
 import gc
 import os
+import shutil
 import socket
-from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+import tempfile
+from collections.abc import Callable, Sequence
+from contextlib import AbstractContextManager, nullcontext
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, ClassVar
 
 import torch
+from safetensors.torch import save_file
 
 from opct.errors import OpctError
-from opct.models import eos_token_ids, resolve_model_path
+from opct.models import eos_token_ids, is_peft, resolve_model_path
 from opct.sampling.engine import Rollout, SamplingParams, sample_seed
 from opct.sampling.merged_lora import merged_weights
 
@@ -46,7 +74,10 @@ if TYPE_CHECKING:
 
 INSTALL_HINT = "pip install 'opct[vllm]'"
 #: ``vllm.LLM`` arguments the sampler's contract rests on: ``engine_args`` may not change them.
-FIXED_ENGINE_ARGS = ("model", "logprobs_mode", "generation_config", "distributed_executor_backend")
+FIXED_ENGINE_ARGS = ("model", "logprobs_mode", "generation_config", "distributed_executor_backend", "enable_lora",
+                     "max_lora_rank")
+#: The LoRA ranks vLLM accepts for ``max_lora_rank``; an adapter of rank r takes the smallest one at least r.
+VLLM_LORA_RANKS = (1, 8, 16, 32, 64, 128, 256, 320, 512)
 
 
 class VLLMUnavailable(OpctError, RuntimeError):
@@ -68,8 +99,9 @@ def import_vllm() -> Any:
 
 
 def _colocated_process_env() -> None:
-    """What vLLM's ``external_launcher`` backend reads to run its worker in this process (one process:
-    rank 0 of 1); values a launcher already set are kept."""
+    """What vLLM's ``external_launcher`` backend reads to run its worker in this process: a launcher's
+    values (``accelerate launch``, torchrun: this process's rank in the training world, one engine per
+    rank) are kept; a process started alone is rank 0 of 1."""
     defaults = {"RANK": "0", "LOCAL_RANK": "0", "WORLD_SIZE": "1", "MASTER_ADDR": "127.0.0.1"}
     for key, value in defaults.items():
         os.environ.setdefault(key, value)
@@ -84,9 +116,14 @@ class VLLMSampler:
 
     ``model_path`` holds the weights the engine starts from (the run's base model); ``eos_ids`` end a
     completion. ``dtype`` should be the policy's (``float32``, ``bfloat16``, ...), so the recorded
-    log-probs are computed at the precision the policy has. ``engine_args`` go to ``vllm.LLM`` as they are
-    and override the settings below, except :data:`FIXED_ENGINE_ARGS`.
+    log-probs are computed at the precision the policy has. ``lora_rank``: the rank of the LoRA policy whose
+    adapter :meth:`load_policy_weights` will push (turns vLLM's LoRA support on); None for full weights.
+    ``engine_args`` go to ``vllm.LLM`` as they are and override the settings below, except
+    :data:`FIXED_ENGINE_ARGS`.
     """
+
+    #: The engine samples from its own copy of the weights: the policy need not be gathered to sample.
+    holds_own_weights: ClassVar[bool] = True
 
     def __init__(
         self,
@@ -98,6 +135,7 @@ class VLLMSampler:
         trust_remote_code: bool = False,
         gpu_memory_utilization: float = 0.3,
         max_model_len: int | None = None,
+        lora_rank: int | None = None,
         engine_args: dict[str, Any] | None = None,
     ):
         fixed = sorted(set(engine_args or {}) & set(FIXED_ENGINE_ARGS))
@@ -119,8 +157,18 @@ class VLLMSampler:
             "distributed_executor_backend": "external_launcher",
             "logprobs_mode": "raw_logprobs",  # the model's own log-probs, before temperature and top-p
             "generation_config": "vllm",  # no sampling defaults from the checkpoint's generation_config
+            "enable_sleep_mode": True,  # its GPU memory goes back to training between generations
             **(engine_args or {}),
         }
+        if lora_rank is not None:  # the adapter is pushed, not merged weights
+            settings.update(enable_lora=True, max_lora_rank=min(r for r in VLLM_LORA_RANKS if r >= lora_rank), max_loras=1)
+        self.sleeps = bool(settings["enable_sleep_mode"])
+        self.lora_rank = lora_rank
+        self.lora_request: Any = None  # the adapter the requests carry, once pushed
+        self._adapter_root: Path | None = None
+        self._asleep: set[str] = set()  # "weights", "kv_cache": what is asleep now
+        self._weights_dropped = False  # by a level-2 sleep, until full weights are pushed again
+        self._full_weights_pushed = False
         self.llm = self.vllm.LLM(**settings)
 
     @classmethod
@@ -134,6 +182,7 @@ class VLLMSampler:
             resolve_model_path(spec.name_or_path),
             eos_token_ids(model, tokenizer),
             dtype=str(dtype).removeprefix("torch."),
+            lora_rank=_adapter_rank(model),
             revision=spec.revision,
             trust_remote_code=spec.trust_remote_code,
             gpu_memory_utilization=getattr(gen, "vllm_gpu_memory_utilization", 0.3),
@@ -171,9 +220,15 @@ class VLLMSampler:
             return []
         requests = [{"prompt_token_ids": [int(t) for t in prompts[p]]} for p, _ in jobs]
         settings = [self.request_params(params, sample_seed(params.seed, keys[p], s)) for p, s in jobs]
+        self._wake({"weights", "kv_cache"})
+        if self._weights_dropped:
+            raise RuntimeError("the vLLM engine's weights were dropped by its last sleep and not pushed again: "
+                               "call load_policy_weights before generating")
+        adapter = {"lora_request": self.lora_request} if self.lora_request is not None else {}
         # vLLM runs its model in this thread: the training autocast must not reach its kernels
         with torch.autocast("cuda", enabled=False):
-            outputs = self.llm.generate(requests, settings, use_tqdm=False)
+            outputs = self.llm.generate(requests, settings, use_tqdm=False, **adapter)
+        self._sleep()
         if len(outputs) != len(jobs):
             raise RuntimeError(f"vLLM returned {len(outputs)} outputs for {len(jobs)} requests")
         return [self._rollout(prompts[p], p, s, out) for (p, s), out in zip(jobs, outputs, strict=True)]
@@ -202,21 +257,82 @@ class VLLMSampler:
             truncated=completion.finish_reason == "length",
         )
 
-    @torch.no_grad()
-    def load_policy_weights(self, model: torch.nn.Module) -> None:
-        """Make the engine sample from ``model``'s current weights (call it after each optimizer step).
+    def _wake(self, tags: set[str]) -> None:
+        waking = sorted(self._asleep & tags)
+        if waking:
+            self.llm.wake_up(tags=waking)
+            self._asleep -= set(waking)
 
-        A LoRA policy is merged one weight at a time (:func:`opct.sampling.merged_lora.merged_weights`); ``model``
-        itself is not modified. vLLM's prefix cache, computed with the old weights, is dropped.
+    def _sleep(self) -> None:
+        """Give the engine's GPU memory back until the next generation (with sleep mode on): level 2 (weights
+        dropped) only when full weights are pushed before every generation, else level 1 (kept in host memory)."""
+        if not self.sleeps:
+            return
+        level = 2 if self._full_weights_pushed else 1
+        self.llm.sleep(level=level)
+        self._asleep = {"weights", "kv_cache"}
+        self._weights_dropped = level == 2
+
+    @torch.no_grad()
+    def load_policy_weights(
+        self, model: torch.nn.Module, gather: Callable[[torch.nn.Module], AbstractContextManager[Any]] | None = None
+    ) -> None:
+        """Make the engine sample from ``model``'s current weights (call it before each step's sampling).
+
+        A LoRA policy, with an engine built for one (``lora_rank``), is pushed as its adapter only
+        (:meth:`_push_adapter`). Otherwise the full weights are pushed, a LoRA adapter merged one weight at a
+        time (:func:`opct.sampling.merged_lora.merged_weights`), inside ``gather(model)`` when the weights are
+        sharded (every process must call this then); ``model`` itself is not modified.
         """
-        weights = merged_weights(model)
-        self.llm.apply_model(lambda engine_model: engine_model.load_weights(weights))
-        self.llm.reset_prefix_cache()
+        if self.lora_rank is not None and is_peft(model):
+            self._push_adapter(model)
+            return
+        self._wake({"weights"})
+        with gather(model) if gather is not None else nullcontext(model):
+            weights = merged_weights(model)
+            self.llm.apply_model(lambda engine_model: engine_model.load_weights(weights))
+        self._weights_dropped = False
+        self._full_weights_pushed = True
+        if "kv_cache" not in self._asleep:  # a sleeping KV cache wakes empty
+            self.llm.reset_prefix_cache()
+
+    def _push_adapter(self, model: torch.nn.Module) -> None:
+        """Write the policy's adapter as a PEFT folder (whole tensors: each gathered under FSDP2, collective) and
+        point the requests at it with a new ``LoRARequest`` id."""
+        from vllm.lora.request import LoRARequest  # the optional extra, imported once an engine exists
+
+        tensors = {}
+        for name, param in model.named_parameters():  # the same order on every process
+            if "lora_" not in name:
+                continue
+            whole = param.full_tensor() if hasattr(param, "full_tensor") else param
+            tensors[name.replace(".default.", ".")] = whole.detach().to("cpu", copy=True).contiguous()
+        version = 1 if self.lora_request is None else self.lora_request.lora_int_id + 1
+        if self._adapter_root is None:
+            self._adapter_root = Path(tempfile.mkdtemp(prefix="opct-vllm-adapter-"))
+        folder = self._adapter_root / f"v{version}"
+        folder.mkdir()
+        save_file(tensors, str(folder / "adapter_model.safetensors"))
+        model.peft_config["default"].save_pretrained(str(folder))
+        if self.lora_request is not None:  # the previous adapter was read when its requests ran
+            shutil.rmtree(self.lora_request.lora_path, ignore_errors=True)
+        self.lora_request = LoRARequest(f"opct-policy-v{version}", version, str(folder))
 
     def close(self) -> None:
         """Drop the engine and give its GPU memory (weights and KV cache) back, as far as vLLM lets go of it."""
         llm, self.llm = getattr(self, "llm", None), None
         del llm
+        if getattr(self, "_adapter_root", None) is not None:
+            shutil.rmtree(self._adapter_root, ignore_errors=True)
         gc.collect()
         if torch.cuda.is_available():
             torch.cuda.empty_cache()
+
+
+def _adapter_rank(model: torch.nn.Module) -> int | None:
+    """The LoRA rank of a PEFT policy (its adapter is what the engine receives), None for any other model."""
+    if not is_peft(model):
+        return None
+    config = model.peft_config["default"]
+    ranks = [config.r, *getattr(config, "rank_pattern", {}).values()]
+    return max(ranks)

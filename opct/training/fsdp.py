@@ -3,15 +3,20 @@
 Launch with ``accelerate launch --use_fsdp --fsdp_version 2 ...`` or an accelerate config with
 ``distributed_type: FSDP`` and ``fsdp_version: 2`` (docs/training.md, "Several processes"). Then:
 
-* **the policy** is sharded by accelerate's ``prepare`` (``fully_shard`` per wrapped unit, the
+* **the policy** is sharded by accelerate's FSDP2 preparation (``fully_shard`` per wrapped unit, the
   embeddings and head, then the root): each process holds about ``1/N`` of every weight;
 * **the teacher** is never a full copy per process: under LoRA it *is* the sharded policy with its
-  adapter disabled; under full fine-tuning the run-start copy is sharded the same way by
-  :func:`shard_frozen` (no gradients, eval mode, freed again after each unit's forward);
+  adapter disabled; under full fine-tuning the run-start weights are sharded a second time, from rank
+  0's loaded tensors, by :func:`shard_frozen` (no gradients, eval mode, freed again after each unit's
+  forward);
+* **loading**: only rank 0 reads the weights; the other ranks build the model on the meta device and
+  receive their shards (:mod:`opct.training.sharded_loading`);
 * **generation** (rollouts, BCT targets) runs inside :func:`gathered`: every FSDP unit is all-gathered
   once before decoding and freed after, so the token-by-token forwards make no collective call and
   processes may decode different numbers of tokens. The full policy (or teacher) is held only for
-  the duration of the sampling call;
+  the duration of the sampling call. FSDP2's public API only (``unshard``, ``reshard``,
+  ``set_reshard_after_forward``; no private attribute of torch, whose internals differ between
+  releases: the 2026-11-28 H100 check failed on one);
 * **scoring** makes exactly one forward per microbatch on every process (prefix sharing, which may
   make one or two depending on the batch, is off), so every unit's all-gather happens in step, and
   the processes must have as many microbatches as each other (``opct.training.loop`` checks it);
@@ -30,6 +35,7 @@ run FSDP. DeepSpeed is refused (:func:`check_distribution` says why).
 from __future__ import annotations
 
 import os
+import weakref
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
@@ -37,6 +43,7 @@ from typing import Any
 import torch
 from accelerate import Accelerator, PartialState
 from accelerate.utils import DistributedType
+from torch.distributed.fsdp import FSDPModule
 
 from opct.errors import DistributionError
 
@@ -72,7 +79,7 @@ def enable_cpu_fsdp(acc: Accelerator) -> bool:
         plugin.set_mixed_precision(acc.mixed_precision)
     acc.state.fsdp_plugin = plugin
     acc.state.distributed_type = DistributedType.FSDP
-    PartialState._shared_state["distributed_type"] = DistributedType.FSDP
+    PartialState().distributed_type = DistributedType.FSDP  # a borg: this sets the process state every instance shares
     return True
 
 
@@ -94,7 +101,8 @@ def refuse_deepspeed() -> None:
 def check_distribution(acc: Accelerator) -> None:
     """Refuse a distributed setup opct does not train under, saying why and what to use instead.
 
-    Accepted: one process, DDP, and FSDP version 2 (without ``cpu_ram_efficient_loading``).
+    Accepted: one process, DDP, and FSDP version 2 (``fsdp_cpu_ram_efficient_loading`` either way: opct
+    always loads the weights on rank 0 only, :mod:`opct.training.sharded_loading`).
     """
     if acc.distributed_type == DistributedType.DEEPSPEED:
         raise DistributionError(_NO_DEEPSPEED)
@@ -108,11 +116,6 @@ def check_distribution(acc: Accelerator) -> None:
         raise DistributionError(
             f"opct trains under FSDP version 2 only (this run uses version {plugin.fsdp_version}); set "
             "fsdp_version: 2 in the accelerate config or launch with --fsdp_version 2"
-        )
-    if plugin.cpu_ram_efficient_loading:
-        raise DistributionError(
-            "fsdp_cpu_ram_efficient_loading is not supported: opct fingerprints the base weights and copies the "
-            "teacher on every process, which needs the weights loaded there; set fsdp_cpu_ram_efficient_loading: false"
         )
 
 
@@ -128,63 +131,66 @@ def shard_frozen(acc: Accelerator, module: torch.nn.Module) -> torch.nn.Module:
     for p in module.parameters():
         p.requires_grad_(False)
     sharded = fsdp2_prepare_model(acc, module)
-    sharded.set_reshard_after_forward(True)
+    record_resharding(sharded, True, keep_root_and_head=False)
     return sharded
 
 
-def _fsdp_modules(module: torch.nn.Module) -> list[Any]:
-    from torch.distributed.fsdp import FSDPModule
-
+def _fsdp_modules(module: torch.nn.Module) -> list[FSDPModule]:
     return [m for m in module.modules() if isinstance(m, FSDPModule)]
 
 
-def param_groups(state: Any) -> list[Any]:
-    """The parameter groups of one FSDP unit's state (torch's private ``FSDPState``).
+#: How each sharded module's units reshard after a forward outside :func:`gathered`, as (unit, setting) pairs
+#: applied in order. torch has a setter, ``FSDPModule.set_reshard_after_forward``, but no getter: opct
+#: records what it configured.
+_RESHARDING: weakref.WeakKeyDictionary[torch.nn.Module, list[tuple[FSDPModule, bool]]] = weakref.WeakKeyDictionary()
 
-    torch 2.13 keeps them in ``_fsdp_param_groups`` (a list: several meshes per unit) and torch 2.11 in
-    ``_fsdp_param_group`` (one group or None; reading only the list fails there, the torch of the
-    2026-11-28 H100 check); both are read, so :func:`gathered` works on either. Anything else is an
-    error naming what was found, not an ``AttributeError`` deep in a rollout.
+
+def record_resharding(module: torch.nn.Module, reshard_after_forward: bool, keep_root_and_head: bool) -> None:
+    """Set how ``module``'s FSDP units reshard after a forward, and record it for :func:`gathered` to restore.
+
+    Every unit reshards as ``reshard_after_forward`` says; with ``keep_root_and_head`` the root and the unit
+    of the output embeddings keep their weights, as accelerate's FSDP2 layout has them (the root left to
+    torch's default, which does not reshard it; the final norm and the head one unit that does not
+    reshard): both are needed again at the start of the backward. Set last, the head's setting is its
+    whole unit's (the final norm shares it).
     """
-    if hasattr(state, "_fsdp_param_groups"):
-        return list(state._fsdp_param_groups)
-    if hasattr(state, "_fsdp_param_group"):
-        group = state._fsdp_param_group
-        return [] if group is None else [group]
-    raise RuntimeError(
-        f"this torch ({torch.__version__}) keeps FSDP2's parameter groups where opct does not look "
-        "(neither _fsdp_param_groups nor _fsdp_param_group on the unit's state): opct.training.fsdp.gathered "
-        "needs updating for it"
-    )
+    units = _fsdp_modules(module)
+    plan = [(unit, reshard_after_forward) for unit in units]
+    if keep_root_and_head and units:
+        head = getattr(module, "get_output_embeddings", lambda: None)()
+        plan += [(unit, False) for unit in units if unit is units[0] or unit is head]
+    for unit, setting in plan:
+        unit.set_reshard_after_forward(setting, recurse=False)
+    _RESHARDING[module] = plan
 
 
 @contextmanager
 def gathered(module: torch.nn.Module) -> Iterator[torch.nn.Module]:
     """Hold every FSDP unit of ``module`` gathered (unsharded) inside the block, for generation.
 
-    Entering and leaving are collective (every process must do both); in between, forwards make no
-    collective call, so processes may run different numbers of them. A module without FSDP units
-    passes through unchanged. Use under ``torch.no_grad``.
+    FSDP2's public API only: every unit is told not to reshard after a forward
+    (``set_reshard_after_forward(False)``) and gathered (``unshard()``); on leaving, each is resharded
+    (``reshard()``) and its resharding after a forward set back to what :func:`record_resharding` recorded
+    (every unit resharding, when nothing was recorded). Entering and leaving are collective (every
+    process must do both); in between, forwards make no collective call, so processes may run different
+    numbers of them. A module without FSDP units passes through unchanged. Use under ``torch.no_grad``.
     """
     units = _fsdp_modules(module)
     if not units:
         yield module
         return
-    units[0]._get_fsdp_state()._lazy_init()  # settle the root's own resharding before it is saved
-    saved = []
+    plan = _RESHARDING.get(module) or [(unit, True) for unit in units]
     for unit in units:
-        for group in param_groups(unit._get_fsdp_state()):
-            saved.append((group, group.post_forward_mesh_info))
-            group.post_forward_mesh_info = None  # no resharding after a forward
+        unit.set_reshard_after_forward(False, recurse=False)
     try:
         for unit in units:
             unit.unshard()
         yield module
     finally:
-        for group, info in saved:
-            group.post_forward_mesh_info = info
         for unit in units:
             unit.reshard()
+        for unit, reshard_after_forward in plan:
+            unit.set_reshard_after_forward(reshard_after_forward, recurse=False)
 
 
 def held_elements(*modules: torch.nn.Module) -> int:

@@ -46,6 +46,7 @@ from opct.training.plugins import VALIDATION_JUDGES
 from opct.training.progress import training_progress
 from opct.training.prompt_checks import check_prompts
 from opct.training.run_profile import measure_run_start
+from opct.training.sharded_loading import load_sharded
 from opct.training.tracking import init_kwargs, project_name, step_metrics, tracker_hparams
 from opct.training.validation import (
     Validator,
@@ -144,17 +145,18 @@ def _train(
     data_hash = hash_records([p.to_dict() for p in pairs])
     seed_step(cfg.seed, 0, 0)
 
-    model = load_model(cfg.model)
-    base_weights = weights_sha256(model)  # the base as loaded: what final/ records (in full) and eval checks
-    if cfg.train.disable_dropout:
-        disable_dropout(model)
-    if cfg.finetune == "lora":
-        model = add_lora(model, cfg.lora)
-    teacher = make_teacher(model, fingerprint=base_weights[:16])  # the run's identity (manifest, resume), as before
-    if not teacher.shares_weights and sharded:  # each process keeps its shard of the copy, moved unit by unit
-        teacher.model = fsdp.shard_frozen(acc, teacher.model)
-    elif not teacher.shares_weights:
-        teacher.model.to(acc.device)
+    if sharded:  # only rank 0 reads the weights; policy and teacher come back sharded (no full copy anywhere)
+        model, teacher, base_weights = load_sharded(acc, cfg)
+    else:
+        model = load_model(cfg.model)
+        base_weights = weights_sha256(model)  # the base as loaded: what final/ records (in full) and eval checks
+        if cfg.train.disable_dropout:
+            disable_dropout(model)
+        if cfg.finetune == "lora":
+            model = add_lora(model, cfg.lora)
+        teacher = make_teacher(model, fingerprint=base_weights[:16])  # the run's identity (manifest, resume), as before
+        if not teacher.shares_weights:
+            teacher.model.to(acc.device)
 
     steps = total_steps(cfg, len(pairs))
     start = on_main(acc, lambda: run.resume_point(cfg, teacher.fingerprint, data_hash, steps))

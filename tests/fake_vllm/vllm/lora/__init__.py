@@ -1,0 +1,1 @@
+"""The fake vLLM's ``vllm.lora`` package (see ``tests/fake_vllm/vllm/__init__.py``)."""
