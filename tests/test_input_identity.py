@@ -88,7 +88,7 @@ def test_a_setting_resume_accepts_is_no_change_for_retraining_either(tmp_path):
 def test_a_setting_at_its_default_is_the_same_input_given_or_omitted(tmp_path, explicit):
     """A manifest written before ``train.merged_lora_sampling`` existed is current for a run that leaves it
     at its default, whether the setting is omitted or given explicitly; another value is a change for all."""
-    now = _run(tmp_path, train={"merged_lora_sampling": False} if explicit else {})
+    now = _run(tmp_path, train={"merged_lora_sampling": "auto"} if explicit else {})
     old = dump_config(now)
     del old["train"]["merged_lora_sampling"], old["threads"]  # as an earlier opct wrote it
     _record_run(now, old)
