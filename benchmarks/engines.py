@@ -12,7 +12,8 @@ What runs
 A random-initialised model of the Qwen3 family is built from ``../shared/models/qwen3-tokenizer``
 (its real tokenizer and chat template; ``--size 0.6b``: Qwen3-0.6B's shape, 28 layers, d=1024, tied
 151,936-token embeddings, about 0.6B parameters; ``--size tiny``: the folder's 2-layer
-``tiny_config.json``) and saved with the tokenizer. ``--prompts`` chat-rendered user messages of about
+``tiny_config.json``; ``--size organism``: opct's built-in organism checkpoint and its tokenizer instead)
+and saved with the tokenizer. ``--prompts`` chat-rendered user messages of about
 ``--prompt-len`` tokens each get ``--n`` samples of exactly ``--max-new-tokens`` tokens (EOS suppressed
 until then, so every engine does the same work) at temperature 1, top-p 1. Each engine first runs a
 small untimed call, then the timed one; throughput is completion tokens per second of wall time.
@@ -39,7 +40,9 @@ kernels, so its difference measures how far its sampler's policy is from the tra
 
 ``--repeats R`` times every engine R times, round-robin (engine by engine within each round, so that a
 change in the machine's load falls on all of them); ``seconds`` is the median, ``all_seconds`` every one.
-When ``hf-generate`` ran, each engine's ``speedup_vs_generate`` is its tok/s over generate's.
+When ``hf-generate`` ran, each engine's ``speedup_vs_generate`` is its tok/s over generate's; when
+``opct-plain`` ran, ``opct-fast``'s (and ``opct-hf``'s) ``against_plain`` is :func:`against_plain` (in float32
+the decoder rule asks for identical completions and log-probs within 1e-4).
 """
 
 from __future__ import annotations
@@ -142,6 +145,19 @@ def agreement(model: Any, pad_id: int, rollouts: list[Any], batch: int) -> dict[
             "share_over_1e-3": (d > 1e-3).double().mean().item()}
 
 
+def against_plain(rollouts: list[Any], plain: list[Any]) -> dict[str, float]:
+    """An opct decoder's rollouts against ``opct-plain``'s (the same prompts and seeds): the share of identical
+    completions, and the largest |log-prob difference| over the tokens both drew alike (up to where they part)."""
+    same, largest = 0, 0.0
+    for r, p in zip(rollouts, plain, strict=True):
+        same += r.completion_ids == p.completion_ids
+        for a, b, x, y in zip(r.completion_ids, p.completion_ids, r.logprobs, p.logprobs, strict=False):
+            if a != b:
+                break
+            largest = max(largest, abs(x - y))
+    return {"identical_completions": same / len(plain), "max_abs_logprob_diff": largest}
+
+
 #: ``--engines`` names: opct's sampler with each ``sampling.decoder`` (``opct-hf``: its default), and the peers.
 OPCT_DECODERS = {"opct-plain": "plain", "opct-fast": "static", "opct-hf": "auto"}
 ENGINES = (*OPCT_DECODERS, "hf-generate", "vllm")
@@ -223,7 +239,8 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--engines", default="opct-plain,opct-fast,hf-generate", help=f"comma-separated: {', '.join(ENGINES)}")
     ap.add_argument("--repeats", type=int, default=1, help="timed calls per engine, round-robin; the median is reported")
-    ap.add_argument("--size", choices=["0.6b", "tiny"], default="0.6b")
+    ap.add_argument("--size", choices=["0.6b", "tiny", "organism"], default="0.6b",
+                    help="organism: opct's built-in organism checkpoint (its own tokenizer) instead of a random Qwen3")
     ap.add_argument("--device", default="cpu")
     ap.add_argument("--dtype", default="float32", choices=["float32", "bfloat16", "float16"])
     ap.add_argument("--prompts", type=int, default=32)
@@ -249,8 +266,13 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     if args.threads:
         torch.set_num_threads(args.threads)
     with tempfile.TemporaryDirectory() as tmp:
-        folder = build_model(Path(args.work or tmp) / f"qwen3-{args.size}", args.size, args.dtype, args.seed,
-                             Path(args.tokenizer))
+        if args.size == "organism":
+            from opct.models import resolve_model_path
+
+            folder = Path(resolve_model_path("organism"))
+        else:
+            folder = build_model(Path(args.work or tmp) / f"qwen3-{args.size}", args.size, args.dtype, args.seed,
+                                 Path(args.tokenizer))
         tokenizer = AutoTokenizer.from_pretrained(folder)
         model = AutoModelForCausalLM.from_pretrained(folder, dtype=getattr(torch, args.dtype)).to(args.device).eval()
         prompts = make_prompts(tokenizer, args.prompts, args.prompt_len, args.seed)
@@ -263,6 +285,11 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         for engine in runs:
             engine.close()
         engines = {engine.name: engine.result(model, tokenizer.pad_token_id) for engine in runs}
+        if "opct-plain" in engines:
+            plain = next(e for e in runs if e.name == "opct-plain").rollouts
+            for engine in runs:
+                if engine.name in OPCT_DECODERS and engine.name != "opct-plain":
+                    engines[engine.name]["against_plain"] = against_plain(engine.rollouts, plain)
         if "hf-generate" in engines:
             for r in engines.values():
                 r["speedup_vs_generate"] = r["tokens_per_s"] / engines["hf-generate"]["tokens_per_s"]
