@@ -236,3 +236,15 @@ def test_the_decoder_rule_float32_against_plain_low_precision_against_the_traine
     assert decoder_disagreement(half, plain, other_tokens, 3e-2, 5.9e-2) is None  # within twice plain's deviation
     assert "2.0e-02 > 1.6e-02" in decoder_disagreement(half, plain, other_tokens, 1e-3, 2e-2)  # above the floor
     assert decoder_disagreement(half, plain, other_tokens, 0.0, 1.5e-2) is None  # below the floor
+
+
+def test_two_shapes_are_kept_and_the_least_recently_used_is_dropped(organism):
+    model, tok = organism
+    sampler = HFSampler(model, tok, decoder="static")
+    prompts = _prompts((5, 9))
+    kept = []
+    with one_thread():
+        for new in (8, 70, 8, 140):  # capacities 64, 128, 64 again, 192 (prompts of 9 tokens at most)
+            sampler.generate(prompts, SamplingParams(n=1, temperature=0.0, max_new_tokens=new, min_new_tokens=new))
+            kept.append([key[1] for key in sampler.static_decoder()._shapes])
+    assert kept == [[64], [64, 128], [128, 64], [64, 192]]

@@ -43,6 +43,11 @@ EOS_CHECK_EVERY = 8
 #: lengths differ by less share one shape (and one captured graph).
 CAPACITY_BUCKET = 64
 
+#: Shapes whose buffers (a static KV cache each, as large as the plain decoder's for that batch) and graph
+#: are kept for reuse; the least recently used beyond this many are dropped. A training run's rollouts come
+#: in one or two shapes (the rows of a call; prompt widths in one or two buckets).
+KEPT_SHAPES = 2
+
 #: The attention implementations whose 4-D mask the static decoder builds: ``sdpa`` takes a boolean mask
 #: (True: attend), ``eager`` adds a float mask to its scores.
 MASKED_IMPLEMENTATIONS = ("sdpa", "eager")
@@ -127,7 +132,11 @@ class StaticDecoder:
     def _buffers(self, prompt_cache: DynamicCache, rows: int, capacity: int, device: torch.device) -> _ShapeBuffers:
         dtype = prompt_cache.layers[0].keys.dtype
         key = (rows, capacity, dtype, device)
-        if key not in self._shapes:
+        if key in self._shapes:
+            self._shapes[key] = self._shapes.pop(key)  # the most recently used last
+        else:
+            while len(self._shapes) >= KEPT_SHAPES:
+                del self._shapes[next(iter(self._shapes))]
             config = _inner_model(self.model).config
             if config._attn_implementation == "sdpa":
                 mask = torch.zeros((rows, 1, 1, capacity), dtype=torch.bool, device=device)
