@@ -248,3 +248,15 @@ def test_two_shapes_are_kept_and_the_least_recently_used_is_dropped(organism):
             sampler.generate(prompts, SamplingParams(n=1, temperature=0.0, max_new_tokens=new, min_new_tokens=new))
             kept.append([key[1] for key in sampler.static_decoder()._shapes])
     assert kept == [[64], [64, 128], [128, 64], [64, 192]]
+
+
+def test_eager_attention_takes_the_static_decoders_float_mask(organism):
+    tok = organism[1]
+    torch.manual_seed(0)
+    model = AutoModelForCausalLM.from_config(family_config("llama", tok), attn_implementation="eager").eval()
+    assert model.config._attn_implementation == "eager"
+    plain, static, sampler = _both(model, tok, SamplingParams(n=2, temperature=1.0, max_new_tokens=12, seed=1))
+    assert sampler.uses_static_decoder(torch.device("cpu"))
+    (buffers,) = sampler.static_decoder()._shapes.values()
+    assert buffers.mask.dtype == torch.float32  # added to the scores, not a boolean
+    _assert_same(plain, static)
