@@ -161,13 +161,13 @@ def instrument(timer: StackTimer) -> None:
     import opct.evals.judging as judging
     from opct.methods.bct import BCTMethod
     from opct.methods.opct import OPCTMethod
-    from opct.sampling import hf_sampler
+    from opct.sampling import hf_sampler, token_choice
 
     timer.wrap(hf_sampler.HFSampler, "generate", "gen_other")
     timer.wrap(hf_sampler.HFSampler, "generate_seeded", "gen_other")
     timer.wrap(hf_sampler.HFSampler, "_prefill_shared", "prefill")
     timer.wrap(hf_sampler.HFSampler, "_decode", timer.decode_loop)
-    timer.wrap(hf_sampler._TokenChooser, "__call__", "sampling")
+    timer.wrap(token_choice.TokenChooser, "__call__", "sampling")
     timer.wrap(LlamaForCausalLM, "forward", timer.forward_phase)
     for method in (OPCTMethod, BCTMethod):
         timer.wrap(method, "prepare", "prepare_other")

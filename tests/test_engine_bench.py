@@ -7,6 +7,7 @@ up, so the harness must report them as disagreeing with the model's forward pass
 from __future__ import annotations
 
 import json
+import statistics
 from pathlib import Path
 
 import pytest
@@ -42,6 +43,22 @@ def test_hf_engines_record_the_policys_log_probs_and_the_result_is_written(tmp_p
     tok = AutoTokenizer.from_pretrained(TOKENIZER)
     prompts = _engines().make_prompts(tok, 2, 20, 0)
     assert all(len(p) >= 20 and p[0] == tok.convert_tokens_to_ids("<|im_start|>") for p in prompts)  # chat-rendered
+
+
+def test_the_plain_and_fast_decoders_are_engines_of_their_own_timed_round_robin(tmp_path):
+    result = _engines().main(["--size", "tiny", "--engines", "opct-plain,opct-fast,hf-generate", "--prompts", "2",
+                              "--n", "2", "--max-new-tokens", "5", "--prompt-len", "20", "--threads", "1",
+                              "--repeats", "2", "--work", str(tmp_path), "--out", str(tmp_path / "out")])
+    engines = result["engines"]
+    assert engines["opct-plain"]["decoder"] == "plain" and engines["opct-fast"]["decoder"] == "static"
+    assert not engines["opct-fast"]["cuda_graphs"]  # a CPU
+    for r in engines.values():
+        assert len(r["all_seconds"]) == 2 and r["seconds"] == statistics.median(r["all_seconds"])
+        assert r["speedup_vs_generate"] == r["tokens_per_s"] / engines["hf-generate"]["tokens_per_s"]
+        assert r["logprob_agreement"]["max_abs_diff"] < 1e-4
+    assert engines["opct-fast"]["completion_tokens"] == engines["opct-plain"]["completion_tokens"] == 2 * 2 * 5
+    assert engines["opct-fast"]["against_plain"]["identical_completions"] == 1.0
+    assert engines["opct-fast"]["against_plain"]["max_abs_logprob_diff"] <= 1e-4
 
 
 def test_log_probs_that_are_not_the_models_are_reported(tmp_path, fake_vllm):  # noqa: F811

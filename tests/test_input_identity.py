@@ -88,7 +88,7 @@ def test_a_setting_resume_accepts_is_no_change_for_retraining_either(tmp_path):
 def test_a_setting_at_its_default_is_the_same_input_given_or_omitted(tmp_path, explicit):
     """A manifest written before ``train.merged_lora_sampling`` existed is current for a run that leaves it
     at its default, whether the setting is omitted or given explicitly; another value is a change for all."""
-    now = _run(tmp_path, train={"merged_lora_sampling": False} if explicit else {})
+    now = _run(tmp_path, train={"merged_lora_sampling": "auto"} if explicit else {})
     old = dump_config(now)
     del old["train"]["merged_lora_sampling"], old["threads"]  # as an earlier opct wrote it
     _record_run(now, old)
@@ -116,3 +116,17 @@ def test_input_changes_fills_either_side_and_ignores_what_never_makes_another_re
     assert input_changes({"a": {"b": 2}}, {}, defaults=defaults) == ["a.b"]
     assert input_changes({"a": {}, "d": 1}, {"d": 2}, ignore={"d"}) == []
     assert input_changes({"model": "p", "w": 1}, {"model": "q", "w": 1}) == ["model"]
+
+
+def test_a_run_recorded_at_the_old_default_of_merged_lora_sampling_is_current_under_the_new_one(tmp_path):
+    """``train.merged_lora_sampling`` was ``false`` by default and is ``auto`` now (the same rollouts on a CPU):
+    a manifest that recorded ``false`` is current for a run left at ``auto``, not for one set to ``true``."""
+    now = _run(tmp_path)
+    assert now.train.merged_lora_sampling == "auto"
+    old = dump_config(now)
+    old["train"]["merged_lora_sampling"] = False  # as opct wrote it before issue 57
+    _record_run(now, old)
+    assert _resume_changes(now, now) is None and retrain_reason(now) is None and run_complete(now)
+    merged = _run(tmp_path, train={"merged_lora_sampling": True})
+    assert retrain_reason(merged) == "its settings changed: train.merged_lora_sampling"
+    assert _resume_changes(now, _run(tmp_path, train={"merged_lora_sampling": False})) is None  # recorded false, run false

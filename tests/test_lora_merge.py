@@ -110,3 +110,37 @@ def test_merged_sampling_trains_exactly_what_plain_sampling_trains(tiny_model, p
     assert adapters[0].keys() == adapters[1].keys()
     for name in adapters[0]:
         torch.testing.assert_close(adapters[1][name], adapters[0][name], atol=1e-5, rtol=1e-3, msg=name)
+
+
+def test_auto_merges_on_cuda_with_whole_weights_only_and_says_so_once(monkeypatch, recwarn):
+    from opct.errors import OpctWarning
+    from opct.sampling import merged_lora
+
+    model = _lora("llama")
+    copy = merged_lora.merged_sampling_copy
+    assert copy(model, False, sharded=False, vllm=False) is None
+    assert isinstance(copy(model, True, sharded=False, vllm=False), MergedLoraModel)
+    assert copy(model, "auto", sharded=False, vllm=False) is None  # a CPU: the rollouts keep their bits
+    monkeypatch.setattr(merged_lora, "_on_cuda", lambda m: True)
+    monkeypatch.setattr(merged_lora, "_SAID_MERGED", False)
+    assert copy(model, "auto", sharded=True, vllm=False) is None  # FSDP: no process holds the whole weights
+    assert copy(model, "auto", sharded=False, vllm=True) is None  # vLLM merges by itself
+    assert copy(model.get_base_model(), "auto", sharded=False, vllm=False) is None  # full fine-tuning: no adapter
+    first, second = (copy(model, "auto", sharded=False, vllm=False) for _ in range(2))
+    assert isinstance(first, MergedLoraModel) and isinstance(second, MergedLoraModel)
+    said = [w for w in recwarn if issubclass(w.category, OpctWarning)]
+    assert len(said) == 1 and "sampled from a merged copy of the LoRA policy" in str(said[0].message)
+    dora = get_peft_model(AutoModelForCausalLM.from_pretrained(resolve_model_path("organism")),
+                          LoraConfig(r=4, target_modules="all-linear", use_dora=True))
+    assert copy(dora, "auto", sharded=False, vllm=False) is None  # cannot be merged: sampled through the adapter
+
+
+def test_merged_lora_sampling_takes_auto_true_or_false(tiny_model, pairs_file, tmp_path):
+    for value in ("auto", True, False):
+        cfg = RunConfig.model_validate(run_config(tiny_model, pairs_file, tmp_path, **{"train.merged_lora_sampling": value}))
+        assert cfg.train.merged_lora_sampling == value
+    assert RunConfig.model_validate({}).train.merged_lora_sampling == "auto"
+    with pytest.raises(ValidationError, match="merged_lora_sampling"):
+        RunConfig.model_validate(run_config(tiny_model, pairs_file, tmp_path, **{"train.merged_lora_sampling": "always"}))
+    full = run_config(tiny_model, pairs_file, tmp_path, **{"finetune": "full"})
+    assert RunConfig.model_validate(full).train.merged_lora_sampling == "auto"  # auto with full fine-tuning: no error

@@ -129,12 +129,12 @@ def test_shared_prefix_generation_matches_unshared(tiny_model):
 
 
 def test_inverse_cdf_draws_follow_the_distribution_and_skip_zeros():
-    from opct.sampling.hf_sampler import _inverse_cdf
+    from opct.sampling.token_choice import inverse_cdf
 
     probs = torch.tensor([[0.0, 0.5, 0.0, 0.2, 0.3, 0.0]]).repeat(20000, 1)
     u = torch.rand(20000, generator=torch.Generator().manual_seed(0), dtype=torch.float64)
     u[:4] = torch.tensor([0.0, 1.0 - 1e-16, 0.5, 1.0])  # the ends of the unit interval and a boundary
-    drawn = _inverse_cdf(probs, u)
+    drawn = inverse_cdf(probs, u)
     assert drawn[3] == 4  # u * total == total (rounding at the top): the last token of non-zero probability
     counts = torch.bincount(drawn, minlength=6).double() / len(drawn)
     assert counts[[0, 2, 5]].sum() == 0

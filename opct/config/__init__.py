@@ -198,10 +198,12 @@ class TrainConfig(_Strict):
     keep_checkpoints: int = Field(2, gt=0, description="newest checkpoints kept; older ones are deleted")
     log_rollouts: bool = Field(True, description="write every sampled completion to rollouts.jsonl.gz (OPCT, GRPO)")
     share_prompt_prefix: bool = Field(True, description="encode each prompt once for all its samples (KV cache)")
-    merged_lora_sampling: bool = Field(
-        False,
+    merged_lora_sampling: Literal["auto"] | bool = Field(
+        "auto",
         description="LoRA: sample rollouts from a copy with each adapted weight merged (W + scale*BA), refreshed every "
-                    "step: faster decoding, one more copy of the adapted weights in memory (opct/sampling/merged_lora.py)",
+                    "step: faster decoding, one more copy of the adapted weights in memory (opct/sampling/merged_lora.py). "
+                    "auto: merged on CUDA with whole weights per process (not FSDP, not vllm), said once; not on CPU, "
+                    "where it would change the rollouts' rounding",
     )
     gradient_checkpointing: bool = Field(
         False,
@@ -276,7 +278,7 @@ class RunConfig(_Strict):
             )
         section = data.pop(method, None) or {}
         cfg = handler(data)
-        if cfg.train.merged_lora_sampling and cfg.finetune != "lora":
+        if cfg.train.merged_lora_sampling is True and cfg.finetune != "lora":
             raise ValueError("train.merged_lora_sampling merges a LoRA adapter for sampling; it needs finetune: lora")
         try:
             cfg._method_config = METHODS.get(method).config_class.model_validate(section)

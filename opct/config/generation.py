@@ -34,6 +34,12 @@ class SamplingConfig(GenerationConfig):
     or ``vllm`` (:mod:`opct.sampling.vllm_sampler`, ``pip install 'opct[vllm]'``); ``vllm_*`` keys are refused with ``hf``."""
 
     engine: Literal["hf", "vllm"] = Field("hf", description="hf: the model's own forward (CPU or GPU); vllm: a colocated vLLM engine (GPU, opct[vllm])")
+    decoder: Literal["auto", "plain", "static"] = Field(
+        "auto",
+        description="hf engine's decoder: static = fixed-shape steps (static KV cache, CUDA graphs on a GPU), used "
+                    "after its self-check against plain; plain = a cache that grows each step; auto = static on "
+                    "CUDA, plain on CPU (where static is not faster: docs/training.md, The decoder)",
+    )
     vllm_gpu_memory_utilization: float = Field(0.3, gt=0.0, lt=1.0, description="share of the GPU's memory vLLM takes")
     vllm_engine_args: dict[str, Any] = Field(default_factory=dict, description="more vllm.LLM arguments (max_model_len...)")
 
@@ -43,6 +49,8 @@ class SamplingConfig(GenerationConfig):
         used = [k for k in defaults if k.startswith("vllm_") and getattr(self, k) != defaults[k]]
         if used and self.engine == "hf":
             raise ValueError(f"{', '.join(used)} set, but engine is hf: remove it, or set engine: vllm")
+        if self.engine == "vllm" and self.decoder != "auto":
+            raise ValueError(f"decoder: {self.decoder} is the hf engine's; vllm decodes itself: remove it, or set engine: hf")
         return self
 
 

@@ -64,12 +64,14 @@ class BCTMethod:
         return h.hexdigest()[:16]
 
     def _target_settings(self) -> dict[str, Any]:
-        """The settings that decide the targets: not the memory ones, and ``engine`` only when it is not
-        ``hf`` (so a cache made before the engine was a setting keeps its key)."""
+        """The settings that decide the targets: not the memory ones, ``engine`` only when it is not ``hf`` and
+        ``decoder`` only when it is not ``auto`` (so a cache made before either was a setting keeps its key)."""
         settings = self.settings.targets.model_dump(exclude={"sequences_per_call"})
         settings = {k: v for k, v in settings.items() if not k.startswith("vllm_")}
         if settings["engine"] == "hf":
             del settings["engine"]
+        if settings["decoder"] == "auto":
+            del settings["decoder"]  # likewise for the decoder (opct.sampling.hf_sampler.DECODERS)
         if not settings["per_axis"]:
             del settings["per_axis"]  # so a cache made before per-axis settings existed keeps its key
         return settings

@@ -34,7 +34,7 @@ from opct.methods.base import (
     warn_if_off_policy,
 )
 from opct.pairs import ConsistencyPair
-from opct.sampling.merged_lora import MergedLoraModel
+from opct.sampling.merged_lora import merged_sampling_copy
 
 
 class SampledLoss(StrictSettings):
@@ -111,15 +111,16 @@ class OPCTMethod:
         self.ctx = ctx
         self.settings: OPCTConfig = ctx.cfg.method_config
         # train.merged_lora_sampling: decode with the adapter merged into a sampling copy (opct/sampling/merged_lora.py)
-        if ctx.cfg.train.merged_lora_sampling and ctx.sharded:
+        merge = ctx.cfg.train.merged_lora_sampling
+        if merge is True and ctx.sharded:
             raise DistributionError("train.merged_lora_sampling needs whole weights; under FSDP it is not supported: "
                                     "set it to false (generation then runs on the gathered policy)")
         # sampling.engine: vllm decodes in a colocated vLLM engine, which takes the policy's weights each step
         self.vllm = self.settings.sampling.engine == "vllm"
-        if self.vllm and ctx.cfg.train.merged_lora_sampling:
+        if self.vllm and merge is True:
             raise ConfigError("train.merged_lora_sampling is for the hf engine (vllm merges the adapter itself): "
                               "set it to false, or opct.sampling.engine: hf")
-        self.merged = MergedLoraModel(ctx.policy) if ctx.cfg.train.merged_lora_sampling else None
+        self.merged = merged_sampling_copy(ctx.policy, merge, sharded=ctx.sharded, vllm=self.vllm)
         self.sampler = ctx.sampler(
             self.settings.sampling,
             self.merged.model if self.merged is not None else ctx.policy,

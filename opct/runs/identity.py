@@ -60,7 +60,20 @@ def run_defaults(cfg: RunConfig) -> dict[str, Any]:
         return {}
 
 
+#: Run settings whose default changed: dotted key -> (the old default, the new one). A manifest written before
+#: the change recorded the old default explicitly; a run now at the new default reads it as the same input.
+#: ``train.merged_lora_sampling`` false -> auto (issue 57): on a CPU ``auto`` does not merge, so the rollouts are
+#: the same bit for bit (benchmarks/results/decoder-cpu-20261202/README.md); a CUDA run recorded before it and
+#: resumed now samples from the merged copy from then on (the same policy, at float rounding).
+CHANGED_DEFAULTS: dict[str, tuple[Any, Any]] = {"train.merged_lora_sampling": (False, "auto")}
+
+
 def run_setting_changes(recorded_config: Mapping[str, Any], cfg: RunConfig, ignore: Collection[str] = ()) -> list[str]:
     """The settings in which the run configuration a manifest recorded (``recorded_config``) differs from
-    ``cfg``, defaults filled for keys either side lacks (:func:`input_changes`)."""
-    return input_changes(recorded_config, dump_config(cfg), defaults=run_defaults(cfg), ignore=ignore)
+    ``cfg``, defaults filled for keys either side lacks (:func:`input_changes`), an old default recorded
+    before :data:`CHANGED_DEFAULTS` changed it read as the new one."""
+    recorded, current = flatten(recorded_config), flatten(dump_config(cfg))
+    for key, (old, new) in CHANGED_DEFAULTS.items():
+        if recorded.get(key, new) == old and current.get(key) == new:
+            recorded[key] = new
+    return input_changes(recorded, current, defaults=run_defaults(cfg), ignore=ignore)

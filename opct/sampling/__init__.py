@@ -4,7 +4,9 @@
   the ``SamplingEngine`` protocol, ``sample_seed``);
 * :mod:`~opct.sampling.hf_sampler`: ``HFSampler``, on the model's own forward (never ``generate()``),
   with :mod:`~opct.sampling.kv_cache` (its in-place KV cache) and :mod:`~opct.sampling.prefix_attention`
-  (each prompt's cached keys read once for its n samples);
+  (each prompt's cached keys read once for its n samples); :mod:`~opct.sampling.token_choice` picks each
+  token, and :mod:`~opct.sampling.static_decoder` is its fixed-shape decoder (``sampling.decoder``), whose
+  step :mod:`~opct.sampling.cuda_graphs` captures on CUDA;
 * :mod:`~opct.sampling.vllm_sampler`: ``VLLMSampler``, the same contract on vLLM;
 * :mod:`~opct.sampling.factory`: ``make_sampler``, the engine ``sampling.engine`` names;
 * :mod:`~opct.sampling.merged_lora`: a LoRA policy's merged sampling copy, and merged weights for vLLM;

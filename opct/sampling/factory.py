@@ -26,7 +26,8 @@ def make_sampler(
     """
     engine = getattr(gen, "engine", "hf")
     if engine == "hf":
-        return HFSampler(model, tokenizer, batch_size=gen.sequences_per_call, share_prefix=share_prefix)
+        return HFSampler(model, tokenizer, batch_size=gen.sequences_per_call, share_prefix=share_prefix,
+                         decoder=getattr(gen, "decoder", "auto"))
     if engine != "vllm":
         raise ValueError(f"unknown sampling engine {engine!r}; use hf or vllm")
     if spec is None:

@@ -7,7 +7,14 @@ from transformers import DynamicCache, PreTrainedModel, PreTrainedTokenizerBase
 
 from opct.models import eos_token_ids
 from opct.sampling.engine import Rollout, SamplingParams, sample_seed
-from opct.sampling.fast_paths import check_once, largest_difference, probe_prompts, tolerance
+from opct.sampling.fast_paths import (
+    check_once,
+    decoder_disagreement,
+    largest_difference,
+    probe_prompts,
+    say_once,
+    tolerance,
+)
 from opct.sampling.kv_cache import BufferedLayer, buffered_cache, cache_kwargs
 from opct.sampling.prefix_attention import (
     SharedPrefixLayer,
@@ -18,71 +25,13 @@ from opct.sampling.prefix_attention import (
     supports_shared_prefix,
 )
 from opct.sampling.scoring import CompletionBatch, completion_logits, token_logprobs
+from opct.sampling.static_decoder import StaticDecoder, why_not_static
+from opct.sampling.token_choice import TokenChooser
 
-
-class _TokenChooser:
-    """Chooses each row's next token from the model's raw logits and records its log-probability.
-
-    Sampling, temperature, top-p and the minimum length are all decided here, from
-    :class:`SamplingParams` alone: no logits processor of the model's ``generation_config``
-    (repetition penalty, top-k, n-gram blocking...) ever runs, so the recorded log-probs are those
-    of the policy the tokens were drawn from (see :class:`Rollout` for which policy that is). Each
-    row draws its uniforms for every step up front from its own generator, and a step samples all
-    rows at once by inverting their cumulative distributions, so a sample does not depend on the
-    rest of the batch.
-    """
-
-    def __init__(self, params: SamplingParams, generators: list[torch.Generator], eos_ids: list[int]):
-        self.params = params
-        self.uniforms = torch.stack(
-            [torch.rand(params.max_new_tokens, generator=g, dtype=torch.float64) for g in generators]
-        )
-        self.eos_ids = torch.tensor(eos_ids)
-        self.tokens: list[torch.Tensor] = []
-        self.logprobs: list[torch.Tensor] = []
-
-    def __call__(self, logits: torch.Tensor, step: int) -> torch.Tensor:
-        """The next token of every row (``logits``: ``[rows, vocab]`` at decoding step ``step``)."""
-        raw = logits.float()
-        logp = torch.log_softmax(raw, dim=-1)
-        choice_logits = raw
-        if step < self.params.min_new_tokens:
-            choice_logits = raw.clone()
-            choice_logits[:, self.eos_ids.to(raw.device)] = float("-inf")
-        if self.params.temperature == 0.0:
-            chosen = choice_logits.argmax(dim=-1)
-        else:
-            probs = torch.softmax(choice_logits / self.params.temperature, dim=-1)
-            if self.params.top_p < 1.0:
-                probs = _top_p_filter(probs, self.params.top_p)
-            self.uniforms = self.uniforms.to(raw.device)
-            chosen = _inverse_cdf(probs, self.uniforms[:, step])
-        self.tokens.append(chosen)
-        self.logprobs.append(logp.gather(1, chosen[:, None])[:, 0])
-        return chosen
-
-
-def _inverse_cdf(probs: torch.Tensor, uniforms: torch.Tensor) -> torch.Tensor:
-    """Row ``i``'s token ``t`` with ``cdf[t-1] <= u_i * total < cdf[t]``: a draw from ``probs[i]``.
-
-    Tokens of probability zero are never chosen (an empty interval; the clamp covers rounding at
-    the top end).
-    """
-    cdf = probs.double().cumsum(-1)
-    chosen = torch.searchsorted(cdf, (uniforms * cdf[:, -1])[:, None], right=True)[:, 0]
-    # Below the top end every chosen interval is non-empty (cdf[t] > cdf[t-1], so probs[t] > 0); only
-    # ``u * total`` rounding up to ``total`` lands past the last token, and is mapped to the last possible one.
-    if bool((chosen >= probs.shape[-1]).any()):
-        last_possible = (probs > 0).long().cumsum(-1).argmax(-1)
-        chosen = torch.minimum(chosen, last_possible)
-    return chosen
-
-
-def _top_p_filter(probs: torch.Tensor, top_p: float) -> torch.Tensor:
-    sorted_p, idx = probs.sort(dim=-1, descending=True)
-    keep = sorted_p.cumsum(-1) - sorted_p < top_p
-    kept = torch.zeros_like(probs).scatter(1, idx, sorted_p * keep)
-    return kept / kept.sum(-1, keepdim=True)
+#: ``sampling.decoder``: ``plain`` decodes with :meth:`HFSampler._decode`'s growing cache, ``static`` with
+#: :class:`opct.sampling.static_decoder.StaticDecoder` (after its self-check), ``auto`` with the static one on
+#: CUDA only (on a CPU it is not faster and not bit-identical: docs/training.md, "The decoder").
+DECODERS = ("auto", "plain", "static")
 
 
 class HFSampler:
@@ -102,8 +51,13 @@ class HFSampler:
         tokenizer: PreTrainedTokenizerBase,
         batch_size: int = 64,
         share_prefix: bool = True,
+        decoder: str = "auto",
     ):
+        if decoder not in DECODERS:
+            raise ValueError(f"unknown decoder {decoder!r}; use one of {', '.join(DECODERS)}")
         self.model = model
+        self.decoder = decoder
+        self._static: StaticDecoder | None = None
         self.tokenizer = tokenizer
         self.batch_size = batch_size
         self.share_prefix = share_prefix
@@ -165,9 +119,10 @@ class HFSampler:
         seeds: list[int],
         params: SamplingParams,
         fast: tuple[bool, bool] | None = None,
+        static: bool | None = None,
     ) -> list[Rollout]:
         """Sample one completion per row; ``fast``: (prefill each prompt once, decode with shared-prefix
-        attention), by default those whose self-checks passed."""
+        attention), ``static``: decode with the static decoder; by default those whose self-checks passed."""
         device = next(self.model.parameters()).device
         width = max(len(p) for p in batch_prompts)
         input_ids = torch.full((len(batch_prompts), width), self.pad_id, dtype=torch.long)
@@ -176,18 +131,21 @@ class HFSampler:
             input_ids[i, width - len(p) :] = torch.tensor(p)
             attention[i, width - len(p) :] = 1
         generators = [torch.Generator().manual_seed(seed) for seed in seeds]
-        chooser = _TokenChooser(params, generators, self.eos_ids)
+        chooser = TokenChooser(params, generators, self.eos_ids)
         input_ids, attention = input_ids.to(device), attention.to(device)
-        cache = buffered_cache(self.model.config, width + params.max_new_tokens)
+        if static is None:
+            static = self.uses_static_decoder(device)
         if fast is None:
-            fast = (self.shares_prefill(), self.uses_prefix_attention(device))
+            fast = (self.shares_prefill(), not static and self.uses_prefix_attention(device))
+        # the static decoder copies the encoded prompts into its own cache: this one holds only them
+        cache = buffered_cache(self.model.config, width + (0 if static else params.max_new_tokens))
         if fast[0]:
             self._prefill_shared(cache, input_ids, attention, [p for p, _ in jobs], fast[1])
         if any(isinstance(layer, SharedPrefixLayer) for layer in cache.layers):
             with shared_prefix_decoding(self.model, cache):
                 self._decode(input_ids, attention, cache, chooser, params.max_new_tokens)
         else:
-            self._decode(input_ids, attention, cache, chooser, params.max_new_tokens)
+            self._decode(input_ids, attention, cache, chooser, params.max_new_tokens, static)
         tokens = torch.stack(chooser.tokens, dim=1).cpu()
         logprobs = torch.stack(chooser.logprobs, dim=1).cpu()
         eos = set(self.eos_ids)
@@ -209,13 +167,15 @@ class HFSampler:
         return out
 
     def _decode(
-        self, input_ids: torch.Tensor, attention: torch.Tensor, cache: DynamicCache, chooser: _TokenChooser, steps: int
+        self, input_ids: torch.Tensor, attention: torch.Tensor, cache: DynamicCache, chooser: TokenChooser, steps: int,
+        static: bool = False,
     ) -> None:
         """Decode up to ``steps`` tokens for every row of the left-padded batch, calling the model's
         forward directly (never ``generate``, whose defaults come from the model's generation config).
 
         ``cache`` may already hold the first prompt positions (:meth:`_prefill_shared`); only the rest
         is encoded. Rows that emitted an end-of-sequence token keep decoding padding until all have.
+        With ``static`` the tokens after the first are decoded by :class:`StaticDecoder`.
         """
         rows = input_ids.shape[0]
         positions = (attention.cumsum(-1) - 1).clamp(min=0)  # [rows, width]
@@ -229,6 +189,9 @@ class HFSampler:
             logits_to_keep=1,
         )
         next_position = positions[:, -1:] + 1  # [rows, 1]
+        if static:
+            self.static_decoder().decode(cache, attention, out.logits[:, -1, :], next_position, chooser, steps)
+            return
         eos = torch.tensor(self.eos_ids, device=input_ids.device)
         done = torch.zeros(rows, dtype=torch.bool, device=input_ids.device)
         for step in range(steps):
@@ -246,6 +209,55 @@ class HFSampler:
                 use_cache=True,
             )
             next_position = next_position + 1
+
+    def static_decoder(self) -> StaticDecoder:
+        """This sampler's :class:`StaticDecoder` (made on first use), capturing CUDA graphs on a CUDA model;
+        a failed capture is said once (:func:`opct.sampling.fast_paths.say_once`) and its steps run eagerly."""
+        if self._static is None:
+            cuda = next(self.model.parameters()).device.type == "cuda"
+            self._static = StaticDecoder(
+                self.model, self.pad_id, self.eos_ids, use_graphs=cuda,
+                on_graph_failure=lambda why: say_once(self.model, "CUDA graph decoding", why,
+                                                      "the static decoder's steps run eagerly"))
+        return self._static
+
+    def uses_static_decoder(self, device: torch.device) -> bool:
+        """Whether decoding on ``device`` uses the static decoder: ``decoder`` is ``static``, or ``auto`` on CUDA,
+        and its self-check (:meth:`_check_static`, once per model) passed."""
+        if self.decoder == "plain" or (self.decoder == "auto" and device.type != "cuda"):
+            return False
+        return check_once(self.model, "static decoder", self._check_static, "it decodes with the plain decoder")
+
+    @torch.no_grad()
+    def _check_static(self) -> str | None:
+        """``None`` when the static decoder passes the decoder rule (:func:`fast_paths.decoder_disagreement`)
+        on two random prompts, two samples each, against the plain decoder; else why not."""
+        if (reason := why_not_static(self.model)) is not None:
+            return reason
+        prompts = probe_prompts(self.model)
+        jobs = [(p, s) for p in range(len(prompts)) for s in range(2)]
+        params = SamplingParams(n=2, temperature=1.0, max_new_tokens=6, seed=0)
+        was_training = self.model.training
+        self.model.eval()
+        try:
+            runs = [self._generate_batch([prompts[p] for p, _ in jobs], jobs, list(range(len(jobs))), params,
+                                         fast=(self.shares_prefill(), False), static=static) for static in (False, True)]
+            deviations = [self._trainer_deviation(prompts, rollouts) for rollouts in runs]
+        finally:
+            self.model.train(was_training)
+            self.static_decoder().clear()
+        return decoder_disagreement(self.model, runs[0], runs[1], deviations[0], deviations[1])
+
+    def _trainer_deviation(self, prompts: list[list[int]], rollouts: list[Rollout]) -> float:
+        """The largest |recorded - trainer's| log-prob over ``rollouts``' tokens, the trainer's being the plain
+        full-sequence forward (:func:`opct.sampling.scoring.completion_logits` without a shared prefix)."""
+        batch = CompletionBatch(prompts, [r.completion_ids for r in rollouts], [r.prompt_index for r in rollouts])
+        targets, mask = batch.targets_and_mask(next(self.model.parameters()).device)
+        trainer = token_logprobs(completion_logits(self.model, batch, self.pad_id, share_prefix=False), targets)
+        recorded = torch.zeros_like(trainer)
+        for i, r in enumerate(rollouts):
+            recorded[i, : len(r.logprobs)] = torch.tensor(r.logprobs)
+        return largest_difference(recorded, trainer, mask)
 
     def uses_prefix_attention(self, device: torch.device) -> bool:
         """Whether decoding on ``device`` reads shared prompts once (:mod:`opct.sampling.prefix_attention`).
@@ -278,21 +290,15 @@ class HFSampler:
         try:
             with recording_dispatch() as called:
                 rollouts = self._generate_batch([prompts[p] for p, _ in jobs], jobs, list(range(len(jobs))), params,
-                                                fast=(True, prefix_attention))
+                                                fast=(True, prefix_attention), static=False)
             modules = attention_modules(self.model)
             missing = [m for m in modules if id(m) not in called]
             if prefix_attention and missing:
                 return (f"{len(missing)} of {len(modules)} attention modules ({type(missing[0]).__name__}) do not "
                         "dispatch through transformers' attention interface")
-            batch = CompletionBatch(prompts, [r.completion_ids for r in rollouts], [r.prompt_index for r in rollouts])
-            targets, mask = batch.targets_and_mask(next(self.model.parameters()).device)
-            plain = token_logprobs(completion_logits(self.model, batch, self.pad_id, share_prefix=False), targets)
+            diff, tol = self._trainer_deviation(prompts, rollouts), tolerance(self.model)
         finally:
             self.model.train(was_training)
-        recorded = torch.zeros_like(plain)
-        for i, r in enumerate(rollouts):
-            recorded[i, : len(r.logprobs)] = torch.tensor(r.logprobs)
-        diff, tol = largest_difference(recorded, plain, mask), tolerance(self.model)
         return None if diff <= tol else f"its log-probs differ from the plain forward's by {diff:.1e} > {tol:.0e}"
 
     def _prefill_shared(

@@ -9,7 +9,8 @@ current adapter (after each optimizer step), so samples come from the current po
 is one copy of the adapted weights.
 
 Log-probabilities under the merged weights equal the adapter's up to float rounding (the sum is taken
-before the product instead of after); ``train.merged_lora_sampling`` turns this on for OPCT's rollouts.
+before the product instead of after); ``train.merged_lora_sampling`` turns this on for OPCT's rollouts
+(:func:`merged_sampling_copy`: by default on CUDA only, so that CPU rollouts keep their bits).
 The training model is never modified: PEFT's own in-place ``merge_adapter``/``unmerge_adapter`` would
 leave rounding residue in the base weights, which under LoRA are the frozen teacher.
 
@@ -19,10 +20,14 @@ engine that keeps its own copy of the weights (``sampling.engine: vllm``, :mod:`
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Iterator
+from typing import Literal
 
 import torch
 from torch import nn
+
+from opct.errors import OpctWarning
 
 
 class MergeError(ValueError):
@@ -91,6 +96,44 @@ class MergedLoraModel:
         for merged, (_, module) in zip(self.merged, self.lora_layers, strict=True):
             (adapter,) = module.active_adapters
             merged.copy_(module.get_base_layer().weight + module.get_delta_weight(adapter).to(merged.dtype))
+
+
+def merged_sampling_copy(policy: nn.Module, setting: Literal["auto"] | bool, *, sharded: bool,
+                         vllm: bool) -> MergedLoraModel | None:
+    """The merged sampling copy ``train.merged_lora_sampling`` (``setting``) asks for, or ``None`` (sample from
+    ``policy`` itself).
+
+    ``True``: always (:class:`MergeError` if ``policy`` cannot be merged). ``auto``: where merging is the same
+    function and pays: a plain LoRA ``policy`` on CUDA whose process holds the whole weights (one process, or a
+    DDP rank; not FSDP) and the hf engine (vLLM merges by itself); said once per process (:class:`OpctWarning`).
+    Not on a CPU: there the merged weights round differently from the adapter's, and the organism's rollouts,
+    hence its quick demo's numbers, would move (docs/training.md, "The decoder").
+    """
+    if setting is not True and setting != "auto":
+        return None
+    if setting is True:
+        return MergedLoraModel(policy)
+    if sharded or vllm or not hasattr(policy, "get_base_model") or not _on_cuda(policy):
+        return None
+    try:
+        merged = MergedLoraModel(policy)
+    except MergeError:  # DoRA, modules_to_save...: the adapter samples as it is
+        return None
+    global _SAID_MERGED
+    if not _SAID_MERGED:
+        _SAID_MERGED = True
+        warnings.warn(OpctWarning(f"rollouts are sampled from a merged copy of the LoRA policy ({len(merged.merged)} "
+                                  "adapted weights, refreshed every step; train.merged_lora_sampling: auto, "
+                                  "set it to false to sample through the adapter)"), stacklevel=2)
+    return merged
+
+
+#: Whether :func:`merged_sampling_copy` has said in this process that it merged.
+_SAID_MERGED = False
+
+
+def _on_cuda(model: nn.Module) -> bool:
+    return next(model.parameters()).device.type == "cuda"
 
 
 @torch.no_grad()

@@ -1,0 +1,262 @@
+"""The static decoder (opct/sampling/static_decoder.py) against the plain one: the same tokens and log-probs
+(within 1e-4 in float32) on the organism and on the family matrix, its end-of-sequence check every k steps,
+the CUDA graph bookkeeping (with a stand-in capture on the CPU), the fallback, and how ``auto`` resolves."""
+
+from __future__ import annotations
+
+from weakref import WeakKeyDictionary
+
+import pytest
+import torch
+from conftest import one_thread
+from transformers import AutoModelForCausalLM
+
+from opct.config import SamplingConfig
+from opct.models import load_tokenizer, resolve_model_path
+from opct.sampling import fast_paths, static_decoder
+from opct.sampling.cuda_graphs import GraphCapture
+from opct.sampling.engine import Rollout, SamplingParams
+from opct.sampling.factory import make_sampler
+from opct.sampling.fast_paths import DECODER_FLOAT32_TOLERANCE, FastPathFallbackWarning, decoder_disagreement
+from opct.sampling.hf_sampler import HFSampler
+from opct.sampling.static_decoder import CAPACITY_BUCKET, StaticDecoder, static_capacity, why_not_static
+from opct.testing.families import FAMILIES, SLIDING_WINDOW_FAMILIES, family_config
+
+#: Families whose tiny models the static decoder must take (full attention through transformers' interface).
+STATIC_FAMILIES = ("llama", "qwen3", "gpt2", "phi3", "olmo2", "gpt_neox", "falcon", "stablelm")
+
+
+@pytest.fixture(scope="module")
+def organism():
+    path = resolve_model_path("organism")
+    return AutoModelForCausalLM.from_pretrained(path).eval(), load_tokenizer(path)
+
+
+def _prompts(lengths=(14, 6, 21, 9), seed: int = 1) -> list[list[int]]:
+    g = torch.Generator().manual_seed(seed)
+    return [torch.randint(10, 200, (n,), generator=g).tolist() for n in lengths]  # left padding differs per row
+
+
+def _both(model, tok, params: SamplingParams, prompts=None) -> tuple[list[Rollout], list[Rollout], HFSampler]:
+    prompts = prompts or _prompts()
+    with one_thread():
+        plain = HFSampler(model, tok, decoder="plain").generate(prompts, params)
+        static = HFSampler(model, tok, decoder="static")
+        return plain, static.generate(prompts, params), static
+
+
+def _assert_same(plain: list[Rollout], static: list[Rollout]) -> None:
+    assert [r.completion_ids for r in static] == [r.completion_ids for r in plain]
+    assert [r.truncated for r in static] == [r.truncated for r in plain]
+    diff = max(abs(a - b) for s, p in zip(static, plain, strict=True)
+               for a, b in zip(s.logprobs, p.logprobs, strict=True))
+    assert diff <= DECODER_FLOAT32_TOLERANCE
+
+
+@pytest.mark.parametrize(
+    "params",
+    [
+        SamplingParams(n=3, temperature=1.0, max_new_tokens=40, seed=3),
+        SamplingParams(n=2, temperature=0.0, max_new_tokens=20, seed=0),  # greedy
+        SamplingParams(n=2, temperature=0.7, top_p=0.8, max_new_tokens=20, seed=5),
+        SamplingParams(n=2, temperature=1.0, max_new_tokens=30, min_new_tokens=12, seed=2),
+    ],
+    ids=["t1", "greedy", "top-p", "min-new-tokens"],
+)
+def test_the_static_decoder_draws_the_plain_decoders_tokens_on_the_organism(organism, params):
+    model, tok = organism
+    plain, static, sampler = _both(model, tok, params)
+    assert sampler.uses_static_decoder(torch.device("cpu"))  # its self-check passed: the static decoder ran
+    _assert_same(plain, static)
+    if params.min_new_tokens:
+        assert min(len(r.completion_ids) for r in static) >= params.min_new_tokens
+    assert any(not r.truncated for r in plain)  # some rows ended early: the end-of-sequence check mattered
+
+
+def test_checking_the_end_every_step_or_every_k_gives_the_same_rollouts(organism, monkeypatch):
+    model, tok = organism
+    params = SamplingParams(n=3, temperature=1.0, max_new_tokens=48, seed=4)
+    prompts = _prompts((5, 9))
+    calls = {"n": 0}
+    real_forward = StaticDecoder._forward
+
+    def counted(self, buffers):
+        calls["n"] += 1
+        return real_forward(self, buffers)
+
+    monkeypatch.setattr(StaticDecoder, "_forward", counted)
+    runs = {}
+    for every in (1, static_decoder.EOS_CHECK_EVERY):
+        monkeypatch.setattr(static_decoder, "EOS_CHECK_EVERY", every)
+        calls["n"] = 0
+        with one_thread():
+            runs[every] = (HFSampler(model, tok, decoder="static").generate(prompts, params), calls["n"])
+    (per_step, steps_1), (per_k, steps_k) = runs[1], runs[static_decoder.EOS_CHECK_EVERY]
+    assert [(r.completion_ids, r.logprobs, r.truncated) for r in per_k] == \
+           [(r.completion_ids, r.logprobs, r.truncated) for r in per_step]
+    longest = max(len(r.completion_ids) for r in per_step)
+    assert longest < params.max_new_tokens  # every row ended: the loop stopped early in both
+    assert steps_1 < steps_k <= steps_1 + static_decoder.EOS_CHECK_EVERY - 1
+
+
+def _family_model(family: str, tok):
+    torch.manual_seed(0)
+    return AutoModelForCausalLM.from_config(family_config(family, tok)).eval()
+
+
+@pytest.mark.parametrize("family", list(FAMILIES))
+def test_the_family_matrix_decodes_the_plain_decoders_tokens_or_falls_back_with_one_warning(family, organism, recwarn):
+    tok = organism[1]
+    model = _family_model(family, tok)
+    fast_paths._SAID.clear()
+    params = SamplingParams(n=2, temperature=1.0, max_new_tokens=12, seed=0)
+    plain, static, sampler = _both(model, tok, params)
+    fallbacks = [w for w in recwarn if issubclass(w.category, FastPathFallbackWarning) and "static decoder" in str(w.message)]
+    _assert_same(plain, static)  # the static decoder's tokens, or the plain decoder's after falling back
+    if family in STATIC_FAMILIES:
+        assert sampler.uses_static_decoder(torch.device("cpu")) and not fallbacks
+    if family in SLIDING_WINDOW_FAMILIES:
+        assert len(fallbacks) == 1 and "sliding windows" in str(fallbacks[0].message)
+    assert sampler.uses_static_decoder(torch.device("cpu")) != bool(fallbacks)
+
+
+def test_a_static_decoder_that_disagrees_falls_back_once_and_the_plain_decoder_runs(organism, monkeypatch, recwarn):
+    model, tok = organism
+    fast_paths._SAID.clear()
+    monkeypatch.setattr(fast_paths, "_VERDICTS", WeakKeyDictionary())  # this test's verdict, not the module's
+    real_load = StaticDecoder._load
+
+    def shifted(buffers, prompt_cache, attention, next_position):  # a broken decoder: positions off by one
+        real_load(buffers, prompt_cache, attention, next_position + 1)
+
+    monkeypatch.setattr(StaticDecoder, "_load", staticmethod(shifted))
+    params = SamplingParams(n=2, temperature=1.0, max_new_tokens=8, seed=0)
+    plain, static, sampler = _both(model, tok, params)
+    sampler.generate(_prompts(), params)
+    fallbacks = [w for w in recwarn if issubclass(w.category, FastPathFallbackWarning)]
+    assert len(fallbacks) == 1 and "static decoder is off" in str(fallbacks[0].message)
+    assert not sampler.uses_static_decoder(torch.device("cpu"))
+    assert [(r.completion_ids, r.logprobs) for r in static] == [(r.completion_ids, r.logprobs) for r in plain]
+
+
+def _replaying_capture(step, rewind) -> GraphCapture:
+    """A CPU stand-in for CUDA graph capture: warm-up, rewind, "capture" (one more run), and replay re-runs it."""
+    step()
+    rewind()
+    output = step()
+    return GraphCapture(lambda: output.copy_(step()), output)
+
+
+def test_graph_capture_bookkeeping_replays_the_eager_steps_and_shapes_are_reused(organism):
+    model, tok = organism
+    params = SamplingParams(n=2, temperature=1.0, max_new_tokens=24, seed=9)
+    plain, _, _ = _both(model, tok, params)
+    sampler = HFSampler(model, tok, decoder="static")
+    graphs = sampler.static_decoder()
+    graphs.use_graphs, graphs.capture = True, _replaying_capture
+    with one_thread():
+        first = sampler.generate(_prompts(), params)
+        again = sampler.generate(_prompts(), params)
+    _assert_same(plain, first)
+    assert [r.logprobs for r in again] == [r.logprobs for r in first]
+    assert len(graphs._shapes) == 1  # the same shape twice: its buffers (and graph) kept and reused
+    (buffers,) = graphs._shapes.values()
+    assert buffers.graph is not None and graphs.use_graphs
+
+
+def test_a_failed_capture_is_said_once_and_the_steps_run_eagerly(organism, recwarn):
+    model, tok = organism
+    fast_paths._SAID.clear()
+    params = SamplingParams(n=2, temperature=1.0, max_new_tokens=24, seed=9)
+    plain, _, _ = _both(model, tok, params)
+    sampler = HFSampler(model, tok, decoder="static")
+    graphs = sampler.static_decoder()
+
+    def failing(step, rewind):
+        step()  # the warm-up ran and advanced the cache; the decoder must rewind it
+        raise RuntimeError("operation not permitted when stream is capturing")
+
+    graphs.use_graphs, graphs.capture = True, failing
+    with one_thread():
+        out = sampler.generate(_prompts(), params) + sampler.generate(_prompts(), params)
+    said = [w for w in recwarn if issubclass(w.category, FastPathFallbackWarning)]
+    assert len(said) == 1 and "CUDA graph decoding is off (RuntimeError: operation not permitted" in str(said[0].message)
+    assert not graphs.use_graphs
+    _assert_same(plain + plain, out)
+
+
+def test_auto_is_the_plain_decoder_on_a_cpu_and_the_setting_is_strict(organism, monkeypatch):
+    model, tok = organism
+    checks = []
+    monkeypatch.setattr(fast_paths, "_VERDICTS", WeakKeyDictionary())
+    monkeypatch.setattr(HFSampler, "_check_static", lambda self: checks.append(1))
+    cpu = torch.device("cpu")
+    assert not HFSampler(model, tok).uses_static_decoder(cpu) and not checks  # auto on a CPU: no self-check either
+    assert not HFSampler(model, tok, decoder="plain").uses_static_decoder(torch.device("cuda"))
+    assert HFSampler(model, tok, decoder="static").uses_static_decoder(cpu) and checks == [1]
+    fresh = AutoModelForCausalLM.from_pretrained(resolve_model_path("organism")).eval()
+    assert HFSampler(fresh, tok).uses_static_decoder(torch.device("cuda")) and checks == [1, 1]  # auto on CUDA
+    with pytest.raises(ValueError, match="unknown decoder 'fast'"):
+        HFSampler(model, tok, decoder="fast")
+    assert make_sampler(SamplingConfig(decoder="static"), model, tok).decoder == "static"
+    assert make_sampler(SamplingConfig(), model, tok).decoder == "auto"
+    with pytest.raises(ValueError, match="decoder"):
+        SamplingConfig(decoder="fast")
+    with pytest.raises(ValueError, match="decoder: static is the hf engine's"):
+        SamplingConfig(engine="vllm", decoder="static")
+
+
+def test_what_the_static_decoder_can_run_and_its_shape_buckets(organism):
+    model, tok = organism
+    assert why_not_static(model) is None
+    assert "sliding windows" in why_not_static(_family_model("mistral", tok))
+    model.config._attn_implementation = "flash_attention_2"
+    try:
+        assert "flash_attention_2" in why_not_static(model)
+    finally:
+        model.config._attn_implementation = "sdpa"
+    assert static_capacity(1, 1) == CAPACITY_BUCKET
+    assert static_capacity(30, CAPACITY_BUCKET - 30) == CAPACITY_BUCKET
+    assert static_capacity(30, CAPACITY_BUCKET - 29) == 2 * CAPACITY_BUCKET
+
+
+def _rollouts(tokens: list[list[int]], logprobs: list[list[float]]) -> list[Rollout]:
+    return [Rollout(i, 0, [1], t, lp, False) for i, (t, lp) in enumerate(zip(tokens, logprobs, strict=True))]
+
+
+def test_the_decoder_rule_float32_against_plain_low_precision_against_the_trainer(organism):
+    model = organism[0]
+    plain = _rollouts([[3, 4], [5]], [[-1.0, -2.0], [-0.5]])
+    assert decoder_disagreement(model, plain, _rollouts([[3, 4], [5]], [[-1.0, -2.00009], [-0.5]]), 0.0, 0.0) is None
+    assert "other tokens" in decoder_disagreement(model, plain, _rollouts([[3, 4], [6]], [[-1.0, -2.0], [-0.5]]), 0, 0)
+    assert "by 2.0e-04 > 1e-04" in decoder_disagreement(model, plain, _rollouts([[3, 4], [5]], [[-1.0, -2.0002], [-0.5]]),
+                                                        0.0, 0.0)
+    half = AutoModelForCausalLM.from_config(model.config).to(torch.bfloat16)
+    other_tokens = _rollouts([[3, 9], [5]], [[-1.0, -3.0], [-0.5]])
+    assert decoder_disagreement(half, plain, other_tokens, 3e-2, 5.9e-2) is None  # within twice plain's deviation
+    assert "2.0e-02 > 1.6e-02" in decoder_disagreement(half, plain, other_tokens, 1e-3, 2e-2)  # above the floor
+    assert decoder_disagreement(half, plain, other_tokens, 0.0, 1.5e-2) is None  # below the floor
+
+
+def test_two_shapes_are_kept_and_the_least_recently_used_is_dropped(organism):
+    model, tok = organism
+    sampler = HFSampler(model, tok, decoder="static")
+    prompts = _prompts((5, 9))
+    kept = []
+    with one_thread():
+        for new in (8, 70, 8, 140):  # capacities 64, 128, 64 again, 192 (prompts of 9 tokens at most)
+            sampler.generate(prompts, SamplingParams(n=1, temperature=0.0, max_new_tokens=new, min_new_tokens=new))
+            kept.append([key[1] for key in sampler.static_decoder()._shapes])
+    assert kept == [[64], [64, 128], [128, 64], [64, 192]]
+
+
+def test_eager_attention_takes_the_static_decoders_float_mask(organism):
+    tok = organism[1]
+    torch.manual_seed(0)
+    model = AutoModelForCausalLM.from_config(family_config("llama", tok), attn_implementation="eager").eval()
+    assert model.config._attn_implementation == "eager"
+    plain, static, sampler = _both(model, tok, SamplingParams(n=2, temperature=1.0, max_new_tokens=12, seed=1))
+    assert sampler.uses_static_decoder(torch.device("cpu"))
+    (buffers,) = sampler.static_decoder()._shapes.values()
+    assert buffers.mask.dtype == torch.float32  # added to the scores, not a boolean
+    _assert_same(plain, static)
