@@ -35,9 +35,9 @@ table { border-collapse: collapse; font-size: 13.5px; margin: 6px 0 10px; }
 th, td { border: 1px solid var(--line); padding: 6px 9px; text-align: left; vertical-align: top; }
 thead th { background: #eef1f5; font-weight: 600; }
 tbody tr:nth-child(even) { background: #fafbfc; }
-td.cell { white-space: nowrap; }
-td.cell .v { display: block; font-weight: 600; font-variant-numeric: tabular-nums; }
+td.cell .v { display: block; font-weight: 600; font-variant-numeric: tabular-nums; white-space: nowrap; }
 td.cell .ci, td.cell .n { color: var(--muted); font-size: 12.5px; font-variant-numeric: tabular-nums; }
+td.cell .ci { white-space: nowrap; } td.cell .n { display: block; min-width: 9em; }
 td.missing { color: #9aa0a6; text-align: center; }
 td a { color: inherit; text-decoration: none; }
 td.cell a .v { color: var(--accent); }

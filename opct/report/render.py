@@ -181,7 +181,7 @@ def _img_html(fig: FigureFile) -> str:
     data = base64.b64encode(fig.path.read_bytes()).decode("ascii")
     alt = _figure_alt(fig)
     return (f'<figure><img src="data:image/png;base64,{data}" alt="{escape(alt, quote=True)}" '
-            f'data-text-px="{fig.min_text_px:.1f}">{tag("figcaption", f"figures/{fig.path.name}")}</figure>')
+            f'data-text-px="{fig.min_text_px:.1f}"></figure>')
 
 
 def _json_block(title: str, data: dict[str, Any]) -> str:
