@@ -16,7 +16,7 @@ from opct.report.figure_style import MAX_WIDTH_IN
 from opct.report.forest import plot_forest
 from opct.report.paired import paired_differences
 from opct.report.pooled import NOT_MEASURED, PAPER_PAIR, paper_direction, verdict
-from opct.report.render import _selection_html
+from opct.report.render import selection_data
 from opct.report.table import build_table
 from opct.report.verdict import verdict_lines
 from opct.runs.experiment_layout import REPORT_JSON
@@ -110,7 +110,7 @@ def test_the_forest_plot_has_every_paired_difference_and_fits_the_column(exp_dir
 def test_the_selection_table_lists_only_the_methods_of_the_run(exp_dir: Path) -> None:
     exp = load_experiment(exp_dir)
     exp.selection = _selection()
-    text = "".join(_selection_html(exp))
+    text = json.dumps(selection_data(exp))
     assert "bct-01" in text and "opct-01" in text and "act-01" not in text and "act, teacher_kl" not in text
 
 
