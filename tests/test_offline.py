@@ -98,3 +98,21 @@ def test_a_tokenizer_that_is_not_shipped_fails_with_no_network(no_network: Path)
                                    "--family", "qwen3"])
     assert res.exit_code == 2 and "no network: pass a local folder" in res.output, res.output
     assert not (no_network / "m").exists()
+
+
+def test_a_silent_network_is_given_up_on_after_the_timeout(no_network: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A proxy on loopback that accepts the connection and never answers (a blackholed network): the question
+    ends at its timeout (shortened here) with the same message, instead of waiting on."""
+    import socket
+
+    from opct.config import hub
+
+    with socket.socket() as silent:
+        silent.bind(("127.0.0.1", 0))
+        silent.listen(4)
+        proxy = f"http://127.0.0.1:{silent.getsockname()[1]}"
+        for name in ("HTTPS_PROXY", "HTTP_PROXY", "https_proxy", "http_proxy"):
+            monkeypatch.setenv(name, proxy)
+        monkeypatch.setattr(hub, "HUB_TIMEOUT", 0.5)
+        with pytest.raises(hub.NoNetworkError, match=r"^no network: pass a local folder\..*did not answer within 0\.5 s"):
+            hub.require_hub("someone/model")
