@@ -14,6 +14,7 @@ import torch
 from transformers import AutoModelForCausalLM, AutoTokenizer, PreTrainedModel, PreTrainedTokenizerBase
 
 from opct.config import MODEL_ALIASES, LoraConfig, ModelConfig
+from opct.config.hub import require_hub
 from opct.errors import OpctError
 from opct.runs.errors import ModelCheckpointError as CheckpointError  # the name callers of this module know
 from opct.runs.trained import (
@@ -55,8 +56,8 @@ def looks_like_local_path(name: str) -> bool:
 
 def resolve_model_path(name_or_path: str) -> str:
     """Map a registered alias (e.g. ``organism``) to its folder; an existing path or a hub id passes
-    through. A name that can only be a local path (:func:`looks_like_local_path`) and does not exist is
-    a :class:`ModelNotFoundError`, never a hub lookup."""
+    through (a hub id only when the hub answers: :func:`opct.config.hub.require_hub`); a name that can only
+    be a local path (:func:`looks_like_local_path`) and does not exist is a :class:`ModelNotFoundError`."""
     if name_or_path in MODEL_ALIASES:
         return str(MODEL_ALIASES.get(name_or_path)())
     if looks_like_local_path(name_or_path) and not Path(name_or_path).expanduser().exists():
@@ -64,6 +65,7 @@ def resolve_model_path(name_or_path: str) -> str:
             f"no model at {name_or_path!r}: it is a local path (not looked up on the Hugging Face hub) and does not "
             "exist. Check the path, or give a hub id such as Qwen/Qwen2.5-1.5B-Instruct."
         )
+    require_hub(name_or_path)  # a hub id: a dead network fails now, not after a minute of retries
     return name_or_path
 
 

@@ -296,3 +296,61 @@ def test_the_cards_model_index_comes_from_the_runs_own_evals(aliased_run, tmp_pa
     assert "measured other weights" in card and "capability_arithmetic: incomplete (2 of 2 records unscored)" in card
     plain = export_merged(run, tmp_path / "alone")  # a run of its own with no eval named: nothing invented
     assert "model-index" not in (plain / "README.md").read_text()
+
+
+def _lm_eval_model_args(card: str, folder: Path) -> dict[str, str]:
+    """The ``--model_args`` of the card's lm-eval line, ``<this folder>`` read as ``folder``."""
+    import re
+
+    found = re.search(r"lm_eval --model hf --model_args (.+?) \.\.\.", card)
+    assert found, card
+    args = found[1].replace("<this folder>", str(folder))
+    return dict(arg.split("=", 1) for arg in args.split(","))
+
+
+def test_an_export_with_base_model_loads_with_peft_and_its_lm_eval_line(aliased_run, tmp_path):
+    """``--base-model PATH``: adapter_config.json and the card name it, ``AutoPeftModelForCausalLM`` loads the
+    export on it with no opct in between, and the card's lm-eval ``model_args`` load in lm-eval's ``HFLM``."""
+    import torch
+    from lm_eval.models.huggingface import HFLM
+    from peft import AutoPeftModelForCausalLM
+
+    from opct.cli.main import app
+    from opct.models import load_for_inference
+
+    root, run = aliased_run
+    base = root / "installed" / "base"
+    out = tmp_path / "adapter"
+    res = CliRunner().invoke(app, ["export", str(run), "--adapter-only", "--out", str(out), "--base-model", str(base)])
+    assert res.exit_code == 0, res.output
+    assert json.loads((out / "adapter_config.json").read_text())["base_model_name_or_path"] == str(base)
+    card = (out / "README.md").read_text()
+    assert f"base model: `{base}`" in card
+    loaded = AutoPeftModelForCausalLM.from_pretrained(out)
+    ids = torch.tensor([[1, 2, 3, 4]])
+    reference, _ = load_for_inference(str(run))
+    with torch.no_grad():
+        assert torch.allclose(loaded(ids).logits, reference(ids).logits, atol=1e-5)  # the trained adapter, on its base
+    args = _lm_eval_model_args(card, out)
+    assert args == {"pretrained": str(base), "peft": str(out), "tokenizer": str(out)}
+    lm = HFLM(device="cpu", batch_size=1, **args)
+    assert type(lm.model).__name__.startswith("Peft")
+
+
+def test_an_export_without_base_model_names_the_alias_and_a_hub_id_base_goes_in_the_front_matter(aliased_run, tmp_path):
+    """Without ``--base-model`` the adapter names its base portably (the alias); a hub id given is the card's
+    ``base_model``; a path that is no model folder and no hub id is refused before anything is written."""
+    from opct.training.export import ExportError, export_merged
+
+    _, run = aliased_run
+    plain = export_merged(run, tmp_path / "plain", adapter_only=True)
+    assert json.loads((plain / "adapter_config.json").read_text())["base_model_name_or_path"] == ALIAS
+    hub = export_merged(run, tmp_path / "hub", adapter_only=True, base_model="someone/tiny-base")
+    assert json.loads((hub / "adapter_config.json").read_text())["base_model_name_or_path"] == "someone/tiny-base"
+    assert ModelCard.load(hub / "README.md").data.base_model == "someone/tiny-base"
+    with pytest.raises(ExportError, match="no folder here and no hub id"):
+        export_merged(run, tmp_path / "bad", adapter_only=True, base_model="./no/such/base/folder")
+    (tmp_path / "empty").mkdir()
+    with pytest.raises(ExportError, match="holds no config.json"):
+        export_merged(run, tmp_path / "bad", adapter_only=True, base_model=str(tmp_path / "empty"))
+    assert not (tmp_path / "bad").exists()

@@ -41,6 +41,26 @@ def test_the_check_fails_on_a_stale_table(tmp_path: Path) -> None:
     assert script.main(["--check", "--reference", str(changed)]) == 1
 
 
+def test_the_readme_finding_is_the_full_studys_and_keeps_incomplete_with_its_number() -> None:
+    """The one-sentence finding on the README's first screen is generated from the committed full study's
+    report.json: its pooled OPCT − BCT on the headline metric, interval, units and verdict, and how many of
+    the claimed metrics hold; a row marked INCOMPLETE carries the mark beside its number."""
+    script = _script()
+    study = json.loads(script.FULL_STUDY.read_text(encoding="utf-8"))
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    block = script.readme_block(readme, script.HEADLINE_START, script.HEADLINE_END)
+    assert block == script.headline(study)
+    assert readme.index(block) < readme.index("## Quick start")  # on the first screen, before the commands
+    row = next(r for r in study["pooled"] if r["key"] == script.HEADLINE_KEY)
+    value, interval = row["text"]["difference"]
+    assert f"**{value} {interval}**" in block and f"k={row['units']}" in block
+    claimed = [r for r in study["pooled"] if r["paper_side"]]
+    holds = sum(r["verdict"] == script.HOLDS for r in claimed)
+    assert f"holds on {holds} of the {len(claimed)} metrics" in block and "INCOMPLETE" not in block
+    row["incomplete"] = ["llama/opct-s0"]
+    assert f"**{value} {interval}** INCOMPLETE (1 run(s))" in script.headline(study)
+
+
 #: The files a run's numbers come from: every eval's results and records, the attack's, the trained weights.
 RESULT_FILES = ("results.json", "samples.jsonl", "attempts.jsonl", "adapter_model.safetensors")
 

@@ -106,7 +106,7 @@ def test_html_escapes_inserted_text(tmp_path: Path) -> None:
     exp = load_experiment(exp_dir)
     text = render_html(exp, build_table(exp), [], "now")
     assert "<script>" not in text
-    assert "x &lt;script&gt;alert(&quot;1&quot;)&lt;/script&gt; &amp; y" in text
+    assert "x &lt;script&gt;alert(&#34;1&#34;)&lt;/script&gt; &amp; y" in text  # escaped by Jinja2 autoescape
 
 
 def test_html_opens_in_headless_chromium(report: tuple[Path, Path, Path], tmp_path: Path) -> None:

@@ -16,7 +16,7 @@ from opct.report.figure_style import MAX_WIDTH_IN
 from opct.report.forest import plot_forest
 from opct.report.paired import paired_differences
 from opct.report.pooled import NOT_MEASURED, PAPER_PAIR, paper_direction, verdict
-from opct.report.render import _selection_html
+from opct.report.render import selection_data
 from opct.report.table import build_table
 from opct.report.verdict import verdict_lines
 from opct.runs.experiment_layout import REPORT_JSON
@@ -110,7 +110,7 @@ def test_the_forest_plot_has_every_paired_difference_and_fits_the_column(exp_dir
 def test_the_selection_table_lists_only_the_methods_of_the_run(exp_dir: Path) -> None:
     exp = load_experiment(exp_dir)
     exp.selection = _selection()
-    text = "".join(_selection_html(exp))
+    text = json.dumps(selection_data(exp))
     assert "bct-01" in text and "opct-01" in text and "act-01" not in text and "act, teacher_kl" not in text
 
 
@@ -132,3 +132,31 @@ def test_the_first_screen_shows_the_verdict_and_nothing_scrolls_sideways_in_head
     assert seen["scrolls"] == []  # no table wider than the page's column
     assert seen["page"] <= 1300
     assert len(seen["figs"]) >= 6 and all(px >= 10.0 for _, px in seen["figs"]), seen["figs"]
+
+
+def test_results_cells_that_list_what_was_left_out_still_fit_1300_px_and_no_figure_has_a_file_caption(tmp_path: Path) -> None:
+    """Every cell's n part lists what was left out of n and what was counted wrong (as the demo's do): the
+    Results table still fits the page's column at 1300 px (the interval kept on one line, the n part wrapping), and no figure carries
+    its file name as a stray caption (issue 60)."""
+    exp = make_experiment(tmp_path / "wide", samples=True)
+    for path in exp.glob("eval/*/*/results.json"):
+        data = json.loads(path.read_text())
+        for metric in data["metrics"].values():
+            if isinstance(metric, dict):
+                metric.update(unscored={"empty": 12, "unparsed": 3, "judge abstained": 2}, counted_wrong={"truncated": 22})
+        path.write_text(json.dumps(data))
+    write_report(exp)
+    html = (exp / "report.html").read_text(encoding="utf-8")
+    assert "(n=360; 12 empty; 3 unparsed; 2 judge abstained; 22 truncated counted wrong)" in html
+    assert "<figcaption>" not in html and "figures/forest.png" not in html
+    browser = find_browser()
+    if browser is None:
+        pytest.skip(NO_BROWSER)
+    probe = exp / "layout-probe.html"
+    probe.write_text(html.replace("</body>", LAYOUT_PROBE + "</body>"))
+    run = run_browser(browser, tmp_path / "profile", "--window-size=1300,900", "--dump-dom", probe.as_uri())
+    assert run.returncode == 0, run.stderr[-2000:]
+    found = re.search(r'<pre id="layout-probe">([^<]*)</pre>', run.stdout)
+    assert found, "layout probe did not run"
+    seen = json.loads(unescape(found.group(1)))
+    assert seen["scrolls"] == [] and seen["page"] <= 1300

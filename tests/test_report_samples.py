@@ -84,7 +84,7 @@ def test_rows_put_the_same_prompt_of_every_method_side_by_side(exp_dir: Path) ->
 def test_the_page_escapes_every_answer(exp_dir: Path) -> None:
     text = render_samples_html(load_experiment(exp_dir))
     assert SCRIPT_ANSWER not in text
-    assert "&lt;script&gt;alert(&quot;x&quot;)&lt;/script&gt;" in text
+    assert "&lt;script&gt;alert(&#34;x&#34;)&lt;/script&gt;" in text  # escaped by Jinja2 autoescape
     assert text.count("<script>") == 1  # the page's own filter script only
     assert not re.search(r"""(?:src|href)\s*=\s*["']?\s*(?:https?:)?//""", text, re.IGNORECASE)
 

@@ -79,3 +79,24 @@ def test_opct_report_prints_the_terminal_tables(experiment: Path) -> None:
     assert res.exit_code == 0, res.output
     assert max(cell_len(line) for line in res.output.splitlines()) <= console.width
     assert "│ metric" in res.output and "OPCT − BCT" in res.output and "report.html" in res.output
+
+
+def test_opct_report_ends_with_the_verdict_block_one_line_per_metric(experiment: Path) -> None:
+    """The terminal output's last block is the verdict: its title, then each OPCT − BCT metric's sentence
+    (report.html's verdict lines), wrapped at spaces but never inside an interval."""
+    from opct.cli.main import app
+    from opct.report.paired import paired_differences
+    from opct.report.terminal import VERDICT_TITLE
+    from opct.report.verdict import verdict_lines
+
+    res = CliRunner().invoke(app, ["report", str(experiment)])
+    assert res.exit_code == 0, res.output
+    loaded = load_experiment(experiment)
+    lines = verdict_lines(paired_differences(loaded, build_table(loaded).columns))
+    assert len(lines) >= 3
+    tail = res.output.rstrip().split(VERDICT_TITLE)[-1]
+    assert VERDICT_TITLE in res.output and "report: " not in tail and "│" not in tail  # nothing after the block
+    items = [" ".join(item.split()) for item in tail.split("\n- ")[1:]]
+    assert items == [" ".join(v.sentence().split()) for v in lines]
+    for line in tail.strip().splitlines():
+        assert line.count("[") == line.count("]") and cell_len(line) <= 80, line  # an interval never split

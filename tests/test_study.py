@@ -266,6 +266,10 @@ def test_the_pooled_report_on_fabricated_families(tmp_path):
     text = console.export_text()
     assert max(len(line) for line in text.splitlines()) <= 80
     assert "OPCT − BCT pooled" in text and "9 of 9 cells" in text and "k=30 units" in text
+    verdict_block = text.split("Verdict: OPCT − BCT against the paper")[-1]  # the output ends with it, one line per metric
+    assert [line.split(":")[0].lstrip("- ") for line in verdict_block.strip().splitlines() if line.startswith("- ")] == [
+        r["header"] for r in data["pooled"]]
+    assert f"OPCT − BCT {' '.join(syc['text']['difference'])} (k=30): {HOLDS}." in " ".join(verdict_block.split())
 
 
 def test_a_third_method_is_pooled_against_bct_and_opct_without_the_papers_claims(tmp_path):

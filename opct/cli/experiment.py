@@ -104,8 +104,9 @@ def _log_line(message: str) -> None:
 
 
 def _run_and_show(run: Callable[[], Path], tables: Callable[[Path, int], Any], root: Path, report: str, also: str) -> None:
-    """Run an experiment or a study, then print its result tables and where its report is; when an
-    eval is incomplete, the tables first (they show which), then the error with exit code 1."""
+    """Run an experiment or a study, then print where its report is and its result tables, which end with
+    the verdict block; when an eval is incomplete, the tables first (they show which), then the error with
+    exit code 1."""
     from opct.experiments.runner import IncompleteEvalError
 
     try:
@@ -113,8 +114,8 @@ def _run_and_show(run: Callable[[], Path], tables: Callable[[Path, int], Any], r
     except IncompleteEvalError as err:
         console.print(tables(root, console.width))
         _fail(str(err), code=1)
-    console.print(tables(root, console.width))
     console.print(f"report: [bold]{root / report}[/] (and {also})")
+    console.print(tables(root, console.width))  # last: the tables, ending with the verdict block
 
 
 def run(
@@ -227,8 +228,9 @@ def report(
         from opct.report.study import study_renderables, write_study_report
         from opct.runs.experiment_layout import ExperimentLayout
 
-        console.print(Group(*study_renderables(write_study_report(experiment_dir), console.width)))
+        data = write_study_report(experiment_dir)
         console.print(f"report: [bold]{ExperimentLayout(experiment_dir).report_md}[/] (and report.json)")
+        console.print(Group(*study_renderables(data, console.width)))  # last: ending with the verdict block
         return
     check_experiment_folder(experiment_dir)
     if out is not None:
@@ -237,8 +239,8 @@ def report(
     for line in load_experiment(experiment_dir).warnings:  # the report lists them too; the reader sees them now
         err_console.print(f"warning: {line}", highlight=False, soft_wrap=True, markup=False)
     html, _ = write_report(experiment_dir, out)
-    console.print(results_group(experiment_dir, console.width))
     console.print(f"report: [bold]{html}[/] (and report.md, samples.html)")
+    console.print(results_group(experiment_dir, console.width))  # last: ending with the verdict block
 
 
 def select(

@@ -138,6 +138,9 @@ def export(
     eval_results: Annotated[list[Path] | None, typer.Option(
         "--eval-results", metavar="DIR", help="An opct eval folder of this checkpoint (repeatable): its results go into the "
         "card's model-index when they measured exactly these weights. An experiment's own evals of the run are found without it.")] = None,
+    base_model: Annotated[str | None, typer.Option(
+        "--base-model", metavar="ID_OR_PATH", help="Where users will find the base (a hub id, or a folder path as given): "
+        "written into adapter_config.json and the card, so peft's AutoPeftModelForCausalLM and lm-eval load the export.")] = None,
 ) -> None:
     """Write a trained checkpoint as one model folder (a LoRA adapter merged into its base, base weights
     checked): loadable by any Hugging Face tool, e.g. lm-eval-harness's --model hf pretrained=DIR. With
@@ -154,7 +157,7 @@ def export(
     with tempfile.TemporaryDirectory(prefix="opct-export-") as scratch:
         target = out if out is not None else Path(scratch) / "export"
         folder = export_merged(model, target, dtype=dtype, overwrite=overwrite, trust_remote_code=trust_remote_code,
-                               eval_results=list(eval_results or []), adapter_only=adapter_only,
+                               eval_results=list(eval_results or []), adapter_only=adapter_only, base_model=base_model,
                                name=push_to_hub.split("/")[-1] if push_to_hub else None)
         if out is not None:
             console.print(f"exported to [bold]{folder}[/]")

@@ -17,7 +17,7 @@ model_app = typer.Typer(no_args_is_help=True, help="Model helpers: a tiny random
 def model_tiny(
     out: Annotated[Path, typer.Argument(metavar="DIR", help="Where to write the model and its tokenizer.")],
     tokenizer: Annotated[str, typer.Option(metavar="TOKENIZER", help="The family's real tokenizer: a hub id (e.g. "
-                                           "Qwen/Qwen3-0.6B) or a folder.")],
+                                           "Qwen/Qwen3-0.6B or gpt2: shipped with opct, no network needed) or a folder.")],
     family: Annotated[str | None, typer.Option(metavar="NAME", help="The shipped tiny config: qwen3 or gpt2 (default: "
                                                "the tokenizer folder's tiny_config.json).")] = None,
     instruct: Annotated[bool, typer.Option("--instruct", help="Give it an instruct checkpoint's sampling defaults "
@@ -25,15 +25,28 @@ def model_tiny(
     seed: Annotated[int, typer.Option(help="Seed of the random weights.")] = 0,
 ) -> None:
     """Write a tiny random model (2 layers, 64 wide) of a real family with that family's real tokenizer and
-    chat template: the real-model walkthrough (docs/real-models.md) runs on it in minutes, offline once the
-    tokenizer is here. Its answers are noise; it checks the path, not a result."""
+    chat template: the real-model walkthrough (docs/real-models.md) runs on it in minutes, offline: the Qwen3
+    and GPT-2 tokenizers ship with opct (used when the hub's copy is not in your cache). Its answers are noise;
+    it checks the path, not a result."""
+    from opct.config.hub import require_hub
     from opct.testing.tiny import INSTRUCT_GENERATION, TINY_FAMILIES, make_family_model, tiny_config
+    from opct.testing.vendored import VENDORED_IDS, hub_copy_cached, vendored_tokenizer
 
-    folder_config = Path(tokenizer) / "tiny_config.json"
+    source: str | Path = tokenizer
+    if not Path(tokenizer).expanduser().exists():
+        family = family or VENDORED_IDS.get(tokenizer)
+        shipped = None if hub_copy_cached(tokenizer) else vendored_tokenizer(tokenizer)
+        if shipped is not None:  # no network needed: the family's tokenizer ships with opct
+            console.print(f"{tokenizer}: the {VENDORED_IDS[tokenizer]} tokenizer shipped with opct (source and licence "
+                          "in opct/testing/tokenizers/SOURCE.md)", highlight=False, markup=False)
+            source = shipped
+        else:
+            require_hub(tokenizer, "The tokenizer")
+    folder_config = Path(source) / "tiny_config.json"
     if family is None and not folder_config.is_file():
         _fail(f"--family: {tokenizer} has no tiny_config.json; name the family ({', '.join(TINY_FAMILIES)})")
     if family is not None and family not in TINY_FAMILIES:
         _fail(f"--family {family!r}: choose one of {', '.join(TINY_FAMILIES)}")
     config = tiny_config(family) if family is not None else None
-    path = make_family_model(tokenizer, out, INSTRUCT_GENERATION if instruct else None, seed=seed, config=config)
+    path = make_family_model(source, out, INSTRUCT_GENERATION if instruct else None, seed=seed, config=config)
     console.print(f"tiny {family or 'model'} written to [bold]{path}[/]")

@@ -125,7 +125,7 @@ def check_reachable(url: str, purpose: str, timeout: float = NETWORK_TIMEOUT) ->
     except (urllib.error.URLError, OSError, ValueError) as exc:
         reason = getattr(exc, "reason", None) or exc
         raise DataFetchError(
-            f"{purpose}: cannot reach {host} within {timeout:g} s ({reason}). This needs the network; "
+            f"no network: pass a local folder. {purpose}: cannot reach {host} within {timeout:g} s ({reason}). This needs the network; "
             "on a machine without it, copy the data from one that has it (`opct data fetch --to DIR` there, "
             "then copy DIR) and give the local folder or file instead (see docs/data.md)"
         ) from None

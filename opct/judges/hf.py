@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 from typing import Any
 
+from opct.config.hub import require_hub
 from opct.judges.model_judge import JudgeUnavailable, RubricJudge
 from opct.judges.rubrics import Messages, Rubric
 
@@ -70,6 +71,7 @@ class HFJudge(RubricJudge):
             import torch
             from transformers import AutoModelForCausalLM, AutoTokenizer
 
+            require_hub(str(self.model_path), "The judge model")  # a hub id with no network: fail now, not after retries
             device = self.device or ("cuda" if torch.cuda.is_available() else "cpu")
             self._tokenizer = AutoTokenizer.from_pretrained(
                 self.model_path, trust_remote_code=self.trust_remote_code

@@ -1,16 +1,14 @@
 """Render the report as a self-contained HTML page (figures inlined as data URIs) and as Markdown.
 
-Both renderings are built from the same :class:`Section` list. Every piece of text that goes into
-the HTML is escaped; the only markup is this module's own.
+Both renderings are built from the same :class:`Section` list. The HTML is the Jinja2 template
+``templates/report.html.jinja``, autoescaped, given plain data (:mod:`opct.report.html_parts`).
 """
 
 from __future__ import annotations
 
-import base64
 import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from html import escape
 from typing import Any
 
 from opct.evals.axis_registry import AXES
@@ -18,13 +16,12 @@ from opct.report.ablation import HOWTO as ABLATION_HOWTO
 from opct.report.ablation import ablation_rows, ablation_table, is_ablation, largest_moves
 from opct.report.figures import FigureFile
 from opct.report.html_parts import (
-    CSS,
-    results_table_html,
-    simple_table_html,
-    tag,
-    transposed_tables_html,
-    verdict_html,
-    warnings_html,
+    Table,
+    figure_item,
+    results_tables,
+    simple_table,
+    transposed_tables,
+    verdict_items,
 )
 from opct.report.load import Experiment, Metric
 from opct.report.notices import warning_groups
@@ -54,6 +51,7 @@ from opct.report.table import (
     render_markdown,
     scale_note,
 )
+from opct.report.templating import render_page
 from opct.report.verdict import HOWTO as VERDICT_HOWTO
 from opct.report.verdict import verdict_lines, verdict_markdown
 from opct.runs.experiment_layout import SAMPLES_HTML
@@ -166,35 +164,14 @@ def _figure_alt(fig: FigureFile) -> str:
     return fig.name.replace("_", " ")
 
 
-# --------------------------------------------------------------------------- HTML
+# --------------------------------------------------------------------------- HTML (templates/report.html.jinja)
 
 
-
-def _samples_note(links: Mapping[tuple[str, str], str] | None) -> list[str]:
-    if not links:
-        return []
-    link = f'<a href="{SAMPLES_HTML}">{SAMPLES_HTML}</a>'
-    return [f'<p class="note">Each cell links to its prompts, with every method’s answers, on {link}.</p>']
-
-
-def _img_html(fig: FigureFile) -> str:
-    data = base64.b64encode(fig.path.read_bytes()).decode("ascii")
-    alt = _figure_alt(fig)
-    return (f'<figure><img src="data:image/png;base64,{data}" alt="{escape(alt, quote=True)}" '
-            f'data-text-px="{fig.min_text_px:.1f}">{tag("figcaption", f"figures/{fig.path.name}")}</figure>')
-
-
-def _json_block(title: str, data: dict[str, Any]) -> str:
-    text = json.dumps(data, indent=2, ensure_ascii=False, default=str)
-    return f"<details>{tag('summary', title)}{tag('pre', text)}</details>"
-
-
-def _versions_html(manifest: dict[str, Any]) -> str:
+def _versions_table(manifest: dict[str, Any]) -> Table | None:
     versions = manifest.get("versions")
     if not isinstance(versions, dict) or not versions:
-        return ""
-    rows = [[str(k), str(v)] for k, v in versions.items()]
-    return tag("h3", "Versions") + simple_table_html(["package", "version"], rows)
+        return None
+    return simple_table(["package", "version"], [[str(k), str(v)] for k, v in versions.items()])
 
 
 Paired = tuple[list[str], list[list[str]]]
@@ -210,109 +187,68 @@ def ablation_parts(exp: Experiment) -> Ablation | None:
     return (*ablation_table(rows), largest_moves(rows))
 
 
-def _figure_sections_html(sections: Sequence[Section]) -> list[str]:
-    parts = []
-    for s in sections:
-        if not s.figures or s.key == VERDICT:
-            continue
-        parts += [f'<section id="{escape(s.key, quote=True)}">', tag("h2", s.title), tag("p", s.howto, class_="howto")]
-        parts += [_img_html(f) for f in s.figures]
-        parts.append("</section>")
-    return parts
-
-
-def _answer_html(exp: Experiment, sections: Sequence[Section], differences: Sequence[PairedDifference] | None) -> list[str]:
-    """The first screen: the verdict block (OPCT − BCT per metric), the warnings by run, the forest plot."""
-    parts = []
-    lines = verdict_lines(differences or [])
-    if lines:
-        parts += ['<section id="verdict">', tag("h2", "Verdict: OPCT − BCT against the paper"), verdict_html(lines),
-                  tag("p", VERDICT_HOWTO, class_="howto")]
-    groups = warning_groups(exp)
-    if groups:
-        parts.append(warnings_html(groups))
-    forest = [f for s in sections if s.key == VERDICT for f in s.figures]
-    if forest:
-        parts += ([] if lines else ['<section id="verdict">']) + [tag("h3", "Every paired difference"), *map(_img_html, forest),
-                                                                    tag("p", FOREST_HOWTO, class_="howto")]
-    if lines or forest:
-        parts.append("</section>")
-    return parts
-
-
-def _selection_html(exp: Experiment) -> list[str]:
+def selection_data(exp: Experiment) -> dict[str, Any] | None:
     """The selection table, the candidates of the methods this experiment ran only, and the picks."""
     methods = run_methods(exp)  # a run's method, without its seed
     sel = [r for r in best_rows(exp.selection) if r["method"] in methods]
     if not sel:
-        return []
-    return [tag("h3", "Recipe selection on the validation split"),
-            *(tag("p", line, class_="note") for line in family_lines(exp.selection)),
-            simple_table_html(["candidate", "recipe", "best step (KL)", "val teacher-KL", "val good-behaviour",
-                               "famval good-behaviour", "best family score (step)", "eligible steps"],
-                              [[r["id"], r["recipe"], str(r["step"]), f"{r['val_teacher_kl']:.3f}", f"{r['val_good']:.3f}",
-                                fmt_value(r["famval_good"]), r["family_score"], r["eligible_steps"]] for r in sel], "wrap"),
-            tag("h3", "Each rule's pick, side by side"), simple_table_html(*picks_table(exp.selection, methods), "wrap"),
-            *(tag("p", line, class_="note") for line in chosen_lines(exp.selection, methods))]
+        return None
+    candidates = simple_table(
+        ["candidate", "recipe", "best step (KL)", "val teacher-KL", "val good-behaviour", "famval good-behaviour",
+         "best family score (step)", "eligible steps"],
+        [[r["id"], r["recipe"], str(r["step"]), f"{r['val_teacher_kl']:.3f}", f"{r['val_good']:.3f}",
+          fmt_value(r["famval_good"]), r["family_score"], r["eligible_steps"]] for r in sel], "wrap")
+    return {"family_lines": family_lines(exp.selection), "candidates": candidates,
+            "picks": simple_table(*picks_table(exp.selection, methods), "wrap"),
+            "chosen_lines": chosen_lines(exp.selection, methods)}
+
+
+def _recipes(exp: Experiment) -> dict[str, Any] | None:
+    recipes = recipe_rows(exp.plan, exp.selection)
+    if not recipes:
+        return None
+    return {"howto": RECIPES_HOWTO, "table": simple_table(RECIPE_HEADERS, recipes, "wrap"), "held": held_back_line(exp.plan),
+            "selection": selection_data(exp) if exp.selection else None}
 
 
 def render_html(exp: Experiment, table: ResultsTable, sections: Sequence[Section], generated: str,
                 paired: Paired | None = None, ablation: Ablation | None = None,
                 links: Mapping[tuple[str, str], str] | None = None,
                 differences: Sequence[PairedDifference] | None = None) -> str:
-    """The whole report as one self-contained HTML document: the answer first (the verdict block from
-    ``differences``, :func:`opct.report.paired.paired_differences`'s, the warnings by run, the forest plot),
-    then the details (``paired``: :func:`paired_table`'s result, ``ablation``: :func:`ablation_parts`'s;
-    computed here when not given; ``links``: the results cells' links to ``samples.html``,
-    :func:`opct.report.samples.cell_links`, none when not given)."""
-    title = f"OPCT experiment report: {exp.name}"
-    meta = f"model {exp.model or MISSING} · methods {', '.join(method_label(m) for m in exp.methods) or MISSING} · {exp.root}"
-    parts = [tag("h1", title), tag("p", meta, class_="meta"), *_answer_html(exp, sections, differences)]
-    parts += [
-        '<section id="results">', tag("h2", "Results"), tag("p", HOW_TO_READ["results"], class_="howto"),
-        results_table_html(table, links), *_samples_note(links), tag("h3", "The paper's reported numbers, for reference"),
-        transposed_tables_html(PAPER_HEADERS, PAPER_ROWS), tag("p", scale_note(exp), class_="note"), "</section>",
-    ]
-    recipes = recipe_rows(exp.plan, exp.selection)
-    if recipes:
-        parts += ['<section id="recipes">', tag("h2", "Recipes"), tag("p", RECIPES_HOWTO, class_="howto"),
-                  simple_table_html(RECIPE_HEADERS, recipes, "wrap")]
-        held = held_back_line(exp.plan)
-        parts += [tag("p", held, class_="note")] if held else []
-        parts += _selection_html(exp) if exp.selection else []
-        parts.append("</section>")
-    if profiles := profile_tables(exp.diagnostics):
-        parts += ['<section id="profile">', tag("h2", "Off-policy profile"), tag("p", PROFILE_HOWTO, class_="howto")]
-        parts += [x for cap, head, rows in profiles for x in (tag("p", cap, class_="note"), simple_table_html(head, rows, "wrap") if rows else "")]
-        parts.append("</section>")
+    """The whole report as one self-contained HTML document (``templates/report.html.jinja``): the answer
+    first (the verdict block from ``differences``, :func:`opct.report.paired.paired_differences`'s, the
+    warnings by run, the forest plot), then the details (``paired``: :func:`paired_table`'s result,
+    ``ablation``: :func:`ablation_parts`'s; computed here when not given; ``links``: the results cells' links
+    to ``samples.html``, :func:`opct.report.samples.cell_links`, none when not given)."""
+    groups = warning_groups(exp)
     ablation = ablation or ablation_parts(exp)
-    if ablation:
-        parts += ['<section id="ablation">', tag("h2", "Ablation: each variant minus the reference"),
-                  tag("p", ABLATION_HOWTO, class_="howto"), transposed_tables_html(ablation[0], ablation[1])]
-        parts += [tag("p", "Largest resolved move per metric: " + "; ".join(ablation[2]), class_="note")] if ablation[2] else []
-        parts.append("</section>")
     pheaders, prows = paired or paired_table(exp, table.columns, differences)
-    if prows:
-        parts += ['<section id="paired">', tag("h2", "Paired differences between methods"), tag("p", PAIRED_HOWTO, class_="howto"),
-                  transposed_tables_html(pheaders, prows, "metric")]
-    if prows:
-        parts.append("</section>")
-    if attack_rows(exp):
-        parts += ['<section id="attack">', tag("h2", "Adaptive attacker"), tag("p", attack_howto(exp), class_="howto"),
-                  simple_table_html(ATTACK_HEADERS, attack_rows(exp), "wrap"), "</section>"]
-    parts += _figure_sections_html(sections)
-    parts += ['<section id="all-metrics">', tag("h2", "All metrics")]
-    parts.append(tag("p", "Every metric each eval reported, as fractions (not percent), with 95% intervals and n.", class_="howto"))
-    for eval_name in exp.evals():
-        rows = all_metrics_rows(exp, eval_name)
-        parts.append(f"<details>{tag('summary', eval_name)}{simple_table_html(['metric', *map(method_label, exp.methods)], rows, 'wrap')}</details>")
-    parts += ["</section>", '<section id="experiment">', tag("h2", "Experiment"), _versions_html(exp.manifest)]
-    parts += [_json_block(exp.layout.plan.name, exp.plan), _json_block(exp.layout.manifest.name, exp.manifest), "</section>"]
-    parts.append(tag("footer", f"Generated by opct.report on {generated}."))
-    return (
-        '<!DOCTYPE html>\n<html lang="en">\n<head>\n<meta charset="utf-8">\n'
-        '<meta name="viewport" content="width=device-width, initial-scale=1">\n'
-        f"{tag('title', title)}\n<style>{CSS}</style>\n</head>\n<body>\n<main>\n" + "\n".join(parts) + "\n</main>\n</body>\n</html>\n"
+    attacks = attack_rows(exp)
+    profiles = profile_tables(exp.diagnostics)
+    return render_page(
+        "report.html.jinja",
+        title=f"OPCT experiment report: {exp.name}",
+        meta=f"model {exp.model or MISSING} · methods {', '.join(method_label(m) for m in exp.methods) or MISSING} · {exp.root}",
+        verdict=verdict_items(verdict_lines(differences or [])), verdict_howto=VERDICT_HOWTO,
+        warnings=groups, warning_count=sum(len(lines) for _, lines in groups),
+        forest=[figure_item(f) for s in sections if s.key == VERDICT for f in s.figures], forest_howto=FOREST_HOWTO,
+        results_howto=HOW_TO_READ["results"], results_tables=results_tables(table, links),
+        samples_link=SAMPLES_HTML if links else None, paper_tables=transposed_tables(PAPER_HEADERS, PAPER_ROWS),
+        scale_note=scale_note(exp), recipes=_recipes(exp),
+        profiles=[(cap, simple_table(head, rows, "wrap") if rows else None) for cap, head, rows in profiles],
+        profile_howto=PROFILE_HOWTO,
+        ablation={"howto": ABLATION_HOWTO, "tables": transposed_tables(ablation[0], ablation[1]), "moves": ablation[2]}
+        if ablation else None,
+        paired={"howto": PAIRED_HOWTO, "tables": transposed_tables(pheaders, prows, "metric")} if prows else None,
+        attack={"howto": attack_howto(exp), "table": simple_table(ATTACK_HEADERS, attacks, "wrap")} if attacks else None,
+        figure_sections=[{"key": s.key, "title": s.title, "howto": s.howto, "figures": [figure_item(f) for f in s.figures]}
+                         for s in sections if s.figures and s.key != VERDICT],
+        all_metrics=[(name, simple_table(["metric", *map(method_label, exp.methods)], all_metrics_rows(exp, name), "wrap"))
+                     for name in exp.evals()],
+        versions=_versions_table(exp.manifest),
+        json_blocks=[(exp.layout.plan.name, json.dumps(exp.plan, indent=2, ensure_ascii=False, default=str)),
+                     (exp.layout.manifest.name, json.dumps(exp.manifest, indent=2, ensure_ascii=False, default=str))],
+        generated=generated,
     )
 
 

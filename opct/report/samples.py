@@ -5,20 +5,19 @@ with its answer, the answer's outcome class, parsed label and scores. Four filte
 eval, split, method and outcome class) run in a small inline script and are read from the URL's
 fragment too (``samples.html#eval=sycophancy&split=heldout&method=opct&outcome=off_options``), so a
 cell of the report's results table links to exactly its samples (:func:`cell_links`). The page is
-self-contained like ``report.html``, and every piece of text in it is escaped.
+self-contained like ``report.html``; it is rendered from ``templates/samples.html.jinja``, autoescaped.
 """
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from html import escape
 from typing import Any
 from urllib.parse import urlencode
 
 from opct.report.load import Experiment
 from opct.report.table import ResultsTable, method_label
+from opct.report.templating import render_page
 from opct.runs.experiment_layout import REPORT_HTML, SAMPLES_HTML
 
 #: The filters, in the order the page shows them; each is also a key of the URL's fragment.
@@ -223,163 +222,60 @@ def cell_links(exp: Experiment, table: ResultsTable) -> dict[tuple[str, str], st
     return links
 
 
-# --------------------------------------------------------------------------- HTML
-
-CSS = """
-:root { --fg: #1d1d1f; --muted: #5f6368; --line: #d9dce0; --band: #f5f7fa; --accent: #0072B2; }
-* { box-sizing: border-box; }
-body { margin: 0; font: 14px/1.45 -apple-system, "Segoe UI", Roboto, "DejaVu Sans", sans-serif; color: var(--fg); }
-main { padding: 20px 24px 40px; }
-h1 { font-size: 24px; margin: 0 0 4px; }
-p.meta { color: var(--muted); margin: 0 0 12px; }
-p.howto { background: var(--band); border-left: 4px solid var(--accent); padding: 8px 12px; max-width: 1180px; font-size: 13.5px; }
-form { display: flex; flex-wrap: wrap; gap: 8px 18px; align-items: center; margin: 10px 0; }
-#count { font-weight: 600; }
-table { border-collapse: collapse; font-size: 13px; width: 100%; }
-th, td { border: 1px solid var(--line); padding: 5px 7px; text-align: left; vertical-align: top; }
-thead th { background: #eef1f5; position: sticky; top: 0; }
-td.k { color: var(--muted); font-size: 12px; width: 11em; word-break: break-word; }
-td.p, td.a { white-space: pre-wrap; word-break: break-word; }
-td.a { min-width: 14em; }
-td.none { color: #9aa0a6; text-align: center; }
-b.o { display: inline-block; font-size: 11.5px; padding: 0 5px; border-radius: 3px; background: #e6f4ea; margin-right: 4px; }
-b.o:not(.scored):not(.defended) { background: #fde7e9; }
-i.l { font-style: normal; color: var(--muted); font-size: 12px; }
-details summary { cursor: pointer; }
-"""
-
-SCRIPT = """
-(() => {
-  const F = __FILTERS__, T = __TEXTS__, sel = {}, table = document.getElementById("samples"), rows = [...table.tBodies[0].rows];
-  const cols = Object.create(null);
-  [...F, ...T].forEach(k => { sel[k] = document.getElementById("f-" + k); });
-  [...table.tHead.rows[0].cells].forEach((th, i) => { if (th.dataset.m !== undefined) cols[th.dataset.m] = i; });
-  const match = (td, f) => td.dataset.o !== undefined && (!f.method || td.dataset.m === f.method) && (!f.outcome || td.dataset.o === f.outcome);
-  const text = new Map(rows.map(tr => [tr, tr.textContent.toLowerCase()]));
-  function apply() {
-    const f = {}; let shown = 0;
-    [...F, ...T].forEach(k => { f[k] = sel[k].value.trim(); });
-    const words = f.q.toLowerCase().split(/\\s+/).filter(Boolean);
-    for (const tr of rows) {
-      let ok = (!f.eval || tr.dataset.e === f.eval) && (!f.split || tr.dataset.s === f.split) && (!f.item || tr.dataset.i === f.item);
-      if (ok && words.length) ok = words.every(w => text.get(tr).includes(w));
-      if (ok && (f.method || f.outcome)) ok = [...tr.cells].some(td => match(td, f));
-      tr.hidden = !ok;
-      if (ok) shown++;
-    }
-    document.getElementById("shown").textContent = shown;
-    table.className = f.method in cols ? "pick" + cols[f.method] : "";
-  }
-  function fromUrl() {
-    const p = new URLSearchParams(location.hash.slice(1));
-    F.forEach(k => {
-      const v = p.get(k) || "", s = sel[k];
-      if (v && ![...s.options].some(o => o.value === v)) s.add(new Option(v + " (none here)", v));
-      s.value = v;
-    });
-    T.forEach(k => { sel[k].value = p.get(k) || ""; });
-    apply();
-  }
-  function toUrl() {
-    const p = new URLSearchParams();
-    [...F, ...T].forEach(k => { if (sel[k].value.trim()) p.set(k, sel[k].value.trim()); });
-    try { history.replaceState(null, "", "#" + p.toString()); } catch (e) { /* a page opened from a file may refuse */ }
-    apply();
-  }
-  F.forEach(k => sel[k].addEventListener("change", toUrl));
-  T.forEach(k => sel[k].addEventListener("input", toUrl));
-  window.addEventListener("hashchange", fromUrl);
-  fromUrl();
-})();
-"""
+# --------------------------------------------------------------------------- HTML (templates/samples.html.jinja)
 
 
-def _tag(name: str, text: str, **attrs: str) -> str:
-    attr = "".join(f' {k.rstrip("_").replace("_", "-")}="{escape(v, quote=True)}"' for k, v in attrs.items())
-    return f"<{name}{attr}>{escape(text)}</{name}>"
-
-
-def _folded(text: str, limit: int) -> str:
-    """``text`` escaped, inside ``<details>`` with its beginning as the summary when longer than ``limit``."""
+def _folded(text: str, limit: int) -> dict[str, str | None]:
+    """``text``, with its beginning as the summary of a fold when longer than ``limit`` (else no summary)."""
     if len(text) <= limit and text.count("\n") < 8:
-        return escape(text)
-    return f"<details>{_tag('summary', text[:SUMMARY_CHARS].rstrip() + ' …')}{escape(text)}</details>"
+        return {"text": text, "summary": None}
+    return {"text": text, "summary": text[:SUMMARY_CHARS].rstrip() + " …"}
 
 
-def _answer_cell(method: str, answer: Answer | None) -> str:
+def _answer(method: str, answer: Answer | None) -> dict[str, Any] | None:
     if answer is None:
-        return '<td class="none">—</td>'
+        return None
     label = " ".join(p for p in (answer.parsed and f"→ {answer.parsed}", answer.scores) if p)
-    head = _tag("b", answer.outcome, class_=f"o {answer.outcome}") + (_tag("i", label, class_="l") if label else "")
-    return (f'<td class="a" data-m="{escape(method, quote=True)}" data-o="{escape(answer.outcome, quote=True)}">'
-            f"{head}\n{_folded(answer.response, FOLD_RESPONSE)}</td>")
+    return {"method": method, "outcome": answer.outcome, "label": label, "response": _folded(answer.response, FOLD_RESPONSE)}
 
 
-def _row_html(row: PromptRow, methods: list[str]) -> str:
-    where = " · ".join(p for p in (row.eval_name, row.split) if p)
-    what = f"{row.item_id} · {row.variant or '—'} · #{row.sample}"
+def _row(row: PromptRow, methods: list[str]) -> dict[str, Any]:
     earlier = f"(+{row.earlier} earlier message{'s' if row.earlier != 1 else ''})\n" if row.earlier else ""
-    cells = "".join(_answer_cell(m, row.answers.get(m)) for m in methods)
-    return (f'<tr data-e="{escape(row.eval_name, quote=True)}" data-s="{escape(row.split, quote=True)}" '
-            f'data-i="{escape(row.item_id, quote=True)}">'
-            f'<td class="k">{escape(where)}<br>{escape(what)}</td><td class="p">{escape(earlier)}'
-            f"{_folded(row.prompt, FOLD_PROMPT)}</td>{cells}</tr>")
+    return {"eval": row.eval_name, "split": row.split, "item": row.item_id,
+            "where": " · ".join(p for p in (row.eval_name, row.split) if p),
+            "what": f"{row.item_id} · {row.variant or '—'} · #{row.sample}", "earlier": earlier,
+            "prompt": _folded(row.prompt, FOLD_PROMPT), "answers": [_answer(m, row.answers.get(m)) for m in methods]}
 
 
 def _ordered_outcomes(found: set[str]) -> list[str]:
     return [o for o in OUTCOME_ORDER if o in found] + sorted(found - set(OUTCOME_ORDER))
 
 
-def _select(key: str, values: Iterable[str], labels: Mapping[str, str] | None = None) -> str:
-    options = "".join(_tag("option", (labels or {}).get(v, v), value=v) for v in values)
-    return (f'<label>{escape(FILTER_LABELS[key])} <select id="f-{key}" name="{key}">'
-            f'<option value="">all</option>{options}</select></label>')
+def _select(key: str, values: Iterable[str], labels: Mapping[str, str] | None = None) -> dict[str, Any]:
+    return {"key": key, "label": FILTER_LABELS[key], "options": [(v, (labels or {}).get(v, v)) for v in values]}
 
 
-def _text_input(key: str, placeholder: str, options: Iterable[str] = ()) -> str:
-    """A text field of the filters (``options``: suggestions, a ``<datalist>``)."""
-    listed = list(options)
-    datalist = (f'<datalist id="l-{key}">' + "".join(f'<option value="{escape(v, quote=True)}">' for v in listed)
-                + "</datalist>") if listed else ""
-    list_attr = f' list="l-{key}"' if listed else ""
-    return (f'<label>{escape(FILTER_LABELS[key])} <input type="search" id="f-{key}" name="{key}" '
-            f'placeholder="{escape(placeholder, quote=True)}"{list_attr}></label>{datalist}')
+def _text_input(key: str, placeholder: str, suggestions: Iterable[str] = ()) -> dict[str, Any]:
+    """A text field of the filters (``suggestions``: its ``<datalist>``)."""
+    return {"key": key, "label": FILTER_LABELS[key], "options": None, "placeholder": placeholder,
+            "suggestions": list(suggestions)}
 
 
 def render_samples_html(exp: Experiment, rows: list[PromptRow] | None = None, report_name: str = REPORT_HTML) -> str:
-    """``samples.html`` for ``exp``: the filters, the count of prompts shown and one table row per prompt
-    (``rows``: :func:`sample_rows`'s, computed when not given)."""
+    """``samples.html`` for ``exp`` (``templates/samples.html.jinja``): the filters, the count of prompts shown
+    and one table row per prompt (``rows``: :func:`sample_rows`'s, computed when not given)."""
     rows = sample_rows(exp) + attack_rows(exp) if rows is None else rows
     methods = [m for m in exp.methods if any(m in r.answers for r in rows)]
-    title = f"OPCT samples: {exp.name}"
-    filters = "".join([
+    filters = [
         _select("eval", dict.fromkeys(r.eval_name for r in rows)),
         _select("split", sorted({r.split for r in rows if r.split})),
         _select("method", methods, {m: method_label(m) for m in methods}),
         _select("outcome", _ordered_outcomes({a.outcome for r in rows for a in r.answers.values()})),
         _text_input("item", "exact id", dict.fromkeys(r.item_id for r in rows)),
         _text_input("q", "words in the prompt or an answer"),
-    ])
-    pick_css = "".join(f"table.pick{i + 2} tr > :nth-child({i + 3}) {{ background: #eaf3fb; }}\n" for i in range(len(methods)))
-    head = "".join(["<th>eval · split<br>item · variant · sample</th><th>prompt (last user message)</th>",
-                    *(_tag("th", method_label(m), data_m=m) for m in methods)])
-    body = "\n".join(_row_html(r, methods) for r in rows)
+    ]
     meta = (f"model {exp.model or '—'} · {len(rows)} prompts, "
             f"{sum(len(r.answers) for r in rows)} answers from {len(methods)} method(s) · ")
-    parts = [
-        _tag("h1", title),
-        f'<p class="meta">{escape(meta)}<a href="{escape(report_name, quote=True)}">the report</a></p>',
-        _tag("p", HOWTO, class_="howto"),
-        f'<form id="filters">{filters}</form>',
-        f'<p id="count"><span id="shown">{len(rows)}</span> of <span id="total">{len(rows)}</span> prompts shown</p>',
-        f'<table id="samples"><thead><tr>{head}</tr></thead>\n<tbody>\n{body}\n</tbody></table>'
-        if rows else _tag("p", "No per-sample records (samples.jsonl) in this experiment."),
-    ]
-    script = SCRIPT.replace("__FILTERS__", json.dumps(FILTERS)).replace("__TEXTS__", json.dumps(TEXT_FILTERS)) if rows else ""
-    return (
-        '<!DOCTYPE html>\n<html lang="en">\n<head>\n<meta charset="utf-8">\n'
-        '<meta name="viewport" content="width=device-width, initial-scale=1">\n'
-        f"{_tag('title', title)}\n<style>{CSS}{pick_css}</style>\n</head>\n<body>\n<main>\n" + "\n".join(parts)
-        + f"\n</main>\n<script>{script}</script>\n</body>\n</html>\n"
-    )
-
+    return render_page("samples.html.jinja", title=f"OPCT samples: {exp.name}", meta=meta, report_name=report_name,
+                       howto=HOWTO, filters=filters, filter_keys=list(FILTERS), text_keys=list(TEXT_FILTERS),
+                       methods=[(m, method_label(m)) for m in methods], rows=[_row(r, methods) for r in rows])

@@ -34,7 +34,7 @@ from opct.report.pooled import (
 )
 from opct.report.razor import razor_data, razor_markdown
 from opct.report.table import MISSING, build_columns, method_label, metric_parts, render_markdown
-from opct.report.terminal import WIDTH, Cell, transposed_tables
+from opct.report.terminal import WIDTH, Cell, transposed_tables, verdict_renderables
 from opct.runs.experiment_layout import REPORT_JSON, REPORT_MD, STUDY_FILE
 
 #: The bootstrap behind the pooled differences (recorded in report.json).
@@ -315,7 +315,15 @@ def study_renderables(data: Mapping[str, Any], width: int = WIDTH) -> list[Rende
     if "dose_response" in data:
         out.append(Text("\n".join(levels_lines(data["dose_response"]))))
     out.append(Text(scale_note(data)))
-    return out
+    return out + verdict_renderables([pooled_sentence(r) for r in pooled], width)
+
+
+def pooled_sentence(row: Mapping[str, Any]) -> str:
+    """One pooled OPCT − BCT row as a verdict line (the form of :meth:`opct.report.verdict.VerdictLine.sentence`)."""
+    side = {"lower": "paper OPCT lower", "higher": "paper OPCT higher"}.get(row["paper_side"] or "", "paper no claim")
+    incomplete = f" INCOMPLETE ({len(row['incomplete'])} run(s))" if row["incomplete"] else ""
+    value, interval = row["text"]["difference"]
+    return f"{row['header']}: {side}; OPCT − BCT {value} {interval} (k={row['units']}){incomplete}: {row['verdict']}."
 
 
 def study_group(root: str | Path, width: int = WIDTH) -> Group:

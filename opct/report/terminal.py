@@ -6,11 +6,14 @@ method (``metric | base | BCT | OPCT``), each cell's value, interval and n on li
 paired differences likewise (``metric | OPCT − BCT | OPCT − base | BCT − base``), and the paper's
 numbers (``paper | base | SFT (≈ BCT) | OPCT``). A cell's lines break only at spaces, never inside a
 number; when the columns of one table cannot all fit beside a readable metric column, the table is
-split into several with the metric column repeated.
+split into several with the metric column repeated. The output ends with the verdict block, one plain
+line per metric (:func:`verdict_renderables`), as report.html begins with it.
 """
 
 from __future__ import annotations
 
+import re
+import textwrap
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -21,6 +24,7 @@ from rich.table import Table
 from rich.text import Text
 
 from opct.report.load import load_experiment
+from opct.report.paired import paired_differences, paired_parts
 from opct.report.table import (
     MISSING,
     PAPER_HEADERS,
@@ -31,6 +35,7 @@ from opct.report.table import (
     metric_parts,
     scale_note,
 )
+from opct.report.verdict import verdict_lines
 from opct.runs.experiment_layout import ExperimentLayout
 
 #: The width the tables are made to fit (a terminal's default).
@@ -100,8 +105,8 @@ def _metric_cell(table: ResultsTable, method: str, column_index: int) -> Cell:
 
 def results_renderables(exp_dir: str | Path, width: int = WIDTH) -> list[RenderableType]:
     """What ``opct run`` / ``opct demo`` / ``opct report`` print at the end: the results, the paired
-    differences between methods, the paper's numbers and how to compare them, each fitting ``width``."""
-    from opct.report.paired import paired_parts
+    differences between methods, the paper's numbers and how to compare them, each fitting ``width``, then
+    the verdict block (OPCT − BCT per metric against the paper), when the experiment trained both."""
     from opct.report.pooled import difference_parts
 
     exp = load_experiment(exp_dir)
@@ -129,7 +134,8 @@ def results_renderables(exp_dir: str | Path, width: int = WIDTH) -> list[Rendera
         "Results (95% intervals; n units)", "metric", [c.header for c in table.columns],
         [method_label(m) for m in table.methods],
         [[_metric_cell(table, m, i) for m in table.methods] for i in range(len(table.columns))], width)
-    cols, rows = paired_parts(exp, table.columns)
+    differences = paired_differences(exp, table.columns)
+    cols, rows = paired_parts(exp, table.columns, differences)
     shown = [i for i in range(len(cols)) if any(cells[i] != (MISSING,) for _, cells in rows)]
     if shown:  # a metric with no difference between any two methods is left out
         out += transposed_tables(
@@ -140,7 +146,26 @@ def results_renderables(exp_dir: str | Path, width: int = WIDTH) -> list[Rendera
     out += transposed_tables(PAPER_HEADERS[0], "metric", PAPER_HEADERS[1:], [row[0] for row in PAPER_ROWS], paper, width,
                              justify="left")
     out.append(Text(scale_note(exp)))
-    return out
+    return out + verdict_renderables([v.sentence() for v in verdict_lines(differences)], width)
+
+
+#: The verdict block's title in the terminal (report.html's words).
+VERDICT_TITLE = "Verdict: OPCT − BCT against the paper"
+
+
+def verdict_renderables(sentences: Sequence[str], width: int = WIDTH) -> list[RenderableType]:
+    """The verdict block: its title, then one line per metric (``sentences``, each
+    :meth:`opct.report.verdict.VerdictLine.sentence`'s form) wrapped to ``width`` at spaces outside an
+    interval (``[-17.5, -6.4]`` is kept whole), printed as plain text (never read as markup); none without lines."""
+    if not sentences:
+        return []
+    keep = "\x00"  # a space inside brackets, kept from wrapping
+    lines = []
+    for sentence in sentences:
+        joined = re.sub(r"\[[^\]]*\]", lambda m: m[0].replace(" ", keep), f"- {sentence}")
+        lines += [line.replace(keep, " ") for line in textwrap.wrap(joined, width, subsequent_indent="  ",
+                                                                    break_on_hyphens=False, break_long_words=False)]
+    return [Text(""), Text(VERDICT_TITLE, style="bold"), *(Text(line) for line in lines)]
 
 
 def results_group(exp_dir: str | Path, width: int = WIDTH) -> Group:

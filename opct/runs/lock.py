@@ -1,13 +1,15 @@
-"""One process trains in a run directory at a time: an ``flock`` on its ``.lock``, and running a
-step of the run's bookkeeping on the main process only.
+"""One process trains in a run directory at a time: a ``filelock.FileLock`` on its ``.lock``, and
+running a step of the run's bookkeeping on the main process only.
 
-The lock file holds the holder's pid and host; the kernel drops the lock when the process ends,
-however it ends, so a ``.lock`` left by a process that died holds nothing.
+The lock file holds the holder's pid and host (written through ``FileLock``'s ``on_acquired`` hook, so a
+process that fails to take the lock never overwrites them); the lock is an ``flock`` held by an open
+file, so the kernel drops it when the process ends, however it ends, and a ``.lock`` left by a process
+that died holds nothing. The file is kept on release (``preserve_lock_file``): a waiter and the next
+holder share one inode.
 """
 
 from __future__ import annotations
 
-import fcntl
 import os
 import socket
 from collections.abc import Callable, Iterator
@@ -16,6 +18,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from accelerate import Accelerator
+from filelock import FileLock, Timeout
 
 from opct.runs.errors import RunDirError, RunLockedError
 from opct.runs.layout import RunLayout, layout_of
@@ -46,37 +49,46 @@ def on_main(acc: Accelerator, fn: Callable[[], T]) -> T:
     return result
 
 
-def _try_lock(path: Path) -> tuple[int | None, str | None]:
-    """``(fd, None)`` holding the lock, or ``(None, "pid N ...")`` naming its holder."""
-    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except BlockingIOError:
-        holder = os.pread(fd, 256, 0).decode("utf-8", "replace").split()
-        os.close(fd)
-        pid = holder[0] if holder else "unknown"
-        host = f" on {holder[1]}" if len(holder) > 1 and holder[1] != socket.gethostname() else ""
-        return None, f"pid {pid}{host}"
-    except BaseException:
-        os.close(fd)
-        raise
+def _write_holder(fd: int) -> None:
+    """Write this process's pid and host into the lock file just taken (``fd``: filelock's descriptor)."""
     os.ftruncate(fd, 0)
     os.pwrite(fd, f"{os.getpid()} {socket.gethostname()}\n".encode(), 0)
-    return fd, None
+
+
+def _holder(path: Path) -> str:
+    """``pid N`` (and `` on HOST`` when another machine's) of the process the lock file names."""
+    try:
+        holder = path.read_bytes()[:256].decode("utf-8", "replace").split()
+    except OSError:
+        holder = []
+    pid = holder[0] if holder else "unknown"
+    host = f" on {holder[1]}" if len(holder) > 1 and holder[1] != socket.gethostname() else ""
+    return f"pid {pid}{host}"
+
+
+def try_lock(path: Path) -> tuple[FileLock | None, str | None]:
+    """``(lock, None)`` holding ``path`` (release it with ``lock.release()``), or ``(None, "pid N ...")``
+    naming its holder. Never waits."""
+    lock = FileLock(path, timeout=0, mode=0o644, on_acquired=_write_holder, preserve_lock_file=True)
+    try:
+        lock.acquire()
+    except Timeout:
+        return None, _holder(path)
+    return lock, None
 
 
 @contextmanager
 def run_lock(run: RunLayout | Path, acc: Accelerator) -> Iterator[None]:
     """Hold the run's ``.lock`` while training; if another process holds it, raise :class:`RunLockedError`
-    naming its pid. The lock is an ``flock``: a ``.lock`` left by a process that died holds nothing."""
+    naming its pid. The lock is filelock's ``flock``: a ``.lock`` left by a process that died holds nothing."""
     layout = layout_of(run)
     run_dir = layout.root
-    fd: int | None = None
+    held: FileLock | None = None
 
     def take() -> str | None:
-        nonlocal fd
+        nonlocal held
         run_dir.mkdir(parents=True, exist_ok=True)
-        fd, holder = _try_lock(layout.lock)
+        held, holder = try_lock(layout.lock)
         return holder
 
     holder = on_main(acc, take)
@@ -88,5 +100,5 @@ def run_lock(run: RunLayout | Path, acc: Accelerator) -> Iterator[None]:
     try:
         yield
     finally:
-        if fd is not None:
-            os.close(fd)
+        if held is not None:
+            held.release()

@@ -4,7 +4,9 @@
 system prompt, so evaluation renders the same token ids), the base model's resolved identity (an
 alias, an absolute path, or a hub id with its revision) and a sha256 of every base weight, so a
 checkpoint whose base changed underneath it is refused rather than silently evaluated.
-``README.md`` is a Hugging Face model card: YAML front matter the hub reads (:func:`card_metadata`:
+``README.md`` is a Hugging Face model card, built with ``huggingface_hub``'s ``ModelCard`` and
+``ModelCardData`` (its ``model-index`` from ``EvalResult``s), so the hub's schema is the library's: YAML
+front matter the hub reads (:func:`card_metadata`:
 ``base_model`` when the base is a hub id, ``library_name``, ``tags``, ``datasets``, the base's
 ``license`` when its own card says it), then method, base model, data, configuration, and an
 Evaluation section saying where evaluations are. Nothing rewrites the card after training: ``opct
@@ -21,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 import yaml
+from huggingface_hub import EvalResult, ModelCard, ModelCardData
 
 from opct.config import MODEL_ALIASES, ModelConfig, RunConfig, dump_config
 from opct.runs.layout import CHECKPOINT_FILE
@@ -130,11 +133,13 @@ def card_metadata(record: dict[str, Any]) -> dict[str, Any]:
     return meta
 
 
-def front_matter(record: dict[str, Any], model_index: list[dict[str, Any]] | None = None) -> list[str]:
-    """The card's first lines: :func:`card_metadata` (and a ``model-index`` of eval results, when
-    given) as YAML between ``---`` lines."""
-    meta = card_metadata(record) | ({"model-index": model_index} if model_index else {})
-    return ["---", yaml.safe_dump(meta, sort_keys=False).rstrip(), "---", ""]
+def card_text(record: dict[str, Any], body: list[str], eval_results: list[EvalResult] | None = None,
+              model_name: str | None = None) -> str:
+    """The whole card: :func:`card_metadata` as ``ModelCardData`` (with its ``model-index`` from
+    ``eval_results`` under ``model_name``, when given) in YAML front matter, then the Markdown ``body``."""
+    data = ModelCardData(**card_metadata(record), eval_results=eval_results or None,
+                         model_name=model_name if eval_results else None)
+    return str(ModelCard(f"---\n{data.to_yaml()}\n---\n\n" + "\n".join(body)))
 
 
 def _adapter_base_arg(base: str) -> str:
@@ -176,7 +181,6 @@ def model_card(cfg: RunConfig, record: dict[str, Any], eval_table: str | None = 
     """A Markdown model card for the checkpoint."""
     tuning = "LoRA adapter" if cfg.finetune == "lora" else "full fine-tuning"
     lines = [
-        *front_matter(record),
         f"# {cfg.name}",
         "",
         f"Trained with [opct](https://arxiv.org/abs/2605.21834) (`method: {cfg.method}`, {tuning}).",
@@ -197,22 +201,21 @@ def model_card(cfg: RunConfig, record: dict[str, Any], eval_table: str | None = 
         eval_table or NOT_HERE,
         "",
     ]
-    return "\n".join(lines)
+    return card_text(record, lines)
 
 
 def export_card(record: dict[str, Any], evaluation: str | None = None,
-                model_index: list[dict[str, Any]] | None = None) -> str:
+                eval_results: list[EvalResult] | None = None, model_name: str | None = None) -> str:
     """The model card of an ``opct export`` folder (``record``: its ``opct_checkpoint.json``, with
     ``exported_from``, the checkpoint it was written from, and ``merged_from`` when the adapter was
-    merged). ``evaluation`` and ``model_index``: the run's own eval results, when found
-    (:mod:`opct.runs.publish`); else the Evaluation section says how to make them."""
+    merged). ``evaluation`` and ``eval_results`` (the ``model-index``, under ``model_name``): the run's own
+    eval results, when found (:mod:`opct.runs.publish`); else the Evaluation section says how to make them."""
     source = record["exported_from"]
     merged = "merged_from" in record
     adapter = record["finetune"] == "lora" and not merged
     what = ("its LoRA adapter merged into the base weights" if merged and record["finetune"] == "lora"
             else "its LoRA adapter, to load on its base" if adapter else "its fully fine-tuned weights")
     lines = [
-        *front_matter(record, model_index),
         f"# {source.split('/')[0]} (exported)",
         "",
         f"The opct checkpoint `{source}` (`method: {record['method']}`) as one model folder: {what}, "
@@ -228,7 +231,7 @@ def export_card(record: dict[str, Any], evaluation: str | None = None,
         evaluation or NOT_HERE,
         "",
     ]
-    return "\n".join(lines)
+    return card_text(record, lines, eval_results, model_name)
 
 
 def write_final_files(folder: Path, cfg: RunConfig, base_weights: str, data_hash: str, num_pairs: int) -> None:

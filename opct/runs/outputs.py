@@ -12,7 +12,6 @@ trained checkpoint, an eval, an attack or the folders training rewrites (naming 
 
 from __future__ import annotations
 
-import os
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -22,7 +21,7 @@ from typing import Any
 from opct.errors import OpctError
 from opct.runs.atomic import read_json_object
 from opct.runs.layout import CHECKPOINT_FILE, RunLayout
-from opct.runs.lock import _try_lock
+from opct.runs.lock import try_lock
 
 #: The kinds of output nothing else is ever written inside (a run is, beside the folders training
 #: rewrites: ``opct export RUN --out RUN/merged``; an experiment's evals, attacks and runs are folders
@@ -150,11 +149,11 @@ def output_lock(folder: str | Path, what: str) -> Iterator[None]:
     folder = Path(folder)
     folder.mkdir(parents=True, exist_ok=True)
     lock = RunLayout(folder).lock
-    fd, holder = _try_lock(lock)
-    if fd is None:
+    held, holder = try_lock(lock)
+    if held is None:
         raise OutputLockedError(f"{folder} is in use by another process ({holder} holds {lock}); two writers would mix "
                                 f"their records. Wait for it to end, or give {what} another output folder.")
     try:
         yield
     finally:
-        os.close(fd)
+        held.release()

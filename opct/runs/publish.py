@@ -19,6 +19,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from huggingface_hub import EvalResult
+
 from opct.config import MODEL_ALIASES
 from opct.runs.experiment_layout import EvalFolder, ExperimentLayout
 
@@ -59,17 +61,12 @@ class Evaluations:
     sources: list[str] = field(default_factory=list)
     left_out: list[str] = field(default_factory=list)
 
-    def model_index(self, name: str) -> list[dict[str, Any]]:
-        """Hugging Face's ``model-index`` for these rows (empty when there are none)."""
-        if not self.rows:
-            return []
-        results = []
-        for eval_name in dict.fromkeys(r["eval"] for r in self.rows):
-            metrics = [{"type": r["metric"], "name": f"{r['metric']} (95% CI [{r['low']:.3f}, {r['high']:.3f}], n={r['n']})",
-                        "value": round(r["value"], 4)} for r in self.rows if r["eval"] == eval_name]
-            results.append({"task": {"type": "text-generation", "name": eval_name},
-                            "dataset": {"type": f"opct/{eval_name}", "name": f"opct {eval_name}"}, "metrics": metrics})
-        return [{"name": name, "results": results}]
+    def eval_results(self) -> list[EvalResult]:
+        """These rows as ``huggingface_hub`` ``EvalResult``s, the card's ``model-index`` (empty when there are none)."""
+        return [EvalResult(task_type="text-generation", task_name=r["eval"], dataset_type=f"opct/{r['eval']}",
+                           dataset_name=f"opct {r['eval']}", metric_type=r["metric"], metric_value=round(r["value"], 4),
+                           metric_name=f"{r['metric']} (95% CI [{r['low']:.3f}, {r['high']:.3f}], n={r['n']})")
+                for r in self.rows]
 
     def section(self) -> str | None:
         """The card's Evaluation section body (a table with intervals, n and where it came from), or None."""

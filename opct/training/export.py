@@ -35,7 +35,7 @@ class ExportError(OpctError, ValueError):
 
 def export_merged(spec: str | Path, out: str | Path, dtype: str | None = None, overwrite: bool = False,
                   trust_remote_code: bool = False, eval_results: list[Path] | None = None,
-                  adapter_only: bool = False, name: str | None = None) -> Path:
+                  adapter_only: bool = False, name: str | None = None, base_model: str | None = None) -> Path:
     """Write the trained checkpoint ``spec`` (a run directory or its ``final/``) to ``out`` as one model folder.
 
     ``dtype`` is the dtype to merge and save in (default: the one the run trained in; the base weights
@@ -52,6 +52,11 @@ def export_merged(spec: str | Path, out: str | Path, dtype: str | None = None, o
     The card's ``model-index`` and Evaluation section come from the run's own eval results on exactly
     these weights, when they exist (its experiment's, and the ``opct eval`` folders ``eval_results``);
     ``name`` names the model there (default: ``out``'s folder name; the hub repository when pushed).
+
+    ``base_model``: where the base will be found where the export is used (a hub id, or a folder path as given,
+    which the caller chose to publish): written as is into ``adapter_config.json``'s
+    ``base_model_name_or_path``, the record's ``base_model`` and the card (its front matter when a hub id, its
+    load and lm-eval lines), so ``peft.AutoPeftModelForCausalLM.from_pretrained(out)`` loads the adapter on it.
     """
     from opct.runs.publish import portable_name, portable_record, run_eval_folders, run_evaluations
 
@@ -69,6 +74,8 @@ def export_merged(spec: str | Path, out: str | Path, dtype: str | None = None, o
         raise ExportError(f"--out {out} is inside the checkpoint {folder}; a rerun of the run would delete it. "
                           "Choose a folder outside final/, e.g. the run directory's merged/.")
     check_export_output(out, folder, overwrite)
+    if base_model is not None:
+        check_base_model(base_model)
 
     from transformers import AutoTokenizer
 
@@ -81,11 +88,14 @@ def export_merged(spec: str | Path, out: str | Path, dtype: str | None = None, o
     tmp = out.with_name(f".{out.name}.opct-export.tmp")  # opct's own name: never another program's folder
     shutil.rmtree(tmp, ignore_errors=True)
     exported = portable_record({**record, "model": {**spec_record, "dtype": dtype}}, folder)
+    if base_model is not None:
+        exported = {**exported, "base_model": base_model, "model": {**exported["model"], "name_or_path": base_model}}
     if adapter_only:
         shutil.copytree(folder, tmp, ignore=shutil.ignore_patterns(CHECKPOINT_FILE, CARD_FILE))
         for config in [tmp / ADAPTER_CONFIG, *tmp.glob(f"*/{ADAPTER_CONFIG}")]:
             data = json.loads(config.read_text(encoding="utf-8"))
-            data["base_model_name_or_path"] = portable_name(data.get("base_model_name_or_path") or record["base_model"])
+            data["base_model_name_or_path"] = base_model or portable_name(data.get("base_model_name_or_path")
+                                                                          or record["base_model"])
             config.write_text(json.dumps(data, indent=2, sort_keys=True) + "\n", encoding="utf-8")
     else:
         model.save_pretrained(tmp)
@@ -93,13 +103,28 @@ def export_merged(spec: str | Path, out: str | Path, dtype: str | None = None, o
         exported["merged_from"] = exported["exported_from"]
     _drop_local_paths(tmp)
     (tmp / CHECKPOINT_FILE).write_text(json.dumps(exported, indent=2) + "\n", encoding="utf-8")
-    card = export_card(exported, evaluations.section(), evaluations.model_index(name or out.name))
+    card = export_card(exported, evaluations.section(), evaluations.eval_results(), name or out.name)
     (tmp / CARD_FILE).write_text(card, encoding="utf-8")
     check_export_output(out, folder, overwrite)  # again: the folder may have changed while the model merged
     if out.exists():
         shutil.rmtree(out)  # an empty folder, or an earlier export (--overwrite)
     tmp.rename(out)
     return out
+
+
+def check_base_model(base_model: str) -> None:
+    """Refuse a ``--base-model`` that is neither a model folder here nor a hub id (``owner/name``)."""
+    from opct.runs.model_card import is_hub_id
+
+    path = Path(base_model).expanduser()
+    if path.exists():
+        if not (path / "config.json").is_file():
+            raise ExportError(f"--base-model {base_model}: the folder holds no config.json, so no tool can load it as "
+                              "the base; give the base model's folder or its hub id (owner/name)")
+        return
+    if not is_hub_id(base_model):
+        raise ExportError(f"--base-model {base_model!r} is no folder here and no hub id (owner/name); give the base "
+                          "model's folder or its hub id")
 
 
 def _drop_local_paths(folder: Path) -> None:
