@@ -46,7 +46,7 @@ def _run_experiment(
         run_stage(cfg, stage, force or [], log=_log_line)
         return
     if print_config:
-        _print_settings(cfg)
+        _print_settings(cfg, {r.key: r.config for r in resolve(cfg).runs})
         return
     plan = resolve(cfg)
     parse_force(force or [], {"train": [r.key for r in plan.runs], "eval": list(plan.models),
@@ -91,11 +91,19 @@ def _run_study(config: Path, set_: list[str] | None, dry_run: bool, no_progress:
                   tables, study.root, report, also)
 
 
-def _print_settings(cfg: Any) -> None:
-    """An experiment's or study's settings as the run would use them, as YAML on stdout."""
+def _print_settings(cfg: Any, runs: dict[str, Any] | None = None) -> None:
+    """An experiment's or study's settings as the run would use them, as YAML on stdout; an experiment's
+    training ``runs`` follow, each as it will train (``train:``, the method's ``method_settings`` and a variant's
+    settings applied, every default filled), as YAML comments, so that the output still reads as the experiment."""
     import yaml
 
-    console.print(yaml.safe_dump(cfg.model_dump(mode="json"), sort_keys=False).rstrip(), highlight=False, markup=False, soft_wrap=True)  # YAML: never wrapped
+    text = yaml.safe_dump(cfg.model_dump(mode="json"), sort_keys=False).rstrip()
+    if runs:
+        resolved = yaml.safe_dump({"runs": {key: run.model_dump(mode="json") for key, run in runs.items()}},
+                                  sort_keys=False).rstrip()
+        text += ("\n# Each training run as it will train (train:, then its method_settings and variant, every default "
+                 "filled):\n" + "\n".join(f"# {line}" for line in resolved.splitlines()))
+    console.print(text, highlight=False, markup=False, soft_wrap=True)  # YAML: never wrapped
 
 
 def _log_line(message: str) -> None:
@@ -128,7 +136,8 @@ def run(
         "every model or one (train:opct, eval:bct, attack:base); repeatable. A retrained run's old directory is kept "
         "in <experiment>/replaced/.")] = None,
     print_config: Annotated[bool, typer.Option(
-        "--print-config", help="Print the resolved settings (the extends: chain and --set applied) as YAML and exit.")] = False,
+        "--print-config", help="Print the resolved settings (the extends: chain and --set applied) as YAML and exit; "
+        "an experiment's training runs follow, each fully resolved, as YAML comments.")] = False,
     jobs: Jobs = 1,
     stage: Annotated[str | None, typer.Option("--stage", hidden=True, help="Run only this stage (a --jobs worker).")] = None,
     family: Annotated[list[str] | None, typer.Option(
