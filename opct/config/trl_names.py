@@ -14,8 +14,8 @@ from typing import Any
 
 from pydantic import BaseModel
 
-#: TRL's (``GRPOConfig``, ``GKDConfig``, ``SFTConfig``, ``transformers.TrainingArguments``, TRL's
-#: ``ModelConfig``) argument name -> what to write in opct instead. Kept in step with docs/from-trl.md.
+#: TRL's (``GRPOConfig``, ``GKDConfig``, ``SDFTConfig``, ``SFTConfig``, ``transformers.TrainingArguments``,
+#: TRL's ``ModelConfig``) argument name -> what to write in opct instead. Kept in step with docs/from-trl.md.
 TRL_NAMES: dict[str, str] = {
     # precision
     "bf16": "train.mixed_precision: bf16 (autocast over float32 weights), or model.dtype: bfloat16 (the weights "
@@ -74,6 +74,15 @@ TRL_NAMES: dict[str, str] = {
     "epsilon": "opct.loss.clip_eps (with opct.loss.policy_loss: ppo)",
     "teacher_model_name_or_path": "nothing: the teacher is the frozen starting model, prompted with each pair's "
                                   "teacher_prompt",
+    # self-distillation (TRL's SDFTConfig, trl.experimental.sdft)
+    "distillation_mode": "opct.loss.kind (sampled: the sampled-token reverse KL, TRL's sampled_token; topk; full)",
+    "distillation_alpha": "opct.loss.divergence (reverse_kl, forward_kl, jsd with opct.loss.jsd_beta) with "
+                          "opct.loss.kind: full; the sampled loss is the reverse KL (TRL's alpha 1.0)",
+    "teacher_model_kind": "nothing: the teacher is always the frozen starting model (TRL's base)",
+    "teacher_prompt_template": "nothing: each pair carries its teacher_prompt (opct pairs build writes it; "
+                               "data.columns maps a dataset's own field)",
+    "generation_kwargs": "opct.sampling.* (n, temperature, top_p, max_new_tokens, min_new_tokens)",
+    "use_cpu": "model.device: cpu",
     # model and adapter (TRL's ModelConfig)
     "model_name_or_path": "model.name_or_path",
     "model_revision": "model.revision",
