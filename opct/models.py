@@ -229,13 +229,7 @@ def add_lora(model: PreTrainedModel, lora: LoraConfig) -> PreTrainedModel:
     from peft import LoraConfig as PeftLoraConfig
     from peft import get_peft_model
 
-    peft_cfg = PeftLoraConfig(
-        r=lora.r,
-        lora_alpha=lora.alpha,
-        lora_dropout=lora.dropout,
-        target_modules=lora.target_modules,
-        task_type="CAUSAL_LM",
-    )
+    peft_cfg = PeftLoraConfig(**lora.peft_kwargs(), task_type="CAUSAL_LM")
     return get_peft_model(model, peft_cfg)
 
 

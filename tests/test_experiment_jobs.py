@@ -36,17 +36,22 @@ def _reduced(out: Path):
         "train.opct.sampling.n=2", "train.opct.sampling.max_new_tokens=8"])
 
 
-def test_jobs_2_writes_the_results_of_jobs_1_at_one_thread(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-
+def test_jobs_auto_writes_the_results_of_jobs_1_at_one_thread(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """``--jobs auto`` (``opct demo``'s default) on a 2-core machine: 2 workers of one thread each, and the
+    same bytes as ``--jobs 1 --threads 1``."""
+    import opct.cli.experiment
     import opct.report
     from opct.experiments.runner import run_experiment, run_stage
 
     monkeypatch.setattr(opct.report, "write_report", lambda root: None)  # the report is read from these files
+    monkeypatch.setattr(opct.cli.experiment, "available_cores", lambda: 2)
+    jobs = opct.cli.experiment.jobs_count("auto")
+    assert jobs == 2
     with one_thread():
         run_experiment(_reduced(tmp_path / "runs"), show_progress=False, log=lambda line: None)
     shutil.move(tmp_path / "runs", tmp_path / "first")
     lines: list[str] = []
-    run_experiment(_reduced(tmp_path / "runs"), show_progress=False, log=lines.append, jobs=2)  # the same path
+    run_experiment(_reduced(tmp_path / "runs"), show_progress=False, log=lines.append, jobs=jobs)  # the same path
     first = {p.relative_to(tmp_path / "first"): p for p in (tmp_path / "first").rglob("*") if p.name in RESULT_FILES}
     second = {p.relative_to(tmp_path / "runs"): p for p in (tmp_path / "runs").rglob("*") if p.name in RESULT_FILES}
     assert sorted(first) == sorted(second)
@@ -202,9 +207,15 @@ def test_run_and_demo_take_jobs_and_a_worker_names_an_unknown_stage(tmp_path: Pa
 
     seen: list[tuple] = []
     monkeypatch.setattr(opct.cli.experiment, "_run_experiment", lambda *a, **k: seen.append((a, k)))
+    monkeypatch.setattr(opct.cli.experiment, "available_cores", lambda: 5)
     assert CliRunner().invoke(app, ["demo", "--jobs", "3"]).exit_code == 0
     assert CliRunner().invoke(app, ["demo", "--full", "--jobs", "2"]).exit_code == 0
-    assert [k["jobs"] for _, k in seen] == [3, 2] and seen[1][0][0].name == "organism_demo_full.yaml"
+    assert CliRunner().invoke(app, ["demo"]).exit_code == 0  # the default: auto, one job per available core
+    assert CliRunner().invoke(app, ["demo", "--jobs", "auto"]).exit_code == 0
+    assert [k["jobs"] for _, k in seen] == [3, 2, 5, 5] and seen[1][0][0].name == "organism_demo_full.yaml"
+    for bad in ("0", "two", "-1"):
+        refused = CliRunner().invoke(app, ["demo", f"--jobs={bad}"], env={"COLUMNS": "300"})
+        assert refused.exit_code == 2 and "or auto (one per core)" in refused.output
     monkeypatch.undo()
     result = CliRunner().invoke(app, ["run", "--stage", "train:nope", "--set", f"output_dir={tmp_path}",
                                       "--set", "methods=[base, opct]", "--set", "axes=[sycophancy]",

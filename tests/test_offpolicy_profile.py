@@ -174,3 +174,38 @@ def test_the_experiment_report_shows_the_profile_of_the_runs_start(tmp_path):
         assert "Off-policy profile" in text and "Measured at the start of bct, opct" in text
         assert "target's probability there" in unescape(text)  # HTML-escaped in report.html
     assert "NLL of its SFT targets" not in md.read_text()
+
+
+def test_axis_less_pairs_are_profiled_per_source_and_a_limit_that_cut_every_target_says_raise_it(tiny_model, tmp_path):
+    """TRL-style pairs (no axis field) from two files: one column per file, not one `unknown` column; a token
+    limit of 1 cuts every target (a model emits a token before it can end), and the command says to raise it."""
+    from opct.cli.main import app
+
+    files = []
+    for name in ("first.jsonl", "second.jsonl"):
+        path = tmp_path / name
+        rows = [{k: v for k, v in row.items() if k != "axis"} | {"id": f"{name}-{row['id']}"} for row in make_pairs(3)]
+        path.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
+        files.append(path)
+    out = tmp_path / "profile.json"
+    res = CliRunner().invoke(app, ["pairs", "profile", "--model", str(tiny_model), "--pairs", str(files[0]), "--pairs",
+                                   str(files[1]), "--max-new-tokens", "1", "--out", str(out), "--no-progress"])
+    assert res.exit_code == 0, res.output
+    axes = json.loads(out.read_text())["axes"]
+    assert set(axes) == {str(files[0]), str(files[1])} and all(group["pairs"] == 3 for group in axes.values())
+    assert "unknown" not in res.output
+    for path in files:
+        assert axes[str(path)]["truncated_targets"] == 3
+        assert (f"{path}: all 3 targets were cut at the token limit (1 tokens)" in " ".join(res.output.split())
+                and "raise --max-new-tokens" in res.output)
+
+
+def test_no_note_when_some_targets_end():
+    from opct.diagnostics.offpolicy import truncation_notes
+
+    profile = summarize([_pair("a", "c1", [5], [5], [-0.1], cut=True), _pair("b", "c2", [5], [5], [-0.1])])
+    assert truncation_notes({**profile, "max_new_tokens": 8}) == []
+    profile = summarize([_pair("a", "c1", [5], [5], [-0.1], cut=True)])
+    assert truncation_notes({**profile, "max_new_tokens": 8}) == [
+        "a: all 1 targets were cut at the token limit (8 tokens), so every measure of a whole target has n=0: raise "
+        "--max-new-tokens (e.g. to 16) until most targets end"]

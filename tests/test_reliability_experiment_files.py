@@ -59,3 +59,26 @@ def test_a_file_extending_a_study_is_a_study(tmp_path: Path) -> None:
     res = CliRunner().invoke(app, ["run", str(chain), "--print-config"], terminal_width=200)
     assert res.exit_code == 0, res.output
     assert set(yaml.safe_load(res.output)["families"]) == {"llama", "qwen3", "gpt2"}
+
+
+def test_print_config_resolves_the_train_block_into_each_run(tmp_path: Path) -> None:
+    """Each training run is printed as it will train: the shared train: block, the method's own recipe and
+    every default, while the printed experiment still reads back as the same experiment."""
+    from opct.experiments.runner import resolve
+
+    res = CliRunner().invoke(app, ["run", str(DEMO), "--print-config", "--set", "train.optim.weight_decay=0.01"],
+                             terminal_width=200)
+    assert res.exit_code == 0, res.output
+    comments = [line[2:] for line in res.output.splitlines() if line.startswith("# ") and not line.startswith("# Each")]
+    runs = yaml.safe_load("\n".join(comments))["runs"]
+    assert set(runs) == {"bct", "opct"}
+    assert runs["bct"]["optim"]["lr"] == 0.0002 and runs["opct"]["optim"]["lr"] == 0.0003  # method_settings
+    assert runs["opct"]["optim"]["weight_decay"] == 0.01 == runs["bct"]["optim"]["weight_decay"]  # train: (--set)
+    assert runs["opct"]["lora"]["r"] == 16 and runs["opct"]["optim"]["betas"] == [0.9, 0.95]  # file, then default
+    assert runs["opct"]["opct"]["loss"]["kl_coef"] == 1.0 and "bct" in runs["bct"] and "opct" not in runs["bct"]
+    expected = {r.key: r.config.model_dump(mode="json") for r in resolve(load_experiment(DEMO, ["train.optim.weight_decay=0.01"])).runs}
+    assert runs == expected
+    printed = tmp_path / "printed.yaml"
+    printed.write_text(res.output, encoding="utf-8")
+    again = {r.key: r.config.model_dump(mode="json") for r in resolve(load_experiment(printed)).runs}
+    assert again == expected  # the printed file is the same experiment

@@ -9,13 +9,44 @@ from typing import Annotated, Any
 import typer
 from rich.console import Group
 
-from opct.cli.boundary import NoProgress, SetOverrides, Threads, _fail, apply_threads, console, err_console
+from opct.cli.boundary import (
+    NoProgress,
+    SetOverrides,
+    Threads,
+    _fail,
+    apply_threads,
+    available_cores,
+    console,
+    err_console,
+)
 
-#: ``--jobs N`` on ``opct run`` and ``opct demo``.
-Jobs = Annotated[int, typer.Option(
-    "--jobs", min=1, metavar="N", help="Stages at a time, each in its own process with one CPU thread (training runs "
-    "side by side; a model's eval and attack once it is trained); the same results as --jobs 1 --threads 1. "
-    "Default 1: every stage in this process, one after another.")]
+
+def jobs_count(value: str | int) -> int:
+    """``--jobs``: a whole number of at least 1, or ``auto``: one job per core this process may use
+    (:func:`~opct.cli.boundary.available_cores`: its affinity mask, capped by a cgroup quota). Each job is a
+    process with one CPU thread, so the results are those of ``--jobs 1 --threads 1`` whatever the count."""
+    if isinstance(value, int):
+        return value
+    if value.strip().lower() == "auto":
+        return available_cores()
+    try:
+        count = int(value)
+    except ValueError:
+        raise typer.BadParameter(f"{value!r}: use a whole number of at least 1, or auto (one per core)") from None
+    if count < 1:
+        raise typer.BadParameter(f"{value!r}: use a whole number of at least 1, or auto (one per core)")
+    return count
+
+
+_JOBS_HELP = ("Stages at a time, each in its own process with one CPU thread (training runs side by side; a model's "
+              "eval and attack once it is trained); the same results as --jobs 1 --threads 1. auto: one per available "
+              "core (affinity and cgroup quota).")
+#: ``--jobs N|auto`` on ``opct run`` (default 1: every stage in this process, one after another).
+Jobs = Annotated[int, typer.Option("--jobs", metavar="N|auto", parser=jobs_count,
+                                   help=_JOBS_HELP + " Default 1: every stage in this process, one after another.")]
+#: ``--jobs N|auto`` on ``opct demo`` (default auto: the demo uses every core it may).
+DemoJobs = Annotated[int, typer.Option("--jobs", metavar="N|auto", parser=jobs_count,
+                                       help=_JOBS_HELP + " Default auto.")]
 
 
 def _run_experiment(
@@ -46,7 +77,7 @@ def _run_experiment(
         run_stage(cfg, stage, force or [], log=_log_line)
         return
     if print_config:
-        _print_settings(cfg)
+        _print_settings(cfg, {r.key: r.config for r in resolve(cfg).runs})
         return
     plan = resolve(cfg)
     parse_force(force or [], {"train": [r.key for r in plan.runs], "eval": list(plan.models),
@@ -91,11 +122,19 @@ def _run_study(config: Path, set_: list[str] | None, dry_run: bool, no_progress:
                   tables, study.root, report, also)
 
 
-def _print_settings(cfg: Any) -> None:
-    """An experiment's or study's settings as the run would use them, as YAML on stdout."""
+def _print_settings(cfg: Any, runs: dict[str, Any] | None = None) -> None:
+    """An experiment's or study's settings as the run would use them, as YAML on stdout; an experiment's
+    training ``runs`` follow, each as it will train (``train:``, the method's ``method_settings`` and a variant's
+    settings applied, every default filled), as YAML comments, so that the output still reads as the experiment."""
     import yaml
 
-    console.print(yaml.safe_dump(cfg.model_dump(mode="json"), sort_keys=False).rstrip(), highlight=False, markup=False, soft_wrap=True)  # YAML: never wrapped
+    text = yaml.safe_dump(cfg.model_dump(mode="json"), sort_keys=False).rstrip()
+    if runs:
+        resolved = yaml.safe_dump({"runs": {key: run.model_dump(mode="json") for key, run in runs.items()}},
+                                  sort_keys=False).rstrip()
+        text += ("\n# Each training run as it will train (train:, then its method_settings and variant, every default "
+                 "filled):\n" + "\n".join(f"# {line}" for line in resolved.splitlines()))
+    console.print(text, highlight=False, markup=False, soft_wrap=True)  # YAML: never wrapped
 
 
 def _log_line(message: str) -> None:
@@ -129,7 +168,8 @@ def run(
         "every model or one (train:opct, eval:bct, attack:base); repeatable. A retrained run's old directory is kept "
         "in <experiment>/replaced/.")] = None,
     print_config: Annotated[bool, typer.Option(
-        "--print-config", help="Print the resolved settings (the extends: chain and --set applied) as YAML and exit.")] = False,
+        "--print-config", help="Print the resolved settings (the extends: chain and --set applied) as YAML and exit; "
+        "an experiment's training runs follow, each fully resolved, as YAML comments.")] = False,
     jobs: Jobs = 1,
     stage: Annotated[str | None, typer.Option("--stage", hidden=True, help="Run only this stage (a --jobs worker).")] = None,
     family: Annotated[list[str] | None, typer.Option(
@@ -157,7 +197,7 @@ def demo(
                                       "a rule other than teacher_kl gets its own output folder.")] = "teacher_kl",
     compare_rules: Annotated[bool, typer.Option("--compare-rules", help="Also train every other rule's pick where it "
                                                 "differs (variants <method>-<rule>, side by side in the report).")] = False,
-    jobs: Jobs = 1,
+    jobs: DemoJobs = "auto",  # type: ignore[assignment]  # jobs_count turns it into the core count
 ) -> None:
     """The paper's comparison on the built-in organism: baseline vs BCT vs OPCT on all three axes, each
     method on its own recipe chosen on the validation split (shipped, or anew with --reselect). ACT

@@ -150,7 +150,7 @@ def pairs_profile(
     from opct.attack.experiment_stage import rounds_progress  # the evals' and the attack's progress bar
     from opct.config import ModelConfig
     from opct.diagnostics.measure import measure_profile, sample_pairs
-    from opct.diagnostics.offpolicy import table_rows
+    from opct.diagnostics.offpolicy import table_rows, truncation_notes
     from opct.models import inference_spec, load_spec_for_inference
     from opct.pairs import load_pair_source
     from opct.report.dose_response import dose_summary
@@ -172,6 +172,8 @@ def pairs_profile(
         table.add_row(*row)
     console.print(table)
     console.print(dose_summary(profile))
+    for note in truncation_notes(profile):
+        err_console.print(f"warning: {note}", highlight=False, soft_wrap=True, markup=False)
     if out is not None:
         out.parent.mkdir(parents=True, exist_ok=True)
         out.write_text(json.dumps({"model": model, "pairs": pairs, **profile}, indent=2) + "\n", encoding="utf-8")

@@ -24,8 +24,10 @@ from pydantic import (
 
 from opct.config.files import (
     ConfigError,
+    ConfigSource,
     _format_validation_error,
     _set_path,
+    apply_overrides,
     parse_overrides,
     read_config_file,
     switch_method,
@@ -40,6 +42,7 @@ from opct.config.generation import (
     TargetSettings,
     generation_settings,
 )
+from opct.config.lora import LoraConfig
 from opct.config.method_registry import METHODS
 from opct.config.strict import MAX_EPOCHS, MAX_STEPS, MAX_TEMPERATURE, StrictSettings, _Strict
 from opct.registry import Registry
@@ -89,15 +92,6 @@ class ModelConfig(_Strict):
     chat_template_kwargs: dict[str, Any] = Field(default_factory=dict, description="e.g. {enable_thinking: false}")
     system_prompt: str | None = Field(None, description="system message put before every prompt (merged into one it has)")
     attn_implementation: str | None = Field(None, description="transformers' attn_implementation (eager, sdpa, flash_attention_2); None: its default")
-
-
-class LoraConfig(_Strict):
-    """PEFT LoRA settings (used when ``finetune: lora``)."""
-
-    r: int = Field(32, gt=0, description="LoRA rank (the official OPCT code's 32)")
-    alpha: float = Field(32.0, description="LoRA scale numerator: the update is (alpha / r) * B A")
-    dropout: float = Field(0.0, ge=0.0, lt=1.0, description="dropout on the LoRA path only (kept even with train.disable_dropout)")
-    target_modules: list[str] | Literal["all-linear"] = Field("all-linear", description="module names to adapt, or all-linear (every linear layer but the output head)")
 
 
 class OptimConfig(_Strict):
@@ -280,6 +274,8 @@ class RunConfig(_Strict):
         cfg = handler(data)
         if cfg.train.merged_lora_sampling is True and cfg.finetune != "lora":
             raise ValueError("train.merged_lora_sampling merges a LoRA adapter for sampling; it needs finetune: lora")
+        if cfg.finetune == "lora" and not cfg.lora.merges_as_plain_lora:
+            _check_unmerged_sampling(cfg, method, section)
         try:
             cfg._method_config = METHODS.get(method).config_class.model_validate(section)
         except ValidationError as err:
@@ -309,6 +305,19 @@ class RunConfig(_Strict):
         return Path(self.output_dir) / self.name
 
 
+def _check_unmerged_sampling(cfg: RunConfig, method: str, section: dict[str, Any]) -> None:
+    """Refuse the samplers that merge the adapter as plain LoRA (``train.merged_lora_sampling``, the vllm engine)
+    when ``lora.use_dora`` or ``lora.modules_to_save`` makes it something a plain merge does not compute."""
+    why = "lora.use_dora" if cfg.lora.use_dora else "lora.modules_to_save"
+    if cfg.train.merged_lora_sampling:
+        raise ValueError(f"train.merged_lora_sampling merges plain LoRA only, and {why} is set: set "
+                         f"train.merged_lora_sampling: false, or drop {why}")
+    for key, value in section.items():
+        if isinstance(value, dict) and value.get("engine") == "vllm":
+            raise ValueError(f"{method}.{key}.engine: vllm loads the adapter merged as plain LoRA, and {why} is set: "
+                             f"use engine: hf, or drop {why}")
+
+
 def load_config(path: str | Path | None = None, overrides: list[str] | None = None) -> RunConfig:
     """Read a YAML run configuration, apply ``--set`` overrides, and validate it.
 
@@ -318,10 +327,8 @@ def load_config(path: str | Path | None = None, overrides: list[str] | None = No
     """
     tree, source = read_config_file(path)
     file_method = tree.get("method", METHODS.default)
-    parsed = parse_overrides(overrides or [])
-    for key, value in parsed:
-        _set_path(tree, key, value)
-    switch_method(tree, file_method, [key for key, _ in parsed], METHODS.names())
+    source = apply_overrides(tree, source, overrides or [])
+    switch_method(tree, file_method, [key for key, _ in parse_overrides(overrides or [])], METHODS.names())
     return validate_config(RunConfig, tree, source)
 
 
@@ -331,7 +338,7 @@ def dump_config(cfg: RunConfig) -> dict[str, Any]:
 
 
 __all__ = [
-    "MAX_EPOCHS", "MAX_STEPS", "MAX_TEMPERATURE", "MODEL_ALIASES", "AxisTargets", "ConfigError", "FolderName", "GenerationConfig", "LoraConfig", "ModelConfig", "OptimConfig",
-    "ProfileConfig", "RolloutSettings", "RunConfig", "SamplingConfig", "StrictSettings", "TargetConfig", "TargetSettings", "_format_validation_error", "_set_path", "check_folder_name",
+    "MAX_EPOCHS", "MAX_STEPS", "MAX_TEMPERATURE", "MODEL_ALIASES", "AxisTargets", "ConfigError", "ConfigSource", "FolderName", "GenerationConfig", "LoraConfig", "ModelConfig", "OptimConfig",
+    "ProfileConfig", "RolloutSettings", "RunConfig", "SamplingConfig", "StrictSettings", "TargetConfig", "TargetSettings", "_format_validation_error", "_set_path", "apply_overrides", "check_folder_name",
     "dump_config", "generation_settings", "load_config", "parse_overrides", "read_config_file", "validate_config",
 ]

@@ -3,7 +3,9 @@
 Every YAML settings file opct reads (a run, an eval, an experiment, a study) goes through
 :func:`read_config_file`: a key repeated in one section is an error naming the file, the line and the
 key. ``--set key.sub=value`` arguments go through :func:`parse_overrides`: a malformed one is an
-error naming the argument and the expected form, never an internal error.
+error naming the argument and the expected form, never an internal error. A settings problem names
+where the key came from (:class:`ConfigSource`: ``file:line`` or the ``--set`` argument) and, for an
+unknown key, the key meant (a TRL name's opct key, or a near spelling: :mod:`opct.config.trl_names`).
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ from typing import Any, TypeVar
 import yaml
 from pydantic import BaseModel, ValidationError
 
+from opct.config.trl_names import unknown_key_hint
 from opct.errors import OpctError
 
 ModelT = TypeVar("ModelT", bound=BaseModel)
@@ -23,6 +26,58 @@ ModelT = TypeVar("ModelT", bound=BaseModel)
 
 class ConfigError(OpctError, ValueError):
     """A configuration problem, worded for the person who wrote the file."""
+
+
+class ConfigSource(str):
+    """The name of a settings tree's source for error messages (a file's path, or ``command line``), and
+    where each of its dotted keys was written (:attr:`origins`: ``path:line`` or ``--set key=value``)."""
+
+    origins: dict[str, str]
+
+    def __new__(cls, name: str, origins: dict[str, str] | None = None) -> ConfigSource:
+        made = super().__new__(cls, name)
+        made.origins = dict(origins or {})
+        return made
+
+    def origin(self, loc: tuple[str, ...]) -> str:
+        """Where the key at ``loc`` (or the nearest section above it) was written; the source's name if unknown."""
+        for end in range(len(loc), 0, -1):
+            found = self.origins.get(".".join(loc[:end]))
+            if found is not None:
+                return found
+        return str(self)
+
+
+def _key_lines(text: str, path: str | Path) -> dict[str, str]:
+    """``dotted key -> "path:line"`` for every mapping key of a YAML text (its first document)."""
+    out: dict[str, str] = {}
+
+    def walk(node: yaml.Node, prefix: str) -> None:
+        if not isinstance(node, yaml.MappingNode):
+            return
+        for key_node, value_node in node.value:
+            if isinstance(key_node, yaml.ScalarNode) and key_node.tag != "tag:yaml.org,2002:merge":
+                dotted = f"{prefix}{key_node.value}"
+                out[dotted] = f"{path}:{key_node.start_mark.line + 1}"
+                walk(value_node, f"{dotted}.")
+
+    try:
+        walk(yaml.compose(text, Loader=yaml.SafeLoader), "")
+    except yaml.YAMLError:  # already read by the strict loader; a line map is only for messages
+        return {}
+    return out
+
+
+def apply_overrides(tree: dict[str, Any], source: str, items: list[str]) -> ConfigSource:
+    """Set each ``--set key=value`` of ``items`` in ``tree`` (:func:`parse_overrides`); returns ``source`` with
+    each overridden key's origin the ``--set`` argument (a key set whole drops the file lines below it)."""
+    named = source if isinstance(source, ConfigSource) else ConfigSource(source)
+    origins = dict(named.origins)
+    for item, (key, value) in zip(items, parse_overrides(items), strict=True):
+        _set_path(tree, key, value)
+        origins = {k: v for k, v in origins.items() if not k.startswith(f"{key}.")}
+        origins[key] = f"--set {item}"
+    return ConfigSource(str(named), origins)
 
 
 def _set_path(tree: dict[str, Any], dotted: str, value: Any) -> None:
@@ -93,17 +148,24 @@ def parse_overrides(items: list[str]) -> list[tuple[str, Any]]:
     return out
 
 
-def _format_validation_error(err: ValidationError, source: str) -> str:
-    """``<source>: <key>: <problem>`` for the first problem, one line more for each other one."""
+def _format_validation_error(err: ValidationError, source: str, model: type[BaseModel] | None = None) -> str:
+    """``<where>: <key>: <problem>`` for the first problem, one line more for each other one. ``<where>`` is
+    where the key was written (``file:line``, ``--set key=value``) when ``source`` is a :class:`ConfigSource`
+    that knows, else ``source``; an unknown key of ``model`` says what was meant (TRL's names, near spellings)."""
     problems = []
     for e in err.errors():
-        loc = ".".join(str(p) for p in e["loc"]) or "(top level)"
+        parts = tuple(str(p) for p in e["loc"])
+        loc = ".".join(parts) or "(top level)"
+        where = source.origin(parts) if isinstance(source, ConfigSource) and parts else str(source)
         if e["type"] == "extra_forbidden":
-            problems.append(f"{loc}: unknown key; check its spelling (`opct train --print-config` lists every key)")
+            hint = unknown_key_hint(model, parts) if parts else ""
+            advice = hint or "check its spelling (`opct train --print-config` lists every key)"
+            problems.append((where, f"{loc}: unknown key; {advice}"))
         else:
-            problems.append(f"{loc}: {e['msg']} (got {e.get('input')!r})")
-    first, *rest = problems or ["invalid configuration"]
-    return "\n".join([f"{source}: {first}", *(f"  {p}" for p in rest)])
+            problems.append((where, f"{loc}: {e['msg']} (got {e.get('input')!r})"))
+    (first_where, first), *rest = problems or [(str(source), "invalid configuration")]
+    return "\n".join([f"{first_where}: {first}",
+                      *(f"  {p}" if w == first_where else f"  {w}: {p}" for w, p in rest)])
 
 
 class _DuplicateKey(Exception):
@@ -134,15 +196,16 @@ class _UniqueKeyLoader(yaml.SafeLoader):
         return super().construct_mapping(node, deep=deep)
 
 
-def read_config_file(path: str | Path | None, what: str = "config") -> tuple[dict[str, Any], str]:
+def read_config_file(path: str | Path | None, what: str = "config") -> tuple[dict[str, Any], ConfigSource]:
     """The mapping a YAML configuration file holds (``{}`` for no file) and its name for error messages.
 
     A key repeated in one section is an error naming the file, the line and the key (YAML alone would
     silently keep the last one)."""
     if path is None:
-        return {}, "command line"
+        return {}, ConfigSource("command line")
     try:
-        loaded = yaml.load(Path(path).read_text(encoding="utf-8"), Loader=_UniqueKeyLoader)
+        text = Path(path).read_text(encoding="utf-8")
+        loaded = yaml.load(text, Loader=_UniqueKeyLoader)
     except FileNotFoundError as err:
         raise ConfigError(f"{what} file not found: {path}") from err
     except _DuplicateKey as dup:
@@ -151,7 +214,7 @@ def read_config_file(path: str | Path | None, what: str = "config") -> tuple[dic
         raise ConfigError(f"{path}: not valid YAML: {err}") from err
     if loaded is not None and not isinstance(loaded, dict):
         raise ConfigError(f"{path}: the top level must be a mapping of settings")
-    return loaded or {}, str(path)
+    return loaded or {}, ConfigSource(str(path), _key_lines(text, path))
 
 
 def validate_config(model: type[ModelT], tree: dict[str, Any], source: str) -> ModelT:
@@ -159,4 +222,4 @@ def validate_config(model: type[ModelT], tree: dict[str, Any], source: str) -> M
     try:
         return model.model_validate(tree)
     except ValidationError as err:
-        raise ConfigError(_format_validation_error(err, source)) from None
+        raise ConfigError(_format_validation_error(err, source, model)) from None

@@ -29,11 +29,18 @@ from opct.sampling.scoring import CompletionBatch, completion_logits
 PROFILE_SEED = 20_260_521
 
 
+def profile_group(pair: ConsistencyPair) -> str:
+    """The column a pair is profiled in: its ``axis``, or for a pair without one (TRL-style pairs) the file or
+    source it was read from, so that pairs of different sources are never pooled into one nameless group."""
+    return pair.axis or pair.where[0] or "unknown"
+
+
 def sample_pairs(pairs: list[ConsistencyPair], per_axis: int, seed: int = PROFILE_SEED) -> list[ConsistencyPair]:
-    """A seeded sample of at most ``per_axis`` pairs of each axis (all of an axis that has fewer)."""
+    """A seeded sample of at most ``per_axis`` pairs of each group (:func:`profile_group`: an axis, or the source
+    of pairs without one; all of a group that has fewer)."""
     by_axis: dict[str, list[ConsistencyPair]] = defaultdict(list)
     for p in pairs:
-        by_axis[p.axis or "unknown"].append(p)
+        by_axis[profile_group(p)].append(p)
     chosen: list[ConsistencyPair] = []
     for axis in sorted(by_axis):
         group = by_axis[axis]
@@ -73,7 +80,7 @@ def measure_profile(
     progress: Callable[[int, int], None] | None = None,
 ) -> dict[str, Any]:
     """The off-policy profile of ``student`` (and ``teacher``, by default the student itself: the
-    run-start model) on a seeded sample of ``pairs_per_axis`` pairs of each axis.
+    run-start model) on a seeded sample of ``pairs_per_axis`` pairs of each axis (or source, for pairs without one).
 
     ``spec`` renders prompts as training does (chat-template kwargs, system prompt). ``progress(done,
     total)`` is called after each chunk of ``pairs_per_batch`` pairs. Returns
@@ -130,7 +137,7 @@ def _measure_chunk(
         target_lp = s_logp.gather(-1, index[:, None])[:, 0]
         entropy = -(t_logp.exp() * t_logp).sum(-1)
         profile = PairProfile(
-            pair_id=pair.id, axis=pair.axis or "unknown", cluster=_cluster(pair), target=ids,
+            pair_id=pair.id, axis=profile_group(pair), cluster=_cluster(pair), target=ids,
             target_truncated=targets[i].truncated, answer=answers[i].completion_ids, answer_truncated=answers[i].truncated,
             target_logprobs=target_lp.tolist(), teacher_entropy=entropy.tolist(),
             sample_logprobs=[r.logprobs for r in own[i * samples : (i + 1) * samples]],

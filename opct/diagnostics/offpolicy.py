@@ -204,6 +204,21 @@ def table_rows(profile: dict[str, Any]) -> tuple[list[str], list[list[str]]]:
     return header, rows
 
 
+def truncation_notes(profile: dict[str, Any]) -> list[str]:
+    """One line per group (axis or source) whose every target was cut at the token limit: its sequence measures
+    have no pair (n=0), and the way out is a longer limit."""
+    limit = profile.get("max_new_tokens")
+    notes = []
+    for name, group in sorted(profile.get("axes", {}).items()):
+        if group["pairs"] and group["truncated_targets"] == group["pairs"]:
+            notes.append(
+                f"{name}: all {group['pairs']} targets were cut at the token limit ({limit} tokens), so every measure "
+                f"of a whole target has n=0: raise --max-new-tokens (e.g. to {2 * limit if limit else 'twice it'}) "
+                "until most targets end"
+            )
+    return notes
+
+
 def markdown_table(profile: dict[str, Any]) -> str:
     """:func:`table_rows` as a Markdown table."""
     header, rows = table_rows(profile)

@@ -12,8 +12,7 @@ from opct.config import (
     FolderName,
     ModelConfig,
     StrictSettings,
-    _set_path,
-    parse_overrides,
+    apply_overrides,
     read_config_file,
     validate_config,
 )
@@ -151,7 +150,5 @@ def load_experiment(path: str | Path | None, overrides: list[str] | None = None)
     key=value`` overrides); unknown keys are errors naming them."""
     if path is None:
         tree, source = read_config_file(path, "experiment")
-        for key, value in parse_overrides(overrides or []):
-            _set_path(tree, key, value)
-        return validate_config(ExperimentConfig, tree, source)
+        return validate_config(ExperimentConfig, tree, apply_overrides(tree, source, overrides or []))
     return validate_config(ExperimentConfig, *read_extended(path, "experiment", overrides))

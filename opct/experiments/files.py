@@ -10,7 +10,7 @@ import copy
 from pathlib import Path
 from typing import Any
 
-from opct.config import ConfigError, _set_path, parse_overrides, read_config_file
+from opct.config import ConfigError, ConfigSource, apply_overrides, read_config_file
 
 
 def deep_merge(base: dict[str, Any], extra: dict[str, Any]) -> dict[str, Any]:
@@ -34,23 +34,24 @@ def resolve_relative(tree: dict[str, Any], source: str | Path) -> dict[str, Any]
 
 def read_extended(
     path: str | Path, what: str, overrides: list[str] | None = None, drop: tuple[str, ...] = ()
-) -> tuple[dict[str, Any], str]:
+) -> tuple[dict[str, Any], ConfigSource]:
     """A configuration file's tree: its ``extends`` chain resolved depth-first (each base file's own
     ``extends`` first, less the keys in ``drop``), then the file's own keys, then ``--set key=value``
     overrides; ``selection`` paths read relative to the file that names them. A cycle (a file that
     extends itself through any chain) is a :class:`~opct.config.ConfigError` naming the files. Returns
-    the tree and its source name for error messages."""
+    the tree and its source (its name for error messages, and the file and line, or the ``--set``, each key
+    came from)."""
     tree, source = read_config_file(path, what)
     tree = resolve_relative(tree, path)
     extends = tree.pop("extends", None)
     if extends is not None:
-        base = _resolved_base(Path(path), extends, (_identity(Path(path)),), [str(path)])
+        origins: dict[str, str] = {}
+        base = _resolved_base(Path(path), extends, (_identity(Path(path)),), [str(path)], origins)
         for key in drop:
             base.pop(key, None)
         tree = deep_merge(base, tree)
-    for key, value in parse_overrides(overrides or []):
-        _set_path(tree, key, value)
-    return tree, source
+        source = ConfigSource(str(source), {**origins, **source.origins})
+    return tree, apply_overrides(tree, source, overrides or [])
 
 
 def _identity(path: Path) -> str:
@@ -61,8 +62,10 @@ def _identity(path: Path) -> str:
         return str(path.absolute())
 
 
-def _resolved_base(child: Path, extends: Any, seen: tuple[str, ...], chain: list[str]) -> dict[str, Any]:
-    """The tree of the experiment file ``child`` extends, its own ``extends`` resolved first (depth-first)."""
+def _resolved_base(child: Path, extends: Any, seen: tuple[str, ...], chain: list[str],
+                   origins: dict[str, str]) -> dict[str, Any]:
+    """The tree of the experiment file ``child`` extends, its own ``extends`` resolved first (depth-first);
+    where each of its keys was written goes into ``origins`` (a nearer file's over a further one's)."""
     if not isinstance(extends, str) or not extends.strip():
         raise ConfigError(f"{child}: extends: must name one experiment file, got {extends!r}")
     base_path = child.parent / extends
@@ -70,9 +73,12 @@ def _resolved_base(child: Path, extends: Any, seen: tuple[str, ...], chain: list
     if _identity(base_path) in seen:
         raise ConfigError(f"{chain[0]}: extends: is a cycle: {' -> '.join(chain)}; one of these files must not "
                           "extend the others")
-    base, _ = read_config_file(base_path, "experiment")
+    base, source = read_config_file(base_path, "experiment")
     base = resolve_relative(base, base_path)
     further = base.pop("extends", None)
     if further is None:
+        origins.update(source.origins)
         return base
-    return deep_merge(_resolved_base(base_path, further, (*seen, _identity(base_path)), chain), base)
+    merged = deep_merge(_resolved_base(base_path, further, (*seen, _identity(base_path)), chain, origins), base)
+    origins.update(source.origins)
+    return merged

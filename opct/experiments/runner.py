@@ -174,7 +174,7 @@ def resolve(cfg: ExperimentConfig) -> Plan:
                 try:
                     run = RunConfig.model_validate(tree)
                 except ValidationError as err:
-                    raise ConfigError(_format_validation_error(err, f"experiment {cfg.name}, run {key}")) from None
+                    raise ConfigError(_format_validation_error(err, f"experiment {cfg.name}, run {key}", RunConfig)) from None
                 runs.append(TrainStage(key, run, method if method in cfg.variants else None))
                 models[key] = str(ExperimentLayout(cfg.root).run(key))
     stages = ["evaluate the base model"] if "base" in cfg.methods else []

@@ -5,7 +5,8 @@ Each axis declares its view (:class:`~opct.evals.contract.InspectView` and the `
 :class:`~opct.evals.contract.Axis`): a few headline values per answer (1, 0, or NaN where the value does
 not apply to the answer, or the answer is unscored: Inspect leaves NaN out), each reported as Inspect's
 ``mean()`` with a ``stderr(cluster=...)`` clustered on the axis's unit of variation (a question, a
-behaviour, a fact, an item), and the first of them also per slice (a cue or wrapper family, a variant,
+behaviour, a fact, an item; :func:`clustered_stderr`: Inspect's, but NaN with a warning where the samples
+hold one cluster, from which no standard error can be estimated), and the first of them also per slice (a cue or wrapper family, a variant,
 an eval) with ``grouped(mean(), "slice")``. opct's own
 metrics, with their cluster-Wilson intervals, come from ``opct report LOG`` (:mod:`opct.inspect_eval.logs`),
 recomputed from the records each score carries.
@@ -16,6 +17,7 @@ unscored share is over ``max_unscored``), over the samples evaluated (all of the
 
 from __future__ import annotations
 
+import logging
 import math
 from collections.abc import Mapping
 from typing import Any
@@ -26,6 +28,7 @@ from opct.evals.contract import Axis, EvalTask, Unit
 from opct.inspect_eval.names import registered
 
 NAN = math.nan
+_log = logging.getLogger(__name__)
 
 
 def _axis(name: str) -> Axis:
@@ -69,13 +72,32 @@ def opct_status(unscored_classes: list[str], max_unscored: float = 0.05) -> Metr
     return compute
 
 
+@metric(name=registered("stderr"))
+def clustered_stderr(cluster: str) -> Metric:
+    """Inspect's clustered ``stderr(cluster=...)``, except where the scored samples (NaN values left out) hold
+    fewer than two clusters: a standard error cannot be estimated from one cluster, so the value is NaN (shown
+    as ``nan``, never a reassuring 0.000) and a warning says why."""
+    inspect_stderr = stderr(cluster=cluster)
+
+    def compute(scores: list[SampleScore]) -> float:
+        scored = [s for s in scores if isinstance(s.score.value, int | float) and not math.isnan(s.score.value)]
+        clusters = {(s.sample_metadata or {}).get(cluster) for s in scored}
+        if len(clusters) < 2:
+            _log.warning("stderr: the scored samples hold %s %s cluster(s); a standard error cannot be estimated "
+                         "from fewer than two clusters (nan). Evaluate more samples (--limit).", len(clusters), cluster)
+            return NAN
+        return float(inspect_stderr(scores))
+
+    return compute
+
+
 def task_metrics(axis: str, tasks: Mapping[str, EvalTask], max_unscored: float) -> list[Any]:
     """The metrics of an opct task: each headline's mean and clustered stderr, the first headline
     per slice, and :func:`opct_status`."""
     axis_view = _axis(axis).inspect
     headline: dict[str, list[Metric]] = {}
     for i, key in enumerate(axis_view.headline):
-        headline[key] = [mean(), stderr(cluster=axis_view.cluster)]
+        headline[key] = [mean(), clustered_stderr(cluster=axis_view.cluster)]
         if i == 0:
             headline[key].append(grouped(mean(), "slice", all=False))
     unscored = sorted({c for t in tasks.values() for c in t.unscored_classes})
