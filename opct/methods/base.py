@@ -210,8 +210,10 @@ def score_pair(
             reference_lp = token_logprobs(reference_logits, targets, chunk) * mask
             if not keep_logits:
                 reference_logits = None
+    # A checkpointed layer fills no KV cache in a forward with gradients: the student scores whole sequences then.
+    student_share = share and not (ctx.cfg.train.gradient_checkpointing and torch.is_grad_enabled())
     with ctx.accelerator.autocast():
-        student_logits = completion_logits(ctx.model, student_batch, ctx.pad_id, share)
+        student_logits = completion_logits(ctx.model, student_batch, ctx.pad_id, student_share)
     targets, mask = targets.to(student_logits.device), mask.to(student_logits.device)
     student_lp = token_logprobs(student_logits, targets, chunk) * mask
     entropy_sum = token_entropy_sum(student_logits.detach(), mask, chunk)

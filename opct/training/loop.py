@@ -40,8 +40,13 @@ from opct.runs.errors import RunDirError
 from opct.runs.lock import on_main
 from opct.runs.manifest import build_manifest, hash_records
 from opct.training import fsdp
+from opct.training.activation_checkpointing import (
+    check_accelerate_checkpointing,
+    enable_gradient_checkpointing,
+)
 from opct.training.batches import length_notice, load_training_pairs, seed_step, step_indices, total_steps
 from opct.training.health import check_weights, healthy_update
+from opct.training.master_weights import make_optimizer
 from opct.training.plugins import VALIDATION_JUDGES
 from opct.training.progress import training_progress
 from opct.training.prompt_checks import check_prompts
@@ -131,6 +136,7 @@ def _train(
     validation: list[ConsistencyPair], tokenizer: Any, show_progress: bool,
 ) -> TrainResult:
     fsdp.check_distribution(acc)
+    check_accelerate_checkpointing(acc)
     sharded = fsdp.is_fsdp(acc)
     sharding = fsdp if sharded else None  # how a checkpoint gathers and loads the sharded state
     if cfg.train.pairs_per_step % acc.num_processes:
@@ -157,6 +163,8 @@ def _train(
         teacher = make_teacher(model, fingerprint=base_weights[:16])  # the run's identity (manifest, resume), as before
         if not teacher.shares_weights:
             teacher.model.to(acc.device)
+    if cfg.train.gradient_checkpointing:  # after the teacher's copy: the frozen teacher is never checkpointed
+        enable_gradient_checkpointing(model)
 
     steps = total_steps(cfg, len(pairs))
     start = on_main(acc, lambda: run.resume_point(cfg, teacher.fingerprint, data_hash, steps))
@@ -191,9 +199,7 @@ def _train(
     acc.wait_for_everyone()
 
     params = [p for p in model.parameters() if p.requires_grad]
-    optimizer = torch.optim.AdamW(
-        params, lr=cfg.optim.lr, betas=cfg.optim.betas, eps=cfg.optim.eps, weight_decay=cfg.optim.weight_decay
-    )
+    optimizer = make_optimizer(params, cfg.optim)  # AdamW, on fp32 master copies of half-precision weights
     schedule = {"constant": "constant_with_warmup", "linear": "linear", "cosine": "cosine"}[cfg.optim.schedule]
     scheduler = get_scheduler(schedule, optimizer, num_warmup_steps=cfg.optim.warmup_steps, num_training_steps=steps)
     prepared, optimizer = acc.prepare(model, optimizer)
