@@ -26,6 +26,8 @@ from contextlib import AbstractContextManager, contextmanager
 from pathlib import Path
 from typing import Any, Protocol
 
+from opct.errors import redact_secrets
+
 #: ``(message regex, category)`` of warnings that tell an opct user nothing: the library's own
 #: deprecations of calls opct does not make, and fixes the library applies by itself.
 KNOWN_NOISE: tuple[tuple[str, type[Warning]], ...] = (
@@ -62,7 +64,7 @@ def verbose_enabled() -> bool:
 def format_warning(message: Warning | str, category: type[Warning], filename: str, lineno: int,
                    line: str | None = None) -> str:
     """One line for a warning: ``warning: <message>``, with the category and place when it is not opct's."""
-    text = " ".join(str(message).split())
+    text = redact_secrets(" ".join(str(message).split()))
     if category.__module__.split(".")[0] == "opct":
         return f"warning: {text}\n"
     return f"warning: {text} ({category.__name__}, {Path(filename).name}:{lineno})\n"

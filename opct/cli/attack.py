@@ -7,7 +7,7 @@ from typing import Annotated, Any
 
 import typer
 
-from opct.cli.boundary import NoProgress, Threads, _fail, apply_threads, console, err_console
+from opct.cli.boundary import NoProgress, Threads, _fail, apply_threads, console, print_problem
 from opct.runs.experiment_layout import AttackFolder
 
 
@@ -73,14 +73,14 @@ def attack(
         path = run_attack(config, progress)
     res = json.loads(path.read_text())
     for line in attack_summary(res, path.parent):
-        console.print(line, highlight=False)
+        console.print(line, highlight=False, markup=False)
     if res.get("status", "ok") != "ok":
         unscored_b = res.get("outcomes", {}).get("behaviors", {}).get("unscored", 0)
         message = (f"the attack is incomplete: {unscored_b} of {res['n']} behaviours could not be scored (over the "
                    f"{res.get('max_unscored', max_unscored):.0%} limit); its defense rate is not a measurement. See "
                    f"{AttackFolder(path.parent).attempts} (field 'outcome').")
         if allow_unscored:
-            err_console.print(f"[bold red]incomplete:[/] {message}", highlight=False, soft_wrap=True)
+            print_problem("incomplete:", message)
         else:
             _fail(message + " --allow-unscored exits 0 anyway.", code=1)
 

@@ -17,6 +17,7 @@ folder to a Hugging Face hub repository (``opct export RUN --push-to-hub REPO``)
 from __future__ import annotations
 
 import json
+import os
 import shutil
 from pathlib import Path
 from typing import Any
@@ -53,7 +54,7 @@ def export_merged(spec: str | Path, out: str | Path, dtype: str | None = None, o
     these weights, when they exist (its experiment's, and the ``opct eval`` folders ``eval_results``);
     ``name`` names the model there (default: ``out``'s folder name; the hub repository when pushed).
     """
-    from opct.runs.publish import portable_name, portable_record, run_eval_folders, run_evaluations
+    from opct.runs.publish import run_eval_folders, run_evaluations
 
     folder = checkpoint_folder(str(spec))
     if folder is None:
@@ -70,7 +71,6 @@ def export_merged(spec: str | Path, out: str | Path, dtype: str | None = None, o
                           "Choose a folder outside final/, e.g. the run directory's merged/.")
     check_export_output(out, folder, overwrite)
 
-    from transformers import AutoTokenizer
 
     if adapter_only and not (folder / ADAPTER_CONFIG).is_file():
         raise ExportError(f"--adapter-only: {folder} holds no LoRA adapter (finetune: {record.get('finetune')}); "
@@ -80,6 +80,27 @@ def export_merged(spec: str | Path, out: str | Path, dtype: str | None = None, o
     evaluations = run_evaluations([*run_eval_folders(folder.parent), *(eval_results or [])], weights_fingerprint(model))
     tmp = out.with_name(f".{out.name}.opct-export.tmp")  # opct's own name: never another program's folder
     shutil.rmtree(tmp, ignore_errors=True)
+    try:
+        _write_export(tmp, folder, record, spec_record, dtype, model, adapter_only, trust_remote_code, evaluations,
+                      name or out.name)
+        check_export_output(out, folder, overwrite)  # again: the folder may have changed while the model merged
+        if out.exists():
+            shutil.rmtree(out)  # an empty folder, or an earlier export (--overwrite)
+        tmp.rename(out)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)  # a failed export leaves nothing behind, not even its temporary folder
+        raise
+    return out
+
+
+def _write_export(tmp: Path, folder: Path, record: dict[str, Any], spec_record: dict[str, Any], dtype: str, model: Any,
+                  adapter_only: bool, trust_remote_code: bool, evaluations: Any, name: str) -> None:
+    """Write the export of the checkpoint ``folder`` into ``tmp``: the merged model (or the adapter), the
+    tokenizer, the portable record and the card."""
+    from transformers import AutoTokenizer
+
+    from opct.runs.publish import portable_name, portable_record
+
     exported = portable_record({**record, "model": {**spec_record, "dtype": dtype}}, folder)
     if adapter_only:
         shutil.copytree(folder, tmp, ignore=shutil.ignore_patterns(CHECKPOINT_FILE, CARD_FILE))
@@ -93,13 +114,8 @@ def export_merged(spec: str | Path, out: str | Path, dtype: str | None = None, o
         exported["merged_from"] = exported["exported_from"]
     _drop_local_paths(tmp)
     (tmp / CHECKPOINT_FILE).write_text(json.dumps(exported, indent=2) + "\n", encoding="utf-8")
-    card = export_card(exported, evaluations.section(), evaluations.model_index(name or out.name))
+    card = export_card(exported, evaluations.section(), evaluations.model_index(name))
     (tmp / CARD_FILE).write_text(card, encoding="utf-8")
-    check_export_output(out, folder, overwrite)  # again: the folder may have changed while the model merged
-    if out.exists():
-        shutil.rmtree(out)  # an empty folder, or an earlier export (--overwrite)
-    tmp.rename(out)
-    return out
 
 
 def _drop_local_paths(folder: Path) -> None:
@@ -120,6 +136,11 @@ def check_export_output(out: Path, checkpoint: Path, overwrite: bool) -> None:
     non-empty folder that is not an earlier export; an earlier export only with ``overwrite``."""
     from opct.runs.outputs import check_output
 
+    if out.is_symlink():
+        target = os.readlink(out)
+        state = "" if out.exists() else ", which does not exist"
+        raise ExportError(f"--out {out} is a symbolic link (to {target}{state}); an export replaces its folder whole, "
+                          "so give the real folder's path, or a new one")
     if out.exists() and not out.is_dir():
         raise ExportError(f"--out {out} is a file; choose a folder")
     try:
