@@ -59,6 +59,16 @@ def require_extra(module: str, extra: str, needed_for: str) -> ModuleType:
         ) from err
 
 
+def counted(n: int, noun: str, plural: str | None = None) -> str:
+    """``1 request``, ``2 requests``: a count and its noun in the right number (``plural`` when not ``noun + s``)."""
+    return f"{n} {noun if n == 1 else plural or noun + 's'}"
+
+
+def with_article(word: str) -> str:
+    """``an export``, ``an eval``, ``a report``: ``word`` after the indefinite article its first letter takes."""
+    return f"{'an' if word[:1].lower() in 'aeiou' else 'a'} {word}"
+
+
 #: ``scheme://user:password@`` inside any text: the password part is what :func:`redact_secrets` hides.
 _URL_USERINFO = re.compile(r"(?P<head>\b[A-Za-z][A-Za-z0-9+.-]*://[^\s/@:\"'<>]*:)(?P<secret>[^\s/@\"'<>]+)(?=@)")
 

@@ -11,9 +11,11 @@ read as Rich markup: only its label is styled (:func:`labelled`, :func:`with_pat
 
 from __future__ import annotations
 
+import contextlib
 import math
 import os
 import signal
+import sys
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -25,7 +27,7 @@ from rich.console import Console
 from rich.text import Text
 from typer.core import TyperGroup
 
-from opct.errors import redact_secrets
+from opct.errors import INTERRUPTED, redact_secrets
 
 console = Console()
 err_console = Console(stderr=True)
@@ -191,7 +193,21 @@ def _sigterm_as_interrupt() -> Iterator[None]:
     try:
         yield
     finally:
-        signal.signal(signal.SIGTERM, previous)
+        # After the command: the process may still be closing (a tracker's uploader, threads joining). A SIGTERM
+        # then says so instead of ending with 143 and no word; a handler someone else installed is put back.
+        signal.signal(signal.SIGTERM, _terminated_after_finish if previous == signal.SIG_DFL else previous)
+
+
+#: What a SIGTERM that arrives after the command finished prints (then the process exits 130, :data:`INTERRUPTED`).
+LATE_SIGTERM = "interrupted while exiting: the command had finished and everything it wrote is kept; nothing to rerun."
+
+
+def _terminated_after_finish(signum: int, frame: Any) -> None:
+    """SIGTERM once the command is done: one line on stderr, exit 130 at once (nothing is left to keep)."""
+    with contextlib.suppress(OSError, ValueError):
+        sys.stderr.write(LATE_SIGTERM + "\n")
+        sys.stderr.flush()
+    os._exit(INTERRUPTED)
 
 
 class ErrorBoundary(TyperGroup):

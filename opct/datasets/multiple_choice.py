@@ -103,12 +103,13 @@ def read_mc_questions(
     out: list[MCQuestion] = []
     for index, row in enumerate(iter_rows(path, fmt, split)):
         cols = row.values
-        if index == 0:
-            options, option_columns = _resolve_option_columns(path, row, options, option_columns)
-            for col in (question, answer, id_column, subject):
+        if index == 0:  # the columns named first: a misspelt --question is named, not blamed on the options
+            for col, flag in ((question, "--question"), (answer, "--answer"), (id_column, "--id-column"),
+                              (subject, None)):
                 if col is not None and col not in cols:
-                    _fail(path, row, col, f"column missing; columns are {sorted(cols)}",
-                          "pass the right column name")
+                    _fail(path, row, col, f"column missing; columns are {sorted(cols)}", "pass the right column name"
+                          + (f" (opct pairs build {flag} COLUMN)" if flag else ""))
+            options, option_columns = _resolve_option_columns(path, row, options, option_columns)
         q = cols.get(question)
         if not isinstance(q, str) or not q.strip():
             _fail(path, row, question, "empty or not text")

@@ -58,7 +58,7 @@ from typing import Any
 
 import httpx
 
-from opct.errors import redact_secrets, redact_url
+from opct.errors import counted, redact_secrets, redact_url
 from opct.judges.endpoint import check_endpoint
 from opct.judges.judge import Verdict
 from opct.judges.model_judge import JudgeOptions, JudgeOutage, JudgeUnavailable, RubricJudge
@@ -247,8 +247,8 @@ class ChatCompletionsClient:
         if self.fail_after is not None and failures >= self.fail_after:
             busy = ", that it is not rate-limiting this client (HTTP 429)" if error.startswith("HTTP 429") else ""
             raise JudgeOutage(
-                f"{self.what} endpoint {self.endpoint} (model {self.model!r}) failed {failures} "
-                f"requests in a row; last error: {error}. Stopping rather than scoring every remaining sample as "
+                f"{self.what} endpoint {self.endpoint} (model {self.model!r}) failed {counted(failures, 'request')} "
+                f"in a row; last error: {error}. Stopping rather than scoring every remaining sample as "
                 f"abstained: check that the server is up{busy} and that {self.env_base_url} points at it, or raise "
                 f"--judge-timeout (now {self.timeout:g} s per attempt) / --judge-fail-after (now {self.fail_after})."
             )

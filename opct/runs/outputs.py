@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from opct.errors import OpctError
+from opct.errors import OpctError, with_article
 from opct.runs.atomic import read_json_object
 from opct.runs.layout import CHECKPOINT_FILE, RunLayout
 from opct.runs.lock import _try_lock
@@ -141,7 +141,7 @@ def check_output(folder: str | Path, kind: str, flag: str) -> OutputOwner | None
                                "change it. Choose a folder of its own.")
     owner = output_owner(folder)
     if owner is not None and owner.kind != kind:
-        raise OutputOwnedError(f"{flag} {folder} belongs to {owner.describe()}; a {kind} never writes into, replaces "
+        raise OutputOwnedError(f"{flag} {folder} belongs to {owner.describe()}; {with_article(kind)} never writes into, replaces "
                                "or deletes it. Choose another folder.")
     return owner
 
