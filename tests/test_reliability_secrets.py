@@ -90,3 +90,11 @@ def test_an_eval_against_a_failing_judge_writes_and_prints_no_password(tiny_mode
     leaks = [str(p) for p in written if SECRET.encode() in p.read_bytes()]
     assert not leaks, leaks
     assert endpoint.requests  # the judge was asked: the password was used, only never shown
+
+
+def test_opct_env_shows_the_judge_url_without_its_password(monkeypatch) -> None:
+    from opct.cli.env import environment
+
+    monkeypatch.setenv("OPCT_JUDGE_BASE_URL", f"http://alice:{SECRET}@127.0.0.1:8000/v1")
+    shown = json.dumps(environment())
+    assert SECRET not in shown and "alice:***@127.0.0.1:8000" in shown
