@@ -36,7 +36,7 @@ err_console = Console(stderr=True)
 def labelled(label: str, message: str, style: str = "bold red") -> Text:
     """``label message`` as one line of text with only ``label`` styled: ``message`` (which may hold a user's
     ids, paths and model names) is plain text, never markup, with any URL password as ``***``."""
-    return Text.assemble((label, style), " ", redact_secrets(message))
+    return Text.assemble((label, style), *((" ", redact_secrets(message)) if message else ()))
 
 
 def with_path(prefix: str, path: object, suffix: str = "") -> Text:
