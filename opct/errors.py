@@ -14,6 +14,8 @@ from __future__ import annotations
 
 import errno
 import importlib
+import re
+import urllib.parse
 from types import ModuleType
 
 USER_MISTAKE = 2
@@ -57,8 +59,46 @@ def require_extra(module: str, extra: str, needed_for: str) -> ModuleType:
         ) from err
 
 
+def counted(n: int, noun: str, plural: str | None = None) -> str:
+    """``1 request``, ``2 requests``: a count and its noun in the right number (``plural`` when not ``noun + s``)."""
+    return f"{n} {noun if n == 1 else plural or noun + 's'}"
+
+
+def with_article(word: str) -> str:
+    """``an export``, ``an eval``, ``a report``: ``word`` after the indefinite article its first letter takes."""
+    return f"{'an' if word[:1].lower() in 'aeiou' else 'a'} {word}"
+
+
+#: ``scheme://user:password@`` inside any text: the password part is what :func:`redact_secrets` hides.
+_URL_USERINFO = re.compile(r"(?P<head>\b[A-Za-z][A-Za-z0-9+.-]*://[^\s/@:\"'<>]*:)(?P<secret>[^\s/@\"'<>]+)(?=@)")
+
+
+def redact_url(url: str) -> str:
+    """``url`` with the password of its userinfo replaced by ``***`` (``http://alice:***@host/v1``); a URL
+    without a password is returned as it is. The one way opct shows a URL that may carry a credential."""
+    parts = urllib.parse.urlsplit(url)
+    if parts.password is None:
+        return url
+    user = parts.username or ""
+    host = parts.netloc.rsplit("@", 1)[1]
+    return urllib.parse.urlunsplit(parts._replace(netloc=f"{user}:***@{host}"))
+
+
+def redact_secrets(text: str) -> str:
+    """``text`` with every URL password in it replaced by ``***`` (see :func:`redact_url`): applied to every
+    error and warning the command line prints and every JSON file opct writes
+    (:func:`opct.runs.atomic.write_json_atomic`), so that a credential given in a URL stays in memory."""
+    return _URL_USERINFO.sub(lambda m: m.group("head") + "***", text) if "://" in text else text
+
+
 def describe(err: BaseException) -> tuple[int, str]:
-    """``(exit code, message)`` for any exception reaching the command line."""
+    """``(exit code, message)`` for any exception reaching the command line, with URL passwords hidden
+    (:func:`redact_secrets`)."""
+    code, message = _describe(err)
+    return code, redact_secrets(message)
+
+
+def _describe(err: BaseException) -> tuple[int, str]:
     if isinstance(err, OpctError):
         return err.exit_code, str(err)
     if isinstance(err, UnicodeDecodeError):

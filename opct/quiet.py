@@ -26,6 +26,8 @@ from contextlib import AbstractContextManager, contextmanager
 from pathlib import Path
 from typing import Any, Protocol
 
+from opct.errors import redact_secrets
+
 #: ``(message regex, category)`` of warnings that tell an opct user nothing: the library's own
 #: deprecations of calls opct does not make, and fixes the library applies by itself.
 KNOWN_NOISE: tuple[tuple[str, type[Warning]], ...] = (
@@ -62,10 +64,27 @@ def verbose_enabled() -> bool:
 def format_warning(message: Warning | str, category: type[Warning], filename: str, lineno: int,
                    line: str | None = None) -> str:
     """One line for a warning: ``warning: <message>``, with the category and place when it is not opct's."""
-    text = " ".join(str(message).split())
+    text = redact_secrets(" ".join(str(message).split()))
     if category.__module__.split(".")[0] == "opct":
         return f"warning: {text}\n"
     return f"warning: {text} ({category.__name__}, {Path(filename).name}:{lineno})\n"
+
+
+def once_per_command(show: Any) -> Any:
+    """``warnings.showwarning`` that prints a warning only the first time its text is seen: Python's own rule
+    is once per place in the code, so one notice raised from three places (or for three runs) printed three
+    identical lines."""
+    seen: set[tuple[type[Warning], str]] = set()
+
+    def show_once(message: Warning | str, category: type[Warning], filename: str, lineno: int,
+                  file: Any = None, line: str | None = None) -> None:
+        key = (category, " ".join(str(message).split()))
+        if key in seen:
+            return
+        seen.add(key)
+        show(message, category, filename, lineno, file, line)
+
+    return show_once
 
 
 def _quiet_libraries(user_set: set[str]) -> list[tuple[Any, ...]]:
@@ -119,15 +138,16 @@ def quiet_output() -> Iterator[None]:
     for key, value in QUIET_ENV.items():
         os.environ.setdefault(key, value)
     undo = _quiet_libraries(user_set)
-    saved_format = warnings.formatwarning
+    saved_format, saved_show = warnings.formatwarning, warnings.showwarning
     with warnings.catch_warnings():
         for pattern, category in KNOWN_NOISE:
             warnings.filterwarnings("ignore", message=pattern, category=category)
         warnings.formatwarning = format_warning
+        warnings.showwarning = once_per_command(saved_show)
         try:
             yield
         finally:
-            warnings.formatwarning = saved_format
+            warnings.formatwarning, warnings.showwarning = saved_format, saved_show
             for setter, *args in reversed(undo):
                 setter(*args)
             for key, value in saved_env.items():

@@ -8,6 +8,8 @@ from contextlib import contextmanager, nullcontext
 from pathlib import Path
 from typing import Any
 
+from rich.markup import escape
+
 from opct.attack.attackers import ATTACKERS, AttackConfig, run_attack
 
 
@@ -50,12 +52,13 @@ def attack_models(cfg: Any, models: dict[str, Any], out_root: Path, log: Any = p
 @contextmanager
 def rounds_progress(enabled: bool, description: str, total: int) -> Iterator[Callable[[int, int], None] | None]:
     """A progress bar over an attack's rounds while the block runs: yields the ``progress(done, total)``
-    callback the attackers take, or ``None`` (no bar) when not ``enabled``."""
+    callback the attackers take, or ``None`` (no bar) when not ``enabled``. ``description`` (it may hold a
+    model's path) is shown as written, never read as markup."""
     with _progress(enabled) as bar:
         if bar is None:
             yield None
             return
-        task = bar.add_task(description, total=total)
+        task = bar.add_task(escape(description), total=total)
         yield lambda done, total: bar.update(task, completed=done, total=total)
 
 

@@ -23,8 +23,9 @@ from opct.datasets.sources import parse_hub_spec
 from opct.datasets.tabular import iter_rows
 from opct.evals.template_set import HELDOUT, SPLITS
 from opct.pairs import pairs_from_records, write_pairs
-from opct.runs.atomic import write_json_atomic
+from opct.runs.atomic import read_json_object, write_json_atomic
 from opct.runs.manifest import build_manifest
+from opct.runs.outputs import claim_output
 
 
 def unit_rank(unit: str, seed: int) -> int:
@@ -90,6 +91,7 @@ def build_real_pairs(
         raise ValueError(f"axis {axis_name!r} needs {primary} (a path); it reads: "
                          + "; ".join(f"{k}: {v}" for k, v in axis.real_data.items()))
     out = Path(out_dir)
+    claim_pair_files(out, axis_name)
     counts: dict[str, dict[str, int]] = {}
     files: dict[str, str] = {}
     built = {split: axis.real_pairs(paths, split, limit, columns=columns or None) for split in SPLITS}
@@ -123,6 +125,18 @@ def build_real_pairs(
     )
     write_json_atomic(out / f"{axis_name}_manifest.json", manifest)
     return manifest
+
+
+def claim_pair_files(out: Path, axis_name: str) -> None:
+    """Refuse, before anything is built, to write ``<axis>_train.jsonl``, ``<axis>_heldout.jsonl`` or
+    ``<axis>_manifest.json`` over a file that is not this command's earlier output for the axis (its manifest
+    of kind ``pairs-build`` naming the axis): :func:`opct.runs.outputs.claim_output` on each. The folder may
+    hold anything else (``data/benchmarks/``, other axes' pairs)."""
+    manifest = read_json_object(out / f"{axis_name}_manifest.json") or {}
+    earlier = manifest.get("kind") == "pairs-build" and (manifest.get("config") or {}).get("axis") == axis_name
+    for name in (*(f"{axis_name}_{split}.jsonl" for split in SPLITS), f"{axis_name}_manifest.json"):
+        claim_output(out / name, "--out", lambda path: earlier and path.is_file(),
+                     f"an earlier opct pairs build {axis_name} (its {axis_name}_manifest.json)")
 
 
 def _per_item(records: list[dict[str, Any]], key: str, n: int, seed: int) -> list[dict[str, Any]]:

@@ -7,7 +7,8 @@ from typing import Annotated, Any
 
 import typer
 
-from opct.cli.boundary import NoProgress, Threads, _fail, apply_threads, console, err_console
+from opct.cli.boundary import NoProgress, Threads, _fail, apply_threads, console, print_problem
+from opct.errors import counted
 from opct.runs.experiment_layout import AttackFolder
 
 
@@ -73,14 +74,14 @@ def attack(
         path = run_attack(config, progress)
     res = json.loads(path.read_text())
     for line in attack_summary(res, path.parent):
-        console.print(line, highlight=False)
+        console.print(line, highlight=False, markup=False)
     if res.get("status", "ok") != "ok":
         unscored_b = res.get("outcomes", {}).get("behaviors", {}).get("unscored", 0)
         message = (f"the attack is incomplete: {unscored_b} of {res['n']} behaviours could not be scored (over the "
                    f"{res.get('max_unscored', max_unscored):.0%} limit); its defense rate is not a measurement. See "
                    f"{AttackFolder(path.parent).attempts} (field 'outcome').")
         if allow_unscored:
-            err_console.print(f"[bold red]incomplete:[/] {message}", highlight=False, soft_wrap=True)
+            print_problem("incomplete:", message)
         else:
             _fail(message + " --allow-unscored exits 0 anyway.", code=1)
 
@@ -102,13 +103,13 @@ def attack_summary(res: dict[str, Any], folder: Path) -> list[str]:
     cut = counts["attempts"].get("truncated")  # cut off at the limit, showing no harmful step nor a loop
     if cut is None:  # results written before the count existed
         cut = sum(b.get("truncated_attempts", 0) for b in res.get("behaviors", []))
-    cut_text = f"; {cut} attempts cut off at --max-new-tokens with no crack, which decide nothing" if cut else ""
+    cut_text = f"; {counted(cut, 'attempt')} cut off at --max-new-tokens with no crack, which decide nothing" if cut else ""
     loops_b, loops_a = counts["behaviors"].get("degenerate", 0), counts["attempts"].get("degenerate", 0)
     loops = (f"; {loops_a} degenerate replies (repetition loops, no crack), {loops_b} behaviours defended only by "
              "them, in no denominator") if loops_a else ""
     lines = [f"defense success {shown} over {dsr['n']} scored of {res['n']} behaviours ({unscored_b} unscored: "
-             f"{unscored_a - cut} attempts empty or not judged{cut_text}{loops}); {cracked_text(q)}; "
-             f"{q['total_queries']} queries in all. Details in [bold]{folder}[/]"]
+             f"{counted(unscored_a - cut, 'attempt')} empty or not judged{cut_text}{loops}); {cracked_text(q)}; "
+             f"{q['total_queries']} queries in all. Details in {folder}"]
     if "static" in res:
         s = res["static"]
         lines.append(f"single static wrappers crack {s['static_cracked']}/{s['n']}; the search cracked "

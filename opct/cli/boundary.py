@@ -3,13 +3,19 @@
 :class:`ErrorBoundary` is the command group every ``opct`` command runs in: an exception that reaches
 it is printed as ``error: <message>`` (see :func:`opct.errors.describe`) and the process exits with the
 error's code; the traceback is shown only with ``opct --debug ...`` or ``OPCT_DEBUG=1``.
+
+A message that can carry user text (a pair id, a path, a model name) is printed as plain text, never
+read as Rich markup: only its label is styled (:func:`labelled`, :func:`with_path`), so ``[/x]`` or
+``[link=...]`` in a user's text is shown as written and cannot crash the printer or style the terminal.
 """
 
 from __future__ import annotations
 
+import contextlib
 import math
 import os
 import signal
+import sys
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -18,15 +24,34 @@ from typing import Annotated, Any
 import click
 import typer
 from rich.console import Console
+from rich.text import Text
 from typer.core import TyperGroup
+
+from opct.errors import INTERRUPTED, redact_secrets
 
 console = Console()
 err_console = Console(stderr=True)
 
 
+def labelled(label: str, message: str, style: str = "bold red") -> Text:
+    """``label message`` as one line of text with only ``label`` styled: ``message`` (which may hold a user's
+    ids, paths and model names) is plain text, never markup, with any URL password as ``***``."""
+    return Text.assemble((label, style), *((" ", redact_secrets(message)) if message else ()))
+
+
+def with_path(prefix: str, path: object, suffix: str = "") -> Text:
+    """``prefix`` then ``path`` in bold then ``suffix``, all plain text (a path is never read as markup)."""
+    return Text.assemble(prefix, (str(path), "bold"), suffix)
+
+
+def print_problem(label: str, message: str, style: str = "bold red") -> None:
+    """Print :func:`labelled` on stderr, unwrapped and unhighlighted (``error:``, ``incomplete:``, ``skipped:``)."""
+    err_console.print(labelled(label, message, style), highlight=False, soft_wrap=True)
+
+
 def _fail(message: str, code: int = 2) -> None:
     """Print ``error: message`` on stderr and exit with ``code`` (2: bad input; 1: a measurement failed)."""
-    err_console.print(f"[bold red]error:[/] {message}", highlight=False, soft_wrap=True)
+    print_problem("error:", message)
     raise typer.Exit(code)
 
 
@@ -168,7 +193,21 @@ def _sigterm_as_interrupt() -> Iterator[None]:
     try:
         yield
     finally:
-        signal.signal(signal.SIGTERM, previous)
+        # After the command: the process may still be closing (a tracker's uploader, threads joining). A SIGTERM
+        # then says so instead of ending with 143 and no word; a handler someone else installed is put back.
+        signal.signal(signal.SIGTERM, _terminated_after_finish if previous == signal.SIG_DFL else previous)
+
+
+#: What a SIGTERM that arrives after the command finished prints (then the process exits 130, :data:`INTERRUPTED`).
+LATE_SIGTERM = "interrupted while exiting: the command had finished and everything it wrote is kept; nothing to rerun."
+
+
+def _terminated_after_finish(signum: int, frame: Any) -> None:
+    """SIGTERM once the command is done: one line on stderr, exit 130 at once (nothing is left to keep)."""
+    with contextlib.suppress(OSError, ValueError):
+        sys.stderr.write(LATE_SIGTERM + "\n")
+        sys.stderr.flush()
+    os._exit(INTERRUPTED)
 
 
 class ErrorBoundary(TyperGroup):
@@ -206,7 +245,7 @@ class ErrorBoundary(TyperGroup):
             if debug_enabled():
                 raise
             code, message = describe(err)
-            err_console.print(f"[bold red]error:[/] {message}", highlight=False, soft_wrap=True, markup=True)
+            print_problem("error:", message)
             if code != 2:
                 err_console.print("(opct --debug ... shows the traceback)", highlight=False)
             raise typer.Exit(code) from None

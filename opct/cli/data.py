@@ -6,9 +6,11 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
+from rich.markup import escape
 from rich.table import Table
 
 from opct.cli.boundary import _fail, console
+from opct.runs.outputs import claim_output
 
 data_app = typer.Typer(no_args_is_help=True,
                        help="Benchmark data: list the pinned copies, fetch them, verify local copies by hash.")
@@ -28,8 +30,8 @@ def _checks_table(title: str, checks: list) -> Table:
         table.add_column(col)
     for c in checks:
         colour = "green" if c.ok else "yellow" if c.status == "absent" else "red"
-        table.add_row(c.name, f"[{colour}]{c.status}[/]", "" if c.rows is None else str(c.rows), c.path or "",
-                      c.detail)
+        table.add_row(c.name, f"[{colour}]{c.status}[/]", "" if c.rows is None else str(c.rows), escape(c.path or ""),
+                      escape(c.detail))
     return table
 
 
@@ -62,9 +64,10 @@ def data_fetch(
     """Download the pinned benchmark copies into DIR and check them by sha256 (fails fast without network)."""
     from opct.datasets.fetch import fetch
 
-    checks = fetch(names or [], to, source=source, timeout=timeout, force=force)
-    console.print(_checks_table(f"fetched into {to}", checks))
-    console.print(f"evaluate on them with: opct eval --data real --data-dir {to}", highlight=False)
+    checks = fetch(names or [], to, source=source, timeout=timeout, force=force,
+                   claim=lambda path, is_own: claim_output(path, "--to", is_own, "an earlier opct data fetch copy"))
+    console.print(_checks_table(escape(f"fetched into {to}"), checks))
+    console.print(f"evaluate on them with: opct eval --data real --data-dir {to}", highlight=False, markup=False)
 
 
 @data_app.command("verify")
@@ -76,7 +79,7 @@ def data_verify(
     from opct.datasets.fetch import verify
 
     checks = verify(root, names or [])
-    console.print(_checks_table(f"copies in {root}", checks))
+    console.print(_checks_table(escape(f"copies in {root}"), checks))
     bad = [c.name for c in checks if c.status in ("differs", "unreadable") or (names and c.status == "absent")]
     if bad:
         _fail(f"{', '.join(bad)} in {root}: do not verify or are absent (see the table above and docs/data.md)", code=1)

@@ -17,6 +17,8 @@ from typing import Annotated, Any
 
 import typer
 
+from opct.errors import redact_secrets
+
 #: The libraries whose versions a bug report needs, in the order shown.
 PACKAGES = ("torch", "transformers", "peft", "accelerate", "datasets", "safetensors", "tokenizers")
 
@@ -53,8 +55,8 @@ def _package_version(name: str) -> str | None:
 
 
 def _shown(name: str, value: str) -> str:
-    """The value of an environment variable as a report may show it (secrets only as set)."""
-    return "(set, hidden)" if any(w in name.upper() for w in _SECRET_WORDS) else value
+    """The value of an environment variable as a report may show it (secrets only as set, a URL's password as ``***``)."""
+    return "(set, hidden)" if any(w in name.upper() for w in _SECRET_WORDS) else redact_secrets(value)
 
 
 def _devices() -> dict[str, Any]:

@@ -9,8 +9,18 @@ from pathlib import Path
 from typing import Annotated, Any
 
 import typer
+from rich.markup import escape
 
-from opct.cli.boundary import NoProgress, SetOverrides, Threads, _fail, apply_threads, console, err_console
+from opct.cli.boundary import (
+    NoProgress,
+    SetOverrides,
+    Threads,
+    _fail,
+    apply_threads,
+    console,
+    print_problem,
+    with_path,
+)
 
 
 def _eval_overrides(flags: dict[str, object]) -> list[tuple[str, object]]:
@@ -118,7 +128,7 @@ def eval_(
     if not tasks:
         _fail("nothing to evaluate: give benchmark paths (e.g. --data-dir ../shared/data) or use --data organism")
     for why in skipped or []:
-        err_console.print(f"[yellow]skipped:[/] {why}", highlight=False, soft_wrap=True)
+        print_problem("skipped:", why, "yellow")
     from opct.judges import JudgeOutage
 
     apply_threads(threads if threads is not None else cfg.threads)
@@ -127,12 +137,12 @@ def eval_(
                            max_unscored=cfg.max_unscored, show_progress=not no_progress)
     except JudgeOutage as err:  # says where the records already judged are
         _fail(f"{err}\nThe records judged so far are kept in {cfg.out}; rerun the same command to continue.", code=1)
-    console.print(results_table(results, title=f"{cfg.model.name_or_path} ({', '.join(cfg.splits)})"))
-    console.print(f"records and results.json per eval in [bold]{cfg.out}[/]")
+    console.print(results_table(results, title=escape(f"{cfg.model.name_or_path} ({', '.join(cfg.splits)})")))
+    console.print(with_path("records and results.json per eval in ", cfg.out))
     bad = incomplete(results)
     if bad:
         for line in bad:
-            err_console.print(f"[bold red]incomplete:[/] {line}", highlight=False, soft_wrap=True)
+            print_problem("incomplete:", line)
         if not cfg.allow_unscored:
             _fail("some evals are incomplete: their numbers are not a measurement of the model. See the records "
                   f"in {cfg.out}/<eval>/samples.jsonl (field 'outcome'); --allow-unscored exits 0 anyway.", code=1)

@@ -18,6 +18,7 @@ from opct.cli.boundary import (
     available_cores,
     console,
     err_console,
+    with_path,
 )
 
 
@@ -77,12 +78,13 @@ def _run_experiment(
         run_stage(cfg, stage, force or [], log=_log_line)
         return
     if print_config:
+        # resolve() checks every run's settings as opct train does: a misspelt key is refused, not printed
         _print_settings(cfg, {r.key: r.config for r in resolve(cfg).runs})
         return
     plan = resolve(cfg)
     parse_force(force or [], {"train": [r.key for r in plan.runs], "eval": list(plan.models),
                               "attack": list(plan.models) if cfg.attack.enabled else []})  # a bad one fails now
-    console.print(plan.describe(), highlight=False)
+    console.print(plan.describe(), highlight=False, markup=False)
     if dry_run:
         return
     apply_threads(threads if threads is not None else cfg.threads)
@@ -103,9 +105,10 @@ def _run_study(config: Path, set_: list[str] | None, dry_run: bool, no_progress:
     study = load_study(config, set_ or [])
     chosen_families(study, family)  # an unknown --family fails before anything prints
     if print_config:
+        resolve_study(study)  # every family's runs checked as opct train checks them (a misspelt key is refused)
         _print_settings(study)
         return
-    console.print(resolve_study(study).describe(), highlight=False)
+    console.print(resolve_study(study).describe(), highlight=False, markup=False)
     if dry_run:
         return
     apply_threads(threads if threads is not None else study.threads)
@@ -153,7 +156,7 @@ def _run_and_show(run: Callable[[], Path], tables: Callable[[Path, int], Any], r
     except IncompleteEvalError as err:
         console.print(tables(root, console.width))
         _fail(str(err), code=1)
-    console.print(f"report: [bold]{root / report}[/] (and {also})")
+    console.print(with_path("report: ", root / report, f" (and {also})"))
     console.print(tables(root, console.width))  # last: the tables, ending with the verdict block
 
 
@@ -212,7 +215,7 @@ def demo(
     folder = Path(str(files("opct") / "experiments"))
     overrides = list(set_ or [])
     evidence = folder / "organism_selection.json"
-    log = lambda line: err_console.print(line, highlight=False)  # noqa: E731
+    log = lambda line: err_console.print(line, highlight=False, markup=False)  # noqa: E731
     if reselect and full:
         from opct.experiments.study import load_study, select_per_family
 
@@ -269,7 +272,7 @@ def report(
         from opct.runs.experiment_layout import ExperimentLayout
 
         data = write_study_report(experiment_dir)
-        console.print(f"report: [bold]{ExperimentLayout(experiment_dir).report_md}[/] (and report.json)")
+        console.print(with_path("report: ", ExperimentLayout(experiment_dir).report_md, " (and report.json)"))
         console.print(Group(*study_renderables(data, console.width)))  # last: ending with the verdict block
         return
     check_experiment_folder(experiment_dir)
@@ -279,7 +282,7 @@ def report(
     for line in load_experiment(experiment_dir).warnings:  # the report lists them too; the reader sees them now
         err_console.print(f"warning: {line}", highlight=False, soft_wrap=True, markup=False)
     html, _ = write_report(experiment_dir, out)
-    console.print(f"report: [bold]{html}[/] (and report.md, samples.html)")
+    console.print(with_path("report: ", html, " (and report.md, samples.html)"))
     console.print(results_group(experiment_dir, console.width))  # last: ending with the verdict block
 
 
@@ -300,15 +303,15 @@ def select(
     runs = candidate_configs(cfg)
     if dry_run:
         for _cid, method, recipe, run in runs:
-            console.print(f"{run.name}: {method} {recipe} -> {run.run_dir}", highlight=False)
-        console.print(f"{len(runs)} candidate runs; selection.json in {cfg.root}")
+            console.print(f"{run.name}: {method} {recipe} -> {run.run_dir}", highlight=False, markup=False)
+        console.print(f"{len(runs)} candidate runs; selection.json in {cfg.root}", markup=False)
         return
     apply_threads(threads if threads is not None else cfg.threads)
-    path = run_selection(cfg, jobs=jobs, log=lambda line: err_console.print(line, highlight=False))
+    path = run_selection(cfg, jobs=jobs, log=lambda line: err_console.print(line, highlight=False, markup=False))
     import json
 
     selection = json.loads(path.read_text(encoding="utf-8"))
     console.print(selection_table(selection))
     for line in chosen_lines(selection):
-        console.print(line, highlight=False, soft_wrap=True)
-    console.print(f"selection: [bold]{path}[/]")
+        console.print(line, highlight=False, soft_wrap=True, markup=False)
+    console.print(with_path("selection: ", path))

@@ -20,6 +20,7 @@ from opct.cli.boundary import (
     Threads,
     apply_threads,
     console,
+    with_path,
 )
 from opct.cli.data import data_app
 from opct.cli.env import env, version_callback
@@ -93,7 +94,7 @@ def train(
                  *(["data.allow_heldout_training=true"] if allow_heldout_training else [])]
     cfg = load_config(config, overrides)
     if print_config:
-        console.print(yaml.safe_dump(dump_config(cfg), sort_keys=False), highlight=False)
+        console.print(yaml.safe_dump(dump_config(cfg), sort_keys=False), highlight=False, markup=False)
         return
     if not dry_run and (gpus != 1 or fsdp or gpu_memory is not None):
         raise typer.BadParameter("--gpus, --fsdp and --gpu-memory describe a dry run: add --dry-run (a launch takes "
@@ -108,10 +109,10 @@ def train(
 
     result = run_training(cfg, show_progress=not no_progress)
     if result.is_main_process and result.already_complete:
-        console.print(f"already complete at step {result.steps}; nothing trained. Checkpoint in [bold]{result.final_dir}[/]")
+        console.print(with_path(f"already complete at step {result.steps}; nothing trained. Checkpoint in ", result.final_dir))
     elif result.is_main_process:
         resumed = f" (resumed at step {result.start_step})" if result.start_step else ""
-        console.print(f"done: {result.steps} steps{resumed}; checkpoint in [bold]{result.final_dir}[/]")
+        console.print(with_path(f"done: {result.steps} steps{resumed}; checkpoint in ", result.final_dir))
 
 
 app.command()(run)
@@ -160,10 +161,10 @@ def export(
                                eval_results=list(eval_results or []), adapter_only=adapter_only, base_model=base_model,
                                name=push_to_hub.split("/")[-1] if push_to_hub else None)
         if out is not None:
-            console.print(f"exported to [bold]{folder}[/]")
+            console.print(with_path("exported to ", folder))
         if push_to_hub:
             url = push(folder, push_to_hub, private=private, token=token)
-            console.print(f"pushed to [bold]{url}[/]")
+            console.print(with_path("pushed to ", url))
 
 
 app.command()(env)

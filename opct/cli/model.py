@@ -7,7 +7,8 @@ from typing import Annotated
 
 import typer
 
-from opct.cli.boundary import _fail, console
+from opct.cli.boundary import _fail, console, with_path
+from opct.runs.outputs import claim_output
 
 model_app = typer.Typer(no_args_is_help=True, help="Model helpers: a tiny random model of a real family, for trying "
                                                    "the real-model path on a CPU.")
@@ -29,9 +30,21 @@ def model_tiny(
     and GPT-2 tokenizers ship with opct (used when the hub's copy is not in your cache). Its answers are noise;
     it checks the path, not a result."""
     from opct.config.hub import require_hub
-    from opct.testing.tiny import INSTRUCT_GENERATION, TINY_FAMILIES, make_family_model, tiny_config
+    from opct.models import looks_like_local_path  # here, not at the top: both load torch and transformers
+    from opct.testing.tiny import (
+        INSTRUCT_GENERATION,
+        TINY_FAMILIES,
+        is_tiny_model,
+        make_family_model,
+        tiny_config,
+    )
     from opct.testing.vendored import VENDORED_IDS, hub_copy_cached, vendored_tokenizer
 
+    if (looks_like_local_path(tokenizer) or Path(tokenizer).exists()) and not Path(tokenizer).is_dir():
+        what = "is a file, not a tokenizer folder" if Path(tokenizer).exists() else "does not exist"
+        _fail(f"--tokenizer {tokenizer} {what}: give a folder holding a tokenizer (e.g. ../shared/models/qwen3-tokenizer) "
+              "or a hub id (e.g. Qwen/Qwen3-0.6B)")
+    claim_output(out, "DIR", is_tiny_model, "an earlier opct model tiny")
     source: str | Path = tokenizer
     if not Path(tokenizer).expanduser().exists():
         family = family or VENDORED_IDS.get(tokenizer)
@@ -49,4 +62,4 @@ def model_tiny(
         _fail(f"--family {family!r}: choose one of {', '.join(TINY_FAMILIES)}")
     config = tiny_config(family) if family is not None else None
     path = make_family_model(source, out, INSTRUCT_GENERATION if instruct else None, seed=seed, config=config)
-    console.print(f"tiny {family or 'model'} written to [bold]{path}[/]")
+    console.print(with_path(f"tiny {family or 'model'} written to ", path))

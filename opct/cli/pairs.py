@@ -6,9 +6,19 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
+from rich.markup import escape
 from rich.table import Table
 
-from opct.cli.boundary import NoProgress, Threads, _fail, apply_threads, console, err_console
+from opct.cli.boundary import (
+    NoProgress,
+    Threads,
+    _fail,
+    apply_threads,
+    console,
+    err_console,
+    print_problem,
+    with_path,
+)
 
 pairs_app = typer.Typer(no_args_is_help=True, help="Consistency-pair files: build from real data, validate, summarise and profile.")
 
@@ -85,13 +95,13 @@ def pairs_validate(
             pairs = read_pairs(f, columns=columns or None, split=split)
         except PairFileError as err:
             failed = True
-            err_console.print(f"[bold red]{f}: {len(err.problems)} problem(s)[/]", soft_wrap=True)
+            print_problem(f"{f}: {len(err.problems)} problem(s)", "")
             for p in err.problems:
                 err_console.print(f"  {p}", highlight=False, markup=False, soft_wrap=True)
             continue
         except FileNotFoundError as err:
             failed = True
-            err_console.print(f"[bold red]{err}[/]", soft_wrap=True, highlight=False)
+            print_problem(str(err), "")
             continue
         from opct.models import ChatTemplateError, model_context
 
@@ -102,11 +112,10 @@ def pairs_validate(
             _fail(f"{err} (here: --chat-template)")
         if summary.too_long:
             failed = True
-            err_console.print(f"[bold red]{f}: {len(summary.too_long)} prompt(s) fill the model's {context}-token context[/]",
-                              soft_wrap=True)
+            print_problem(f"{f}: {len(summary.too_long)} prompt(s) fill the model's {context}-token context", "")
             for pid, side, n in summary.too_long[:50]:
-                err_console.print(f"  pair {pid}: {side} is {n} tokens, no room left to answer", highlight=False, soft_wrap=True)
-        table = Table(title=f"{f}: {summary.n} valid pairs")
+                err_console.print(f"  pair {pid}: {side} is {n} tokens, no room left to answer", highlight=False, markup=False, soft_wrap=True)
+        table = Table(title=escape(f"{f}: {summary.n} valid pairs"))
         table.add_column("axis")
         table.add_column("split")
         table.add_column("pairs", justify="right")
@@ -177,5 +186,5 @@ def pairs_profile(
     if out is not None:
         out.parent.mkdir(parents=True, exist_ok=True)
         out.write_text(json.dumps({"model": model, "pairs": pairs, **profile}, indent=2) + "\n", encoding="utf-8")
-        console.print(f"profile written to [bold]{out}[/]")
+        console.print(with_path("profile written to ", out))
 

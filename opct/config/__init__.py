@@ -7,12 +7,10 @@ discount, importance-sampling policy loss, Adam betas (0.9, 0.95), constant lear
 
 from __future__ import annotations
 
-import re
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
 from pydantic import (
-    AfterValidator,
     BeforeValidator,
     Field,
     PrivateAttr,
@@ -44,36 +42,13 @@ from opct.config.generation import (
 )
 from opct.config.lora import LoraConfig
 from opct.config.method_registry import METHODS
+from opct.config.names import FolderName, PathComponent, check_folder_name, check_path_component
 from opct.config.strict import MAX_EPOCHS, MAX_STEPS, MAX_TEMPERATURE, StrictSettings, _Strict
 from opct.registry import Registry
 
 #: Short model names mapped to a function returning a local folder; the organism layer registers
 #: ``organism`` (the shipped checkpoint). Any other name is a folder, a run directory or a hub id.
 MODEL_ALIASES: Registry = Registry("model alias")
-
-
-_FOLDER_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")
-
-
-def check_folder_name(value: str) -> str:
-    """``value`` when it can name one folder inside an output directory, else ValueError saying why.
-
-    A run, experiment or study name becomes ``<output_dir>/<name>``: letters, digits, '.', '_' and '-'
-    only, starting with a letter or digit, and no '..', so the output never lands outside ``output_dir``
-    (``name: ../../etc``) or in a hidden folder.
-    """
-    if not _FOLDER_NAME.fullmatch(value) or ".." in value:
-        raise ValueError(
-            f"{value!r} is not a usable name: it becomes a folder inside output_dir, so use letters, digits, '.', '_' "
-            "and '-' (starting with a letter or digit; no '/', no '..'). To write elsewhere, set output_dir."
-        )
-    return value
-
-
-#: A name that becomes one folder inside ``output_dir`` (:func:`check_folder_name`).
-FolderName = Annotated[str, AfterValidator(check_folder_name)]
-
-
 
 
 class ModelConfig(_Strict):
@@ -208,9 +183,9 @@ class TrainConfig(_Strict):
         True, description="zero the base model's dropout (on-policy ratios need it; lora.dropout is kept)"
     )
     trackers: list[Literal["tensorboard", "wandb", "trackio"]] = Field(default_factory=list, description="experiment trackers that also get the metrics (like TRL's report_to), written under the run's trackers/; metrics.jsonl is always written")
-    tracker_project: str | None = Field(None, description="the trackers' project (W&B project, TensorBoard folder trackers/<project>); None: opct. The run is named after name")
-    tracker_entity: str | None = Field(None, description="W&B entity (team or user); None: W&B's default")
-    tracker_tags: list[str] = Field(default_factory=list, description="W&B tags of the run")
+    tracker_project: PathComponent | None = Field(None, description="the trackers' project (W&B project, TensorBoard folder trackers/<project>); None: opct. The run is named after name")
+    tracker_entity: PathComponent | None = Field(None, description="W&B entity (team or user); None: W&B's default")
+    tracker_tags: list[PathComponent] = Field(default_factory=list, description="W&B tags of the run")
     on_nonfinite: Literal["stop", "skip"] = Field(
         "stop", description="a non-finite loss or gradient norm: stop the run (exit 1; checkpoints before it kept), or "
                             "skip that step's update and count it (nonfinite_skipped in metrics.jsonl)",
@@ -338,7 +313,7 @@ def dump_config(cfg: RunConfig) -> dict[str, Any]:
 
 
 __all__ = [
-    "MAX_EPOCHS", "MAX_STEPS", "MAX_TEMPERATURE", "MODEL_ALIASES", "AxisTargets", "ConfigError", "ConfigSource", "FolderName", "GenerationConfig", "LoraConfig", "ModelConfig", "OptimConfig",
-    "ProfileConfig", "RolloutSettings", "RunConfig", "SamplingConfig", "StrictSettings", "TargetConfig", "TargetSettings", "_format_validation_error", "_set_path", "apply_overrides", "check_folder_name",
+    "MAX_EPOCHS", "MAX_STEPS", "MAX_TEMPERATURE", "MODEL_ALIASES", "AxisTargets", "ConfigError", "ConfigSource", "FolderName", "GenerationConfig", "LoraConfig", "ModelConfig", "OptimConfig", "PathComponent",
+    "ProfileConfig", "RolloutSettings", "RunConfig", "SamplingConfig", "StrictSettings", "TargetConfig", "TargetSettings", "_format_validation_error", "_set_path", "apply_overrides", "check_folder_name", "check_path_component",
     "dump_config", "generation_settings", "load_config", "parse_overrides", "read_config_file", "validate_config",
 ]

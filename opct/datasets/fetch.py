@@ -18,7 +18,7 @@ import hashlib
 import os
 import shutil
 import urllib.request
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -102,12 +102,29 @@ def verify(root: str | os.PathLike[str], names: Sequence[str] = ()) -> list[Copy
     return checks
 
 
+#: ``claim(path, is_own)``: raise unless ``path`` may be written (absent, empty, or ``is_own(path)``); the command
+#: line passes :func:`opct.runs.outputs.claim_output` (this package imports nothing above it).
+Claim = Callable[[Path, Callable[[Path], bool]], None]
+
+
+def is_fetched_copy(path: Path, entry: PinnedDataset) -> bool:
+    """Whether ``path`` holds only what a fetch of ``entry`` writes (its files, a ``save_to_disk`` folder's
+    ``data-*.arrow``, ``dataset_info.json`` and ``state.json``): an earlier copy, perhaps damaged, that
+    ``--force`` may replace. A folder with anything else in it is someone else's."""
+    if not path.is_dir() or path.is_symlink():
+        return False
+    own = {f.name for f in entry.files} | {"dataset_info.json", "state.json"}
+    return all(p.is_file() and (p.name in own or (p.name.startswith("data-") and p.suffix == ".arrow"))
+               for p in path.iterdir())
+
+
 def fetch(names: Sequence[str], to: str | os.PathLike[str], *, source: str = "github",
-          timeout: float = NETWORK_TIMEOUT, force: bool = False) -> list[CopyCheck]:
+          timeout: float = NETWORK_TIMEOUT, force: bool = False, claim: Claim | None = None) -> list[CopyCheck]:
     """Download the pinned data sets ``names`` (all when empty) into ``<to>/<name>/`` and verify them.
 
     A copy already there that verifies is kept; one that does not is an error unless ``force``
-    (then it is replaced). Raises :class:`DataFetchError` when the host does not answer within
+    (then it is replaced). With ``claim``, a ``<name>`` there that is not an earlier fetch's copy
+    (:func:`is_fetched_copy`: a folder of other files, a file) is refused by it, ``force`` or not. Raises :class:`DataFetchError` when the host does not answer within
     ``timeout`` seconds, a download fails or a hash differs.
     """
     if source not in SOURCES:
@@ -130,6 +147,8 @@ def fetch(names: Sequence[str], to: str | os.PathLike[str], *, source: str = "gi
                 results[entry.name] = CopyCheck(entry.name, str(dest), "ok", check.rows, check.identical_files,
                                                 "already there, verified")
                 continue
+            if claim is not None:
+                claim(dest, lambda path, entry=entry: is_fetched_copy(path, entry))
             if not force:
                 raise DataFetchError(f"{dest} exists and does not verify ({check.detail or check.status}); "
                                      "remove it, or pass --force to replace it")

@@ -103,12 +103,15 @@ def read_mc_questions(
     out: list[MCQuestion] = []
     for index, row in enumerate(iter_rows(path, fmt, split)):
         cols = row.values
-        if index == 0:
-            options, option_columns = _resolve_option_columns(path, row, options, option_columns)
-            for col in (question, answer, id_column, subject):
-                if col is not None and col not in cols:
-                    _fail(path, row, col, f"column missing; columns are {sorted(cols)}",
-                          "pass the right column name")
+        if index == 0:  # a misspelt --question is named as such, never blamed on the options
+            missing = [(col, flag) for col, flag in ((question, "--question"), (answer, "--answer"),
+                                                     (id_column, "--id-column"), (subject, None))
+                       if col is not None and col not in cols]
+            also = "; also missing: " + ", ".join(repr(c) for c, _ in missing) if missing else ""
+            options, option_columns = _resolve_option_columns(path, row, options, option_columns, also)
+            for col, flag in missing:
+                _fail(path, row, col, f"column missing; columns are {sorted(cols)}", "pass the right column name"
+                      + (f" (opct pairs build {flag} COLUMN)" if flag else ""))
         q = cols.get(question)
         if not isinstance(q, str) or not q.strip():
             _fail(path, row, question, "empty or not text")
@@ -161,7 +164,7 @@ def _fail(path: Any, row: Row, field: str | None, problem: str, hint: str | None
 
 
 def _resolve_option_columns(
-    path: Any, row: Row, options: str | None, option_columns: Sequence[str] | None
+    path: Any, row: Row, options: str | None, option_columns: Sequence[str] | None, also: str = ""
 ) -> tuple[str | None, Sequence[str] | None]:
     cols = row.values
     if options is not None and option_columns is not None:
@@ -173,7 +176,7 @@ def _resolve_option_columns(
         letters = list(itertools.takewhile(lambda c: c in cols, string.ascii_uppercase))
         if len(letters) >= 2:  # columns A, B[, C...]
             return None, letters
-        _fail(path, row, None, f"cannot find the options; columns are {sorted(cols)}",
+        _fail(path, row, None, f"cannot find the options; columns are {sorted(cols)}{also}",
               "name them: a list column (options='<column>'; opct pairs build --options COLUMN) or one column per "
               "option (option_columns=['A','B','C','D']; opct pairs build --option-column A --option-column B ...)")
     if options is not None and options not in cols:

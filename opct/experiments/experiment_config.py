@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
 
@@ -16,7 +15,7 @@ from opct.config import (
     read_config_file,
     validate_config,
 )
-from opct.experiments.files import read_extended
+from opct.experiments.files import read_extended, read_referenced
 from opct.experiments.recipes import rule_variants, selection_rule
 from opct.experiments.settings import AttackSettings, EvalSettings, Variant, check_variant_name
 
@@ -99,7 +98,7 @@ class ExperimentConfig(StrictSettings):
         defines by the same name is kept as written."""
         if not (isinstance(data, dict) and data.get("compare_rules") and data.get("selection")):
             return data
-        evidence = json.loads(Path(data["selection"]).read_text(encoding="utf-8"))
+        evidence = read_referenced(data["selection"], f"experiment {data.get('name', 'experiment')}", "selection")
         shipped = selection_rule(evidence, data.get("method_settings") or {}) or "teacher_kl"
         methods = list(data.get("methods") or cls.model_fields["methods"].get_default(call_default_factory=True))
         extra = {k: v for k, v in rule_variants(evidence, shipped).items() if v["method"] in methods}

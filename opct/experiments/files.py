@@ -7,6 +7,7 @@ same thing whichever command reads it.
 from __future__ import annotations
 
 import copy
+import json
 from pathlib import Path
 from typing import Any
 
@@ -21,14 +22,48 @@ def deep_merge(base: dict[str, Any], extra: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
+def read_referenced(path: str | Path, source: str | Path, field: str) -> dict[str, Any]:
+    """The JSON object in the file ``path`` that the configuration file ``source`` names in ``field``
+    (``family_picks.qwen3.selection``); a :class:`~opct.config.ConfigError` naming the configuration file, the
+    field and the referenced file when it is missing, unreadable, not JSON (a truncated file) or not an object."""
+    where = f"{source}: {field}: {path}"
+    try:
+        data = json.loads(Path(path).read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise ConfigError(f"{where} does not exist; give the path of a selection.json (opct select writes one), "
+                          "relative to the file that names it") from None
+    except OSError as err:
+        raise ConfigError(f"{where} cannot be read ({err.strerror or err})") from None
+    except UnicodeDecodeError as err:
+        raise ConfigError(f"{where} is not UTF-8 text ({err.reason}); give a selection.json") from None
+    except ValueError as err:
+        raise ConfigError(f"{where} is not valid JSON ({err}): the file is cut or damaged; write it again "
+                          "(opct select writes it) or restore it") from None
+    if not isinstance(data, dict):
+        raise ConfigError(f"{where} holds a JSON {type(data).__name__}, not the object a selection.json is")
+    return data
+
+
 def resolve_relative(tree: dict[str, Any], source: str | Path) -> dict[str, Any]:
     """A configuration file's ``selection`` paths (its own, and each of ``family_picks``'), read relative to
-    the file that names them, whichever file of an ``extends`` chain that is."""
-    holders = [tree, *(p for p in (tree.get("family_picks") or {}).values() if isinstance(p, dict))]
-    for holder in holders:
+    the file that names them, whichever file of an ``extends`` chain that is, then read and checked
+    (:func:`read_referenced`), so that a bad one fails when the file is read, ``--dry-run`` included. A
+    relative path must stay inside that file's folder (``../../etc/passwd`` is refused, naming the field); a
+    file elsewhere is named by an absolute path, on purpose."""
+    holders = [("selection", tree)]
+    holders += [(f"family_picks.{k}.selection", p) for k, p in (tree.get("family_picks") or {}).items() if isinstance(p, dict)]
+    folder = Path(source).parent.resolve()
+    for field, holder in holders:
         value = holder.get("selection")
-        if isinstance(value, str) and not Path(value).is_absolute():
-            holder["selection"] = str((Path(source).parent / value).resolve())
+        if not isinstance(value, str):
+            continue
+        if not Path(value).is_absolute():
+            resolved = (Path(source).parent / value).resolve()
+            if folder not in resolved.parents:
+                raise ConfigError(f"{source}: {field}: {value} leads outside the file's folder {folder}; a relative "
+                                  "path stays inside it. Name a file elsewhere by its absolute path, on purpose")
+            holder["selection"] = value = str(resolved)
+        read_referenced(value, source, field)
     return tree
 
 

@@ -28,7 +28,7 @@ from opct.config import (
 )
 from opct.errors import FAULT, OpctError, OpctWarning
 from opct.experiments.experiment_config import ExperimentConfig, load_experiment
-from opct.experiments.files import deep_merge
+from opct.experiments.files import deep_merge, read_referenced
 from opct.experiments.recipes import recipe_summary, selection_rule
 from opct.experiments.stages import ExperimentStages, stage_graph, track_results
 from opct.runs.atomic import write_json_atomic
@@ -143,7 +143,10 @@ def eval_names(cfg: ExperimentConfig) -> list[str]:
 
 
 def resolve(cfg: ExperimentConfig) -> Plan:
-    """Resolve the experiment into training runs (validated run configs) and models to evaluate."""
+    """Resolve the experiment into training runs (validated run configs) and models to evaluate; its
+    ``selection`` file is read and checked here too (a ``--set selection=`` path is not read with the file)."""
+    if cfg.selection:
+        read_referenced(cfg.selection, f"experiment {cfg.name}", "selection")
     runs: list[TrainStage] = []
     models: dict[str, str] = {}
     if "base" in cfg.methods:
@@ -224,7 +227,7 @@ def run_experiment(cfg: ExperimentConfig, show_progress: bool = True, log: Any =
     root = cfg.root
     layout = ExperimentLayout(root)
     root.mkdir(parents=True, exist_ok=True)
-    evidence = json.loads(Path(cfg.selection).read_text(encoding="utf-8")) if cfg.selection else {}
+    evidence = read_referenced(cfg.selection, f"experiment {cfg.name}", "selection") if cfg.selection else {}
     if evidence:  # the evidence the recipes were chosen by, beside the results it led to
         write_json_atomic(layout.selection, evidence)
     write_json_atomic(layout.plan, {

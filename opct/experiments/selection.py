@@ -42,6 +42,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from opct.config import RunConfig, _set_path, dump_config, validate_config
+from opct.experiments.candidates import candidate_records
 from opct.experiments.family_rule import RULE as FAMILY_RULE
 from opct.experiments.family_rule import FamilyAttackSettings, attack_candidates, famval_rates, score_steps
 from opct.experiments.files import deep_merge, read_extended
@@ -200,11 +201,8 @@ def score_candidates(cfg: SelectionConfig, attack: bool | None = None, log: Call
     runs = candidate_configs(cfg)
     records: dict[str, dict[int, dict[int, dict[str, Any]]]] = {}  # cid -> seed -> step -> record
     info: dict[str, tuple[str, dict[str, Any]]] = {}
-    for cid, method, recipe, run in runs:
-        path = RunLayout(run.run_dir).validation
-        if not path.exists():
-            raise FileNotFoundError(f"{path} is missing: run `opct select` to train the candidates first")
-        records.setdefault(cid, {})[run.seed] = {r["step"]: r for r in _read_jsonl(path)}
+    for cid, method, recipe, run in runs:  # each candidate's records verified first: a damaged one never decides
+        records.setdefault(cid, {})[run.seed] = candidate_records(run.run_dir, candidate_name(cid, run.seed))
         info[cid] = (method, recipe)
     first = next(iter(next(iter(records.values())).values()))[0]
     tasks = sorted(k for k in first if k.startswith("val_cap/"))

@@ -29,17 +29,15 @@ keeps that file as its evidence (``<family>/selection.json``); a family not list
 
 from __future__ import annotations
 
-import json
-import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator, model_validator
 
-from opct.config import ConfigError, FolderName, validate_config
-from opct.experiments.files import read_extended
+from opct.config import ConfigError, FolderName, check_path_component, validate_config
+from opct.experiments.files import read_extended, read_referenced
 from opct.experiments.recipes import rule_variants, selection_rule
 from opct.experiments.runner import (
     ExperimentConfig,
@@ -53,7 +51,6 @@ from opct.runs.manifest import build_manifest
 
 #: The file that marks a directory as a study (``opct report`` reads it to tell a study from an experiment).
 
-_FAMILY_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
 
 
 class FamilyPicks(BaseModel):
@@ -84,9 +81,27 @@ class StudyConfig(ExperimentConfig):
     @field_validator("families")
     @classmethod
     def _family_names(cls, value: dict[str, str]) -> dict[str, str]:
-        bad = [name for name in value if not _FAMILY_NAME.match(name)]
-        if bad:
-            raise ValueError(f"family names become folder names: use letters, digits, '.', '_' and '-' ({', '.join(bad)})")
+        for name in value:
+            check_path_component(name, "family name")
+        return value
+
+    @field_validator("levels")
+    @classmethod
+    def _levels(cls, value: dict[str, list[str]], info: ValidationInfo) -> dict[str, list[str]]:
+        """Each level a usable folder name, every family in exactly one level (checked here, on ``levels``
+        alone, so that an error shows this field and not the whole configuration)."""
+        for name in value:
+            check_path_component(name, "level name")
+        if not value:
+            return value
+        families = info.data.get("families") or {}
+        listed = [f for names in value.values() for f in names]
+        problems = [f"level {lv} has no family" for lv, names in value.items() if not names]
+        problems += [f"{f} is not one of families" for f in dict.fromkeys(listed) if f not in families]
+        problems += [f"{f} is in more than one level" for f in dict.fromkeys(listed) if listed.count(f) > 1]
+        problems += [f"{f} is in no level" for f in families if f not in listed]
+        if problems:
+            raise ValueError("; ".join(problems))
         return value
 
     @model_validator(mode="after")
@@ -96,14 +111,6 @@ class StudyConfig(ExperimentConfig):
         unknown = sorted(set(self.family_picks) - set(self.families))
         if unknown:
             raise ValueError(f"family_picks names {', '.join(unknown)}, which families does not")
-        if self.levels:
-            listed = [f for names in self.levels.values() for f in names]
-            problems = [f"level {lv} has no family" for lv, names in self.levels.items() if not names]
-            problems += [f"{f} is not one of families" for f in dict.fromkeys(listed) if f not in self.families]
-            problems += [f"{f} is in more than one level" for f in dict.fromkeys(listed) if listed.count(f) > 1]
-            problems += [f"{f} is in no level" for f in self.families if f not in listed]
-            if problems:
-                raise ValueError("levels: " + "; ".join(problems))
         return self
 
 
@@ -121,7 +128,7 @@ def family_recipes(study: StudyConfig, family: str) -> tuple[str | None, dict[st
     if picks is None:
         return study.selection, study.method_settings
     rule = study.pick_rule or picks.rule
-    evidence = json.loads(Path(picks.selection).read_text(encoding="utf-8"))
+    evidence = read_referenced(picks.selection, f"study {study.name}", f"family_picks.{family}.selection")
     if rule not in evidence.get("method_settings", {}):
         raise ConfigError(f"family {family}: {picks.selection} holds no {rule!r} picks (it has "
                           f"{', '.join(evidence.get('method_settings', {})) or 'none'}); choose anew: opct demo --full --reselect")
@@ -160,7 +167,7 @@ def family_experiment(study: StudyConfig, family: str) -> ExperimentConfig:
     """The experiment of one family: the study's settings, its model, named after the family, in the study's folder."""
     tree = study.model_dump(mode="json", exclude={"families", "family_picks", "pick_rule", "levels"})
     if study.compare_rules and study.selection:  # the shared picks' rule variants give way to the family's own
-        evidence = json.loads(Path(study.selection).read_text(encoding="utf-8"))
+        evidence = read_referenced(study.selection, f"study {study.name}", "selection")
         shared = rule_variants(evidence, selection_rule(evidence, study.method_settings) or "teacher_kl")
         tree["variants"] = {k: v for k, v in tree["variants"].items() if k not in shared}
         tree["methods"] = [m for m in tree["methods"] if m not in shared]

@@ -34,6 +34,11 @@ at most 45 s.
 
 The cache key includes the endpoint (``base_url``), so verdicts of another server serving a model of
 the same name are never reused; the API key is never part of it.
+
+Credentials: a password in the URL (``http://alice:PW@host/v1``, sent by httpx as HTTP basic auth) is
+shown and recorded only as ``http://alice:***@host/v1`` (:func:`opct.errors.redact_url`: in every message,
+the cache key, an eval's ``state.json`` and ``results.json``); a URL with credentials together with an
+API key is refused (:func:`opct.judges.endpoint.check_endpoint`), since only one of them could be used.
 """
 
 from __future__ import annotations
@@ -53,6 +58,7 @@ from typing import Any
 
 import httpx
 
+from opct.errors import counted, redact_secrets, redact_url
 from opct.judges.endpoint import check_endpoint
 from opct.judges.judge import Verdict
 from opct.judges.model_judge import JudgeOptions, JudgeOutage, JudgeUnavailable, RubricJudge
@@ -188,6 +194,7 @@ class ChatCompletionsClient:
             raise ValueError(f"{what} concurrency must be >= 1 request at a time, got {concurrency}")
         self.model = model
         self.base_url = base_url.rstrip("/")
+        self.endpoint = redact_url(self.base_url)  # what messages and records show: never a URL's password
         self._api_key = api_key if api_key is not None else os.environ.get(env_api_key, "")
         check_endpoint(self.base_url, bool(self._api_key), what, env_base_url, env_api_key)
         self.temperature = temperature
@@ -240,8 +247,8 @@ class ChatCompletionsClient:
         if self.fail_after is not None and failures >= self.fail_after:
             busy = ", that it is not rate-limiting this client (HTTP 429)" if error.startswith("HTTP 429") else ""
             raise JudgeOutage(
-                f"{self.what} endpoint {self.base_url} (model {self.model!r}) failed {failures} "
-                f"requests in a row; last error: {error}. Stopping rather than scoring every remaining sample as "
+                f"{self.what} endpoint {self.endpoint} (model {self.model!r}) failed {counted(failures, 'request')} "
+                f"in a row; last error: {error}. Stopping rather than scoring every remaining sample as "
                 f"abstained: check that the server is up{busy} and that {self.env_base_url} points at it, or raise "
                 f"--judge-timeout (now {self.timeout:g} s per attempt) / --judge-fail-after (now {self.fail_after})."
             )
@@ -257,7 +264,7 @@ class ChatCompletionsClient:
             try:
                 status, headers, body = self._send(messages, min(self.timeout, left))
             except (OSError, httpx.TransportError) as exc:  # refused, reset, timed out, a broken answer
-                errors.append(f"{type(exc).__name__}: {exc}")
+                errors.append(redact_secrets(f"{type(exc).__name__}: {exc}"))
                 self._failed(errors[-1])
             else:
                 if 200 <= status < 300:
@@ -334,8 +341,8 @@ class HTTPJudge(ChatCompletionsClient, RubricJudge):
         return ChatCompletionsClient.decoding(self)
 
     def identity(self) -> dict[str, Any]:
-        """The rubric judge's identity plus the endpoint it asks (never the API key)."""
-        return {**RubricJudge.identity(self), "endpoint": self.base_url}
+        """The rubric judge's identity plus the endpoint it asks (never the API key, nor a URL's password)."""
+        return {**RubricJudge.identity(self), "endpoint": self.endpoint}
 
     def judge_many(self, samples: Sequence[tuple[str, str, dict[str, Any] | None]]) -> list[Verdict]:
         """:meth:`judge` of every ``(request, response, meta)``, ``concurrency`` at a time, in order. A

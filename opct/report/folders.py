@@ -15,7 +15,7 @@ from pathlib import Path
 from opct.errors import OpctError
 from opct.runs.experiment_layout import REPORT_HTML, REPORT_MD, SAMPLES_HTML, ExperimentLayout
 from opct.runs.layout import RunLayout
-from opct.runs.outputs import output_owner
+from opct.runs.outputs import listing, output_owner
 
 #: The files ``opct report`` writes into its folder (and ``figures/``).
 REPORT_FILES = (REPORT_HTML, REPORT_MD, SAMPLES_HTML)
@@ -23,12 +23,6 @@ REPORT_FILES = (REPORT_HTML, REPORT_MD, SAMPLES_HTML)
 
 class ReportFolderError(OpctError, ValueError):
     """``opct report`` was given a folder that is not an experiment, or a ``--out`` it does not own."""
-
-
-def _listing(folder: Path, most: int = 4) -> str:
-    names = sorted(p.name + ("/" if p.is_dir() else "") for p in folder.iterdir())
-    more = f", ... ({len(names)} in all)" if len(names) > most else ""
-    return ", ".join(names[:most]) + more
 
 
 def _is_experiment_plan(path: Path) -> bool:
@@ -56,7 +50,7 @@ def check_experiment_folder(folder: Path) -> None:
     if not any(folder.iterdir()):
         raise ReportFolderError(f"{folder} is empty: not an experiment (an experiment folder holds the plan.json and "
                                 "manifest.json opct run writes). Nothing was written.")
-    raise ReportFolderError(f"{folder} is not an experiment: it holds files opct did not write ({_listing(folder)}); "
+    raise ReportFolderError(f"{folder} is not an experiment: it holds files opct did not write ({listing(folder)}); "
                             "opct report writes only into an experiment folder or a new --out, so nothing was written.")
 
 
@@ -74,7 +68,7 @@ def check_report_out(out: Path) -> None:
         raise ReportFolderError(f"--out {out} belongs to {owner.describe()}; a report never writes into it. "
                                 "Give a new folder.")
     if any(out.iterdir()):
-        raise ReportFolderError(f"--out {out} already holds files opct did not write ({_listing(out)}); a report "
+        raise ReportFolderError(f"--out {out} already holds files opct did not write ({listing(out)}); a report "
                                 "never replaces them. Give a new or empty folder.")
 
 

@@ -120,8 +120,11 @@ class Experiment:
         """The metric ``key`` of ``eval_name`` for ``method``, or None when absent or not a number."""
         res = self.results.get(method, {}).get(eval_name, {})
         metric = parse_metric(res.get("metrics", {}).get(key), incomplete=res.get("status") == "incomplete")
-        n_records = res.get("n_records")
-        problem = metric_problem(metric, n_records if isinstance(n_records, int) else None)
+        counted = [n for n in (res.get("n_records"), len(self._records.get((method, eval_name), [])) or None)
+                   if isinstance(n, int)]  # an n above the records results.json counts, or that samples.jsonl holds
+        problem = metric_problem(metric, min(counted) if counted else None)
+        if metric is not None and not problem and (method, eval_name) in self.unverified:
+            problem = "samples.jsonl does not match: " + self.unverified[(method, eval_name)].rsplit(": ", 1)[-1]
         if problem:
             self._invalid(self.layout.eval(method).results(eval_name), key, problem)
             self.last_absence = f"invalid: {problem}"
@@ -359,11 +362,8 @@ def load_experiment(root: str | Path) -> Experiment:
 
 def samples_sha256(path: Path) -> str:
     """The sha256 of a ``samples.jsonl`` as its bytes are (``results.json`` records it as ``samples_sha256``)."""
-    digest = hashlib.sha256()
     with path.open("rb") as fh:
-        for block in iter(lambda: fh.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
+        return hashlib.file_digest(fh, "sha256").hexdigest()
 
 
 def _verify_samples(exp: Experiment, method: str, eval_name: str, data: dict[str, Any]) -> None:

@@ -7,12 +7,17 @@ import math
 from pathlib import Path
 from typing import Any
 
+from opct.errors import redact_secrets
+
 
 def write_json_atomic(path: Path, data: Any) -> None:
-    """Write ``data`` as JSON to ``path`` through a temporary file and a rename (never half-written)."""
+    """Write ``data`` as JSON to ``path`` through a temporary file and a rename (never half-written); a URL's
+    password in it is written as ``***`` (:func:`opct.errors.redact_secrets`: a state file, a manifest or a
+    report never holds a credential)."""
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(json.dumps(data, indent=2, ensure_ascii=False, default=str) + "\n", encoding="utf-8")
+    text = redact_secrets(json.dumps(data, indent=2, ensure_ascii=False, default=str))
+    tmp.write_text(text + "\n", encoding="utf-8")
     tmp.replace(path)
 
 

@@ -8,17 +8,22 @@ that; :func:`check_output` refuses a folder that belongs to something else, or t
 trained checkpoint, an eval, an attack or the folders training rewrites (naming what it belongs to);
 :func:`output_lock` keeps a second writer out of a folder while one works (an ``flock`` on its
 ``.lock``, as training's: :mod:`opct.runs.lock`).
+
+:func:`claim_output` is the rule of every command that writes a folder or file of its own choosing (``opct
+model tiny DIR``, ``opct data fetch --to``, ``opct pairs build --out``): it writes only where nothing is, into
+an empty folder, or over its own earlier output; anything else is refused, naming what was found.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+import os
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from opct.errors import OpctError
+from opct.errors import OpctError, with_article
 from opct.runs.atomic import read_json_object
 from opct.runs.layout import CHECKPOINT_FILE, RunLayout
 from opct.runs.lock import try_lock
@@ -136,9 +141,40 @@ def check_output(folder: str | Path, kind: str, flag: str) -> OutputOwner | None
                                "change it. Choose a folder of its own.")
     owner = output_owner(folder)
     if owner is not None and owner.kind != kind:
-        raise OutputOwnedError(f"{flag} {folder} belongs to {owner.describe()}; a {kind} never writes into, replaces "
+        raise OutputOwnedError(f"{flag} {folder} belongs to {owner.describe()}; {with_article(kind)} never writes into, replaces "
                                "or deletes it. Choose another folder.")
     return owner
+
+
+def listing(folder: Path, most: int = 4) -> str:
+    """The first ``most`` names in ``folder`` (folders with a ``/``), and how many there are in all."""
+    names = sorted(p.name + ("/" if p.is_dir() else "") for p in folder.iterdir())
+    more = f", ... ({len(names)} in all)" if len(names) > most else ""
+    return ", ".join(names[:most]) + more
+
+
+def claim_output(path: str | Path, flag: str, is_own: Callable[[Path], bool], own_output: str) -> None:
+    """Refuse to write ``path`` (a folder or a file) unless it is absent, an empty folder, or ``is_own(path)``:
+    the command's own earlier output (``own_output`` says what that is, e.g. ``an earlier opct model tiny``).
+
+    Anything else (a file where a folder goes, a folder of someone else's files, another opct output, a
+    symbolic link that leads nowhere) is an :class:`OutputOwnedError` naming ``flag``, the path and what was
+    found, before anything is written; nothing there is changed."""
+    path = Path(path)
+    if path.is_symlink() and not path.exists():
+        raise OutputOwnedError(f"{flag} {path} is a symbolic link to {os.readlink(path)}, which does not exist; "
+                               "give the real path, or a new one")
+    if not path.exists() or (path.is_dir() and not any(path.iterdir())) or is_own(path):
+        return
+    owner = output_owner(path) if path.is_dir() else None
+    if owner is not None:
+        found = owner.describe()
+    elif path.is_dir():
+        found = f"files opct did not write ({listing(path)})"
+    else:
+        found = "a file opct did not write"
+    raise OutputOwnedError(f"{flag} {path} holds {found}, not {own_output}; nothing was written, and nothing there is "
+                           "ever replaced. Give a new or empty folder, or move those files away.")
 
 
 @contextmanager

@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import torch
 from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
 from transformers import LlamaConfig, LlamaForCausalLM, PreTrainedTokenizerFast
+
+from opct.errors import OpctError
 
 CHAT_TEMPLATE = (
     "{% for m in messages %}<|{{ m['role'] }}|>{{ m['content'] }}<|end|>{% endfor %}"
@@ -79,6 +82,46 @@ INSTRUCT_GENERATION = {"do_sample": True, "temperature": 0.7, "top_p": 0.8, "top
 TINY_FAMILIES = ("qwen3", "gpt2")
 
 
+#: The tokenizer class (``tokenizer_config.json``'s ``tokenizer_class``, less ``Fast``) of each family's model type.
+FAMILY_TOKENIZERS = {"qwen3": "Qwen2Tokenizer", "gpt2": "GPT2Tokenizer"}
+
+
+class TokenizerFamilyError(OpctError, ValueError):
+    """``opct model tiny`` was given a tokenizer of another family than the model it would build."""
+
+
+def check_tokenizer_family(tokenizer: Any, model_type: str, source: str) -> None:
+    """Refuse a tokenizer whose class is not the one ``model_type``'s family ships (a GPT-2 tokenizer for a
+    Qwen3 body): the tiny model promises that family's real tokenizer. A model type not in
+    :data:`FAMILY_TOKENIZERS` is not checked."""
+    wanted = FAMILY_TOKENIZERS.get(model_type)
+    found = type(tokenizer).__name__.removesuffix("Fast")
+    if wanted is not None and found != wanted:
+        family = next((f for f, cls in FAMILY_TOKENIZERS.items() if cls == found), None)
+        theirs = f"the {family} family's" if family else f"a {found}"
+        raise TokenizerFamilyError(
+            f"--tokenizer {source} is {theirs} tokenizer, not the {model_type} family's ({wanted}): a tiny {model_type} "
+            f"model is built with its family's real tokenizer. Give a {model_type} tokenizer"
+            + (f", or --family {family}" if family else ""))
+
+
+def is_tiny_model(folder: Path) -> bool:
+    """Whether ``folder`` holds a model ``opct model tiny`` wrote: its ``config.json`` is one of the shipped
+    tiny configs' shape (family, depth and width) and its weights are there. The folder it may write over."""
+    import json
+
+    try:
+        config = json.loads((folder / "config.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return False
+    if not isinstance(config, dict) or config.get("model_type") not in TINY_FAMILIES:
+        return False
+    shipped = tiny_config(config["model_type"])
+    shape = ("num_hidden_layers", "hidden_size", "n_layer", "n_embd")
+    same = all(config.get(k) == shipped[k] for k in shape if k in shipped)
+    return same and (folder / "model.safetensors").is_file()
+
+
 def tiny_config(family: str) -> dict:
     """The shipped 2-layer config of ``family`` (one of :data:`TINY_FAMILIES`)."""
     import json
@@ -111,6 +154,7 @@ def make_family_model(
     if config is None:
         config = json.loads((Path(tokenizer_dir) / "tiny_config.json").read_text(encoding="utf-8"))
     tok = AutoTokenizer.from_pretrained(str(tokenizer_dir))
+    check_tokenizer_family(tok, str(config.get("model_type", "")), str(tokenizer_dir))
     out.mkdir(parents=True, exist_ok=True)
     tok.save_pretrained(out)
     cfg = AutoConfig.for_model(**config)

@@ -17,6 +17,7 @@ folder to a Hugging Face hub repository (``opct export RUN --push-to-hub REPO``)
 from __future__ import annotations
 
 import json
+import os
 import shutil
 from pathlib import Path
 from typing import Any
@@ -58,7 +59,7 @@ def export_merged(spec: str | Path, out: str | Path, dtype: str | None = None, o
     ``base_model_name_or_path``, the record's ``base_model`` and the card (its front matter when a hub id, its
     load and lm-eval lines), so ``peft.AutoPeftModelForCausalLM.from_pretrained(out)`` loads the adapter on it.
     """
-    from opct.runs.publish import portable_name, portable_record, run_eval_folders, run_evaluations
+    from opct.runs.publish import run_eval_folders, run_evaluations
 
     folder = checkpoint_folder(str(spec))
     if folder is None:
@@ -77,7 +78,6 @@ def export_merged(spec: str | Path, out: str | Path, dtype: str | None = None, o
     if base_model is not None:
         check_base_model(base_model)
 
-    from transformers import AutoTokenizer
 
     if adapter_only and not (folder / ADAPTER_CONFIG).is_file():
         raise ExportError(f"--adapter-only: {folder} holds no LoRA adapter (finetune: {record.get('finetune')}); "
@@ -87,6 +87,28 @@ def export_merged(spec: str | Path, out: str | Path, dtype: str | None = None, o
     evaluations = run_evaluations([*run_eval_folders(folder.parent), *(eval_results or [])], weights_fingerprint(model))
     tmp = out.with_name(f".{out.name}.opct-export.tmp")  # opct's own name: never another program's folder
     shutil.rmtree(tmp, ignore_errors=True)
+    try:
+        _write_export(tmp, folder, record, spec_record, dtype, model, adapter_only, trust_remote_code, evaluations,
+                      name or out.name, base_model)
+        check_export_output(out, folder, overwrite)  # again: the folder may have changed while the model merged
+        if out.exists():
+            shutil.rmtree(out)  # an empty folder, or an earlier export (--overwrite)
+        tmp.rename(out)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)  # a failed export leaves nothing behind, not even its temporary folder
+        raise
+    return out
+
+
+def _write_export(tmp: Path, folder: Path, record: dict[str, Any], spec_record: dict[str, Any], dtype: str, model: Any,
+                  adapter_only: bool, trust_remote_code: bool, evaluations: Any, name: str,
+                  base_model: str | None) -> None:
+    """Write the export of the checkpoint ``folder`` into ``tmp``: the merged model (or the adapter), the
+    tokenizer, the portable record and the card."""
+    from transformers import AutoTokenizer
+
+    from opct.runs.publish import portable_name, portable_record
+
     exported = portable_record({**record, "model": {**spec_record, "dtype": dtype}}, folder)
     if base_model is not None:
         exported = {**exported, "base_model": base_model, "model": {**exported["model"], "name_or_path": base_model}}
@@ -103,13 +125,8 @@ def export_merged(spec: str | Path, out: str | Path, dtype: str | None = None, o
         exported["merged_from"] = exported["exported_from"]
     _drop_local_paths(tmp)
     (tmp / CHECKPOINT_FILE).write_text(json.dumps(exported, indent=2) + "\n", encoding="utf-8")
-    card = export_card(exported, evaluations.section(), evaluations.eval_results(), name or out.name)
+    card = export_card(exported, evaluations.section(), evaluations.eval_results(), name)
     (tmp / CARD_FILE).write_text(card, encoding="utf-8")
-    check_export_output(out, folder, overwrite)  # again: the folder may have changed while the model merged
-    if out.exists():
-        shutil.rmtree(out)  # an empty folder, or an earlier export (--overwrite)
-    tmp.rename(out)
-    return out
 
 
 def check_base_model(base_model: str) -> None:
@@ -145,6 +162,11 @@ def check_export_output(out: Path, checkpoint: Path, overwrite: bool) -> None:
     non-empty folder that is not an earlier export; an earlier export only with ``overwrite``."""
     from opct.runs.outputs import check_output
 
+    if out.is_symlink():
+        target = os.readlink(out)
+        state = "" if out.exists() else ", which does not exist"
+        raise ExportError(f"--out {out} is a symbolic link (to {target}{state}); an export replaces its folder whole, "
+                          "so give the real folder's path, or a new one")
     if out.exists() and not out.is_dir():
         raise ExportError(f"--out {out} is a file; choose a folder")
     try:

@@ -52,7 +52,7 @@ from opct.training.progress import training_progress
 from opct.training.prompt_checks import check_prompts
 from opct.training.run_profile import measure_run_start
 from opct.training.sharded_loading import load_sharded
-from opct.training.tracking import init_kwargs, project_name, step_metrics, tracker_hparams
+from opct.training.tracking import check_trackers, init_kwargs, project_name, step_metrics, tracker_hparams
 from opct.training.validation import (
     Validator,
     check_disjoint,
@@ -116,6 +116,7 @@ def train(cfg: RunConfig, show_progress: bool = True) -> TrainResult:
     the model's positions, special-token text); a step whose loss, gradient or weights are not finite
     stops the run before anything of it is saved (:mod:`opct.training.health`).
     """
+    check_trackers(cfg)  # a tracker that cannot start fails now, before any load and with no run folder made
     pairs = load_training_pairs(cfg)
     if notice := length_notice(cfg, len(pairs)):
         warnings.warn(notice, OpctWarning, stacklevel=2)

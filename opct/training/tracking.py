@@ -14,20 +14,63 @@ and ``attack/<metric>``, at the run's last step. ``metrics.jsonl`` is always wri
 
 from __future__ import annotations
 
+import importlib.util
 import json
+import netrc
 import os
+import urllib.parse
 import uuid
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 from opct.config import RunConfig, dump_config
+from opct.errors import OpctError
 from opct.runs.identity import flatten
 from opct.runs.layout import RunLayout
 
 #: The tracker project when ``train.tracker_project`` is not set.
 DEFAULT_PROJECT = "opct"
 WANDB_ID_FILE = "wandb-run-id"
+
+
+#: The package each tracker needs, and the extra of opct that installs it.
+TRACKER_PACKAGES = {"tensorboard": ("tensorboard", "tensorboard"), "wandb": ("wandb", "wandb"), "trackio": ("trackio", "trackio")}
+#: ``WANDB_MODE`` values under which W&B needs no login.
+WANDB_NO_LOGIN_MODES = ("offline", "disabled", "dryrun")
+
+
+class TrackerSetupError(OpctError, RuntimeError):
+    """A tracker in ``train.trackers`` cannot start: its package is missing, or W&B has no login."""
+
+
+def check_trackers(cfg: RunConfig, environ: Mapping[str, str] | None = None, netrc_file: str | None = None) -> None:
+    """Refuse, before anything loads or is written, trackers that would fail at the run's start: a tracker
+    whose package is not installed, and ``wandb`` with no login (no ``WANDB_API_KEY``, no ``wandb login`` entry
+    in ``~/.netrc``) unless ``WANDB_MODE`` is offline or disabled. The message says how to fix it."""
+    environ = os.environ if environ is None else environ
+    for tracker in cfg.train.trackers:
+        package, extra = TRACKER_PACKAGES[tracker]
+        if importlib.util.find_spec(package) is None:
+            raise TrackerSetupError(f"train.trackers: {tracker} needs the {package} package, which is not installed: "
+                                    f"pip install 'opct[{extra}]', or remove {tracker} from train.trackers")
+    if "wandb" in cfg.train.trackers and not _wandb_logged_in(environ, netrc_file):
+        raise TrackerSetupError(
+            "train.trackers: wandb has no login (no WANDB_API_KEY, no `wandb login` entry in ~/.netrc), so the run "
+            "could not start its W&B run: run `wandb login` or set WANDB_API_KEY, or set WANDB_MODE=offline to log "
+            "to the run's trackers/ folder only (wandb sync uploads it later); nothing was written")
+
+
+def _wandb_logged_in(environ: Mapping[str, str], netrc_file: str | None) -> bool:
+    """Whether W&B can start without asking: offline or disabled, an API key in the environment, or a
+    ``wandb login`` entry in the netrc file for its host."""
+    if environ.get("WANDB_MODE", "").lower() in WANDB_NO_LOGIN_MODES or environ.get("WANDB_API_KEY"):
+        return True
+    host = urllib.parse.urlsplit(environ.get("WANDB_BASE_URL") or "https://api.wandb.ai").hostname or "api.wandb.ai"
+    try:
+        return netrc.netrc(netrc_file or environ.get("NETRC")).authenticators(host) is not None
+    except (OSError, netrc.NetrcParseError):
+        return False
 
 
 def tracker_hparams(cfg: RunConfig) -> dict[str, int | float | str | bool]:
