@@ -193,6 +193,12 @@ class TrainConfig(_Strict):
     logprob_chunk_positions: int = Field(
         512, gt=0, description="completion positions per chunk when taking log-softmax over the vocabulary"
     )
+    whole_logits_max_mib: float = Field(
+        64.0, ge=0.0, allow_inf_nan=False,
+        description="a microbatch's [rows, length, vocab] logits are built whole when they would take at most this "
+                    "many MiB in float32; above it they come from the final hidden states, logprob_chunk_positions "
+                    "positions at a time, forward and backward (0: always)",
+    )
     mixed_precision: Literal["no", "bf16", "fp16"] = Field("no", description="accelerate's autocast: no, bf16 or fp16 (with a loss scaler)")
     checkpoint_every: int = Field(20, gt=0, description="steps between checkpoints (checkpoints/step-N/; the last step is always saved)")
     keep_checkpoints: int = Field(2, gt=0, description="newest checkpoints kept; older ones are deleted")
