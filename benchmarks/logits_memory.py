@@ -10,7 +10,7 @@ A tiny Qwen3-shaped model (2 layers, 64 wide, ``opct model tiny``'s shipped conf
 151,936-token Qwen3 vocabulary (``--tokenizer``, default ``../shared/models/qwen3-tokenizer``) is written
 once. Then, for each code tree (``--before`` if given, then this one) and each loss (``sampled``, the
 paper's, and ``full``, the vocabulary-wide reverse KL), one fresh Python subprocess imports opct from
-that tree (``PYTHONPATH``), trains one OPCT step with ``opct.training.loop.train`` (LoRA, float32, 2
+that tree (``PYTHONPATH``; ``--jobs`` of them at a time), trains one OPCT step with ``opct.training.loop.train`` (LoRA, float32, 2
 pairs x 4 samples = ``--rows`` rows of exactly ``--length`` completion tokens, one microbatch) and reports
 its peak resident set size (``ru_maxrss`` of the subprocess itself) and the loss it logged. Each
 subprocess is fresh, so one measurement's allocations cannot lower or raise another's.
@@ -29,6 +29,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -115,6 +116,7 @@ def main() -> None:
     parser.add_argument("--samples", type=int, default=4, help="samples per pair (rows / samples pairs)")
     parser.add_argument("--length", type=int, default=384)
     parser.add_argument("--losses", default="sampled,full")
+    parser.add_argument("--jobs", type=int, default=1, help="subprocesses at a time (peak RSS is per subprocess)")
     parser.add_argument("--out", type=Path)
     parser.add_argument("--worker", help=argparse.SUPPRESS)
     args = parser.parse_args()
@@ -127,17 +129,16 @@ def main() -> None:
         base = {"model": str(build_model(args.tokenizer, work / "model")),
                 "pairs": str(write_pairs(work / "pairs.jsonl", args.rows // args.samples)),
                 "rows": args.rows, "samples": args.samples, "length": args.length}
-        results = []
-        for loss in args.losses.split(","):
-            for code, root in trees:
-                row = measure(code, root, loss, base, work)
-                print(json.dumps(row), flush=True)
-                results.append(row)
+        runs = [(code, root, loss) for loss in args.losses.split(",") for code, root in trees]
+        with ThreadPoolExecutor(max_workers=args.jobs) as pool:  # each subprocess's peak is its own
+            results = list(pool.map(lambda run: measure(*run, base, work), runs))
+        for row in results:
+            print(json.dumps(row), flush=True)
     report = {
         "benchmark": "logits_memory",
         "date": datetime.now(UTC).isoformat(timespec="seconds"),
         "machine": {"platform": platform.platform(), "cpus": os.cpu_count()},
-        "settings": {k: getattr(args, k) for k in ("rows", "samples", "length")} | {"tokenizer": str(args.tokenizer)},
+        "settings": {k: getattr(args, k) for k in ("rows", "samples", "length", "jobs")} | {"tokenizer": str(args.tokenizer)},
         "trees": {code: str(root) for code, root in trees},
         "results": results,
     }

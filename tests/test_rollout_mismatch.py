@@ -123,20 +123,24 @@ def test_mismatch_statistic_is_the_largest_difference(tiny_model, tmp_path):
 @pytest.mark.parametrize("loss", [{"kind": "sampled"}, {"kind": "topk", "topk": 5}, {"kind": "full"},
                                   {"kind": "full", "divergence": "jsd"}])
 def test_chunked_scoring_gives_the_whole_logits_loss_and_gradients(tiny_model, tmp_path, loss):
-    """OPCTMethod.loss with logits from hidden states in chunks of 3 positions (whole_logits_max_mib: 0) against
+    """OPCTMethod.loss with logits from hidden states in chunks of 3 positions (whole_logits_max_mib: 3 positions'
+    logits) against
     the whole-logits path, full fine-tuning in float64: the same loss, statistics and gradient of every weight
     (in float32 they differ by rounding alone, about 5e-6 of the largest gradient: the chunks' matmuls are
     smaller, so their blocking differs)."""
-    from opct.methods.base import chunked_heads
+    from opct.methods.logit_path import chunked_heads
     from opct.methods.opct import OPCTMethod
+    from opct.models import load_tokenizer
 
+    vocab = len(load_tokenizer(str(tiny_model)))
     results = []
-    for limit in (0.0, 1e6):
-        ctx = _context(tiny_model, tmp_path, torch.float64, **{"opct.loss": loss, "train.whole_logits_max_mib": limit,
-                                                "train.logprob_chunk_positions": 3})
+    for limit in ((3 * vocab * 4 + 1) / 2**20, 1e6):  # chunks of 3 positions (the most that fit), or the whole logits
+        ctx = _context(tiny_model, tmp_path, torch.float64, **{"opct.loss": loss, "train.whole_logits_max_mib": limit})
         method = OPCTMethod(ctx)
         mb = _microbatch(ctx, method, shift=0.0)
-        assert (chunked_heads(ctx, mb, "teacher_prompt") is None) == (limit > 0)  # the path each limit picks
+        positions = len(mb.completions) * max(len(c) for c in mb.completions)
+        picked = chunked_heads(ctx.cfg.train, ctx.policy, ctx.teacher, positions, ctx.pad_id)
+        assert (picked is None) == (limit > 1)  # the path each limit picks
         value, stats = method.loss(mb)
         value.backward()
         results.append((value.detach(), stats, {n: p.grad for n, p in ctx.model.named_parameters()}))

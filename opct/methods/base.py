@@ -16,11 +16,12 @@ from transformers import PreTrainedTokenizerBase
 
 from opct.config import GenerationConfig, RunConfig
 from opct.errors import DistributionError
+from opct.methods.logit_path import chunked_heads, logits_chunk_positions
 from opct.models import PromptRenderer, Teacher
 from opct.pairs import ConsistencyPair
 from opct.sampling.engine import SamplingEngine, SamplingParams
 from opct.sampling.factory import make_sampler
-from opct.sampling.hidden_logits import OutputHead, completion_hidden, hidden_scoring
+from opct.sampling.hidden_logits import OutputHead, completion_hidden
 from opct.sampling.logit_rows import LogitRows, logprobs_and_entropy
 from opct.sampling.scoring import CompletionBatch, completion_logits, token_entropy_sum, token_logprobs
 
@@ -209,9 +210,11 @@ def score_pair(
 
     Unless ``keep_logits``, logits larger than ``train.whole_logits_max_mib`` are never built whole: the
     forwards stop at the final hidden states and the log-probs (and the loss's divergences) are taken
-    ``train.logprob_chunk_positions`` positions at a time (:func:`chunked_heads` says when).
+    ``train.logprob_chunk_positions`` positions at a time (:func:`opct.methods.logit_path.chunked_heads` says when).
     """
-    heads = None if keep_logits else chunked_heads(ctx, mb, reference_side)
+    positions = len(mb.completions) * max(len(c) for c in mb.completions)
+    heads = None if keep_logits else chunked_heads(ctx.cfg.train, ctx.policy, ctx.teacher if reference_side else None,
+                                                   positions, ctx.pad_id, ctx.sharded)
     if heads is not None:
         return _score_from_hidden(ctx, mb, reference_side, reference_temperature, logit_rows, *heads)
     share, chunk = ctx.cfg.train.share_prompt_prefix, ctx.cfg.train.logprob_chunk_positions
@@ -249,31 +252,6 @@ def score_pair(
     )
 
 
-def chunked_heads(
-    ctx: TrainContext, mb: Microbatch, reference_side: str | None
-) -> tuple[OutputHead, OutputHead | None] | None:
-    """The student's and the reference's output heads when ``mb``'s logits are to be taken from hidden states in
-    chunks, else ``None`` (they are built whole).
-
-    The rule: chunks when the microbatch's whole logits (``sequences x longest completion x vocabulary``
-    in float32) would exceed ``train.whole_logits_max_mib``, the weights are not sharded (FSDP), and both
-    models pass their self-check (:func:`opct.sampling.hidden_logits.hidden_scoring`; a failure is said once).
-    Below the limit the whole logits are small and the path is the one opct always took, to the bit.
-    """
-    if ctx.sharded:
-        return None
-    vocab = ctx.policy.get_output_embeddings().weight.shape[0]
-    whole_mib = len(mb.completions) * max(len(c) for c in mb.completions) * vocab * 4 / 2**20
-    if whole_mib <= ctx.cfg.train.whole_logits_max_mib:
-        return None
-    student = hidden_scoring(ctx.policy, ctx.pad_id)
-    if student is None or reference_side is None:
-        return None if student is None else (student, None)
-    with ctx.teacher.active() as reference:
-        teacher = hidden_scoring(reference, ctx.pad_id)
-    return None if teacher is None else (student, teacher)
-
-
 def _score_from_hidden(
     ctx: TrainContext,
     mb: Microbatch,
@@ -284,7 +262,8 @@ def _score_from_hidden(
     reference_head: OutputHead | None,
 ) -> PairScores:
     """:func:`score_pair` from the final hidden states: no ``[N, L, V]`` tensor is built."""
-    share, chunk = ctx.cfg.train.share_prompt_prefix, ctx.cfg.train.logprob_chunk_positions
+    share = ctx.cfg.train.share_prompt_prefix
+    chunk = logits_chunk_positions(ctx.cfg.train, student_head.layer.out_features)
     student_batch = ctx.batch(mb, "prompt")
     targets, mask = student_batch.targets_and_mask()
     reference_lp = reference_rows = None

@@ -33,6 +33,7 @@ from opct.methods.base import (
     score_pair,
     warn_if_off_policy,
 )
+from opct.methods.logit_path import logits_chunk_positions
 from opct.pairs import ConsistencyPair
 from opct.sampling.merged_lora import MergedLoraModel
 
@@ -165,7 +166,6 @@ class OPCTMethod:
         s = score_pair(self.ctx, mb, reference_side="teacher_prompt", logit_rows=loss.kind != "sampled",
                        reference_temperature=settings.teacher_temperature)
         # s.student_lp, s.sampler_lp, s.reference_lp (the teacher at teacher_temperature), s.mask: [sequences, completion_len]
-        chunk = self.ctx.cfg.train.logprob_chunk_positions
         if loss.kind == "sampled":
             # rollout_logprobs: recompute: the old log-probs are the trainer's forward without gradient. One
             # optimizer step per rollout batch, so that forward is this one's, detached: no second forward.
@@ -183,6 +183,9 @@ class OPCTMethod:
             if settings.tis_cap is not None:
                 per_token = per_token * losses.truncated_is_weights(old_lp, s.sampler_lp, s.mask, settings.tis_cap)
         else:
+            chunk = self.ctx.cfg.train.logprob_chunk_positions
+            if s.student_rows is not None and s.student_rows.head is not None:  # from hidden states
+                chunk = logits_chunk_positions(self.ctx.cfg.train, s.student_rows.head.layer.out_features)
             with self.ctx.accelerator.autocast():  # the chunks' logits as the whole forward's would be
                 if loss.kind == "topk":
                     per_token = losses.topk_reverse_kl(s.student_rows, s.reference_rows, s.mask.bool(), loss.topk, chunk)
