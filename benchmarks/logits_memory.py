@@ -12,7 +12,12 @@ once. Then, for each code tree (``--before`` if given, then this one) and each l
 paper's, and ``full``, the vocabulary-wide reverse KL), one fresh Python subprocess imports opct from
 that tree (``PYTHONPATH``; ``--jobs`` of them at a time), trains one OPCT step with ``opct.training.loop.train`` (LoRA, float32, 2
 pairs x 4 samples = ``--rows`` rows of exactly ``--length`` completion tokens, one microbatch) and reports
-its peak resident set size (``ru_maxrss`` of the subprocess itself) and the loss it logged. Each
+its peak resident set size (``ru_maxrss`` of the subprocess itself) and the loss it logged. With
+``--fixed-rollouts`` the sampler returns seeded random completions of exactly ``--length`` tokens instead of
+decoding them (the scoring forwards, the loss and the backward, where the logits live, are unchanged; the
+decode's own memory is one ``[rows, vocab]`` row of logits per step): on a busy 2-core machine decoding
+384 tokens took longer than the rest. ``--profile-pairs 0`` skips the run-start off-policy profile
+(:mod:`opct.training.run_profile`), which scores its own samples with whole logits: the step alone. Each
 subprocess is fresh, so one measurement's allocations cannot lower or raise another's.
 
 The rows of the JSON: ``code`` (``before``/``after``), ``opct_path`` (the package the subprocess
@@ -79,9 +84,12 @@ def run_worker(spec: dict[str, Any]) -> dict[str, Any]:
                          "min_new_tokens": spec["length"]},
             "loss": LOSSES[spec["loss"]],
         },
+        "profile": {"pairs_per_axis": spec["profile_pairs"]},
         "train": {"max_steps": 1, "pairs_per_step": pairs, "sequences_per_microbatch": spec["rows"],
                   "checkpoint_every": 10**6, "log_rollouts": False},
     })
+    if spec["fixed_rollouts"]:
+        _fix_rollouts()
     start = time.perf_counter()
     train(cfg, show_progress=False)
     wall = time.perf_counter() - start
@@ -94,6 +102,24 @@ def run_worker(spec: dict[str, Any]) -> dict[str, Any]:
         "train_loss": rows[-1].get("loss"),
         "wall_s": round(wall, 1),
     }
+
+
+def _fix_rollouts() -> None:
+    """Make the HF sampler return seeded random completions of exactly ``max_new_tokens`` ids (below 1000) with a
+    recorded log-prob of -5 each, instead of decoding: the step's scoring, loss and backward (what is measured)
+    are the same work, without the decode's minutes on a busy CPU."""
+    import random
+
+    from opct.sampling.engine import Rollout
+    from opct.sampling.hf_sampler import HFSampler
+
+    def generate(self, prompts, params, sample_keys=None):
+        rng = random.Random(params.seed)
+        return [Rollout(i, s, list(p), [rng.randrange(1000) for _ in range(params.max_new_tokens)],
+                        [-5.0] * params.max_new_tokens, True)
+                for i, p in enumerate(prompts) for s in range(params.n)]
+
+    HFSampler.generate = generate
 
 
 def measure(code: str, root: Path, loss: str, base: dict[str, Any], work: Path) -> dict[str, Any]:
@@ -116,6 +142,10 @@ def main() -> None:
     parser.add_argument("--samples", type=int, default=4, help="samples per pair (rows / samples pairs)")
     parser.add_argument("--length", type=int, default=384)
     parser.add_argument("--losses", default="sampled,full")
+    parser.add_argument("--fixed-rollouts", action="store_true",
+                        help="seeded random completions instead of decoding (the step's scoring and backward unchanged)")
+    parser.add_argument("--profile-pairs", type=int, default=8,
+                        help="profile.pairs_per_axis of the run (the run-start off-policy profile; 0 skips it)")
     parser.add_argument("--jobs", type=int, default=1, help="subprocesses at a time (peak RSS is per subprocess)")
     parser.add_argument("--out", type=Path)
     parser.add_argument("--worker", help=argparse.SUPPRESS)
@@ -128,7 +158,8 @@ def main() -> None:
         work = Path(tmp)
         base = {"model": str(build_model(args.tokenizer, work / "model")),
                 "pairs": str(write_pairs(work / "pairs.jsonl", args.rows // args.samples)),
-                "rows": args.rows, "samples": args.samples, "length": args.length}
+                "rows": args.rows, "samples": args.samples, "length": args.length,
+                "fixed_rollouts": args.fixed_rollouts, "profile_pairs": args.profile_pairs}
         runs = [(code, root, loss) for loss in args.losses.split(",") for code, root in trees]
         with ThreadPoolExecutor(max_workers=args.jobs) as pool:  # each subprocess's peak is its own
             results = list(pool.map(lambda run: measure(*run, base, work), runs))
@@ -138,7 +169,7 @@ def main() -> None:
         "benchmark": "logits_memory",
         "date": datetime.now(UTC).isoformat(timespec="seconds"),
         "machine": {"platform": platform.platform(), "cpus": os.cpu_count()},
-        "settings": {k: getattr(args, k) for k in ("rows", "samples", "length", "jobs")} | {"tokenizer": str(args.tokenizer)},
+        "settings": {k: getattr(args, k) for k in ("rows", "samples", "length", "jobs", "fixed_rollouts", "profile_pairs")} | {"tokenizer": str(args.tokenizer)},
         "trees": {code: str(root) for code, root in trees},
         "results": results,
     }
