@@ -162,6 +162,12 @@ class TrainConfig(_Strict):
     logprob_chunk_positions: int = Field(
         512, gt=0, description="completion positions per chunk when taking log-softmax over the vocabulary"
     )
+    whole_logits_max_mib: float = Field(
+        64.0, gt=0.0, allow_inf_nan=False,
+        description="the largest logits tensor built, in MiB of float32: a microbatch's [rows, length, vocab] logits "
+                    "are built whole when they fit; above it they come from the final hidden states in chunks of "
+                    "logprob_chunk_positions positions (fewer where that many would not fit), forward and backward",
+    )
     mixed_precision: Literal["no", "bf16", "fp16"] = Field("no", description="accelerate's autocast: no, bf16 or fp16 (with a loss scaler)")
     checkpoint_every: int = Field(20, gt=0, description="steps between checkpoints (checkpoints/step-N/; the last step is always saved)")
     keep_checkpoints: int = Field(2, gt=0, description="newest checkpoints kept; older ones are deleted")

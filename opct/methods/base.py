@@ -15,10 +15,13 @@ from pydantic import BaseModel
 from transformers import PreTrainedTokenizerBase
 
 from opct.config import GenerationConfig, RunConfig
+from opct.methods.logit_path import chunked_heads, logits_chunk_positions
 from opct.models import PromptRenderer, Teacher
 from opct.pairs import ConsistencyPair
 from opct.sampling.engine import SamplingEngine, SamplingParams
 from opct.sampling.factory import make_sampler
+from opct.sampling.hidden_logits import OutputHead, completion_hidden
+from opct.sampling.logit_rows import LogitRows, logprobs_and_entropy
 from opct.sampling.scoring import CompletionBatch, completion_logits, token_entropy_sum, token_logprobs
 
 
@@ -117,6 +120,7 @@ class Microbatch:
         return {
             "kl_sum": ((scores.sampler_lp - scores.reference_lp) * scores.mask).sum().item(),
             "ratio_dev_sum": ((scores.student_lp.detach() - scores.sampler_lp).abs() * scores.mask).sum().item(),
+            "mismatch_max": float(((scores.student_lp.detach() - scores.sampler_lp).abs() * scores.mask).max()),
             "sequences": float(len(self.completions)),
             "truncated": float(sum(self.truncated or [])),
             "entropy_sum": scores.entropy_sum,
@@ -157,10 +161,12 @@ def warn_if_off_policy(gen: GenerationConfig, method: str) -> None:
 ENTROPY_STATS: dict[str, tuple[str, str]] = {"entropy": ("entropy_sum", "tokens")}
 #: What every on-policy method logs beyond the loss: ``kl_to_teacher`` is the mean per-token
 #: ``log pi_sampler - log pi_ref``; ``ratio_abs_log_dev`` the mean ``|log pi_theta - log pi_sampler|``
-#: (0 when the rollouts are exactly on-policy).
+#: (0 when the rollouts are exactly on-policy): the mean sampler-trainer mismatch per token, whose largest
+#: value over the step's tokens is ``logprob_mismatch_max`` (a ``"max"`` statistic: the loop takes the largest).
 SAMPLED_STATS: dict[str, tuple[str, str]] = {
     "kl_to_teacher": ("kl_sum", "tokens"),
     "ratio_abs_log_dev": ("ratio_dev_sum", "tokens"),
+    "logprob_mismatch_max": ("mismatch_max", "max"),
     **ENTROPY_STATS,
 }
 
@@ -176,6 +182,8 @@ class PairScores:
     reference_lp: torch.Tensor | None = None  # log pi_ref(y_t | reference prompt, y_<t), no gradients
     student_logits: torch.Tensor | None = None
     reference_logits: torch.Tensor | None = None
+    student_rows: LogitRows | None = None  # the student's logits, whole or from hidden states (with gradients)
+    reference_rows: LogitRows | None = None  # the reference's logits, likewise (no gradients)
     entropy_sum: float = 0.0  # summed entropy of the student's next-token distribution over the completion tokens
 
 
@@ -185,20 +193,32 @@ def score_pair(
     reference_side: Literal["prompt", "teacher_prompt"] | None = None,
     keep_logits: bool = False,
     reference_temperature: float = 1.0,
+    logit_rows: bool = False,
 ) -> PairScores:
     """Log-probs of ``mb``'s completions under the student after ``prompt`` (with gradients) and,
     with ``reference_side``, under the frozen run-start model after that side's prompt (no gradients).
 
     The one scoring call of every method: OPCT's teacher scores ``teacher_prompt``, GRPO's reference
-    scores ``prompt``, BCT needs no reference. ``keep_logits`` keeps the full logits for
-    vocabulary-wide losses. ``reference_temperature`` divides the reference's logits before its
+    scores ``prompt``, BCT needs no reference. ``keep_logits`` keeps the whole logits; ``logit_rows``
+    keeps them as :class:`~opct.sampling.logit_rows.LogitRows` for vocabulary-wide losses (then the student's
+    log-probs carry no gradient). ``reference_temperature`` divides the reference's logits before its
     log-softmax (OPCT's ``teacher_temperature``; at 1.0 they are left exactly as computed).
+
+    Unless ``keep_logits``, logits larger than ``train.whole_logits_max_mib`` are never built whole: the
+    forwards stop at the final hidden states and the log-probs (and the loss's divergences) are taken
+    ``train.logprob_chunk_positions`` positions at a time (:func:`opct.methods.logit_path.chunked_heads` says when).
     """
+    positions = len(mb.completions) * max(len(c) for c in mb.completions)
+    heads = None if keep_logits else chunked_heads(ctx.cfg.train, ctx.policy, ctx.teacher if reference_side else None,
+                                                   positions, ctx.pad_id, ctx.sharded)
+    if heads is not None:
+        return _score_from_hidden(ctx, mb, reference_side, reference_temperature, logit_rows, *heads)
     share, chunk = ctx.cfg.train.share_prompt_prefix, ctx.cfg.train.logprob_chunk_positions
     share = share and not ctx.sharded  # under FSDP one forward per call on every process, whatever the batch
     student_batch = ctx.batch(mb, "prompt")
     targets, mask = student_batch.targets_and_mask()
     reference_lp = reference_logits = None
+    keep = keep_logits or logit_rows
     if reference_side is not None:
         # The same autocast as the student: under mixed precision a teacher copy run in full
         # precision would differ from the run-start student by rounding alone.
@@ -208,7 +228,7 @@ def score_pair(
                 reference_logits = reference_logits / reference_temperature
             targets, mask = targets.to(reference_logits.device), mask.to(reference_logits.device)
             reference_lp = token_logprobs(reference_logits, targets, chunk) * mask
-            if not keep_logits:
+            if not keep:
                 reference_logits = None
     # A checkpointed layer fills no KV cache in a forward with gradients: the student scores whole sequences then.
     student_share = share and not (ctx.cfg.train.gradient_checkpointing and torch.is_grad_enabled())
@@ -222,8 +242,48 @@ def score_pair(
         student_lp=student_lp,
         sampler_lp=mb.sampler_logprob_tensor(student_lp),
         reference_lp=reference_lp,
-        student_logits=student_logits if keep_logits else None,
+        student_logits=student_logits if keep else None,
         reference_logits=reference_logits,
+        student_rows=LogitRows(logits=student_logits) if logit_rows else None,
+        reference_rows=LogitRows(logits=reference_logits) if logit_rows and reference_logits is not None else None,
+        entropy_sum=entropy_sum,
+    )
+
+
+def _score_from_hidden(
+    ctx: TrainContext,
+    mb: Microbatch,
+    reference_side: Literal["prompt", "teacher_prompt"] | None,
+    reference_temperature: float,
+    logit_rows: bool,
+    student_head: OutputHead,
+    reference_head: OutputHead | None,
+) -> PairScores:
+    """:func:`score_pair` from the final hidden states: no ``[N, L, V]`` tensor is built."""
+    share = ctx.cfg.train.share_prompt_prefix
+    chunk = logits_chunk_positions(ctx.cfg.train, student_head.layer.out_features)
+    student_batch = ctx.batch(mb, "prompt")
+    targets, mask = student_batch.targets_and_mask()
+    reference_lp = reference_rows = None
+    if reference_side is not None and reference_head is not None:
+        with torch.no_grad(), ctx.teacher.active() as reference, ctx.accelerator.autocast():
+            hidden = completion_hidden(reference, ctx.batch(mb, reference_side), ctx.pad_id, share)
+            reference_rows = LogitRows(hidden=hidden, head=reference_head.at_temperature(reference_temperature))
+            reference_lp, _ = logprobs_and_entropy(reference_rows, targets, mask, chunk, grad=False)
+    # A checkpointed layer fills no KV cache in a forward with gradients: the student scores whole sequences then.
+    student_share = share and not (ctx.cfg.train.gradient_checkpointing and torch.is_grad_enabled())
+    with ctx.accelerator.autocast():
+        hidden = completion_hidden(ctx.model, student_batch, ctx.pad_id, student_share)
+        student_rows = LogitRows(hidden=hidden, head=student_head)
+        student_lp, entropy_sum = logprobs_and_entropy(student_rows, targets, mask, chunk, grad=not logit_rows)
+    mask = mask.to(student_lp.device)
+    return PairScores(
+        mask=mask.to(student_lp.dtype),
+        student_lp=student_lp,
+        sampler_lp=mb.sampler_logprob_tensor(student_lp),
+        reference_lp=reference_lp.to(student_lp.device) if reference_lp is not None else None,
+        student_rows=student_rows if logit_rows else None,
+        reference_rows=reference_rows if logit_rows else None,
         entropy_sum=entropy_sum,
     )
 
@@ -233,7 +293,7 @@ class Method(Protocol):
 
     ``config_class`` is the method's settings section (``cfg.method_config``). ``stats`` declares
     what the loop logs each step: ``{logged name: (summed statistic, per "tokens" or "sequences")}``
-    for the sums :meth:`loss` returns. ``logs_rollouts``: whether its completions are samples worth
+    for the sums :meth:`loss` returns (or ``"max"``: the statistic is a largest value, and the largest is logged). ``logs_rollouts``: whether its completions are samples worth
     writing to ``rollouts.jsonl.gz``. ``compute``: which tokens it generates and has the teacher score,
     each ``"trained"`` (the tokens each step trains on), ``"cached"`` (targets generated once into the
     run's cache of the method's name) or ``"none"``; recorded in the run manifest and read by

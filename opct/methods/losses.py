@@ -14,6 +14,11 @@ the perturbed prompt ``x`` and scored by the teacher on the contrastive prompt `
 
     \mathcal{L} = -\sum_t \frac{\pi_\theta(y_t \mid x, y_{<t})}{\mathrm{sg}[\pi_{\text{sampler}}(y_t \mid x, y_{<t})]}\, A_t
 
+With ``opct.rollout_logprobs: recompute`` the old log-probs :math:`\pi_{\text{sampler}}` above are the
+trainer's own (no gradient), and ``opct.tis_cap`` :math:`C` multiplies each token's loss by the truncated
+importance weight :math:`w_t = \min(\pi_{\text{trainer}}(y_t) / \pi_{\text{sampler}}(y_t), C)`
+(:func:`truncated_is_weights`), the sampler being the engine that drew the tokens.
+
 With ``gamma = 1`` the expected gradient is that of the sequence-level reverse KL
 ``KL(pi_theta(.|x) || pi_teacher(.|x'))``; with ``gamma = 0`` (the paper's default) it is the
 gradient of the per-position reverse KL on on-policy prefixes, i.e. of :func:`full_divergence`.
@@ -32,7 +37,7 @@ import math
 
 import torch
 
-from opct.sampling.scoring import rowwise_chunked
+from opct.sampling.logit_rows import LogitRows, as_logit_rows, map_position_chunks
 
 
 def kl_advantages(
@@ -91,6 +96,19 @@ def sampled_token_loss(
     """The paper's OPCT loss per token (see the module docstring)."""
     adv = kl_advantages(sampler_logprobs, teacher_logprobs, mask, kl_coef, discount)
     return policy_gradient_loss(student_logprobs, sampler_logprobs, adv, mask, kind, clip_eps)
+
+
+def truncated_is_weights(
+    trainer_logprobs: torch.Tensor, sampler_logprobs: torch.Tensor, mask: torch.Tensor, cap: float
+) -> torch.Tensor:
+    """Truncated importance-sampling weights per token (no gradient): ``w_t = min(pi_trainer(y_t) / pi_sampler(y_t), C)``.
+
+    The rollouts come from the sampler's distribution; the loss is the trainer's. Multiplying each token's
+    loss by ``w_t`` corrects for the difference, truncated at ``C`` so that a token the sampler found far
+    less likely than the trainer does cannot dominate the step (truncated IS, as verl and ms-swift apply it
+    to the recomputed old log-probs).
+    """
+    return torch.exp((trainer_logprobs - sampler_logprobs).detach()).clamp(max=cap) * mask
 
 
 def group_advantages(rewards: torch.Tensor, group_size: int, min_std: float = 1e-6) -> torch.Tensor:
@@ -152,20 +170,29 @@ def _topk_reverse_kl(k: int):
     return topk_kl
 
 
-def _per_position(fn, student_logits: torch.Tensor, teacher_logits: torch.Tensor, mask: torch.Tensor, chunk_size: int):
-    n, length, vocab = student_logits.shape
-    rows = mask.reshape(-1).nonzero()[:, 0]
-    values = rowwise_chunked(
-        fn, [student_logits.reshape(n * length, vocab), teacher_logits.detach().reshape(n * length, vocab)], rows, chunk_size
-    )
-    out = torch.zeros(n * length, dtype=values.dtype, device=student_logits.device)
-    out = out.index_put((rows,), values)
+def _per_position(fn, student: torch.Tensor | LogitRows, teacher: torch.Tensor | LogitRows, mask: torch.Tensor,
+                  chunk_size: int) -> torch.Tensor:
+    """``fn(student logits, teacher logits)`` at each masked position as ``[N, L]``, ``chunk_size`` positions at a
+    time (:func:`opct.sampling.logit_rows.map_position_chunks`): from whole logits, or from hidden states and
+    the output head, the teacher's side without gradients."""
+    s, t = as_logit_rows(student), as_logit_rows(teacher)
+    positions = mask.reshape(-1).nonzero()[:, 0].to(s.device)
+
+    def chunk_values(chunk: torch.Tensor) -> torch.Tensor:
+        with torch.no_grad():
+            t_logits = t.take(chunk.to(t.device)).to(s.device)
+        return fn(s.take(chunk), t_logits)
+
+    values = map_position_chunks(chunk_values, positions, chunk_size, needs_grad=s.requires_grad)
+    n, length = s.shape
+    out = torch.zeros(n * length, dtype=values.dtype, device=s.device)
+    out = out.index_put((positions,), values)
     return out.reshape(n, length)
 
 
 def full_divergence(
-    student_logits: torch.Tensor,
-    teacher_logits: torch.Tensor,
+    student_logits: torch.Tensor | LogitRows,
+    teacher_logits: torch.Tensor | LogitRows,
     mask: torch.Tensor,
     divergence: str = "reverse_kl",
     beta: float = 0.5,
@@ -176,7 +203,8 @@ def full_divergence(
     ``reverse_kl``: KL(p_student || p_teacher); ``forward_kl``: KL(p_teacher || p_student);
     ``jsd``: generalized Jensen-Shannon, ``beta KL(p_t || m) + (1-beta) KL(p_s || m)`` with
     ``m = beta p_t + (1-beta) p_s`` (``beta = 0.5`` is the symmetric JSD). Computed only at masked
-    positions, ``chunk_size`` positions at a time.
+    positions, ``chunk_size`` positions at a time; the logits are whole ``[N, L, V]`` tensors or
+    :class:`~opct.sampling.logit_rows.LogitRows` (hidden states and the output head).
     """
     fns = {"reverse_kl": _reverse_kl, "forward_kl": _forward_kl}
     if divergence == "jsd":
@@ -191,8 +219,8 @@ def full_divergence(
 
 
 def topk_reverse_kl(
-    student_logits: torch.Tensor,
-    teacher_logits: torch.Tensor,
+    student_logits: torch.Tensor | LogitRows,
+    teacher_logits: torch.Tensor | LogitRows,
     mask: torch.Tensor,
     k: int = 20,
     chunk_size: int = 512,

@@ -33,6 +33,7 @@ from opct.methods.base import (
     score_pair,
     warn_if_off_policy,
 )
+from opct.methods.logit_path import logits_chunk_positions
 from opct.pairs import ConsistencyPair
 from opct.sampling.merged_lora import merged_sampling_copy
 
@@ -95,6 +96,28 @@ class OPCTConfig(StrictSettings):
         description="divides the frozen teacher's logits before its log-softmax, in every loss kind: 1.0 = the "
                     "paper's teacher; below 1 a sharper target distribution, above 1 a flatter one",
     )
+    rollout_logprobs: Literal["sampler", "recompute"] = Field(
+        "sampler",
+        description="the old (behaviour) log-probs of the sampled loss: sampler = those the sampler recorded (the "
+                    "importance ratio then corrects for any sampler-trainer mismatch, untruncated); recompute = the "
+                    "trainer's own forward, without gradient (see tis_cap). docs/training.md says which to use",
+    )
+    tis_cap: float | None = Field(
+        None, ge=1.0, allow_inf_nan=False,
+        description="truncated importance sampling: each token's loss is multiplied by min(pi_trainer / pi_sampler, "
+                    "tis_cap) of the sampled token (rollout_logprobs: recompute, loss.kind: sampled); None: off",
+    )
+
+    @model_validator(mode="after")
+    def _check_mismatch(self) -> OPCTConfig:
+        if self.loss.kind != "sampled" and (self.rollout_logprobs != "sampler" or self.tis_cap is not None):
+            raise ValueError(f"rollout_logprobs and tis_cap are for loss.kind: sampled (this loss is {self.loss.kind}, "
+                             "which uses no importance ratio); remove them or set loss.kind: sampled")
+        if self.tis_cap is not None and self.rollout_logprobs != "recompute":
+            raise ValueError("tis_cap corrects the trainer's recomputed log-probs for the sampler's: set "
+                             "rollout_logprobs: recompute with it (with the sampler's own log-probs the importance "
+                             "ratio already corrects the whole mismatch, untruncated)")
+        return self
 
 
 class OPCTMethod:
@@ -140,14 +163,17 @@ class OPCTMethod:
         return rollout_microbatches(pairs, rollouts, self.ctx.cfg.train.sequences_per_microbatch)
 
     def loss(self, mb: Microbatch) -> tuple[torch.Tensor, dict[str, float]]:
-        loss = self.settings.loss
-        s = score_pair(self.ctx, mb, reference_side="teacher_prompt", keep_logits=loss.kind != "sampled",
-                       reference_temperature=self.settings.teacher_temperature)
+        loss, settings = self.settings.loss, self.settings
+        s = score_pair(self.ctx, mb, reference_side="teacher_prompt", logit_rows=loss.kind != "sampled",
+                       reference_temperature=settings.teacher_temperature)
         # s.student_lp, s.sampler_lp, s.reference_lp (the teacher at teacher_temperature), s.mask: [sequences, completion_len]
         if loss.kind == "sampled":
+            # rollout_logprobs: recompute: the old log-probs are the trainer's forward without gradient. One
+            # optimizer step per rollout batch, so that forward is this one's, detached: no second forward.
+            old_lp = s.student_lp.detach() if settings.rollout_logprobs == "recompute" else s.sampler_lp
             per_token = losses.sampled_token_loss(
                 s.student_lp,
-                s.sampler_lp,
+                old_lp,
                 s.reference_lp,
                 s.mask,
                 kl_coef=loss.kl_coef,
@@ -155,17 +181,16 @@ class OPCTMethod:
                 kind=loss.policy_loss,
                 clip_eps=loss.clip_eps or 0.0,
             )
-        elif loss.kind == "topk":
-            per_token = losses.topk_reverse_kl(
-                s.student_logits, s.reference_logits, s.mask.bool(), loss.topk, self.ctx.cfg.train.logprob_chunk_positions
-            )
+            if settings.tis_cap is not None:
+                per_token = per_token * losses.truncated_is_weights(old_lp, s.sampler_lp, s.mask, settings.tis_cap)
         else:
-            per_token = losses.full_divergence(
-                s.student_logits,
-                s.reference_logits,
-                s.mask.bool(),
-                loss.divergence,
-                loss.jsd_beta or 0.5,
-                self.ctx.cfg.train.logprob_chunk_positions,
-            )
+            chunk = self.ctx.cfg.train.logprob_chunk_positions
+            if s.student_rows is not None and s.student_rows.head is not None:  # from hidden states
+                chunk = logits_chunk_positions(self.ctx.cfg.train, s.student_rows.head.layer.out_features)
+            with self.ctx.accelerator.autocast():  # the chunks' logits as the whole forward's would be
+                if loss.kind == "topk":
+                    per_token = losses.topk_reverse_kl(s.student_rows, s.reference_rows, s.mask.bool(), loss.topk, chunk)
+                else:
+                    per_token = losses.full_divergence(s.student_rows, s.reference_rows, s.mask.bool(), loss.divergence,
+                                                       loss.jsd_beta or 0.5, chunk)
         return per_token.sum(), mb.sampled_stats(s)

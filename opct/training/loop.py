@@ -292,6 +292,7 @@ def _train_step(ctx: TrainContext, method: Any, optimizer, scheduler, pairs, ste
     scale = acc.num_processes / max(global_tokens, 1.0)
     ctx.model.train()
     totals: dict[str, float] = {"loss_sum": 0.0}
+    largest = {key for key, unit in method.stats.values() if unit == "max"}  # a largest value, not a sum
     for i, mb in enumerate(micro):
         sync = nullcontext() if i == len(micro) - 1 else acc.no_sync(ctx.model)
         with sync:
@@ -299,12 +300,14 @@ def _train_step(ctx: TrainContext, method: Any, optimizer, scheduler, pairs, ste
             acc.backward(loss_sum * scale)
         totals["loss_sum"] += loss_sum.item()
         for k, v in stats.items():
-            totals[k] = totals.get(k, 0.0) + v
+            totals[k] = max(totals.get(k, v), v) if k in largest else totals.get(k, 0.0) + v
     # measured even unclipped (an infinite bound scales by 1): a non-finite norm stops the step below
     grad_norm = acc.clip_grad_norm_(ctx.model.parameters(), cfg.optim.max_grad_norm or math.inf)
-    keys = sorted(totals)
+    keys = sorted(k for k in totals if k not in largest)
     summed = acc.reduce(torch.tensor([totals[k] for k in keys], device=acc.device, dtype=torch.float64), "sum")
     g = dict(zip(keys, summed.tolist(), strict=True))
+    for k in sorted(largest):  # every process gathers every key, with or without microbatches
+        g[k] = acc.gather(torch.tensor([totals.get(k, 0.0)], device=acc.device, dtype=torch.float64)).max().item()
     update = healthy_update(ctx, step, g["loss_sum"], grad_norm)
     if update:
         optimizer.step()
@@ -325,7 +328,7 @@ def _train_step(ctx: TrainContext, method: Any, optimizer, scheduler, pairs, ste
         "step_time_s": elapsed,
         "prepare_time_s": t_prepare,
     }
-    per = {"tokens": max(global_tokens, 1.0), "sequences": max(g.get("sequences", 1.0), 1.0)}
+    per = {"tokens": max(global_tokens, 1.0), "sequences": max(g.get("sequences", 1.0), 1.0), "max": 1.0}
     for name, (key, unit) in method.stats.items():
         record[name] = g[key] / per[unit]
     record["grad_norm"] = float(grad_norm)
