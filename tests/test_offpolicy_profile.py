@@ -110,6 +110,38 @@ def test_the_forward_passes_match_plain_ones(tiny_model):
     assert any(p.divergence is not None for p in profiles)
 
 
+def test_above_the_logits_limit_the_profile_scores_from_hidden_states_in_chunks_with_the_same_measures(tiny_model):
+    """A limit smaller than one position's logits: every target is scored from the final hidden states, a
+    position at a time, and gives the whole-logits measures (rounding only); the default limit keeps the
+    whole-logits pass (the organism's path, bit for bit)."""
+    from opct.config import ModelConfig
+    from opct.diagnostics import measure
+    from opct.models import PromptRenderer, load_model, load_tokenizer
+
+    spec = ModelConfig(name_or_path=str(tiny_model))
+    model, tok = load_model(spec), load_tokenizer(str(tiny_model))
+    model.eval()
+    render = PromptRenderer.for_model(tok, spec)
+    pairs = _tiny_pairs()
+    built: list[str] = []
+    plain, hidden = measure.completion_logits, measure.completion_hidden
+    with torch.no_grad(), pytest.MonkeyPatch.context() as mp:
+        mp.setattr(measure, "completion_logits", lambda *a, **k: built.append("whole") or plain(*a, **k))
+        mp.setattr(measure, "completion_hidden", lambda *a, **k: built.append("hidden") or hidden(*a, **k))
+        whole = measure._measure_chunk(model, model, tok, render, pairs, 10, 2, seed=5)
+        assert built == ["whole", "whole"]
+        built.clear()
+        chunked = measure._measure_chunk(model, model, tok, render, pairs, 10, 2, seed=5, whole_logits_max_mib=1e-6)
+        assert built == ["hidden", "hidden"]
+    assert any(p.divergence is not None for p in whole)
+    for a, b in zip(whole, chunked, strict=True):
+        assert (a.target, a.answer, a.sample_logprobs) == (b.target, b.answer, b.sample_logprobs)
+        assert b.target_logprobs == pytest.approx(a.target_logprobs, abs=1e-5)
+        assert b.teacher_entropy == pytest.approx(a.teacher_entropy, abs=1e-5)
+        assert b.target_rank_at_divergence == a.target_rank_at_divergence
+        assert b.teacher_top1_at_divergence == pytest.approx(a.teacher_top1_at_divergence, abs=1e-6)
+
+
 def test_identical_prompts_give_a_target_equal_to_the_answer(tiny_model):
     from opct.config import ModelConfig
     from opct.diagnostics.measure import measure_profile

@@ -23,10 +23,17 @@ from opct.models import PromptRenderer
 from opct.pairs import ConsistencyPair
 from opct.sampling.engine import Rollout, SamplingParams
 from opct.sampling.hf_sampler import HFSampler
+from opct.sampling.hidden_logits import completion_hidden, hidden_scoring
 from opct.sampling.scoring import CompletionBatch, completion_logits
 
 #: The seed of the profile's pair sample and of the student's samples.
 PROFILE_SEED = 20_260_521
+#: MiB of float32 logits a scoring pass may build whole (``train.whole_logits_max_mib``'s default); above it
+#: the targets are scored from the final hidden states a chunk of positions at a time.
+WHOLE_LOGITS_MAX_MIB = 64.0
+
+#: Logits ``[positions, vocab]`` of one row's positions ``start:stop``.
+RowLogits = Callable[[int, int, int], torch.Tensor]
 
 
 def profile_group(pair: ConsistencyPair) -> str:
@@ -78,12 +85,15 @@ def measure_profile(
     pairs_per_batch: int = 16,
     seed: int = PROFILE_SEED,
     progress: Callable[[int, int], None] | None = None,
+    whole_logits_max_mib: float = WHOLE_LOGITS_MAX_MIB,
 ) -> dict[str, Any]:
     """The off-policy profile of ``student`` (and ``teacher``, by default the student itself: the
     run-start model) on a seeded sample of ``pairs_per_axis`` pairs of each axis (or source, for pairs without one).
 
     ``spec`` renders prompts as training does (chat-template kwargs, system prompt). ``progress(done,
-    total)`` is called after each chunk of ``pairs_per_batch`` pairs. Returns
+    total)`` is called after each chunk of ``pairs_per_batch`` pairs. A scoring pass whose float32 logits would
+    exceed ``whole_logits_max_mib`` takes them from the final hidden states a chunk of positions at a time
+    (:func:`_scorers`), so a real vocabulary's ``[pairs, length, vocab]`` logits are never built whole. Returns
     :func:`opct.diagnostics.offpolicy.summarize`'s data with the settings it was measured at.
     """
     teacher = teacher if teacher is not None else student
@@ -94,7 +104,7 @@ def measure_profile(
     with torch.no_grad(), _eval_mode(student, teacher):
         for start in range(0, len(chosen), batch):
             profiles.extend(_measure_chunk(student, teacher, tokenizer, render, chosen[start : start + batch],
-                                           max_new_tokens, samples, seed))
+                                           max_new_tokens, samples, seed, whole_logits_max_mib))
             if progress is not None:
                 progress(min(start + batch, len(chosen)), len(chosen))
     settings = {"pairs_per_axis": pairs_per_axis, "max_new_tokens": max_new_tokens, "samples_per_pair": samples,
@@ -110,6 +120,7 @@ def _generate(model: torch.nn.Module, tokenizer: Any, prompts: list[list[int]], 
 def _measure_chunk(
     student: torch.nn.Module, teacher: torch.nn.Module, tokenizer: Any, render: PromptRenderer,
     chunk: list[ConsistencyPair], max_new_tokens: int, samples: int, seed: int,
+    whole_logits_max_mib: float = WHOLE_LOGITS_MAX_MIB,
 ) -> list[PairProfile]:
     keys = [p.id for p in chunk]
     prompts = [render(p.prompt) for p in chunk]
@@ -126,26 +137,66 @@ def _measure_chunk(
     pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
     target_ids = [r.completion_ids or [pad] for r in targets]  # a model always emits a token; the guard keeps shapes
     order = list(range(len(chunk)))
-    student_logits = completion_logits(student, CompletionBatch(prompts, target_ids, order), pad, share_prefix=False)
-    teacher_logits = completion_logits(teacher, CompletionBatch(clean, target_ids, order), pad, share_prefix=False)
+    student_rows, teacher_rows, positions = _scorers(
+        student, teacher, CompletionBatch(prompts, target_ids, order), CompletionBatch(clean, target_ids, order), pad,
+        whole_logits_max_mib)
     out: list[PairProfile] = []
     for i, pair in enumerate(chunk):
         ids = target_ids[i]
-        s_logp = torch.log_softmax(student_logits[i, : len(ids)].float(), dim=-1)
-        t_logp = torch.log_softmax(teacher_logits[i, : len(ids)].float(), dim=-1)
-        index = torch.tensor(ids, device=s_logp.device)
-        target_lp = s_logp.gather(-1, index[:, None])[:, 0]
-        entropy = -(t_logp.exp() * t_logp).sum(-1)
+        answer = answers[i].completion_ids
+        d = first_divergence(ids, answer)
+        target_parts: list[torch.Tensor] = []
+        entropy_parts: list[torch.Tensor] = []
+        rank = top1 = None
+        for start in range(0, len(ids), positions):
+            stop = min(start + positions, len(ids))
+            s_logp = torch.log_softmax(student_rows(i, start, stop).float(), dim=-1)
+            t_logp = torch.log_softmax(teacher_rows(i, start, stop).float(), dim=-1)
+            index = torch.tensor(ids[start:stop], device=s_logp.device)
+            target_parts.append(s_logp.gather(-1, index[:, None])[:, 0])
+            entropy_parts.append(-(t_logp.exp() * t_logp).sum(-1))
+            if d is not None and start <= d < stop:
+                rank = int((s_logp[d - start] > s_logp[d - start, ids[d]]).sum()) + 1
+                top1 = float(t_logp[d - start].max().exp())
+        target_lp, entropy = torch.cat(target_parts), torch.cat(entropy_parts)
         profile = PairProfile(
             pair_id=pair.id, axis=profile_group(pair), cluster=_cluster(pair), target=ids,
-            target_truncated=targets[i].truncated, answer=answers[i].completion_ids, answer_truncated=answers[i].truncated,
+            target_truncated=targets[i].truncated, answer=answer, answer_truncated=answers[i].truncated,
             target_logprobs=target_lp.tolist(), teacher_entropy=entropy.tolist(),
             sample_logprobs=[r.logprobs for r in own[i * samples : (i + 1) * samples]],
             sample_truncated=[r.truncated for r in own[i * samples : (i + 1) * samples]],
         )
-        d = first_divergence(ids, profile.answer)
-        if d is not None and d < len(ids):
-            profile.target_rank_at_divergence = int((s_logp[d] > s_logp[d, ids[d]]).sum()) + 1
-            profile.teacher_top1_at_divergence = float(t_logp[d].max().exp())
+        if rank is not None:
+            profile.target_rank_at_divergence = rank
+            profile.teacher_top1_at_divergence = top1
         out.append(profile)
     return out
+
+
+def _scorers(
+    student: torch.nn.Module, teacher: torch.nn.Module, student_batch: CompletionBatch, teacher_batch: CompletionBatch,
+    pad: int, whole_logits_max_mib: float,
+) -> tuple[RowLogits, RowLogits, int]:
+    """How row ``i``'s logits at positions ``start:stop`` are had, for the student and the teacher, and how many
+    positions to take at a time.
+
+    Whole logits (one forward each, every position at once: the profile as it always was, to the bit) while
+    ``rows x length x vocab`` float32 fits in ``whole_logits_max_mib``; above it, where both models pass the
+    hidden-state self-check (:func:`opct.sampling.hidden_logits.hidden_scoring`), the final hidden states of
+    one forward each and the output head applied to as many positions at a time as fit in the limit.
+    """
+    rows, length = len(student_batch.completions), student_batch.width
+    vocab = student.get_output_embeddings().weight.shape[0]
+    fits = int(whole_logits_max_mib * 2**20 // (4 * vocab))
+    heads = None
+    if rows * length > fits:
+        heads = (hidden_scoring(student, pad), hidden_scoring(teacher, pad))
+    if heads is None or heads[0] is None or heads[1] is None:
+        s_logits = completion_logits(student, student_batch, pad, share_prefix=False)
+        t_logits = completion_logits(teacher, teacher_batch, pad, share_prefix=False)
+        return (lambda i, a, b: s_logits[i, a:b]), (lambda i, a, b: t_logits[i, a:b]), max(1, length)
+    student_head, teacher_head = heads
+    s_hidden = completion_hidden(student, student_batch, pad, share_prefix=False)
+    t_hidden = completion_hidden(teacher, teacher_batch, pad, share_prefix=False)
+    return ((lambda i, a, b: student_head(s_hidden[i, a:b])), (lambda i, a, b: teacher_head(t_hidden[i, a:b])),
+            max(1, fits))

@@ -50,7 +50,8 @@ def measure_run_start(
         with acc.autocast():
             profile = measure_profile(ctx.policy, ctx.tokenizer, pairs, spec=cfg.model,
                                       pairs_per_axis=cfg.profile.pairs_per_axis, max_new_tokens=profile_length(ctx),
-                                      pairs_per_batch=cfg.train.sequences_per_microbatch, progress=progress)
+                                      pairs_per_batch=cfg.train.sequences_per_microbatch, progress=progress,
+                                      whole_logits_max_mib=cfg.train.whole_logits_max_mib)
         profile["seconds"] = round(time.perf_counter() - t0, 3)
     else:
         profile = {}
