@@ -260,3 +260,14 @@ def test_eager_attention_takes_the_static_decoders_float_mask(organism):
     (buffers,) = sampler.static_decoder()._shapes.values()
     assert buffers.mask.dtype == torch.float32  # added to the scores, not a boolean
     _assert_same(plain, static)
+
+
+def test_inverse_cdf_clamps_on_the_device_and_a_row_of_nan_gets_token_0_not_an_index_past_the_vocabulary():
+    """The clamp runs on every row (no host sync): a draw that rounds past the last token lands on the last
+    token of positive probability, a finite row is untouched, and a diverged row (NaN) gets token 0, as the
+    sampler always gave it, where an index past the vocabulary would crash the log-prob gather."""
+    from opct.sampling.token_choice import inverse_cdf
+
+    probs = torch.tensor([[0.2, 0.3, 0.5, 0.0], [0.1, 0.0, 0.9, 0.0], [float("nan")] * 4])
+    chosen = inverse_cdf(probs, torch.tensor([0.25, 1.0, 0.5], dtype=torch.float64))
+    assert chosen.tolist() == [1, 2, 0]

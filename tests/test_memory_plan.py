@@ -84,7 +84,7 @@ def _toy_settings(**kw) -> mp.StepSettings:
     base = dict(finetune="full", weight_bytes=2, activation_bytes=2, lora_rank=2, lora_targets="all-linear",
                 master_weights="auto", gradient_checkpointing=False, pairs_per_step=4, samples_per_pair=3,
                 prompt_tokens=6, completion_tokens=10, sequences_per_microbatch=4, sequences_per_call=8,
-                logprob_chunk_positions=5, vocabulary_loss=False, on_policy=True, merged_lora_sampling=False,
+                logprob_chunk_positions=5, whole_logits_max_mib=64.0, vocabulary_loss=False, on_policy=True, merged_lora_sampling=False,
                 processes=2, fsdp=True)
     return mp.StepSettings(**{**base, **kw})
 
@@ -111,14 +111,27 @@ def test_the_plan_of_a_toy_shape_by_hand():
     assert mp.layer_activation_bytes(TOY, s) == 376
     assert plan.activations_without_checkpointing == 52_224 == plan.parts["activations"]
     assert plan.activations_with_checkpointing == 30_208
-    # the logits chunk: 5 rows x 10 tokens x (2 + 8) bytes; KV cache: 6 rows x 16 tokens x 2 layers x 2 x 1 x 4 x 2
-    assert plan.parts["logits_chunks"] == 500 and plan.parts["kv_cache"] == 6 * 16 * 32
+    # the logits: under FSDP built whole, 4 sequences x 10 tokens x 10 words x (2 + 8) bytes; KV cache: 6 rows x
+    # 16 tokens x 2 layers x 2 x 1 x 4 x 2
+    assert plan.parts["logits_chunks"] == 4_000 and plan.parts["kv_cache"] == 6 * 16 * 32
     assert plan.parts["sampling_logits"] == 6 * 10 * 8
     assert plan.parts["gathered_for_sampling"] == 1_288 * 2 // 2  # the other half, gathered to sample
     persistent = 1_288 + 2_576 + 5_152 + 1_288
-    assert plan.training_peak == persistent + 1_288 + 52_224 + 500
+    assert plan.training_peak == persistent + 1_288 + 52_224 + 4_000
     assert plan.rollout_peak == persistent + 3_072 + 480 + 1_288
     assert plan.peak == plan.training_peak
+
+
+def test_the_logits_follow_the_scoring_rule_whole_under_the_limit_else_chunks_that_fit_it():
+    """opct.methods.logit_path's rule: 40 positions x 10 words whole while 1,600 float32 bytes fit the limit,
+    else logprob_chunk_positions (5) positions, fewer where 5 do not fit; under FSDP always whole."""
+    one_position = 4 * 10 / 2**20  # MiB of one position's float32 logits
+    assert mp.logits_chunk(_toy_settings(fsdp=False), 10) == 40
+    assert mp.logits_chunk(_toy_settings(fsdp=False, whole_logits_max_mib=39 * one_position), 10) == 5
+    assert mp.logits_chunk(_toy_settings(fsdp=False, whole_logits_max_mib=3 * one_position), 10) == 3
+    assert mp.logits_chunk(_toy_settings(fsdp=True, whole_logits_max_mib=3 * one_position), 10) == 40
+    plan = mp.memory_plan(TOY, _toy_settings(fsdp=False, whole_logits_max_mib=3 * one_position))
+    assert plan.parts["logits_chunks"] == 3 * 10 * (2 + 8)
 
 
 def test_checkpointing_lora_master_copy_and_vocabulary_losses_change_what_they_should():
@@ -128,7 +141,7 @@ def test_checkpointing_lora_master_copy_and_vocabulary_losses_change_what_they_s
     assert checkpointed.training_peak < mp.memory_plan(TOY, s).training_peak
     assert mp.memory_plan(TOY, _toy_settings(master_weights="off")).parts["master_copy"] == 0
     assert mp.memory_plan(TOY, _toy_settings(weight_bytes=4, master_weights="fp32")).parts["master_copy"] == 0
-    assert mp.memory_plan(TOY, _toy_settings(vocabulary_loss=True)).parts["logits_chunks"] == 1_000
+    assert mp.memory_plan(TOY, _toy_settings(vocabulary_loss=True)).parts["logits_chunks"] == 8_000  # the teacher's too
     lora = mp.memory_plan(TOY, _toy_settings(finetune="lora", fsdp=False, processes=1))
     adapter = lora_parameter_count(TOY, 2, "all-linear")
     assert lora.trained_parameters == adapter == 2 * 2 * (16 + 12 + 12 + 16 + 24 + 24 + 24)

@@ -58,7 +58,7 @@ def test_the_hub_is_asked_once_with_a_short_timeout(no_network: Path, monkeypatc
         asked.append((request.get_method(), request.full_url, timeout))
         raise OSError("refused")
 
-    monkeypatch.setattr(urllib.request, "urlopen", refuse)
+    monkeypatch.setattr(urllib.request.OpenerDirector, "open", lambda self, request, timeout=None: refuse(request, timeout))
     for _ in range(2):
         with pytest.raises(hub.NoNetworkError):
             hub.require_hub("someone/model")

@@ -64,4 +64,6 @@ def test_study_families_and_levels_are_checked(override: str, field: str) -> Non
     with pytest.raises(ConfigError) as caught:
         load_study(FULL, ["family_picks={}", override])
     message = str(caught.value)
-    assert str(FULL) in message and f"{field}:" in message and "'../" in message and "not a usable" in message
+    # the value came from --set, so the error names that argument as where it came from (issue 60: file:line or --set)
+    assert message.startswith(f"--set {override}: ") and f"{field}:" in message and "'../" in message
+    assert "not a usable" in message

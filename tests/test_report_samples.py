@@ -99,8 +99,10 @@ def test_table_cells_link_to_their_samples(exp_dir: Path) -> None:
     assert off and all(links[("opct", c.key)] == samples_href(c.eval_name, "opct", "heldout", "off_options") for c in off)
     assert not any(key == "awareness" for _, key in links)  # no samples.jsonl behind it: no link
     html = render_html(exp, table, [], "now", links=links)
-    cell = '<td class="cell"><a href="samples.html#eval=sycophancy&amp;split=heldout&amp;method=base" title="its samples">'
-    assert cell + '<span class="v">41.0%</span>' in html
+    # the fixture's samples.jsonl holds 8 of the 360 records its results.json counts, so the cell is shown as
+    # invalid (issue 61: an n the records cannot hold is no measurement), and still links to what samples there are
+    cell = '<td class="missing"><a href="samples.html#eval=sycophancy&amp;split=heldout&amp;method=base" title="its samples">'
+    assert cell + "invalid: n=360 does not fit the 8 record(s) results.json counts</a>" in html
     assert "samples.html#" not in render_html(exp, table, [], "now")  # no links asked for: none drawn
 
 

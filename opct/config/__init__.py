@@ -290,7 +290,7 @@ def _check_unmerged_sampling(cfg: RunConfig, method: str, section: dict[str, Any
     """Refuse the samplers that merge the adapter as plain LoRA (``train.merged_lora_sampling``, the vllm engine)
     when ``lora.use_dora`` or ``lora.modules_to_save`` makes it something a plain merge does not compute."""
     why = "lora.use_dora" if cfg.lora.use_dora else "lora.modules_to_save"
-    if cfg.train.merged_lora_sampling:
+    if cfg.train.merged_lora_sampling is True:  # auto samples through such an adapter (merged_sampling_copy)
         raise ValueError(f"train.merged_lora_sampling merges plain LoRA only, and {why} is set: set "
                          f"train.merged_lora_sampling: false, or drop {why}")
     for key, value in section.items():

@@ -41,7 +41,8 @@ def hub_offline() -> bool:
 def _unreachable(url: str, timeout: float) -> str | None:
     """Why ``url``'s host did not answer within ``timeout`` seconds, or None when it answered (any HTTP status)."""
     try:
-        urllib.request.urlopen(urllib.request.Request(url, method="HEAD"), timeout=timeout).close()
+        # a new opener each time: urlopen's global one keeps the proxies of the environment it was first built in
+        urllib.request.build_opener().open(urllib.request.Request(url, method="HEAD"), timeout=timeout).close()
     except urllib.error.HTTPError:
         return None
     except (urllib.error.URLError, OSError, ValueError) as exc:

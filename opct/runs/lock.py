@@ -15,13 +15,15 @@ import socket
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
-from accelerate import Accelerator
 from filelock import FileLock, Timeout
 
 from opct.runs.errors import RunDirError, RunLockedError
 from opct.runs.layout import RunLayout, layout_of
+
+if TYPE_CHECKING:  # only a type here: importing accelerate loads torch, which the command line must not load early
+    from accelerate import Accelerator
 
 T = TypeVar("T")
 

@@ -64,9 +64,10 @@ def inverse_cdf(probs: torch.Tensor, uniforms: torch.Tensor) -> torch.Tensor:
     chosen = torch.searchsorted(cdf, (uniforms * cdf[:, -1])[:, None], right=True)[:, 0]
     # Below the top end every chosen interval is non-empty (cdf[t] > cdf[t-1], so probs[t] > 0, t <= the last
     # possible token); only ``u * total`` rounding up to ``total`` lands past the last token, and the clamp maps
-    # it to the last possible one: the first t with cdf[t] = total (cdf[t] > cdf[t-1], so probs[t] > 0). Done on
-    # every row, on the device: asking first whether it is needed would be a host sync per token.
-    last_possible = torch.searchsorted(cdf, cdf[:, -1:].contiguous())[:, 0]
+    # it to the last possible one: the last t with probs[t] > 0. Done on every row, on the device: asking first
+    # whether it is needed would be a host sync per token. A row of non-finite probabilities (a diverged model)
+    # has no possible token and gets token 0, as before, never an index past the vocabulary.
+    last_possible = (probs > 0).long().cumsum(-1).argmax(-1)
     return torch.minimum(chosen, last_possible)
 
 

@@ -27,13 +27,17 @@ process; ``P``: the model's parameters; ``T``: the trained ones, ``P`` or the Lo
   ``train.mixed_precision`` set, as the recipes do. Outside the layers the final norm keeps ``(4 + 2 b_a) d``: ``S t (L A + (4 + 2 b_a) d)``;
   with gradient checkpointing each layer keeps only its input, ``S t (L d b_a + A + (4 + 2 b_a) d)`` (one
   layer recomputed at a time);
-* **logits chunks** ``C V (b_a + 8)`` for ``C = train.logprob_chunk_positions`` rows of the vocabulary (the
-  chunk, its float32 copy and its softmax in the backward), twice for a top-k or full loss (the teacher's
-  chunk too): the ``[rows, length, vocab]`` logits are never built whole;
+* **logits chunks** ``C V (b_a + 8)`` for ``C`` positions of the vocabulary (the chunk, its float32 copy and
+  its softmax in the backward), twice for a top-k or full loss (the teacher's chunk too), where ``C`` follows
+  opct's rule (:mod:`opct.methods.logit_path`): a microbatch's ``S t`` positions whole while their float32
+  logits fit in ``train.whole_logits_max_mib``, else ``train.logprob_chunk_positions`` positions, fewer where
+  that many would not fit the limit; under FSDP the logits are built whole (``C = S t``);
 * **rollouts** (sampling, before the backward): the KV cache ``R (prompt + completion) L 2 KV hd b_a`` for
   the ``R`` sequences of one sampling call (every layer at full length: an upper bound for sliding-window
   layers), the last position's logits ``R V x 8``, under FSDP the policy gathered whole for sampling
-  (``P b_w (1 - 1/N)`` more), and with ``train.merged_lora_sampling`` a merged copy of the adapted weights.
+  (``P b_w (1 - 1/N)`` more), and a merged copy of the adapted weights where LoRA sampling is merged
+  (``train.merged_lora_sampling: true``, or ``auto`` on a GPU without FSDP, vLLM, DoRA or ``modules_to_save``:
+  :func:`opct.sampling.merged_lora.merged_sampling_copy`).
 
 The step's peak is the larger of its two phases: rollouts (weights, optimizer state, master copy, teacher,
 and the rollout terms) and training (the same, plus gradients, activations and logits chunks). It fits a GPU
@@ -76,6 +80,7 @@ class StepSettings:
     sequences_per_microbatch: int
     sequences_per_call: int
     logprob_chunk_positions: int
+    whole_logits_max_mib: float
     vocabulary_loss: bool
     on_policy: bool
     merged_lora_sampling: bool
@@ -104,10 +109,29 @@ def step_settings(cfg: RunConfig, processes: int = 1, fsdp: bool = False, prompt
         completion_tokens=generation.max_new_tokens if generation is not None else 0,
         sequences_per_microbatch=cfg.train.sequences_per_microbatch,
         sequences_per_call=sampling.sequences_per_call if sampling is not None else 1,
-        logprob_chunk_positions=cfg.train.logprob_chunk_positions,
+        logprob_chunk_positions=cfg.train.logprob_chunk_positions, whole_logits_max_mib=cfg.train.whole_logits_max_mib,
         vocabulary_loss=getattr(loss, "kind", "sampled") in ("topk", "full"), on_policy=sampling is not None,
-        merged_lora_sampling=cfg.train.merged_lora_sampling, processes=processes, fsdp=fsdp,
+        merged_lora_sampling=_merges_for_sampling(cfg, fsdp, sampling), processes=processes, fsdp=fsdp,
     )
+
+
+def _merges_for_sampling(cfg: RunConfig, fsdp: bool, sampling: object) -> bool:
+    """Whether rollouts on a GPU sample from a merged copy of the LoRA policy (what
+    :func:`opct.sampling.merged_lora.merged_sampling_copy` decides at run time)."""
+    setting = cfg.train.merged_lora_sampling
+    if setting is True or setting is False:
+        return setting
+    plain = not (cfg.lora.use_dora or cfg.lora.modules_to_save)
+    return plain and not fsdp and getattr(sampling, "engine", "hf") == "hf"
+
+
+def logits_chunk(s: StepSettings, vocab: int) -> int:
+    """Positions whose logits one scoring call holds at a time (``C`` above)."""
+    whole = s.sequences_per_microbatch * s.completion_tokens
+    fits = max(1, int(s.whole_logits_max_mib * 2**20 // (4 * vocab)))
+    if s.fsdp or whole <= fits:
+        return whole
+    return min(s.logprob_chunk_positions, fits)
 
 
 @dataclass(frozen=True)
@@ -232,7 +256,7 @@ def memory_plan(shape: ModelShape, s: StepSettings) -> MemoryPlan:
         "merged_lora_copy": merged * s.weight_bytes,
         "gradients": trained * trained_bytes // shard,
         "activations": activation_bytes(shape, s, s.gradient_checkpointing),
-        "logits_chunks": s.logprob_chunk_positions * shape.vocab_size * (s.activation_bytes + 8)
+        "logits_chunks": logits_chunk(s, shape.vocab_size) * shape.vocab_size * (s.activation_bytes + 8)
                          * (2 if s.vocabulary_loss else 1),
         "kv_cache": rows * composition.tokens_per_sequence * kv_per_token,
         "sampling_logits": rows * shape.vocab_size * 8,
