@@ -56,7 +56,7 @@ def test_a_changed_measurement_makes_the_pages_stale_and_the_script_rewrites_the
     assert script.stale_pages(timings, [page]) == [page]
     timings["quick-demo"] = {**timings["quick-demo"], "wall_s": 281, "commit": "abcdef0", "cores": 4}
     rendered = script.render(page.read_text(encoding="utf-8"), timings)
-    assert "4 min 41 s wall (`opct demo --jobs 2`, 4 quiet cores" in rendered and "at abcdef0" in rendered
+    assert "4 min 41 s wall (`make demo` (opct demo --jobs auto: 2 jobs of one thread), 4 quiet cores" in rendered and "at abcdef0" in rendered
     page.write_text(rendered, encoding="utf-8")
     assert script.stale_pages(timings, [page]) == []
     with pytest.raises(ValueError, match="names no measurement"):
