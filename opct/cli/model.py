@@ -8,6 +8,7 @@ from typing import Annotated
 import typer
 
 from opct.cli.boundary import _fail, console, with_path
+from opct.config.hub import require_hub
 from opct.runs.outputs import claim_output
 
 model_app = typer.Typer(no_args_is_help=True, help="Model helpers: a tiny random model of a real family, for trying "
@@ -29,8 +30,8 @@ def model_tiny(
     chat template: the real-model walkthrough (docs/real-models.md) runs on it in minutes, offline: the Qwen3
     and GPT-2 tokenizers ship with opct (used when the hub's copy is not in your cache). Its answers are noise;
     it checks the path, not a result."""
-    from opct.config.hub import require_hub
-    from opct.models import looks_like_local_path  # here, not at the top: both load torch and transformers
+    # here, not at the top: these three load torch and transformers
+    from opct.models import looks_like_local_path
     from opct.testing.tiny import (
         INSTRUCT_GENERATION,
         TINY_FAMILIES,

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
+
 import torch
 from transformers import DynamicCache, PreTrainedModel, PreTrainedTokenizerBase
 
@@ -235,18 +238,32 @@ class HFSampler:
         if (reason := why_not_static(self.model)) is not None:
             return reason
         prompts = probe_prompts(self.model)
+        with self._eval_mode():
+            try:
+                runs = [self._probe_rollouts(prompts, 6, fast=(self.shares_prefill(), False), static=static)
+                        for static in (False, True)]
+                deviations = [self._trainer_deviation(prompts, rollouts) for rollouts in runs]
+            finally:
+                self.static_decoder().clear()
+        return decoder_disagreement(self.model, runs[0], runs[1], deviations[0], deviations[1])
+
+    def _probe_rollouts(self, prompts: list[list[int]], max_new_tokens: int, fast: tuple[bool, bool],
+                        static: bool) -> list[Rollout]:
+        """The self-checks' rollouts: two samples of each probe prompt at temperature 1 (seed 0)."""
         jobs = [(p, s) for p in range(len(prompts)) for s in range(2)]
-        params = SamplingParams(n=2, temperature=1.0, max_new_tokens=6, seed=0)
+        params = SamplingParams(n=2, temperature=1.0, max_new_tokens=max_new_tokens, seed=0)
+        return self._generate_batch([prompts[p] for p, _ in jobs], jobs, list(range(len(jobs))), params,
+                                    fast=fast, static=static)
+
+    @contextmanager
+    def _eval_mode(self) -> Iterator[None]:
+        """The model in eval mode for a self-check (sampling and the trainer's forward), its mode restored after."""
         was_training = self.model.training
         self.model.eval()
         try:
-            runs = [self._generate_batch([prompts[p] for p, _ in jobs], jobs, list(range(len(jobs))), params,
-                                         fast=(self.shares_prefill(), False), static=static) for static in (False, True)]
-            deviations = [self._trainer_deviation(prompts, rollouts) for rollouts in runs]
+            yield
         finally:
             self.model.train(was_training)
-            self.static_decoder().clear()
-        return decoder_disagreement(self.model, runs[0], runs[1], deviations[0], deviations[1])
 
     def _trainer_deviation(self, prompts: list[list[int]], rollouts: list[Rollout]) -> float:
         """The largest |recorded - trainer's| log-prob over ``rollouts``' tokens, the trainer's being the plain
@@ -283,22 +300,15 @@ class HFSampler:
         and every attention module called :func:`opct.sampling.prefix_attention.shared_prefix_attention`;
         else why not."""
         prompts = probe_prompts(self.model)
-        jobs = [(p, s) for p in range(len(prompts)) for s in range(2)]
-        params = SamplingParams(n=2, temperature=1.0, max_new_tokens=4, seed=0)
-        was_training = self.model.training
-        self.model.eval()
-        try:
+        with self._eval_mode():
             with recording_dispatch() as called:
-                rollouts = self._generate_batch([prompts[p] for p, _ in jobs], jobs, list(range(len(jobs))), params,
-                                                fast=(True, prefix_attention), static=False)
+                rollouts = self._probe_rollouts(prompts, 4, fast=(True, prefix_attention), static=False)
             modules = attention_modules(self.model)
             missing = [m for m in modules if id(m) not in called]
             if prefix_attention and missing:
                 return (f"{len(missing)} of {len(modules)} attention modules ({type(missing[0]).__name__}) do not "
                         "dispatch through transformers' attention interface")
             diff, tol = self._trainer_deviation(prompts, rollouts), tolerance(self.model)
-        finally:
-            self.model.train(was_training)
         return None if diff <= tol else f"its log-probs differ from the plain forward's by {diff:.1e} > {tol:.0e}"
 
     def _prefill_shared(

@@ -24,7 +24,8 @@ from typing import Any
 
 from opct.errors import OpctError
 from opct.models import checkpoint_folder, load_for_inference, read_checkpoint_record, weights_fingerprint
-from opct.runs.model_card import CARD_FILE, CHECKPOINT_FILE, export_card
+from opct.runs.model_card import CARD_FILE, CHECKPOINT_FILE, export_card, is_hub_id
+from opct.runs.publish import portable_name, portable_record, run_eval_folders, run_evaluations
 
 DTYPES = ("float32", "bfloat16", "float16", "auto")
 ADAPTER_CONFIG = "adapter_config.json"
@@ -59,7 +60,6 @@ def export_merged(spec: str | Path, out: str | Path, dtype: str | None = None, o
     ``base_model_name_or_path``, the record's ``base_model`` and the card (its front matter when a hub id, its
     load and lm-eval lines), so ``peft.AutoPeftModelForCausalLM.from_pretrained(out)`` loads the adapter on it.
     """
-    from opct.runs.publish import run_eval_folders, run_evaluations
 
     folder = checkpoint_folder(str(spec))
     if folder is None:
@@ -107,8 +107,6 @@ def _write_export(tmp: Path, folder: Path, record: dict[str, Any], spec_record: 
     tokenizer, the portable record and the card."""
     from transformers import AutoTokenizer
 
-    from opct.runs.publish import portable_name, portable_record
-
     exported = portable_record({**record, "model": {**spec_record, "dtype": dtype}}, folder)
     if base_model is not None:
         exported = {**exported, "base_model": base_model, "model": {**exported["model"], "name_or_path": base_model}}
@@ -131,8 +129,6 @@ def _write_export(tmp: Path, folder: Path, record: dict[str, Any], spec_record: 
 
 def check_base_model(base_model: str) -> None:
     """Refuse a ``--base-model`` that is neither a model folder here nor a hub id (``owner/name``)."""
-    from opct.runs.model_card import is_hub_id
-
     path = Path(base_model).expanduser()
     if path.exists():
         if not (path / "config.json").is_file():
