@@ -24,6 +24,7 @@ from opct.pairs import ConsistencyPair
 from opct.sampling.engine import Rollout, SamplingParams
 from opct.sampling.hf_sampler import HFSampler
 from opct.sampling.hidden_logits import completion_hidden, hidden_scoring
+from opct.sampling.logit_rows import positions_fitting
 from opct.sampling.scoring import CompletionBatch, completion_logits
 
 #: The seed of the profile's pair sample and of the student's samples.
@@ -187,7 +188,7 @@ def _scorers(
     """
     rows, length = len(student_batch.completions), student_batch.width
     vocab = student.get_output_embeddings().weight.shape[0]
-    fits = int(whole_logits_max_mib * 2**20 // (4 * vocab))
+    fits = positions_fitting(whole_logits_max_mib, vocab)
     heads = None
     if rows * length > fits:
         heads = (hidden_scoring(student, pad), hidden_scoring(teacher, pad))

@@ -6,11 +6,12 @@ from __future__ import annotations
 from opct.config import TrainConfig
 from opct.models import Teacher
 from opct.sampling.hidden_logits import OutputHead, hidden_scoring
+from opct.sampling.logit_rows import positions_fitting
 
 
 def positions_within(train: TrainConfig, vocab: int) -> int:
     """How many positions' float32 logits over ``vocab`` tokens fit in ``train.whole_logits_max_mib``."""
-    return int(train.whole_logits_max_mib * 2**20 // (4 * vocab))
+    return positions_fitting(train.whole_logits_max_mib, vocab)
 
 
 def logits_chunk_positions(train: TrainConfig, vocab: int) -> int:

@@ -19,6 +19,12 @@ from torch.utils.checkpoint import checkpoint
 from opct.sampling.hidden_logits import OutputHead
 
 
+def positions_fitting(max_mib: float, vocab: int) -> int:
+    """How many positions' float32 logits over ``vocab`` tokens fit in ``max_mib`` MiB (``train.whole_logits_max_mib``):
+    the one limit that decides whether logits are built whole and how many positions a chunk holds."""
+    return int(max_mib * 2**20 // (4 * vocab))
+
+
 class LogitRows:
     """Logits ``[N, L, V]`` of a microbatch's completion positions, read ``take(positions)`` at a time.
 

@@ -52,6 +52,7 @@ from dataclasses import dataclass, replace
 from typing import Any, Literal
 
 from opct.config import RunConfig
+from opct.sampling.logit_rows import positions_fitting
 from opct.training.model_shapes import ModelShape, lora_parameter_count, parameter_count
 
 #: The share of a GPU's memory a step may plan to use (the rest: CUDA context, fragmentation, workspaces).
@@ -128,7 +129,7 @@ def _merges_for_sampling(cfg: RunConfig, fsdp: bool, sampling: object) -> bool:
 def logits_chunk(s: StepSettings, vocab: int) -> int:
     """Positions whose logits one scoring call holds at a time (``C`` above)."""
     whole = s.sequences_per_microbatch * s.completion_tokens
-    fits = max(1, int(s.whole_logits_max_mib * 2**20 // (4 * vocab)))
+    fits = max(1, positions_fitting(s.whole_logits_max_mib, vocab))
     if s.fsdp or whole <= fits:
         return whole
     return min(s.logprob_chunk_positions, fits)
