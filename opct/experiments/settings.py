@@ -44,8 +44,9 @@ class AttackSettings(StrictSettings):
     the organism's held-out behaviours, or on real data the behaviours file of ``eval.real.behaviors``."""
 
     enabled: bool = Field(False, description="attack every model (adds the attack columns)")
-    strategy: str = Field("search", description="the registered attacker (ATTACKERS, as `opct attack --strategy`): "
-                                                "search or a plugin's")
+    strategy: str = Field("search", description="the registered attacker (ATTACKERS, as `opct attack --strategy`): search "
+                                                "or a plugin's; its own check runs before anything trains (model needs "
+                                                "an attacker model, which no experiment setting gives)")
     budget: int = Field(24, gt=0, description="target queries per behaviour")
     limit: int | None = Field(None, gt=0, description="real data: attack a seeded sample of this many behaviours")
     threshold: float = Field(0.5, gt=0.0, le=1.0, description="a behaviour is cracked when a response scores at least this")
