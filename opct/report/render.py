@@ -130,7 +130,8 @@ ATTACK_HOWTO = (
 def attack_howto(exp: Experiment) -> str:
     """:data:`ATTACK_HOWTO`, saying so when no attacked model has the static baseline; another attacker than the
     search (``attack.strategy``) is named instead."""
-    if others := sorted({str(res["attacker"]) for res in exp.attack.values() if res and res.get("attacker", "search") != "search"}):
+    others = sorted({str(res["attacker"]) for res in exp.attack.values() if res and res.get("attacker", "search") != "search"})
+    if others:
         return (f"The `{'`, `'.join(others)}` attacker (`attack.strategy`) attacked every held-out behaviour with the same "
                 "settings against each model. Every query is in attack/<method>/attempts.jsonl, every cracking prompt in "
                 "attack/<method>/successes.jsonl.")
