@@ -20,6 +20,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from opct.attack.experiment_stage import check_attack_settings
 from opct.config import (
     ConfigError,
     RunConfig,
@@ -290,10 +291,13 @@ class IncompleteEvalError(OpctError, ValueError):
 
 
 def check_plan(cfg: ExperimentConfig, plan: Plan) -> None:
-    """Read every input the plan needs (training pairs, the attack's behaviours) before any stage runs,
-    so a bad path fails in seconds rather than after the base evaluation or the training."""
+    """Read every input the plan needs (training pairs, the attack's behaviours) and let the attacker
+    (``attack.strategy``) check its settings before any stage runs, so a bad path or setting fails in seconds
+    rather than after the base evaluation or the training."""
     from opct.training.loop import load_training_pairs
 
+    if cfg.attack.enabled:
+        check_attack_settings(cfg)
     for stage in plan.runs:
         load_training_pairs(stage.config)
     if cfg.attack.enabled and cfg.eval.data == "real":

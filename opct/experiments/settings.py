@@ -8,8 +8,10 @@ from typing import Any, Literal
 
 from pydantic import Field, field_validator, model_validator
 
+from opct.attack.attackers import ATTACKERS
 from opct.config import StrictSettings, generation_settings
 from opct.evals.config import EvalOptions
+from opct.registry import UnknownNameError
 
 
 class EvalSettings(EvalOptions):
@@ -38,10 +40,13 @@ def check_answer_room(block: str, max_new_tokens: int) -> None:
 
 
 class AttackSettings(StrictSettings):
-    """The adaptive per-target attacker (search) run against every model: on the organism's held-out
-    behaviours, or on real data the behaviours file of ``eval.real.behaviors``."""
+    """The adaptive per-target attacker (``strategy``, the budgeted search unless set) run against every model: on
+    the organism's held-out behaviours, or on real data the behaviours file of ``eval.real.behaviors``."""
 
     enabled: bool = Field(False, description="attack every model (adds the attack columns)")
+    strategy: str = Field("search", description="the registered attacker (ATTACKERS, as `opct attack --strategy`): search "
+                                                "or a plugin's; its own check runs before anything trains (model needs "
+                                                "an attacker model, which no experiment setting gives)")
     budget: int = Field(24, gt=0, description="target queries per behaviour")
     limit: int | None = Field(None, gt=0, description="real data: attack a seeded sample of this many behaviours")
     threshold: float = Field(0.5, gt=0.0, le=1.0, description="a behaviour is cracked when a response scores at least this")
@@ -51,6 +56,13 @@ class AttackSettings(StrictSettings):
     generation: generation_settings(max_new_tokens=256) = Field(  # type: ignore[valid-type]
         description="the target's replies: greedy, one per query (max_new_tokens, sequences_per_call)",
     )
+
+    @field_validator("strategy")
+    @classmethod
+    def _known_attacker(cls, value: str) -> str:
+        if value not in ATTACKERS:  # by name only: an attacker's module (and torch) loads when it attacks
+            raise ValueError(str(UnknownNameError("attacker", value, ATTACKERS.names())))
+        return value
 
     @model_validator(mode="after")
     def _check(self) -> AttackSettings:
@@ -63,7 +75,7 @@ class AttackSettings(StrictSettings):
                              "(n 1, temperature 0, top_p 1, min_new_tokens 0); set max_new_tokens and sequences_per_call")
         fields = set(SearchConfig.__dataclass_fields__) - {"budget", "threshold", "seed"}
         unknown = sorted(set(self.search) - fields)
-        if unknown:
+        if unknown and self.strategy == "search":  # another attacker's own check judges its settings
             raise ValueError(f"attack.search has unknown key(s) {unknown}; use {sorted(fields)}")
         return self
 

@@ -128,7 +128,13 @@ ATTACK_HOWTO = (
 
 
 def attack_howto(exp: Experiment) -> str:
-    """:data:`ATTACK_HOWTO`, saying so when no attacked model has the static baseline."""
+    """:data:`ATTACK_HOWTO`, saying so when no attacked model has the static baseline; another attacker than the
+    search (``attack.strategy``) is named instead."""
+    others = sorted({str(res["attacker"]) for res in exp.attack.values() if res and res.get("attacker", "search") != "search"})
+    if others:
+        return (f"The `{'`, `'.join(others)}` attacker (`attack.strategy`) attacked every held-out behaviour with the same "
+                "settings against each model. Every query is in attack/<method>/attempts.jsonl, every cracking prompt in "
+                "attack/<method>/successes.jsonl.")
     if any(res and res.get("static") for res in exp.attack.values()):
         return ATTACK_HOWTO
     return ATTACK_HOWTO + (" The static baseline was not run here (`attack.static_baseline: false`), so its "

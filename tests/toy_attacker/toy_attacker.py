@@ -1,5 +1,6 @@
-"""A toy attacker as a plugin writes one: it asks every organism behaviour once, as its bare request, of a
-target that always refuses, and writes its results like the built-in attackers."""
+"""A toy attacker as a plugin writes one, in this one file: it asks every organism behaviour once, as its bare
+request, of a target that always refuses, and writes its results like the built-in attackers. Registered in
+ATTACKERS, ``opct attack --strategy one-shot`` runs it, and so does an experiment with ``attack.strategy: one-shot``."""
 
 from __future__ import annotations
 
@@ -39,5 +40,5 @@ class OneShotAttack:
             outcomes.append(BehaviorOutcome(behavior, [attempt], cracked, 1 if cracked else None))
         if progress is not None:
             progress(1, 1)
-        info = {"model": config.model, "attacker": self.name, "threshold": config.threshold, "budget": 1}
+        info = {"model": config.target_spec().name_or_path, "attacker": self.name, "threshold": config.threshold, "budget": 1}
         return write_attack_results(outcomes, config.out, info, max_unscored=config.max_unscored)
