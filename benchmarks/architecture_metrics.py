@@ -18,7 +18,10 @@ depth, ``TYPE_CHECKING`` blocks and function bodies included).
 * **modules that spell experiment file names**: modules with a string constant that is, or ends in
   ``/`` followed by, one of ``plan.json``, ``selection.json``, ``results.json``, ``report.md``,
   ``report.json`` (f-string pieces included);
-* **the walk of ``run_experiment(cfg)``**: a small experiment (the organism, sycophancy, base + BCT +
+* **modules and lines** under ``opct/`` and under ``lab/`` (the lab's distribution, where it exists);
+* **the walks** of ``run_experiment(cfg)``, of the ``opct demo`` command on the same experiment and of
+  ``train(cfg)`` (the organism's OPCT config, two steps); the first is described here, the others trace
+  the same way over opct's files and the lab's. ``run_experiment(cfg)``: a small experiment (the organism, sycophancy, base + BCT +
   OPCT, one training step, two eval units on the held-out split, a one-round attack, the report) run
   under ``sys.setprofile``. Every Python ``call`` and ``return`` event of a frame whose code is in an
   opct source file moves *control* to the file of the innermost opct frame (library frames in between
@@ -112,9 +115,8 @@ class Walk:
 class WalkRecorder:
     """A ``sys.setprofile`` hook that feeds a :class:`Walk` with the opct frames' calls and returns."""
 
-    def __init__(self, root: Path) -> None:
-        self.prefix = str(root.resolve()) + "/"
-        self.base = len(str(root.resolve().parent)) + 1
+    def __init__(self, *roots: Path) -> None:
+        self.roots = [(str(r.resolve()) + "/", len(str(REPO.resolve())) + 1) for r in roots]
         self.walk = Walk()
         self.stack: list[str] = []
         self.importing = 0
@@ -123,7 +125,7 @@ class WalkRecorder:
     def _file(self, code: Any) -> str | None:
         if code not in self._files:
             name = code.co_filename
-            self._files[code] = name[self.base:] if name.startswith(self.prefix) else None
+            self._files[code] = next((name[base:] for prefix, base in self.roots if name.startswith(prefix)), None)
         return self._files[code]
 
     def __call__(self, frame: Any, event: str, arg: Any) -> None:
@@ -152,15 +154,60 @@ def walk_of_run_experiment(out: Path) -> dict[str, Any]:
     from opct.experiments.runner import load_experiment, run_experiment
 
     cfg = load_experiment(None, [f"output_dir={out}", *WALK_OVERRIDES])
-    recorder = WalkRecorder(REPO / "opct")
+    return traced(lambda: run_experiment(cfg, show_progress=False, log=lambda line: None)) | {
+        "experiment": list(WALK_OVERRIDES)}
+
+
+def traced(action: Any) -> dict[str, Any]:
+    """Run ``action()`` under the recorder (opct's files and the lab's); the walk's summary and wall time."""
+    recorder = WalkRecorder(*source_roots())
     start = time.perf_counter()
     sys.setprofile(recorder)
     try:
-        run_experiment(cfg, show_progress=False, log=lambda line: None)
+        action()
     finally:
         sys.setprofile(None)
-    return {**recorder.walk.summary(), "seconds": round(time.perf_counter() - start, 1),
-            "experiment": list(WALK_OVERRIDES)}
+    return {**recorder.walk.summary(), "seconds": round(time.perf_counter() - start, 1)}
+
+
+def walk_of_demo(out: Path) -> dict[str, Any]:
+    """``opct demo`` (the command, parsed by its Typer app) on the same small experiment, one job, in-process."""
+    from typer.main import get_command
+
+    from opct.cli.main import app
+
+    args = ["demo", "--no-progress", "--jobs", "1", "--set", f"output_dir={out}"]
+    # the demo's picks set each method's steps after the overrides: one step each here too
+    for override in (*WALK_OVERRIDES, "method_settings.bct.train.max_steps=1", "method_settings.opct.train.max_steps=1"):
+        args += ["--set", override]
+    command = get_command(app)
+    return traced(lambda: command.main(args, standalone_mode=False)) | {"command": "opct " + " ".join(args[:4])}
+
+
+#: ``train(cfg)``: the organism's OPCT config, two steps of two pairs, no validation, no checkpoint.
+TRAIN_OVERRIDES = ("train.max_steps=2", "train.pairs_per_step=2", "opct.sampling.n=2",
+                   "opct.sampling.max_new_tokens=8", "validation.every=null")
+
+
+def walk_of_train(out: Path) -> dict[str, Any]:
+    """``train(cfg)`` on ``configs/organism_opct.yaml`` with :data:`TRAIN_OVERRIDES`."""
+    from opct.config import load_config
+    from opct.training.loop import train
+
+    cfg = load_config(REPO / "configs" / "organism_opct.yaml", [f"output_dir={out}", *TRAIN_OVERRIDES])
+    return traced(lambda: train(cfg, show_progress=False)) | {"config": "configs/organism_opct.yaml",
+                                                             "overrides": list(TRAIN_OVERRIDES)}
+
+
+def source_roots() -> list[Path]:
+    """The library's package folder, and the lab's where this checkout has one."""
+    return [REPO / "opct", *[p for p in (REPO / "lab" / "opct_lab",) if p.is_dir()]]
+
+
+def size(root: Path) -> dict[str, int]:
+    """Modules (``.py`` files) and their lines under ``root`` (0 and 0 where it does not exist)."""
+    files = sorted(root.rglob("*.py")) if root.is_dir() else []
+    return {"modules": len(files), "lines": sum(len(f.read_text(encoding="utf-8").splitlines()) for f in files)}
 
 
 def modules_spelling(files: dict[str, Path], names: Iterable[str]) -> dict[str, list[str]]:
@@ -215,10 +262,14 @@ def markdown(result: dict[str, Any]) -> str:
               f"{s['internal_imports']} internal imports ({s['function_level_share']:.0%})",
               f"- modules that spell experiment file names: {len(s['modules_spelling_experiment_file_names'])}"]
     lines += [f"  - `{n}`: {', '.join(ms) or 'none'}" for n, ms in s["experiment_file_names"].items()]
-    if walk := result.get("walk"):
-        lines += [f"- the walk of `run_experiment(cfg)`: {walk['rooms']} rooms in {walk['folders']} folders, "
-                  f"{walk['moves']} moves, {walk['climbs']} climbs (distinct file pairs; "
-                  f"{walk['move_events']} moves and {walk['climb_events']} climbs counting every one; {walk['seconds']} s)"]
+    for name, size_ in result["size"].items():
+        lines.append(f"- `{name}`: {size_['modules']} modules, {size_['lines']} lines")
+    for key, title in (("walk", "`run_experiment(cfg)`"), ("walk_demo", "`opct demo`"), ("walk_train", "`train(cfg)`")):
+        if walk := result.get(key):
+            lines += [f"- the walk of {title}: {walk['rooms']} rooms in {walk['folders']} folders, "
+                      f"{walk['moves']} moves, {walk['climbs']} climbs (distinct file pairs; "
+                      f"{walk['move_events']} moves and {walk['climb_events']} climbs counting every one; "
+                      f"{walk['seconds']} s)"]
     return "\n".join(lines) + "\n"
 
 
@@ -236,10 +287,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--md", type=Path, help="write the metrics as Markdown here")
     parser.add_argument("--no-walk", action="store_true", help="skip the traced run_experiment (seconds, not a minute)")
     args = parser.parse_args(argv)
-    result: dict[str, Any] = {"commit": _commit(), "static": static_metrics(REPO / "opct")}
+    result: dict[str, Any] = {"commit": _commit(), "static": static_metrics(REPO / "opct"),
+                              "size": {"opct/": size(REPO / "opct"), "lab/": size(REPO / "lab")}}
     if not args.no_walk:
-        with tempfile.TemporaryDirectory() as tmp:
-            result["walk"] = walk_of_run_experiment(Path(tmp))
+        for key, walk in (("walk", walk_of_run_experiment), ("walk_demo", walk_of_demo), ("walk_train", walk_of_train)):
+            with tempfile.TemporaryDirectory() as tmp:
+                result[key] = walk(Path(tmp))
     text = markdown(result)
     print(text, end="")
     if args.json:
