@@ -30,9 +30,10 @@ def write_report(experiment_dir: Path, out: Path | None = None) -> tuple[Path, P
 
     from opct.report.figures import make_figures
     from opct.report.forest import plot_forest
-    from opct.report.paired import paired_differences, paired_table
-    from opct.report.render import ablation_parts, build_sections, render_html, render_md
+    from opct.report.paired import paired_differences
+    from opct.report.render import html_page, markdown_page
     from opct.report.samples import attack_rows, cell_links, render_samples_html, sample_rows
+    from opct.report.section import ReportInputs, json_sections, section_data
     from opct.report.verdict import report_data
     from opct.runs.experiment_layout import ExperimentLayout
 
@@ -43,19 +44,17 @@ def write_report(experiment_dir: Path, out: Path | None = None) -> tuple[Path, P
     table = build_table(exp)
     differences = paired_differences(exp, table.columns)  # the bootstraps run once for every document
     figures = make_figures(exp, layout.figures, extra=[("forest", "verdict", lambda: plot_forest(differences))])
-    sections = build_sections(figures)
     generated = time.strftime("%Y-%m-%d %H:%M:%S %Z")
     html_path, md_path = layout.report_html, layout.report_md
-    paired = paired_table(exp, table.columns, differences)
-    ablation = ablation_parts(exp)
     rows = sample_rows(exp) + attack_rows(exp)  # read before the reports, so that an unreadable line is among their warnings
     _write_atomic(layout.samples_html, render_samples_html(exp, rows, html_path.name))
-    links = cell_links(exp, table)
-    _write_atomic(html_path, render_html(exp, table, sections, generated, paired=paired, ablation=ablation, links=links,
-                                         differences=differences))
-    _write_atomic(md_path, render_md(exp, table, sections, generated, paired=paired, ablation=ablation, samples=bool(rows),
-                                     differences=differences))
+    report = ReportInputs(exp, table, differences, figures, links=cell_links(exp, table), samples=bool(rows))
+    parts = section_data(report)  # each registered section's data, once for the three documents
+    _write_atomic(html_path, html_page(report, parts, generated))
+    _write_atomic(md_path, markdown_page(report, parts, generated))
     data = report_data(exp, table, differences)
+    if sections := json_sections(parts):
+        data["sections"] = sections
     _write_atomic(layout.report_json, json.dumps(data, indent=2, ensure_ascii=False) + "\n")
     return html_path, md_path
 
