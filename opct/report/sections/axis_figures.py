@@ -5,14 +5,17 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from markupsafe import Markup
 
 from opct.evals.axis_registry import AXES
-from opct.report.figures import FigureFile
 from opct.report.html_parts import figure_item
 from opct.report.section import ReportInputs, SectionData, render_template
 from opct.report.sections.answer import VERDICT
+
+if TYPE_CHECKING:  # figures.py loads matplotlib; only the saved files' records are read here
+    from opct.report.figures import FigureFile
 
 TRAINING_HOWTO = (
     "Per optimizer step: the training loss and, for OPCT, the per-token KL divergence from the student to "
