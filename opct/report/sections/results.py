@@ -14,6 +14,7 @@ from opct.report.table import (
     MISSING,
     PAPER_HEADERS,
     PAPER_ROWS,
+    ResultsTable,
     format_metric,
     method_label,
     render_markdown,
@@ -39,23 +40,21 @@ class ResultsSection:
     name, order = "results", 20
 
     def data(self, report: ReportInputs) -> SectionData | None:
-        return {"report": report}
+        return {"exp": report.exp, "table": report.table, "links": report.links, "samples": report.samples}
 
     def markdown(self, data: SectionData) -> str:
-        report: ReportInputs = data["report"]
-        table = report.table
+        table: ResultsTable = data["table"]
         samples = [f"Every prompt, with each method's answer side by side: [{SAMPLES_HTML}]({SAMPLES_HTML}).", ""]
         return "\n".join(["## Results", "", RESULTS_HOWTO, "", render_markdown(table.headers, table.rows()), "",
-                          *(samples if report.samples else []),
+                          *(samples if data["samples"] else []),
                           "### The paper's reported numbers, for reference", "", render_markdown(PAPER_HEADERS, PAPER_ROWS), "",
-                          f"*{scale_note(report.exp)}*", ""])
+                          f"*{scale_note(data['exp'])}*", ""])
 
     def html(self, data: SectionData) -> Markup:
-        report: ReportInputs = data["report"]
         return render_template("sections/results.html.jinja", {
-            "results_howto": RESULTS_HOWTO, "results_tables": results_tables(report.table, report.links),
-            "samples_link": SAMPLES_HTML if report.links else None,
-            "paper_tables": transposed_tables(PAPER_HEADERS, PAPER_ROWS), "scale_note": scale_note(report.exp)})
+            "results_howto": RESULTS_HOWTO, "results_tables": results_tables(data["table"], data["links"]),
+            "samples_link": SAMPLES_HTML if data["links"] else None,
+            "paper_tables": transposed_tables(PAPER_HEADERS, PAPER_ROWS), "scale_note": scale_note(data["exp"])})
 
 
 def all_metrics_rows(exp: Experiment, eval_name: str) -> list[list[str]]:
