@@ -19,9 +19,9 @@ __all__ = ["Experiment", "format_results_table", "load_experiment", "write_repor
 
 
 def write_report(experiment_dir: Path, out: Path | None = None) -> tuple[Path, Path]:
-    """Write ``report.html``, ``report.md``, ``report.json`` (every number, :func:`opct.report.verdict.report_data`)
-    and ``samples.html`` (and ``figures/*.png``) of ``experiment_dir`` into ``out`` (default:
-    ``experiment_dir`` itself). Which folders may be written is the caller's to check
+    """Write ``report.html``, ``report.md``, ``report.json`` (every number, :func:`opct.report.verdict.report_data`,
+    and under ``"sections"`` what a registered section adds, :mod:`opct.report.section`) and ``samples.html``
+    (and ``figures/*.png``) of ``experiment_dir`` into ``out`` (default: ``experiment_dir`` itself). Which folders may be written is the caller's to check
     (:mod:`opct.report.folders`; ``opct report`` does).
 
     Returns ``(html_path, md_path)``. Raises FileNotFoundError when the directory does not exist.
@@ -31,9 +31,8 @@ def write_report(experiment_dir: Path, out: Path | None = None) -> tuple[Path, P
     from opct.report.figures import make_figures
     from opct.report.forest import plot_forest
     from opct.report.paired import paired_differences
-    from opct.report.render import html_page, markdown_page
+    from opct.report.render import render_pages
     from opct.report.samples import attack_rows, cell_links, render_samples_html, sample_rows
-    from opct.report.section import ReportInputs, json_sections, section_data
     from opct.report.verdict import report_data
     from opct.runs.experiment_layout import ExperimentLayout
 
@@ -48,12 +47,11 @@ def write_report(experiment_dir: Path, out: Path | None = None) -> tuple[Path, P
     html_path, md_path = layout.report_html, layout.report_md
     rows = sample_rows(exp) + attack_rows(exp)  # read before the reports, so that an unreadable line is among their warnings
     _write_atomic(layout.samples_html, render_samples_html(exp, rows, html_path.name))
-    report = ReportInputs(exp, table, differences, figures, links=cell_links(exp, table), samples=bool(rows))
-    parts = section_data(report)  # each registered section's data, once for the three documents
-    _write_atomic(html_path, html_page(report, parts, generated))
-    _write_atomic(md_path, markdown_page(report, parts, generated))
+    html, md, sections = render_pages(exp, table, differences, figures, generated, cell_links(exp, table), bool(rows))
+    _write_atomic(html_path, html)
+    _write_atomic(md_path, md)
     data = report_data(exp, table, differences)
-    if sections := json_sections(parts):
+    if sections:  # what registered sections add (opct.report.section); the built-in ones add nothing
         data["sections"] = sections
     _write_atomic(layout.report_json, json.dumps(data, indent=2, ensure_ascii=False) + "\n")
     return html_path, md_path

@@ -14,7 +14,7 @@ from markupsafe import Markup
 from opct.report.figures import FigureFile
 from opct.report.load import Experiment
 from opct.report.paired import PairedDifference
-from opct.report.section import Ablation, Paired, ReportInputs, SectionData, section_data
+from opct.report.section import Ablation, Paired, ReportInputs, SectionData, json_sections, section_data
 from opct.report.section import Section as ReportSection
 from opct.report.table import MISSING, ResultsTable, method_label
 from opct.report.templating import render_page
@@ -43,6 +43,16 @@ def markdown_page(report: ReportInputs, parts: Parts, generated: str) -> str:
            f"Model `{exp.model or MISSING}`; methods {_methods(exp)}. Generated {generated}.", ""]
     out += [text for section, data in parts if (text := section.markdown(data))]
     return "\n".join(out).rstrip() + "\n"
+
+
+def render_pages(exp: Experiment, table: ResultsTable, differences: Sequence[PairedDifference], figures: Sequence[FigureFile],
+                 generated: str, links: Mapping[tuple[str, str], str] | None = None,
+                 samples: bool = False) -> tuple[str, str, dict[str, SectionData]]:
+    """report.html, report.md and what the sections put into report.json (:func:`json_sections`), each
+    registered section's data computed once for the three (see :class:`ReportInputs` for the arguments)."""
+    report = ReportInputs(exp, table, differences, figures, links=links, samples=samples)
+    parts = section_data(report)
+    return html_page(report, parts, generated), markdown_page(report, parts, generated), json_sections(parts)
 
 
 def render_html(exp: Experiment, table: ResultsTable, figures: Sequence[FigureFile], generated: str,
