@@ -36,6 +36,7 @@ from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 from markupsafe import Markup
 
+from opct.errors import OpctError
 from opct.registry import Registry
 from opct.report.load import Experiment
 from opct.report.paired import PairedDifference
@@ -115,9 +116,24 @@ for _name, _target in [
     SECTIONS.register(_name, _target)
 
 
+class SectionError(OpctError, TypeError):
+    """A registered report section that does not keep the :class:`Section` protocol."""
+
+
+#: What a section must have, for the error that names what one lacks.
+SECTION_MEMBERS = ("name", "order", "data", "markdown", "html")
+
+
 def ordered_sections() -> list[Section]:
-    """The registered sections by :attr:`Section.order` (registration order among equals)."""
-    return sorted((section for _, section in SECTIONS.items()), key=lambda s: s.order)
+    """The registered sections by :attr:`Section.order` (registration order among equals). Raises
+    :class:`SectionError` naming a registered entry that lacks a member of the protocol."""
+    sections = []
+    for name, section in SECTIONS.items():
+        if missing := [m for m in SECTION_MEMBERS if not hasattr(section, m)]:
+            raise SectionError(f"report section {name!r} ({type(section).__name__}) has no {', '.join(missing)}: a "
+                               f"Section has {', '.join(SECTION_MEMBERS)} (opct/report/section.py)")
+        sections.append(section)
+    return sorted(sections, key=lambda s: s.order)
 
 
 def section_data(report: ReportInputs) -> list[tuple[Section, SectionData]]:

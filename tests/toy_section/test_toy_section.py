@@ -14,7 +14,7 @@ from rich.console import Console
 from toy_section import StepsSection
 
 from opct.report import write_report
-from opct.report.section import SECTIONS, Section, ordered_sections
+from opct.report.section import SECTIONS, Section, SectionError, ordered_sections
 from opct.report.terminal import results_group
 from opct.testing.synthetic_experiment import make_experiment
 
@@ -92,3 +92,21 @@ def test_unregistered_it_is_gone_and_the_report_is_as_before(exp_dir: Path, tmp_
     html, md = write_report(exp_dir, tmp_path)
     assert "Steps logged" not in md.read_text() and 'id="toy-steps"' not in html.read_text()
     assert "sections" not in json.loads((tmp_path / "report.json").read_text())
+
+
+def test_a_registered_entry_without_the_protocol_is_named_in_the_error(exp_dir: Path, tmp_path: Path) -> None:
+    class NoHtml:
+        name, order = "no-html", 1
+
+        def data(self, report: object) -> dict:
+            return {}
+
+        def markdown(self, data: dict) -> str:
+            return ""
+
+    SECTIONS.register("no-html", NoHtml())
+    try:
+        with pytest.raises(SectionError, match="report section 'no-html' \\(NoHtml\\) has no html: a Section has name, order"):
+            write_report(exp_dir, tmp_path)
+    finally:
+        SECTIONS.unregister("no-html")
