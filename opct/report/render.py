@@ -14,13 +14,20 @@ from markupsafe import Markup
 from opct.report.figures import FigureFile
 from opct.report.load import Experiment
 from opct.report.paired import PairedDifference
-from opct.report.section import Ablation, Paired, ReportInputs, SectionData, json_sections, section_data
-from opct.report.section import Section as ReportSection
+from opct.report.section import (
+    Ablation,
+    Paired,
+    ReportInputs,
+    Section,
+    SectionData,
+    json_sections,
+    section_data,
+)
 from opct.report.table import MISSING, ResultsTable, method_label
 from opct.report.templating import render_page
 
 #: Every registered section that applies, with its data (:func:`opct.report.section.section_data`).
-Parts = Sequence[tuple[ReportSection, SectionData]]
+Parts = Sequence[tuple[Section, SectionData]]
 
 
 def _methods(exp: Experiment) -> str:
