@@ -16,7 +16,7 @@ from opct.report.figure_style import MAX_WIDTH_IN
 from opct.report.forest import plot_forest
 from opct.report.paired import paired_differences
 from opct.report.pooled import NOT_MEASURED, PAPER_PAIR, paper_direction, verdict
-from opct.report.render import selection_data
+from opct.report.sections.recipes import selection_data
 from opct.report.table import build_table
 from opct.report.verdict import verdict_lines
 from opct.runs.experiment_layout import REPORT_JSON

@@ -19,9 +19,9 @@ __all__ = ["Experiment", "format_results_table", "load_experiment", "write_repor
 
 
 def write_report(experiment_dir: Path, out: Path | None = None) -> tuple[Path, Path]:
-    """Write ``report.html``, ``report.md``, ``report.json`` (every number, :func:`opct.report.verdict.report_data`)
-    and ``samples.html`` (and ``figures/*.png``) of ``experiment_dir`` into ``out`` (default:
-    ``experiment_dir`` itself). Which folders may be written is the caller's to check
+    """Write ``report.html``, ``report.md``, ``report.json`` (every number, :func:`opct.report.verdict.report_data`,
+    and under ``"sections"`` what a registered section adds, :mod:`opct.report.section`) and ``samples.html``
+    (and ``figures/*.png``) of ``experiment_dir`` into ``out`` (default: ``experiment_dir`` itself). Which folders may be written is the caller's to check
     (:mod:`opct.report.folders`; ``opct report`` does).
 
     Returns ``(html_path, md_path)``. Raises FileNotFoundError when the directory does not exist.
@@ -30,8 +30,8 @@ def write_report(experiment_dir: Path, out: Path | None = None) -> tuple[Path, P
 
     from opct.report.figures import make_figures
     from opct.report.forest import plot_forest
-    from opct.report.paired import paired_differences, paired_table
-    from opct.report.render import ablation_parts, build_sections, render_html, render_md
+    from opct.report.paired import paired_differences
+    from opct.report.render import render_pages
     from opct.report.samples import attack_rows, cell_links, render_samples_html, sample_rows
     from opct.report.verdict import report_data
     from opct.runs.experiment_layout import ExperimentLayout
@@ -43,19 +43,16 @@ def write_report(experiment_dir: Path, out: Path | None = None) -> tuple[Path, P
     table = build_table(exp)
     differences = paired_differences(exp, table.columns)  # the bootstraps run once for every document
     figures = make_figures(exp, layout.figures, extra=[("forest", "verdict", lambda: plot_forest(differences))])
-    sections = build_sections(figures)
     generated = time.strftime("%Y-%m-%d %H:%M:%S %Z")
     html_path, md_path = layout.report_html, layout.report_md
-    paired = paired_table(exp, table.columns, differences)
-    ablation = ablation_parts(exp)
     rows = sample_rows(exp) + attack_rows(exp)  # read before the reports, so that an unreadable line is among their warnings
     _write_atomic(layout.samples_html, render_samples_html(exp, rows, html_path.name))
-    links = cell_links(exp, table)
-    _write_atomic(html_path, render_html(exp, table, sections, generated, paired=paired, ablation=ablation, links=links,
-                                         differences=differences))
-    _write_atomic(md_path, render_md(exp, table, sections, generated, paired=paired, ablation=ablation, samples=bool(rows),
-                                     differences=differences))
+    html, md, sections = render_pages(exp, table, differences, figures, generated, cell_links(exp, table), bool(rows))
+    _write_atomic(html_path, html)
+    _write_atomic(md_path, md)
     data = report_data(exp, table, differences)
+    if sections:  # what registered sections add (opct.report.section); the built-in ones add nothing
+        data["sections"] = sections
     _write_atomic(layout.report_json, json.dumps(data, indent=2, ensure_ascii=False) + "\n")
     return html_path, md_path
 

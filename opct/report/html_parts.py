@@ -11,12 +11,14 @@ from __future__ import annotations
 
 import base64
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from opct.report.figures import FigureFile
 from opct.report.load import Metric
 from opct.report.table import MISSING, ResultsTable, method_label, metric_parts
 from opct.report.verdict import HOLDS_CLASS, VerdictLine
+
+if TYPE_CHECKING:  # figures.py loads matplotlib; only the saved files' records are read here
+    from opct.report.figures import FigureFile
 
 #: The most value columns one table of the report has (beside its label column).
 MAX_COLUMNS = 5

@@ -1,8 +1,10 @@
 """The report's HTML pages through Jinja2: the templates in ``opct/report/templates/`` (package data), with
 autoescape on, so every piece of text the data brings is escaped by the library, never by hand.
 
-``report.html.jinja`` and ``samples.html.jinja`` take plain data (strings, lists, mappings) that
-:mod:`opct.report.render` and :mod:`opct.report.samples` build; no HTML is written in Python.
+``report.html.jinja`` (the page frame), ``sections/*.html.jinja`` (each section's part, sharing the macros of
+``macros.html.jinja``) and ``samples.html.jinja`` take plain data (strings, lists, mappings) that
+:mod:`opct.report.render`, the sections (:mod:`opct.report.sections`) and :mod:`opct.report.samples` build;
+no HTML is written in Python.
 """
 
 from __future__ import annotations

@@ -6,7 +6,8 @@ method (``metric | base | BCT | OPCT``), each cell's value, interval and n on li
 paired differences likewise (``metric | OPCT − BCT | OPCT − base | BCT − base``), and the paper's
 numbers (``paper | base | SFT (≈ BCT) | OPCT``). A cell's lines break only at spaces, never inside a
 number; when the columns of one table cannot all fit beside a readable metric column, the table is
-split into several with the metric column repeated. The output ends with the verdict block, one plain
+split into several with the metric column repeated. A registered report section
+(:mod:`opct.report.section`) with a ``terminal(data)`` adds its lines after them. The output ends with the verdict block, one plain
 line per metric (:func:`verdict_renderables`), as report.html begins with it.
 """
 
@@ -25,6 +26,7 @@ from rich.text import Text
 
 from opct.report.load import load_experiment
 from opct.report.paired import paired_differences, paired_parts
+from opct.report.section import ReportInputs, ordered_sections
 from opct.report.table import (
     MISSING,
     PAPER_HEADERS,
@@ -105,8 +107,9 @@ def _metric_cell(table: ResultsTable, method: str, column_index: int) -> Cell:
 
 def results_renderables(exp_dir: str | Path, width: int = WIDTH) -> list[RenderableType]:
     """What ``opct run`` / ``opct demo`` / ``opct report`` print at the end: the results, the paired
-    differences between methods, the paper's numbers and how to compare them, each fitting ``width``, then
-    the verdict block (OPCT − BCT per metric against the paper), when the experiment trained both."""
+    differences between methods, the paper's numbers and how to compare them, each fitting ``width``, what
+    a registered report section adds to the terminal (:func:`section_renderables`), then the verdict block
+    (OPCT − BCT per metric against the paper), when the experiment trained both."""
     from opct.report.pooled import difference_parts
 
     exp = load_experiment(exp_dir)
@@ -129,7 +132,7 @@ def results_renderables(exp_dir: str | Path, width: int = WIDTH) -> list[Rendera
             [headers[k] for k in keys], [r.variant for r in rows],
             [[cells.get((r.variant, k), (MISSING,)) for r in rows] for k in keys], width)
         out.append(Text(f"Every run's own numbers, and the compute per variant: {ExperimentLayout(Path(exp_dir)).report_md}"))
-        return out
+        return out + section_renderables(ReportInputs(exp, table))
     out += transposed_tables(
         "Results (95% intervals; n units)", "metric", [c.header for c in table.columns],
         [method_label(m) for m in table.methods],
@@ -146,7 +149,19 @@ def results_renderables(exp_dir: str | Path, width: int = WIDTH) -> list[Rendera
     out += transposed_tables(PAPER_HEADERS[0], "metric", PAPER_HEADERS[1:], [row[0] for row in PAPER_ROWS], paper, width,
                              justify="left")
     out.append(Text(scale_note(exp)))
+    out += section_renderables(ReportInputs(exp, table, differences))
     return out + verdict_renderables([v.sentence() for v in verdict_lines(differences)], width)
+
+
+def section_renderables(report: ReportInputs) -> list[RenderableType]:
+    """What the registered report sections that have a ``terminal(data)`` add to the summary, in their order
+    (the built-in sections have none: the tables above are the terminal's own)."""
+    out: list[RenderableType] = []
+    for section in ordered_sections():
+        terminal = getattr(section, "terminal", None)
+        if terminal is not None and (data := section.data(report)) is not None:
+            out += terminal(data)
+    return out
 
 
 #: The verdict block's title in the terminal (report.html's words).
