@@ -147,7 +147,8 @@ class ProfileConfig(_Strict):
     generates before step 1); the organism's experiments turn it on (docs/training.md, "The run's start")."""
 
     pairs_per_axis: int = Field(0, ge=0, description="training pairs sampled per axis; 0 (the default) skips the "
-                                                     "profile; the organism's experiments set 8")
+                                                     "profile, which generates before step 1; the organism's "
+                                                     "experiments set 8 (docs/training.md, the run's start)")
     max_new_tokens: int | None = Field(
         None, gt=0, description="longest target, answer and sample; None: the method's own generation length "
                                 "(validation.answers' for a method that generates nothing)",
