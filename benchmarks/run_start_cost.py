@@ -70,6 +70,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("run_dirs", nargs="+", type=Path)
     parser.add_argument("--steps", type=int, default=100, help="the first N steps the profile is compared with")
     parser.add_argument("--out", type=Path, help="write the measurement here as JSON")
+    parser.add_argument("--note", default="", help="how the runs were trained (code, machine load), kept in --out")
     argv = sys.argv[1:] if argv is None else argv
     args = parser.parse_args(argv)
     runs = [run_cost(d, args.steps) for d in args.run_dirs]
@@ -79,7 +80,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.out:
         record = {"command": " ".join(["python", "benchmarks/run_start_cost.py", *argv]),
                   "commit": _commit(), "date": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
-                  "cores": os.cpu_count(), "runs": runs}
+                  "cores": os.cpu_count(), "note": args.note, "runs": runs}
         args.out.write_text(json.dumps(record, indent=1) + "\n", encoding="utf-8")
     return 0
 
