@@ -50,3 +50,13 @@ def test_pairs_without_a_cue_are_not_profiled(tiny_model, tmp_path):
                                               **{"train.max_steps": 1, "profile.pairs_per_axis": 8}))
     train(cfg, show_progress=False)
     assert _manifest(cfg.run_dir)["off_policy_profile"]["skipped"].startswith("every pair's teacher_prompt")
+
+
+def test_a_run_recorded_at_the_old_default_resumes_at_the_new_one(tiny_model, tmp_path):
+    """Runs trained before the profile's default went from 8 to 0 recorded 8: resumed at 0, they continue (the
+    profile trains nothing) and keep the profile their start measured."""
+    trained = train_reference(tiny_model, tmp_path / "ref", **{"profile.pairs_per_axis": 8})
+    cfg = trained.copy(tmp_path / "resumed", after_step=2, **{"profile.pairs_per_axis": 0})
+    train(cfg, show_progress=False)
+    assert _manifest(cfg.run_dir)["off_policy_profile"]["pairs_per_axis"] == 8
+    assert_same_weights(adapter(cfg.run_dir), trained.reference)
