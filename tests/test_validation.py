@@ -157,7 +157,8 @@ def test_family_validation_pairs_are_judged_apart_and_leave_teacher_kl_to_the_ot
 
 def test_bct_truncation_is_measured_from_its_targets(tiny_model, pairs_file, tmp_path):
     short = RunConfig.model_validate(run_config(tiny_model, pairs_file, tmp_path / "s", method="bct",
-                                                **{"bct.targets": {"max_new_tokens": 2}, "train.max_steps": 1}))
+                                                **{"bct.targets": {"max_new_tokens": 2}, "train.max_steps": 1,
+                                                   "profile.pairs_per_axis": 8}))
     train(short, show_progress=False)
     rows = _records(short.run_dir / "metrics.jsonl")
     targets = [t for f in (short.run_dir / "bct_targets").glob("*.jsonl") for r in _records(f) for t in r["targets"]]

@@ -143,9 +143,12 @@ class ValidationConfig(_Strict):
 
 class ProfileConfig(_Strict):
     """The off-policy profile (:mod:`opct.diagnostics.offpolicy`), measured once when a run starts, on a
-    seeded sample of its training pairs, into ``diagnostics.json`` and the run manifest."""
+    seeded sample of its training pairs, into ``diagnostics.json`` and the run manifest. Off by default (it
+    generates before step 1); the organism's experiments turn it on (docs/training.md, "The run's start")."""
 
-    pairs_per_axis: int = Field(8, ge=0, description="training pairs sampled per axis; 0 skips the profile")
+    pairs_per_axis: int = Field(0, ge=0, description="training pairs sampled per axis; 0 (the default) skips the "
+                                                     "profile, which generates before step 1; the organism's "
+                                                     "experiments set 8 (docs/training.md, the run's start)")
     max_new_tokens: int | None = Field(
         None, gt=0, description="longest target, answer and sample; None: the method's own generation length "
                                 "(validation.answers' for a method that generates nothing)",

@@ -65,7 +65,10 @@ def run_defaults(cfg: RunConfig) -> dict[str, Any]:
 #: ``train.merged_lora_sampling`` false -> auto (issue 57): on a CPU ``auto`` does not merge, so the rollouts are
 #: the same bit for bit (benchmarks/results/decoder-cpu-20261202/README.md); a CUDA run recorded before it and
 #: resumed now samples from the merged copy from then on (the same policy, at float rounding).
-CHANGED_DEFAULTS: dict[str, tuple[Any, Any]] = {"train.merged_lora_sampling": (False, "auto")}
+#: ``profile.pairs_per_axis`` 8 -> 0 (issue 58): the run-start profile trains nothing; a resumed run keeps the one
+#: its start measured.
+CHANGED_DEFAULTS: dict[str, tuple[Any, Any]] = {"train.merged_lora_sampling": (False, "auto"),
+                                                "profile.pairs_per_axis": (8, 0)}
 
 
 def run_setting_changes(recorded_config: Mapping[str, Any], cfg: RunConfig, ignore: Collection[str] = ()) -> list[str]:

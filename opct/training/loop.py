@@ -50,7 +50,7 @@ from opct.training.master_weights import make_optimizer
 from opct.training.plugins import VALIDATION_JUDGES
 from opct.training.progress import training_progress
 from opct.training.prompt_checks import check_prompts
-from opct.training.run_profile import measure_run_start
+from opct.training.run_hooks import RunStart, run_start_hooks
 from opct.training.sharded_loading import load_sharded
 from opct.training.tracking import check_trackers, init_kwargs, project_name, step_metrics, tracker_hparams
 from opct.training.validation import (
@@ -225,11 +225,10 @@ def _train(
     )
     method = METHODS.get(cfg.method)(ctx)
     method.setup(pairs)
-    if start.checkpoint is None:  # the run-start model's off-policy profile, once (opct/training/run_profile.py)
-        layout["off_policy_profile"] = measure_run_start(ctx, run, pairs)
+    # the run-start hooks (opct/training/run_hooks.py), before step 1; a resumed run recalls their records
+    layout.update(run_start_hooks(RunStart(ctx, run, pairs, validation), resumed=start.checkpoint is not None))
+    if start.checkpoint is None:
         write_manifest()
-    else:
-        layout["off_policy_profile"] = run.read_diagnostics()
 
     if start.checkpoint is not None:
         state.step = run.load_checkpoint(

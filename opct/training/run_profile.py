@@ -1,6 +1,9 @@
-"""The off-policy profile (:mod:`opct.diagnostics`) of a run's start: measured once, before the first step,
+"""The off-policy profile (:mod:`opct.diagnostics`) of a run's start, the built-in run-start hook
+(:data:`OFF_POLICY_PROFILE`, registered in :mod:`opct.training.run_hooks`): measured once, before the first step,
 on a seeded sample of the run's own training pairs (``profile.*`` settings), into ``diagnostics.json``
-and the run manifest (``off_policy_profile``). A resumed run keeps the one its start measured.
+and the run manifest (``off_policy_profile``). A resumed run keeps the one its start measured. Off unless
+``profile.pairs_per_axis`` is set (the organism's experiments set it; docs/training.md says why): an off
+profile records why it was skipped.
 
 At the start the student is the frozen teacher, so one model answers both prompts. Pairs whose ``teacher_prompt``
 is their ``prompt`` (the GRPO attacker's) have nothing to profile: the run records why it skipped. The measurement
@@ -19,6 +22,7 @@ from opct.diagnostics.measure import measure_profile
 from opct.methods.base import TrainContext
 from opct.pairs import ConsistencyPair
 from opct.runs.directory import RunDirectory
+from opct.training.run_hooks import RunStart, RunStartHook
 
 
 def profile_length(ctx: TrainContext) -> int:
@@ -59,3 +63,15 @@ def measure_run_start(
         run.write_diagnostics(profile)
     acc.wait_for_everyone()
     return profile
+
+
+def _start(start: RunStart) -> dict[str, Any]:
+    return measure_run_start(start.ctx, start.run, start.pairs)
+
+
+def _resume(start: RunStart) -> dict[str, Any] | None:
+    return start.run.read_diagnostics()  # the profile the run's start measured
+
+
+#: The run-start hook: measures the profile at a run's start; a resumed run reads back what its start wrote.
+OFF_POLICY_PROFILE = RunStartHook(start=_start, resume=_resume, record_as="off_policy_profile")
