@@ -109,6 +109,6 @@ def plot_forest(differences: Sequence[PairedDifference]) -> Figure | None:
         for ax, diffs in zip(axes.flat, panels, strict=False):
             _panel(ax, diffs)
             ax.set_title(wrap(diffs[0].column.header, panel_in - 1.6, TITLE_PT), fontsize=TITLE_PT)
-        title = "Paired differences with 95% intervals (hollow: INCOMPLETE; paper: the side of 0 it claims for OPCT − BCT)"
+        title = "Paired differences with 95% intervals (hollow: INCOMPLETE; paper: the side it claims for OPCT − BCT; dashed: its no-worse margin)"
         fig.suptitle(wrap(title, panel_in * cols - 0.4, SUPTITLE_PT, bold=True), fontweight="bold")
     return fig
