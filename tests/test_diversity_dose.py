@@ -64,7 +64,7 @@ def test_the_aggregate_and_the_per_pair_records_by_hand() -> None:
     percentile = measures["target_percentile_among_own"]
     assert percentile["value"] == pytest.approx((75 + 50 + 0) / 3) and percentile["n"] == 3
     assert measures["target_cost_after_divergence"]["value"] == pytest.approx((1.0 + 0.7 + 5.0) / 3)  # token-weighted
-    records = {r["pair_id"]: r for r in profile["pairs"]}
+    records = {r["pair_id"]: r for r in profile["per_pair"]}
     assert records["equal"]["target_percentile_among_own"] == 75.0 and records["equal"]["decision_token"] is None
     assert records["equal"]["target_cost_after_divergence"] is None
     assert records["d1"]["own_seq_logprobs"] == [-3.0, -0.2] and records["d1"]["target_percentile_among_own"] == 50.0
@@ -72,7 +72,7 @@ def test_the_aggregate_and_the_per_pair_records_by_hand() -> None:
     assert records["d0"]["target_percentile_among_own"] == 0.0 and records["d0"]["target_cost_after_divergence"] == pytest.approx(0.7)
     assert records["cut"]["target_seq_logprob"] is None and records["cut"]["target_percentile_among_own"] is None
     assert records["cut"]["target_cost_after_divergence"] == pytest.approx(5.0)
-    assert "pairs" not in summarize(_profiles())  # the run-start profile keeps its aggregate form
+    assert "per_pair" not in summarize(_profiles())  # the run-start profile keeps its aggregate form
 
     line = diversity_dose_summary(profile)
     assert "not pre-registered" in line and f"a {(75 + 50) / 3:.1f} / {(1.0 + 0.7 + 5.0) / 3:.3f}" in line

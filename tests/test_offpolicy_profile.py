@@ -180,7 +180,8 @@ def test_the_command_prints_the_table_and_writes_the_json(tiny_model, pairs_file
     flat = " ".join(res.output.split())
     assert "target's percentile" in flat and "target: NLL per token after" in flat  # table rows (labels wrap in cells)
     assert "dose that can move with diversity (added after the study, not pre-registered" in flat
-    assert len(data["pairs"]) == 5 and {"target_percentile_among_own", "target_cost_after_divergence"} <= set(data["pairs"][0])
+    assert data["pairs"] == [str(pairs_file)] and len(data["per_pair"]) == 5  # the sources, then each pair's record
+    assert {"target_percentile_among_own", "target_cost_after_divergence"} <= set(data["per_pair"][0])
 
 
 @pytest.mark.skipif(not (MODELS / "qwen3-tokenizer").exists(), reason="needs ../shared/models")

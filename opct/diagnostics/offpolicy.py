@@ -218,7 +218,7 @@ def summarize(profiles: Sequence[PairProfile], settings: dict[str, Any] | None =
               per_pair: bool = False) -> dict[str, Any]:
     """The profile as JSON-ready data: per axis, the counts (pairs, truncated targets, answers and samples,
     pairs without a decision token) and every measure of :data:`MEASURES` as an estimate record; with
-    ``per_pair``, also ``pairs``: each pair's :func:`pair_record`."""
+    ``per_pair``, also a list ``per_pair``: each pair's :func:`pair_record`."""
     axes: dict[str, Any] = {}
     for axis in sorted({p.axis for p in profiles}):
         mine = [p for p in profiles if p.axis == axis]
@@ -232,7 +232,7 @@ def summarize(profiles: Sequence[PairProfile], settings: dict[str, Any] | None =
             "no_decision_token": sum(p.divergence is None for p in mine),
             "measures": {k: e.to_dict() for k, e in _measures_of(mine).items()},
         }
-    return {**(settings or {}), "axes": axes, **({"pairs": [pair_record(p) for p in profiles]} if per_pair else {})}
+    return {**(settings or {}), "axes": axes, **({"per_pair": [pair_record(p) for p in profiles]} if per_pair else {})}
 
 
 def _cell(est: dict[str, Any]) -> str:
