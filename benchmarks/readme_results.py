@@ -12,7 +12,12 @@ It also writes the README's one-sentence finding (between ``<!-- results:headlin
 ``<!-- results:headline:end -->``) from the committed full study's ``report.json``
 (``benchmarks/results/demo-full/report.json``, what ``opct demo --full`` writes): OPCT − BCT on
 :data:`HEADLINE_KEY` pooled over its families and seeds, with its interval, its verdict, and on how many
-of the metrics the paper makes a claim about its direction holds.
+of the metrics the paper makes a claim about its claim holds.
+
+Each verdict is read again from the row's interval by opct's current rules (:func:`current_reading`:
+the axes' paper sides and :func:`opct.report.pooled.verdict`), so a reference written before a rule changed
+(capability's non-inferiority margin, docs/metrics.md) is shown as the report reads it now; its numbers are
+the reference's.
 
 ``tests/test_readme_results.py`` checks that README.md holds exactly what this script writes.
 """
@@ -26,6 +31,9 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from opct.report.pooled import HOLDS, NONINFERIOR, REVERSED, WORSE, paper_direction, verdict
+from opct.report.verdict import SIDE_WORDS
+
 ROOT = Path(__file__).resolve().parents[1]
 REFERENCE = ROOT / "benchmarks" / "results" / "quick-demo" / "report.json"
 README = ROOT / "README.md"
@@ -35,8 +43,19 @@ FULL_STUDY = ROOT / "benchmarks" / "results" / "demo-full" / "report.json"
 HEADLINE_START, HEADLINE_END = "<!-- results:headline:start -->", "<!-- results:headline:end -->"
 #: The metric of the finding: the paper's headline safety claim (defense against an adaptive attacker).
 HEADLINE_KEY = "dsr_adaptive"
-HOLDS, REVERSED = "paper's direction holds", "reversed"
-SIDE = {"lower": "OPCT lower", "higher": "OPCT higher", None: "—"}
+#: Verdicts shown in bold: the paper's claim decided, one way or the other.
+DECIDED = (HOLDS, REVERSED, NONINFERIOR, WORSE)
+
+
+def current_reading(row: Mapping[str, Any]) -> tuple[str | None, str]:
+    """``(paper's side, verdict)`` of a verdict or pooled row as opct reads it now: the side its axis declares
+    for the row's key and :func:`opct.report.pooled.verdict` of the row's interval (the row's own verdict
+    when it has no interval)."""
+    direction = paper_direction(row["key"])
+    side = direction[0] if direction else None
+    if row.get("ci_low") is None or row.get("ci_high") is None:
+        return side, row["verdict"]
+    return side, verdict(side, float(row["ci_low"]), float(row["ci_high"]))
 
 
 def _value(metric: Mapping[str, Any] | None, percent: bool) -> str:
@@ -67,24 +86,25 @@ def quick_demo_table(data: Mapping[str, Any]) -> str:
     ]
     for row in data["verdict"]:
         values = [_value(data["results"][m].get(row["key"]), row["percent"]) for m in methods]
-        verdict = f"**{row['verdict']}**" if row["verdict"] in ("paper's direction holds", "reversed") else row["verdict"]
-        side = "OPCT no worse" if (row.get("claim") or "").startswith("OPCT ≥") else SIDE.get(row["paper_side"], "—")
-        lines.append(f"| {row['header']} | {side} | " + " | ".join(values)
-                     + f" | {row['text']} | {verdict} |")
+        side, reading = current_reading(row)
+        shown = f"**{reading}**" if reading in DECIDED else reading
+        lines.append(f"| {row['header']} | {SIDE_WORDS.get(side or '', '—')} | " + " | ".join(values)
+                     + f" | {row['text']} | {shown} |")
     return "\n".join([*lines, END])
 
 
 def headline(study: Mapping[str, Any]) -> str:
     """The README's one-sentence finding from a study's ``report.json`` data: OPCT − BCT on
     :data:`HEADLINE_KEY` pooled over families and seeds (INCOMPLETE beside it when it is), its verdict, and
-    on how many of the metrics with a claim in the paper its direction holds."""
+    on how many of the metrics with a claim in the paper its claim holds (capability: no worse within the margin)."""
     row = next(r for r in study["pooled"] if r["key"] == HEADLINE_KEY)
-    claimed = [r for r in study["pooled"] if r["paper_side"]]
-    holds = sum(r["verdict"] == HOLDS for r in claimed)
+    readings = [current_reading(r) for r in study["pooled"]]
+    claimed = [reading for side, reading in readings if side]
+    holds = sum(reading in (HOLDS, NONINFERIOR) for reading in claimed)
     value, interval = row["text"]["difference"]
     incomplete = f" INCOMPLETE ({len(row['incomplete'])} run(s))" if row["incomplete"] else ""
     reading = {HOLDS: "the paper's direction", REVERSED: "the reverse of the paper's direction"}.get(
-        row["verdict"], "not resolved")
+        current_reading(row)[1], "not resolved")
     families = len(study["families"])
     return "\n".join([
         HEADLINE_START,
@@ -92,7 +112,7 @@ def headline(study: Mapping[str, Any]) -> str:
         f"**What it found:** on the organism, OPCT − BCT on {row['header'].rstrip(' ↑↓').lower()} is **{value} "
         f"{interval}**{incomplete} (95% interval over k={row['units']} units, pooled over {families} model families × "
         f"{len(study['seeds'])} seeds by `opct demo --full`, {study['generated'][:10]}), {reading}; the paper's "
-        f"direction holds on {holds} of the {len(claimed)} metrics it makes a claim about.",
+        f"claim holds on {holds} of the {len(claimed)} metrics it makes a claim about.",
         HEADLINE_END,
     ])
 

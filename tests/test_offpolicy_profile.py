@@ -176,6 +176,12 @@ def test_the_command_prints_the_table_and_writes_the_json(tiny_model, pairs_file
     data = json.loads((tmp_path / "profile.json").read_text())
     assert data["axes"]["sycophancy"]["pairs"] == 5 and data["pairs_per_axis"] == 5 and data["max_new_tokens"] == 6
     assert set(data["axes"]["sycophancy"]["measures"]) == set(MEASURES)
+    # the dose that can move with diversity (added after the study): in the table, its line, and per pair in the JSON
+    flat = " ".join(res.output.split())
+    assert "target's percentile" in flat and "target: NLL per token after" in flat  # table rows (labels wrap in cells)
+    assert "dose that can move with diversity (added after the study, not pre-registered" in flat
+    assert data["pairs"] == [str(pairs_file)] and len(data["per_pair"]) == 5  # the sources, then each pair's record
+    assert {"target_percentile_among_own", "target_cost_after_divergence"} <= set(data["per_pair"][0])
 
 
 @pytest.mark.skipif(not (MODELS / "qwen3-tokenizer").exists(), reason="needs ../shared/models")

@@ -24,8 +24,11 @@ from opct.experiments.study import family_experiment, load_study, resolve_study,
 from opct.report.pooled import (
     HOLDS,
     NO_CLAIM,
+    NO_WORSE,
+    NONINFERIORITY_MARGIN,
     NOT_MEASURED,
     NOT_RESOLVED,
+    NOT_SHOWN,
     REVERSED,
     paper_direction,
     split_run_key,
@@ -126,7 +129,7 @@ def test_verdict_edges_and_the_direction_table():
     with pytest.raises(ValueError):
         verdict("up", 0.1, 0.2)
     assert paper_direction("sycophancy")[0] == "lower" and paper_direction("dsr_adaptive")[0] == "higher"
-    assert paper_direction("cap:capability_mc")[0] == "higher" and paper_direction("cap:gpqa")[0] == "higher"
+    assert paper_direction("cap:capability_mc")[0] == "no worse" and paper_direction("cap:gpqa")[0] == "no worse"
     assert paper_direction("toy_axis") is None
 
 
@@ -253,7 +256,9 @@ def test_the_pooled_report_on_fabricated_families(tmp_path):
     assert syc["unscored"] == {"opct": {"unparsed": 18}, "bct": {}}  # 2 per OPCT run, carried and not counted
     assert syc["value"] == pytest.approx(np.mean(list(syc["per_cell"].values())))  # 3 seeds in every family
     assert pooled["dsr_adaptive"]["verdict"] == REVERSED and pooled["dsr_adaptive"]["units"] == 40
-    assert pooled["cap:capability_mc"]["verdict"] == NOT_RESOLVED
+    cap = pooled["cap:capability_mc"]  # non-inferiority within 2 points (docs/metrics.md)
+    assert cap["paper_side"] == NO_WORSE and cap["ci_low"] < -NONINFERIORITY_MARGIN < cap["ci_high"]
+    assert cap["verdict"] == NOT_SHOWN
     summary = data["per_family"]["llama"]["summary"]
     assert summary["opct"]["sycophancy"]["runs"] == 3 and summary["base"]["sycophancy"]["runs"] == 1
     assert set(data["per_family"]["llama"]["runs"]) == {"base", "bct-s0", "bct-s1", "bct-s2", "opct-s0", "opct-s1", "opct-s2"}

@@ -152,14 +152,16 @@ def pairs_profile(
     threads: Threads = None,
 ) -> None:
     """The off-policy profile of a model on consistency pairs: how far BCT's targets (the model's greedy
-    answers to teacher_prompt) are from what it does itself on prompt, per axis, with n and 95% intervals.
-    What each row means: docs/comparison.md and opct/diagnostics/offpolicy.py."""
+    answers to teacher_prompt) are from what it does itself on prompt, per axis, with n and 95% intervals,
+    then the study's dose and the dose that can move with diversity (the target's percentile among the
+    model's own samples, its cost after the decision token; --out also writes them per pair).
+    What each row means: docs/comparison.md, docs/mechanism.md and opct/diagnostics/offpolicy.py."""
     import json
 
     from opct.attack.experiment_stage import rounds_progress  # the evals' and the attack's progress bar
     from opct.config import ModelConfig
     from opct.diagnostics.measure import measure_profile, sample_pairs
-    from opct.diagnostics.offpolicy import table_rows, truncation_notes
+    from opct.diagnostics.offpolicy import diversity_dose_summary, table_rows, truncation_notes
     from opct.models import inference_spec, load_spec_for_inference
     from opct.pairs import load_pair_source
     from opct.report.dose_response import dose_summary
@@ -172,7 +174,7 @@ def pairs_profile(
     lm, tokenizer, _ = load_spec_for_inference(spec)
     with rounds_progress(not no_progress, "off-policy profile: pairs", len(sample_pairs(loaded, n_pairs))) as advance:
         profile = measure_profile(lm, tokenizer, loaded, spec=spec, pairs_per_axis=n_pairs, max_new_tokens=max_new_tokens,
-                                  samples=samples, pairs_per_batch=pairs_per_batch, progress=advance)
+                                  samples=samples, pairs_per_batch=pairs_per_batch, progress=advance, per_pair=True)
     header, rows = table_rows(profile)
     table = Table(title=f"off-policy profile of {model} (student on prompt, teacher on teacher_prompt)")
     for i, col in enumerate(header):
@@ -181,6 +183,7 @@ def pairs_profile(
         table.add_row(*row)
     console.print(table)
     console.print(dose_summary(profile))
+    console.print(diversity_dose_summary(profile))
     for note in truncation_notes(profile):
         err_console.print(f"warning: {note}", highlight=False, soft_wrap=True, markup=False)
     if out is not None:

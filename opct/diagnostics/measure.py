@@ -87,6 +87,7 @@ def measure_profile(
     seed: int = PROFILE_SEED,
     progress: Callable[[int, int], None] | None = None,
     whole_logits_max_mib: float = WHOLE_LOGITS_MAX_MIB,
+    per_pair: bool = False,
 ) -> dict[str, Any]:
     """The off-policy profile of ``student`` (and ``teacher``, by default the student itself: the
     run-start model) on a seeded sample of ``pairs_per_axis`` pairs of each axis (or source, for pairs without one).
@@ -95,7 +96,8 @@ def measure_profile(
     total)`` is called after each chunk of ``pairs_per_batch`` pairs. A scoring pass whose float32 logits would
     exceed ``whole_logits_max_mib`` takes them from the final hidden states a chunk of positions at a time
     (:func:`_scorers`), so a real vocabulary's ``[pairs, length, vocab]`` logits are never built whole. Returns
-    :func:`opct.diagnostics.offpolicy.summarize`'s data with the settings it was measured at.
+    :func:`opct.diagnostics.offpolicy.summarize`'s data with the settings it was measured at (``per_pair``: with
+    each pair's record too).
     """
     teacher = teacher if teacher is not None else student
     render = PromptRenderer.for_model(tokenizer, spec or ModelConfig())
@@ -110,7 +112,7 @@ def measure_profile(
                 progress(min(start + batch, len(chosen)), len(chosen))
     settings = {"pairs_per_axis": pairs_per_axis, "max_new_tokens": max_new_tokens, "samples_per_pair": samples,
                 "seed": seed, "cluster": "teacher_prompt"}
-    return summarize(profiles, settings)
+    return summarize(profiles, settings, per_pair=per_pair)
 
 
 def _generate(model: torch.nn.Module, tokenizer: Any, prompts: list[list[int]], keys: list[str],

@@ -26,7 +26,16 @@ Measures, per axis (a pair's ``axis``; every one an :class:`~opct.stats.estimate
 ``target_cost_after_divergence``  the student's NLL per token of the target after the decision token
 ``teacher_entropy``            the teacher's next-token entropy over the target, per token (nats)
 ``teacher_top1_at_divergence``    the teacher's top-1 probability at the decision token
+``target_percentile_among_own``   where the target's sequence log-prob falls among the student's own
+                               samples', in percent (mean over pairs; :func:`target_percentile`)
 =============================  =================================================================
+
+The last two rows of the table are the dose that can move with diversity (docs/mechanism.md, "A dose
+that can move with diversity"; added after the study, not pre-registered): the pre-registered dose,
+``own_seq_logprob − target_seq_logprob``, is the target's surprisal minus the student's entropy, and falls
+by construction as valid responses multiply; a mode's *rank* among the samples, and what the target
+costs once it has left the student's answer, need not. Per pair, :func:`pair_record` gives both
+(:func:`target_percentile`, :func:`cost_after_decision`); ``opct pairs profile --out`` writes them.
 
 "Share under 0.1" is a statement about whole sequences: :math:`\pi(y \mid x) = \prod_t \pi(y_t \mid x,
 y_{<t}) < 0.1`, i.e. the student would write that exact answer less than one time in ten.
@@ -70,7 +79,10 @@ MEASURES: dict[str, str] = {
     "own_nll_per_token": "own samples: NLL per token",
     "target_cost_after_divergence": "target: NLL per token after the decision token",
     "teacher_entropy": "teacher's entropy on the clean prompt (nats/token)",
+    "target_percentile_among_own": "target's percentile among own samples (mean)",
 }
+#: The two measures of the dose that can move with diversity (added after the study; docs/mechanism.md).
+DIVERSITY_DOSE = ("target_percentile_among_own", "target_cost_after_divergence")
 
 
 def first_divergence(target: Sequence[int], answer: Sequence[int]) -> int | None:
@@ -80,6 +92,28 @@ def first_divergence(target: Sequence[int], answer: Sequence[int]) -> int | None
         if a != b:
             return i
     return None if len(target) == len(answer) else min(len(target), len(answer))
+
+
+def target_percentile(target_seq_logprob: float, own_seq_logprobs: Sequence[float]) -> float | None:
+    """Where a target's sequence log-prob falls among the student's own samples' sequence log-probs, in percent:
+    100 × (samples below it + half the samples equal to it) / samples (the mid-rank percentile), so 100 means
+    the target is likelier than every sample and 0 less likely than every one; None without samples."""
+    if not own_seq_logprobs:
+        return None
+    below = sum(s < target_seq_logprob for s in own_seq_logprobs)
+    ties = sum(s == target_seq_logprob for s in own_seq_logprobs)
+    return 100.0 * (below + 0.5 * ties) / len(own_seq_logprobs)
+
+
+def nll_after_decision(target_logprobs: Sequence[float], divergence: int | None) -> list[float]:
+    """The student's NLL of each target token after the decision token (none without one)."""
+    return [] if divergence is None else [-lp for lp in target_logprobs[divergence + 1:]]
+
+
+def cost_after_decision(target_logprobs: Sequence[float], divergence: int | None) -> float | None:
+    """The target's mean NLL per token after the decision token (nats/token), or None when no token follows it."""
+    nll = nll_after_decision(target_logprobs, divergence)
+    return sum(nll) / len(nll) if nll else None
 
 
 @dataclass
@@ -111,6 +145,25 @@ class PairProfile:
         """Target and answer both ended before the token limit (their sequence-level measures are defined)."""
         return not self.target_truncated and not self.answer_truncated
 
+    @property
+    def own_seq_logprobs(self) -> list[float]:
+        """The sequence log-probs of the student's own samples that ended before the token limit."""
+        return [sum(lp) for lp, cut in zip(self.sample_logprobs, self.sample_truncated, strict=True) if not cut and lp]
+
+    @property
+    def target_percentile(self) -> float | None:
+        """:func:`target_percentile` of the whole target among the own samples; None when the target was cut off."""
+        return None if self.target_truncated else target_percentile(sum(self.target_logprobs), self.own_seq_logprobs)
+
+
+def pair_record(p: PairProfile) -> dict[str, Any]:
+    """One pair's dose that can move with diversity, as JSON: its decision token, the target's and its own
+    complete samples' sequence log-probs, the target's percentile among them and its cost after the decision."""
+    return {"pair_id": p.pair_id, "axis": p.axis, "decision_token": p.divergence,
+            "target_seq_logprob": None if p.target_truncated else sum(p.target_logprobs),
+            "own_seq_logprobs": p.own_seq_logprobs, "target_percentile_among_own": p.target_percentile,
+            "target_cost_after_divergence": cost_after_decision(p.target_logprobs, p.divergence)}
+
 
 def _median_estimate(values: Sequence[float], clusters: Sequence[Hashable]) -> Estimate:
     rows = list(zip(clusters, values, strict=True))
@@ -129,7 +182,8 @@ def _measures_of(profiles: Sequence[PairProfile]) -> dict[str, Estimate]:
     diverging = [p for p in profiles if p.divergence is not None]
     samples = [(p.cluster, lp) for p in profiles for lp, cut in zip(p.sample_logprobs, p.sample_truncated, strict=True)
                if not cut and lp]
-    after = [(p.cluster, -lp) for p in diverging for lp in p.target_logprobs[p.divergence + 1:]]  # type: ignore[operator]
+    after = [(p.cluster, nll) for p in diverging for nll in nll_after_decision(p.target_logprobs, p.divergence)]
+    ranked = [(p.cluster, v) for p in profiles if (v := p.target_percentile) is not None]
     full_targets = [p for p in profiles if not p.target_truncated]
     target_seq = [sum(p.target_logprobs) for p in full_targets]
     own_seq = [sum(lp) for _, lp in samples]
@@ -155,13 +209,16 @@ def _measures_of(profiles: Sequence[PairProfile]) -> dict[str, Estimate]:
         "target_cost_after_divergence": _mean([v for _, v in after], [c for c, _ in after]),
         "teacher_entropy": _mean([h for p in profiles for h in p.teacher_entropy],
                                  [p.cluster for p in profiles for _ in p.teacher_entropy]),
+        "target_percentile_among_own": _mean([v for _, v in ranked], [c for c, _ in ranked]),
     }
     return out
 
 
-def summarize(profiles: Sequence[PairProfile], settings: dict[str, Any] | None = None) -> dict[str, Any]:
+def summarize(profiles: Sequence[PairProfile], settings: dict[str, Any] | None = None,
+              per_pair: bool = False) -> dict[str, Any]:
     """The profile as JSON-ready data: per axis, the counts (pairs, truncated targets, answers and samples,
-    pairs without a decision token) and every measure of :data:`MEASURES` as an estimate record."""
+    pairs without a decision token) and every measure of :data:`MEASURES` as an estimate record; with
+    ``per_pair``, also a list ``per_pair``: each pair's :func:`pair_record`."""
     axes: dict[str, Any] = {}
     for axis in sorted({p.axis for p in profiles}):
         mine = [p for p in profiles if p.axis == axis]
@@ -175,7 +232,7 @@ def summarize(profiles: Sequence[PairProfile], settings: dict[str, Any] | None =
             "no_decision_token": sum(p.divergence is None for p in mine),
             "measures": {k: e.to_dict() for k, e in _measures_of(mine).items()},
         }
-    return {**(settings or {}), "axes": axes}
+    return {**(settings or {}), "axes": axes, **({"per_pair": [pair_record(p) for p in profiles]} if per_pair else {})}
 
 
 def _cell(est: dict[str, Any]) -> str:
@@ -200,8 +257,26 @@ def table_rows(profile: dict[str, Any]) -> tuple[list[str], list[list[str]]]:
            f"{axes[a]['truncated_samples']} of {axes[a]['samples']}" for a in names)],
     ]
     for key, label in MEASURES.items():
+        if not any(key in axes[a]["measures"] for a in names):
+            continue  # a profile measured before the measure existed: no row rather than n=0
         rows.append([label, *(_cell(axes[a]["measures"].get(key, {})) for a in names)])
     return header, rows
+
+
+def diversity_dose_summary(profile: dict[str, Any]) -> str:
+    """The dose that can move with diversity in one line, per profiled axis: the target's percentile among the
+    own samples (mean over pairs) and its NLL per token after the decision token (docs/mechanism.md)."""
+    axes = profile.get("axes", {})
+
+    def value(axis: str, key: str, fmt: str) -> str:
+        est = axes[axis]["measures"].get(key, {})
+        v = est.get("value")
+        return "—" if v is None or not est.get("n") or (isinstance(v, float) and math.isnan(v)) else format(v, fmt)
+
+    parts = [f"{a} {value(a, DIVERSITY_DOSE[0], '.1f')} / {value(a, DIVERSITY_DOSE[1], '.3f')}" for a in sorted(axes)]
+    return ("dose that can move with diversity (added after the study, not pre-registered; docs/mechanism.md), "
+            "target's percentile among own samples / its cost after the decision token, nats/token: "
+            + (", ".join(parts) or "no axis profiled"))
 
 
 def truncation_notes(profile: dict[str, Any]) -> list[str]:

@@ -276,7 +276,7 @@ class Axis:
         families held back from training as the ``famval`` split (never held-out ones).
         ``inspect``: its :class:`InspectView`. ``paper_directions``: the paper's claim for OPCT − BCT
         per results column key (a key ending in ``:`` covers every column it prefixes): the side of 0
-        (``"lower"`` / ``"higher"``) and the claim in words. ``cli_options``: the :attr:`real_data`
+        (``"lower"`` / ``"higher"``, or ``"no worse"``: non-inferiority within the report's margin) and the claim in words. ``cli_options``: the :attr:`real_data`
         keys ``opct eval`` offers as flags (``sycophancy_mc`` is ``--sycophancy-mc``), with their help.
         ``data_dir_layout``: the :attr:`real_data` keys a ``--data-dir`` folder holds, with their subfolder.
     """

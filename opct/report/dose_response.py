@@ -30,7 +30,7 @@ from typing import Any
 
 import numpy as np
 
-from opct.report.pooled import HOLDS, NOT_MEASURED, NOT_RESOLVED, REVERSED, verdict
+from opct.report.pooled import HOLDS, NO_WORSE, NOT_MEASURED, NOT_RESOLVED, REVERSED, verdict
 from opct.stats.estimate import _percentile_ci
 from opct.stats.paired import PooledDifference
 
@@ -186,20 +186,24 @@ class Trend:
 
 def trend(points: Sequence[LevelPoint], direction: str | None) -> Trend:
     """The weighted slope of ``D`` on the dose over ``points`` (one per level) with its bootstrap intervals,
-    read against the paper's ``direction`` (``"higher"``/``"lower"``; ``None``: no claim).
+    read against the paper's ``direction`` (``"higher"``/``"lower"``; ``None``: no claim; capability's
+    ``"no worse"`` is read as ``"higher"``, as pre-registered, and kept as the trend's stated side).
 
     Every level's :attr:`~opct.stats.paired.PooledDifference.draws` must come from its own generator (the
     levels are resampled independently) and have the same number of resamples; the b-th slope uses the
     b-th resample of every level with the weights fixed at their point values. Fewer than two levels with a
     measured difference and a positive weight, or a single dose, give ``nan`` and :data:`NOT_MEASURED`.
     """
+    stated = direction
+    # A slope has no non-inferiority margin: the pre-registered reading takes capability's side as "higher".
+    direction = "higher" if direction == NO_WORSE else direction
     measured = [p for p in points if math.isfinite(p.difference.estimate.value) and math.isfinite(level_weight(p.difference))]
     weights = tuple(level_weight(p.difference) for p in measured)
     everywhere = bool(points) and len(measured) == len(points) and all(
         verdict(direction, p.difference.estimate.ci_low, p.difference.estimate.ci_high) == HOLDS for p in points)
     nan2 = (math.nan, math.nan)
     if len(measured) < 2 or len({p.dose for p in measured}) < 2:
-        return Trend(direction, math.nan, nan2, nan2, 0, NOT_MEASURED, NOT_MEASURED, weights, everywhere, 0)
+        return Trend(stated, math.nan, nan2, nan2, 0, NOT_MEASURED, NOT_MEASURED, weights, everywhere, 0)
     doses = [p.dose for p in measured]
     beta = float(wls_slope(doses, np.array([p.difference.estimate.value for p in measured]), weights))
     sizes = {len(p.difference.draws) for p in measured}
@@ -212,7 +216,7 @@ def trend(points: Sequence[LevelPoint], direction: str | None) -> Trend:
     ci = _percentile_ci(betas, ALPHA)
     ci_b = _percentile_ci(betas, BONFERRONI_ALPHA)
     ci, ci_b = (min(ci[0], beta), max(ci[1], beta)), (min(ci_b[0], beta), max(ci_b[1], beta))
-    return Trend(direction, beta, ci, ci_b, int(draws.shape[1]), verdict(direction, *ci), verdict(direction, *ci_b),
+    return Trend(stated, beta, ci, ci_b, int(draws.shape[1]), verdict(direction, *ci), verdict(direction, *ci_b),
                  weights, everywhere, collapsed)
 
 

@@ -2,7 +2,8 @@
 
 One small panel per results column (its own scale: points for rates, the score's units otherwise), one
 row per pair of methods (OPCT − BCT first and in OPCT's colour), a line at 0, and, for OPCT − BCT, a
-mark on the side of 0 the paper claims. The panels sit two to a row, so the figure keeps to the
+mark on the side of 0 the paper claims; for a non-inferiority claim (capability), a dashed line at the
+margin −m and an arrow right of it (:func:`_margin_mark`). The panels sit two to a row, so the figure keeps to the
 report's column (:data:`opct.report.figure_style.MAX_WIDTH_IN`).
 """
 
@@ -26,12 +27,28 @@ from opct.report.figure_style import (
     wrap,
 )
 from opct.report.paired import PairedDifference
-from opct.report.pooled import PAPER_PAIR, paper_direction
+from opct.report.pooled import NO_WORSE, NONINFERIORITY_MARGIN, PAPER_PAIR, paper_direction
 
 #: Panels per row of the forest plot.
 PANELS_PER_ROW = 2
 #: The colour of a pair other than OPCT − BCT.
 OTHER_PAIR = "#555555"
+
+
+#: What the mark of a non-inferiority claim says, beside the dashed line at −m (see :func:`_margin_mark`).
+MARGIN_LABEL = "no worse than −{m:g} →"
+
+
+def _margin_mark(ax: object, x: float, row: int) -> None:
+    """A non-inferiority claim's mark: a dashed line at the margin ``x`` (−m, in the panel's units) and an arrow
+    from it to the right, the side the claim "OPCT no worse than BCT within m" needs the interval's lower end on."""
+    colour = method_colour(PAPER_PAIR[0])
+    low, high = ax.get_xlim()
+    pad = 0.08 * (high - low)
+    ax.set_xlim(min(low, x - pad), high)
+    ax.axvline(x, color=colour, linewidth=0.9, linestyle="--")
+    ax.annotate(MARGIN_LABEL.format(m=abs(x)), xy=(x, row), xycoords="data", ha="left", va="bottom",
+                fontsize=TICK_PT, color=colour, xytext=(4, 6), textcoords="offset points")
 
 
 def _panel(ax: object, diffs: Sequence[PairedDifference]) -> None:
@@ -56,7 +73,9 @@ def _panel(ax: object, diffs: Sequence[PairedDifference]) -> None:
     ax.set_ylim(len(diffs) - 0.5, -0.5)
     direction = paper_direction(diffs[0].column.key)
     paper_row = next((y for y, d in enumerate(diffs) if (d.a, d.b) == PAPER_PAIR), None)
-    if direction and paper_row is not None:
+    if direction and direction[0] == NO_WORSE and paper_row is not None:
+        _margin_mark(ax, -NONINFERIORITY_MARGIN * scale, paper_row)
+    elif direction and paper_row is not None:
         ax.annotate("paper →" if direction[0] == "higher" else "← paper", xy=(1.0 if direction[0] == "higher" else 0.0, paper_row),
                     xycoords=("axes fraction", "data"), ha="right" if direction[0] == "higher" else "left", va="bottom",
                     fontsize=TICK_PT, color=method_colour(PAPER_PAIR[0]), xytext=(-4 if direction[0] == "higher" else 4, 6),
@@ -90,6 +109,6 @@ def plot_forest(differences: Sequence[PairedDifference]) -> Figure | None:
         for ax, diffs in zip(axes.flat, panels, strict=False):
             _panel(ax, diffs)
             ax.set_title(wrap(diffs[0].column.header, panel_in - 1.6, TITLE_PT), fontsize=TITLE_PT)
-        title = "Paired differences with 95% intervals (hollow: INCOMPLETE; paper: the side of 0 it claims for OPCT − BCT)"
+        title = "Paired differences with 95% intervals (hollow: INCOMPLETE; paper: the side it claims for OPCT − BCT; dashed: its no-worse margin)"
         fig.suptitle(wrap(title, panel_in * cols - 0.4, SUPTITLE_PT, bold=True), fontweight="bold")
     return fig

@@ -41,7 +41,7 @@ FIGURE = "dose_response.png"
 FIGURE_COLUMNS = 4
 #: Profile numbers shown per level and family (besides the dose's own terms).
 PROFILE_SHOWN = ("own_seq_logprob", "target_seq_logprob", "divergence_position", "teacher_entropy",
-                 "target_cost_after_divergence")
+                 "target_cost_after_divergence", "target_percentile_among_own")
 
 
 def profile_path(root: str | Path, family: str) -> Path:
@@ -142,7 +142,8 @@ def _profile_text(family: str, axes: Mapping[str, Mapping[str, float | None]]) -
 
     return (f"{family}: own − target {per_axis(gap)}; decision position {per_axis(lambda m: m.get('divergence_position'))}; "
             f"teacher entropy {per_axis(lambda m: m.get('teacher_entropy'))}; target cost after the decision "
-            f"{per_axis(lambda m: m.get('target_cost_after_divergence'))}")
+            f"{per_axis(lambda m: m.get('target_cost_after_divergence'))}; target percentile among own samples (added "
+            f"after the study) {per_axis(lambda m: m.get('target_percentile_among_own'))}")
 
 
 def dose_direction(levels: Sequence[Mapping[str, Any]]) -> str:

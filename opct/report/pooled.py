@@ -28,6 +28,14 @@ REVERSED = "reversed"
 NOT_RESOLVED = "not resolved"
 NOT_MEASURED = "not measured"
 NO_CLAIM = "no claim in the paper"
+#: The paper's side of a non-inferiority claim (capability): OPCT − BCT is above ``−NONINFERIORITY_MARGIN``.
+NO_WORSE = "no worse"
+#: The margin of a "no worse" claim, on the rate scale: 2 points (docs/metrics.md, "Capability: no worse within a margin").
+NONINFERIORITY_MARGIN = 0.02
+#: The verdicts of a "no worse" claim: shown, shown the other way, or not shown.
+NONINFERIOR = "holds"
+WORSE = "worse"
+NOT_SHOWN = "not shown"
 #: ``(treatment, baseline)``: the pair the paper's claims are about, from the methods' cards; any other pair
 #: is read without a side (:func:`neutral_verdict`).
 PAPER_PAIR = METHODS.paper_pair()
@@ -48,16 +56,36 @@ def paper_direction(column_key: str) -> tuple[str, str] | None:
     return directions[prefixed[0]] if prefixed else None
 
 
+def noninferiority_verdict(ci_low: float, ci_high: float, margin: float = NONINFERIORITY_MARGIN) -> str:
+    """Read the 95% interval of OPCT − BCT against the claim "OPCT no worse than BCT within ``margin``".
+
+    A one-sided test at α = 0.025 (the interval's lower end is the one-sided 97.5% lower bound):
+    :data:`NONINFERIOR` when the lower end is above ``−margin``, :data:`WORSE` when the upper end is
+    below ``−margin``, :data:`NOT_SHOWN` when the interval contains ``−margin`` (an end exactly at it
+    counts as containing it); :data:`NOT_MEASURED` for a ``nan`` interval.
+    """
+    if math.isnan(ci_low) or math.isnan(ci_high):
+        return NOT_MEASURED
+    if ci_low > -margin:
+        return NONINFERIOR
+    if ci_high < -margin:
+        return WORSE
+    return NOT_SHOWN
+
+
 def verdict(direction: str | None, ci_low: float, ci_high: float) -> str:
-    """Read the interval of OPCT − BCT against the paper's side (``"lower"`` or ``"higher"``).
+    """Read the interval of OPCT − BCT against the paper's side (``"lower"``, ``"higher"`` or :data:`NO_WORSE`).
 
     :data:`HOLDS` when the interval excludes 0 on the paper's side, :data:`REVERSED` when it excludes
     0 on the other side, :data:`NOT_RESOLVED` when it contains 0 (an end at exactly 0 counts as
-    containing it); :data:`NOT_MEASURED` for a ``nan`` interval, :data:`NO_CLAIM` without a side.
+    containing it); :data:`NOT_MEASURED` for a ``nan`` interval, :data:`NO_CLAIM` without a side. A
+    :data:`NO_WORSE` claim is read by :func:`noninferiority_verdict` (margin :data:`NONINFERIORITY_MARGIN`).
     """
+    if direction == NO_WORSE:
+        return noninferiority_verdict(ci_low, ci_high)
     if direction not in ("lower", "higher"):
         if direction is not None:
-            raise ValueError(f"direction must be 'lower' or 'higher', got {direction!r}")
+            raise ValueError(f"direction must be 'lower', 'higher' or {NO_WORSE!r}, got {direction!r}")
         return NO_CLAIM
     if math.isnan(ci_low) or math.isnan(ci_high):
         return NOT_MEASURED
@@ -232,7 +260,9 @@ HOWTO = (
     "planned. Unscored rows (empty, unparsed, judge abstained, errors) are left out, never counted as a "
     "success; their counts are shown. The verdict reads the interval against the paper's side: it holds "
     "when the interval excludes 0 on that side, is reversed when it excludes 0 on the other, and is not "
-    "resolved when it contains 0. INCOMPLETE beside a difference: a run behind it has an eval that stopped "
+    "resolved when it contains 0. Capability's claim is OPCT no worse than BCT within 2 points: it holds when "
+    "the interval's lower end is above −2 points, is worse when its upper end is below −2, and is not shown "
+    "otherwise (docs/metrics.md). INCOMPLETE beside a difference: a run behind it has an eval that stopped "
     "before every unit was measured (unfinished) or left more records unscored than its limit; the "
     "difference is over what was measured and is not a measurement."
 )

@@ -35,6 +35,7 @@ from opct.report.pooled import (
 from opct.report.razor import razor_data, razor_markdown
 from opct.report.table import MISSING, build_columns, method_label, metric_parts, render_markdown
 from opct.report.terminal import WIDTH, Cell, transposed_tables, verdict_renderables
+from opct.report.verdict import SIDE_WORDS
 from opct.runs.experiment_layout import REPORT_JSON, REPORT_MD, STUDY_FILE
 
 #: The bootstrap behind the pooled differences (recorded in report.json).
@@ -205,7 +206,7 @@ def _family_cells(data: Mapping[str, Any], family: str) -> tuple[list[str], list
 def _pooled_cells(row: Mapping[str, Any]) -> list[Cell]:
     value, interval = row["text"]["difference"]
     incomplete = f"INCOMPLETE: {len(row['incomplete'])} run(s)" if row["incomplete"] else ""
-    side = {"lower": "OPCT lower", "higher": "OPCT higher"}.get(row["paper_side"] or "", "")
+    side = SIDE_WORDS.get(row["paper_side"] or "", "")
     return [(value, interval, f"k={row['units']} units", f"{row['cells']} of {row['cells_planned']} cells"),
             tuple(row["text"]["unscored"].split("; ")),
             (f"paper: {side}" if side else "", row["verdict"], incomplete)]
@@ -320,7 +321,7 @@ def study_renderables(data: Mapping[str, Any], width: int = WIDTH) -> list[Rende
 
 def pooled_sentence(row: Mapping[str, Any]) -> str:
     """One pooled OPCT − BCT row as a verdict line (the form of :meth:`opct.report.verdict.VerdictLine.sentence`)."""
-    side = {"lower": "paper OPCT lower", "higher": "paper OPCT higher"}.get(row["paper_side"] or "", "paper no claim")
+    side = f"paper {SIDE_WORDS.get(row['paper_side'] or '', 'no claim')}"
     incomplete = f" INCOMPLETE ({len(row['incomplete'])} run(s))" if row["incomplete"] else ""
     value, interval = row["text"]["difference"]
     return f"{row['header']}: {side}; OPCT − BCT {value} {interval} (k={row['units']}){incomplete}: {row['verdict']}."

@@ -19,18 +19,33 @@ from typing import Any
 
 from opct.report.load import Experiment, Metric, json_number
 from opct.report.paired import PairedDifference
-from opct.report.pooled import HOLDS, NOT_MEASURED, PAPER_PAIR, REVERSED, paper_direction, verdict
+from opct.report.pooled import (
+    HOLDS,
+    NO_WORSE,
+    NONINFERIOR,
+    NONINFERIORITY_MARGIN,
+    NOT_MEASURED,
+    PAPER_PAIR,
+    REVERSED,
+    WORSE,
+    paper_direction,
+    verdict,
+)
 from opct.report.table import ResultsTable
 
-#: The paper's side of 0, in words.
-SIDE_WORDS = {"lower": "OPCT lower", "higher": "OPCT higher"}
+#: The paper's side, in words: of 0, or of the non-inferiority margin (capability).
+SIDE_WORDS = {"lower": "OPCT lower", "higher": "OPCT higher",
+              NO_WORSE: f"OPCT no worse than BCT within {NONINFERIORITY_MARGIN * 100:g} pts"}
 #: The HTML class of a verdict line (its colour); any other verdict reads "open".
-HOLDS_CLASS = {HOLDS: "holds", REVERSED: "reversed"}
+HOLDS_CLASS = {HOLDS: "holds", REVERSED: "reversed", NONINFERIOR: "holds", WORSE: "reversed"}
 HOWTO = (
     "One line per metric: the side of 0 the paper claims for OPCT − BCT, the difference measured here on the units "
     "both methods were evaluated on with its 95% paired cluster bootstrap interval and k units, and the verdict: "
     "the paper's direction holds when the interval excludes 0 on the paper's side, is reversed when it excludes 0 "
-    "on the other side, and is not resolved when it contains 0. INCOMPLETE: a side of the difference left more "
+    "on the other side, and is not resolved when it contains 0. Capability's claim is OPCT no worse than BCT "
+    f"within {NONINFERIORITY_MARGIN * 100:g} points (docs/metrics.md): it holds when the interval's lower end is "
+    f"above −{NONINFERIORITY_MARGIN * 100:g} points, is worse when its upper end is below it, and is not shown "
+    "otherwise. INCOMPLETE: a side of the difference left more "
     "unscored than its limit or stopped early; the difference is over what both scored and is not a measurement."
 )
 
@@ -51,7 +66,7 @@ class VerdictLine:
 
     @property
     def side_text(self) -> str:
-        """``"OPCT lower"``, or ``"no claim"``."""
+        """``"OPCT lower"``, ``"OPCT no worse than BCT within 2 pts"``, or ``"no claim"``."""
         return SIDE_WORDS.get(self.side or "", "no claim")
 
     @property

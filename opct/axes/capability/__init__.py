@@ -81,7 +81,9 @@ class CapabilityAxis(Axis):
                           evals={"capability_mc": "organism", "capability_arithmetic": "organism",
                                  "capability_chain": "organism", "capability_format": "organism",
                                  "gpqa": "real", "math500": "real", "ifeval": "real", "mmlu": "real"})
-    paper_directions: ClassVar[Mapping[str, tuple[str, str]]] = {"cap:": ("higher", "OPCT ≥ BCT: no capability cost")}
+    #: Non-inferiority, not superiority: the margin is :data:`opct.report.pooled.NONINFERIORITY_MARGIN` (docs/metrics.md).
+    paper_directions: ClassVar[Mapping[str, tuple[str, str]]] = {
+        "cap:": ("no worse", "OPCT no worse than BCT within 2 pts: no capability cost")}
 
     def organism_tasks(self, ctx: TaskContext) -> list[EvalTask]:
         return organism_capability_tasks(organism_world(ctx.world_seed), ctx.cap(ORGANISM_ITEMS), ctx.make_judge)

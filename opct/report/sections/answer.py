@@ -16,7 +16,8 @@ VERDICT = "verdict"
 FOREST_HOWTO = (
     "Every paired difference between two methods, one panel per metric (points for rates), with its 95% paired "
     "cluster bootstrap interval: a point left of the line at 0 means the first method of the pair is lower. "
-    "OPCT − BCT is blue, with an arrow to the side the paper claims; a hollow point is INCOMPLETE."
+    "OPCT − BCT is blue, with an arrow to the side the paper claims (capability: a dashed line at −2 points, "
+    "the non-inferiority margin, and an arrow right of it); a hollow point is INCOMPLETE."
 )
 
 
