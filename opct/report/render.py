@@ -11,7 +11,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from opct.evals.axis_registry import AXES
+from opct.evals.axis_registry import axes_with
+from opct.evals.axis_views import ReportView
 from opct.report.ablation import HOWTO as ABLATION_HOWTO
 from opct.report.ablation import ablation_rows, ablation_table, is_ablation, largest_moves
 from opct.report.figures import FigureFile
@@ -96,10 +97,10 @@ class Section:
 
 
 def build_sections(figures: Sequence[FigureFile]) -> list[Section]:
-    """One section per registered axis (its title and how-to-read paragraph), then training, holding
+    """One section per registered axis with a report view (its title and how-to-read paragraph), then training, holding
     the figures drawn for each."""
     sections = [Section(VERDICT, "Every paired difference", FOREST_HOWTO)]
-    sections += [Section(name, axis.title or name.capitalize(), axis.howto) for name, axis in AXES.items()]
+    sections += [Section(name, report.title, report.howto) for name, report in axes_with(ReportView)]
     sections.append(Section("training", "Training", HOW_TO_READ["training"]))
     by_key = {s.key: s for s in sections}
     for fig in figures:
