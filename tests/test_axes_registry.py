@@ -142,16 +142,18 @@ def test_organism_tasks_take_another_template_set() -> None:
 
 
 def test_the_contract_and_the_registry_import_no_axis_and_nothing_that_iterates_axes() -> None:
-    """``opct/evals/contract.py`` (what every axis imports) and ``opct/evals/axis_registry.py`` (``AXES``) name no
-    module of ``opct.axes``, nor the organism or the report, which iterate the axes: the axes are reached by strings."""
+    """``opct/evals/contract.py`` (what every axis imports), ``opct/evals/axis_views.py`` (its optional views) and
+    ``opct/evals/axis_registry.py`` (``AXES``) name no module of ``opct.axes``, nor the organism or the report, which
+    iterate the axes: the axes are reached by strings."""
     from opct.testing.import_graph import import_graph
 
     graph = import_graph()
-    for module in ("opct.evals.contract", "opct.evals.axis_registry"):
+    for module in ("opct.evals.contract", "opct.evals.axis_views", "opct.evals.axis_registry"):
         above = {m for m in graph[module] if m.split(".")[1] in ("axes", "organism", "report")}
         assert above == set(), (module, above)
-    assert "opct.evals.template_set" in graph["opct.evals.contract"]  # the checker sees the contract's imports
-    assert "opct.evals.contract" in graph["opct.evals.axis_registry"]
+    assert "opct.evals.outcomes" in graph["opct.evals.contract"]  # the checker sees the contract's imports
+    assert "opct.evals.contract" in graph["opct.evals.axis_views"]
+    assert {"opct.evals.contract", "opct.evals.axis_views"} <= graph["opct.evals.axis_registry"]
     assert AXES.names()[:4] == ["sycophancy", "jailbreak", "awareness", "capability"]
 
 

@@ -6,8 +6,10 @@ world and real data files), its evaluation tasks for both data sources, the judg
 :func:`opct.judges.make_judge` for, and its columns, figures and section in the experiment report.
 Everything that iterates axes (``opct eval``, experiments, the organism's pair source, validation
 and check, the report, Inspect) goes through :data:`AXES` (declared in :mod:`opct.evals.axis_registry`,
-below all of them); the hooks it reads are declared on :class:`~opct.evals.contract.Axis`
-(:mod:`opct.evals.contract`, with the eval task and the report column), which imports no axis. A package
+below all of them); its core (name, pairs, tasks) is :class:`~opct.evals.contract.Axis` (:mod:`opct.evals.contract`, with the
+eval task and the report column) and the views each consumer looks up are in :mod:`opct.evals.axis_views`;
+neither imports an axis. The built-in axes subclass :class:`HookAxis`, which builds every view from
+attributes and methods. A package
 ``opct/axes/<name>/`` whose ``AXIS`` is an :class:`Axis` is registered as ``<name>``, so a new axis is
 that one package; an axis defined elsewhere (a plugin, a test) registers itself::
 
@@ -20,8 +22,19 @@ consistency training should not cost).
 
 from __future__ import annotations
 
-from opct.evals.axis_registry import AXES, pair_axes, register_packages
+from opct.axes.hook_axis import HookAxis
+from opct.evals.axis_registry import AXES, axes_with, pair_axes, register_packages
+from opct.evals.axis_views import (
+           DataView,
+           InspectView,
+           OrganismView,
+           ReportView,
+           data_view,
+           organism_view,
+           view,
+)
 from opct.evals.contract import Axis, FigureSpec
 from opct.evals.template_set import TemplateSet
 
-__all__ = ["AXES", "Axis", "FigureSpec", "TemplateSet", "pair_axes", "register_packages"]
+__all__ = ["AXES", "Axis", "DataView", "FigureSpec", "HookAxis", "InspectView", "OrganismView", "ReportView", "TemplateSet",
+           "axes_with", "data_view", "organism_view", "pair_axes", "register_packages", "view"]

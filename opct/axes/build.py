@@ -1,8 +1,8 @@
 """``opct pairs build``: consistency-pair files from real data, with train and held-out splits.
 
-An axis's real-data pairs (:meth:`opct.axes.Axis.real_pairs`) are split twice: by perturbation
+An axis's real-data pairs (:meth:`opct.axes.Axis.pairs` on the ``real`` source) are split twice: by perturbation
 family (the axis's named held-out families: cue families, wrapper families) and by unit of
-variation (:attr:`opct.axes.Axis.unit_key`: the question, behaviour or safety fact), so a held-out
+variation (:attr:`opct.axes.DataView.unit_key`: the question, behaviour or safety fact), so a held-out
 pair has both a family and an item that training never saw. The held-out units are the exact share
 of lowest seeded hash of their id (:func:`heldout_units`). The output folder gets ``<axis>_train.jsonl``,
 ``<axis>_heldout.jsonl`` and ``<axis>_manifest.json`` (the sources and their sha256, the split rule,
@@ -16,11 +16,12 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from opct.axes import AXES
+from opct.axes import AXES, data_view
 from opct.datasets.catalog import canonical_sha256
 from opct.datasets.packaged import is_packaged, read_packaged
 from opct.datasets.sources import parse_hub_spec
 from opct.datasets.tabular import iter_rows
+from opct.evals.contract import TaskContext
 from opct.evals.template_set import HELDOUT, SPLITS
 from opct.pairs import pairs_from_records, write_pairs
 from opct.runs.atomic import read_json_object, write_json_atomic
@@ -79,30 +80,32 @@ def build_real_pairs(
 
     ``limit`` caps the items (a seeded sample), ``per_item`` the pairs of each item (a seeded sample of
     its variants: cue templates, wrappers, SAGE-Eval phrasings). ``columns`` names the columns of the
-    axis's own file (:meth:`opct.axes.Axis.real_pairs`), recorded in the manifest.
+    axis's own file (:meth:`opct.axes.Axis.pairs` on the ``real`` source), recorded in the manifest.
     """
     axis = AXES.get(axis_name)
+    data = data_view(axis)
+    unit_key = data.unit_key
     if not axis.has_pairs:
         raise ValueError(f"axis {axis_name!r} has no consistency pairs; choose one of {', '.join(a for a in AXES if AXES.get(a).has_pairs)}")
     if not 0.0 < heldout_fraction < 1.0:
         raise ValueError(f"heldout_fraction must be between 0 and 1 (exclusive), got {heldout_fraction}")
-    primary = next(iter(axis.real_data), None)  # the axis's own data; any other key is optional
+    primary = next(iter(data.real_data), None)  # the axis's own data; any other key is optional
     if primary is None or primary not in paths:
         raise ValueError(f"axis {axis_name!r} needs {primary} (a path); it reads: "
-                         + "; ".join(f"{k}: {v}" for k, v in axis.real_data.items()))
+                         + "; ".join(f"{k}: {v}" for k, v in data.real_data.items()))
     out = Path(out_dir)
     claim_pair_files(out, axis_name)
     counts: dict[str, dict[str, int]] = {}
     files: dict[str, str] = {}
-    built = {split: axis.real_pairs(paths, split, limit, columns=columns or None) for split in SPLITS}
-    units = {str(p["meta"][axis.unit_key]) for records in built.values() for p in records}
+    built = {split: axis.pairs(TaskContext(split, "real", limit, paths, columns=columns or None)) for split in SPLITS}
+    units = {str(p["meta"][unit_key]) for records in built.values() for p in records}
     if len(units) < 2:
         raise ValueError(f"{axis_name}: {len(units)} item(s) in the data; at least 2 are needed for a train and a held-out split")
     held = heldout_units(units, heldout_fraction, seed)
     for split in SPLITS:
-        records = [p for p in built[split] if (str(p["meta"][axis.unit_key]) in held) == (split == HELDOUT)]
+        records = [p for p in built[split] if (str(p["meta"][unit_key]) in held) == (split == HELDOUT)]
         if per_item is not None:
-            records = _per_item(records, axis.unit_key, per_item, seed)
+            records = _per_item(records, unit_key, per_item, seed)
         pairs = pairs_from_records(records, f"{axis_name} real pairs ({split})")
         if not pairs:
             raise ValueError(f"no {split} pairs for {axis_name}: the data has too few items for heldout_fraction={heldout_fraction}")
@@ -110,14 +113,14 @@ def build_real_pairs(
         files[split] = str(path)
         counts[split] = {
             "pairs": len(pairs),
-            "units": len({p.meta[axis.unit_key] for p in pairs}),
+            "units": len({p.meta[unit_key] for p in pairs}),
             "families": len({p.meta.get("family") for p in pairs if p.meta.get("family")}),
         }
     manifest = build_manifest(
         "pairs-build",
         {"axis": axis_name, "heldout_fraction": heldout_fraction, "seed": seed, "limit": limit, "per_item": per_item,
          "columns": dict(columns or {}),
-         "split_rule": f"family split of the axis's templates, and units ({axis.unit_key}) by seeded hash rank"},
+         "split_rule": f"family split of the axis's templates, and units ({unit_key}) by seeded hash rank"},
         sources={k: {"path": _source_path(v), "sha256": source_hash(v)}
                  for k, v in paths.items() if v},
         files=files,

@@ -47,11 +47,11 @@ def _eval_overrides(flags: dict[str, object]) -> list[tuple[str, object]]:
 
 def with_real_data_flags(command: Callable[..., None]) -> Callable[..., None]:
     """``command`` with one ``--<key>`` flag per real-data key an axis offers on the command line
-    (:attr:`opct.evals.contract.Axis.cli_options`, every registered axis in order), after ``--data-dir``;
+    (:attr:`opct.evals.axis_views.DataView.cli_options`, every registered axis in order), after ``--data-dir``;
     the values reach ``command`` as its ``real_paths`` mapping."""
-    from opct.axes import AXES
+    from opct.axes import DataView, axes_with
 
-    offered = [(key, text) for _, axis in AXES.items() for key, text in axis.cli_options.items()]
+    offered = [(key, text) for _, data in axes_with(DataView) for key, text in data.cli_options.items()]
     params = [p for p in inspect.signature(command, eval_str=True).parameters.values() if p.name != "real_paths"]
     at = next(i for i, p in enumerate(params) if p.name == "data_dir") + 1
     flags = [inspect.Parameter(key, inspect.Parameter.KEYWORD_ONLY, default=None,

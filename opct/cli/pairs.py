@@ -47,13 +47,13 @@ def pairs_build(
     are; for other multiple-choice files, name the columns with --question, --options or --option-column,
     --answer and --id-column.
     """
-    from opct.axes import AXES
+    from opct.axes import AXES, data_view
     from opct.axes.build import build_real_pairs
 
-    spec = AXES.get(axis)
-    if not spec.real_data:
+    real_data = data_view(AXES.get(axis)).real_data
+    if not real_data:
         _fail(f"axis {axis!r} builds no pairs from real data")
-    paths = {next(iter(spec.real_data)): source}
+    paths = {next(iter(real_data)): source}
     for item in extra or []:
         key, sep, value = item.partition("=")
         if not sep:

@@ -13,7 +13,9 @@ from __future__ import annotations
 import importlib.util
 import pkgutil
 from collections.abc import Iterable
+from typing import TypeVar
 
+from opct.evals.axis_views import view
 from opct.evals.contract import Axis
 from opct.registry import Registry
 
@@ -44,6 +46,15 @@ def axis_package_paths() -> list[str]:
 
 
 register_packages(axis_package_paths(), AXIS_PACKAGE)
+
+
+V = TypeVar("V")
+
+
+def axes_with(kind: type[V]) -> list[tuple[str, V]]:
+    """Each registered axis that gives a view of type ``kind`` (:mod:`opct.evals.axis_views`), with that view,
+    in registration order; the others are skipped."""
+    return [(name, found) for name, axis in AXES.items() if (found := view(axis, kind)) is not None]
 
 
 def pair_axes() -> list[str]:

@@ -21,7 +21,8 @@ from opct.config import (
     read_config_file,
     validate_config,
 )
-from opct.evals.axis_registry import AXES
+from opct.evals.axis_registry import AXES, axes_with
+from opct.evals.axis_views import DataView, data_view
 
 #: Where ``data_dir`` keeps each real benchmark (the layout of ``../shared/data``).
 
@@ -32,13 +33,13 @@ class _Strict(BaseModel):
 
 def data_dir_layout() -> dict[str, str]:
     """The real-data keys a ``--data-dir`` folder holds, with their subfolder, from every registered
-    axis (:attr:`opct.evals.contract.Axis.data_dir_layout`)."""
-    return {key: folder for _, axis in AXES.items() for key, folder in axis.data_dir_layout.items()}
+    axis (:attr:`opct.evals.axis_views.DataView.data_dir_layout`)."""
+    return {key: folder for _, data in axes_with(DataView) for key, folder in data.data_dir_layout.items()}
 
 
 def real_data_keys() -> dict[str, str]:
     """Every real-data path key a registered axis reads, with its help line."""
-    return {key: help_ for _, axis in AXES.items() for key, help_ in axis.real_data.items()}
+    return {key: help_ for _, data in axes_with(DataView) for key, help_ in data.real_data.items()}
 
 
 class EvalOptions(_Strict):
@@ -70,7 +71,7 @@ class EvalOptions(_Strict):
     @classmethod
     def _known_template_sets(cls, value: dict[str, str]) -> dict[str, str]:
         for axis, name in value.items():
-            sets = AXES.get(axis).templates if axis in AXES else {}
+            sets = data_view(AXES.get(axis)).templates if axis in AXES else {}
             if name not in sets:
                 raise ValueError(f"axis {axis!r} has no template set {name!r}; it has {', '.join(sets) or 'none'}")
         return value

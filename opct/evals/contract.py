@@ -1,10 +1,10 @@
-"""The contracts every axis keeps, in one module that imports no axis: :class:`Axis` and its hooks,
-the eval task (:class:`EvalTask` of :class:`Unit` s, scored into :class:`Judgement` s, built from a
-:class:`TaskContext`), the report's :class:`Column` and an axis's view under Inspect
-(:class:`InspectView`).
+"""The core contract every axis keeps, in one module that imports no axis: :class:`Axis` (name, pairs,
+tasks), the eval task (:class:`EvalTask` of :class:`Unit` s, scored into :class:`Judgement` s, its metrics,
+built from a :class:`TaskContext`) and the report's :class:`Column`. The optional views an axis may add
+(report, Inspect, organism, real data) are in :mod:`opct.evals.axis_views`.
 
 Whatever iterates axes (``opct eval``, experiments, the organism's pair source, validation and check,
-the report, Inspect, the CLI's real-data flags) reads these hooks through :data:`opct.evals.axis_registry.AXES` and
+the report, Inspect, the CLI's real-data flags) reads them through :data:`opct.evals.axis_registry.AXES` and
 never names an axis.
 """
 
@@ -18,7 +18,6 @@ from typing import Any, TypeVar
 
 from opct.errors import OpctError
 from opct.evals.outcomes import ABSTAINED, EMPTY, ERROR, TRUNCATED, UNPARSED
-from opct.evals.template_set import TemplateSet
 from opct.runs.manifest import hash_records
 from opct.stats.estimate import Estimate
 
@@ -136,7 +135,7 @@ class EvalTask:
 
 @dataclass(frozen=True)
 class TaskContext:
-    """What an axis needs to build its tasks: the data source and split, and how to judge and limit them.
+    """What an axis needs to build its pairs and tasks: the data source and split, and how to judge and limit them.
 
     ``source``: ``"organism"`` (its world, exact judges) or ``"real"`` (the files in ``real``, keyed by
     the axes' ``real_data`` names). ``judge``: the judge spec for real data (``rule`` or
@@ -155,6 +154,8 @@ class TaskContext:
     templates: Mapping[str, str] = field(default_factory=dict)
     #: Model judges' timeout, retries and fail-fast rule (:class:`opct.judges.JudgeOptions`; None: defaults).
     judge_options: Any = None
+    #: The columns of an axis's own real-data file, where it reads any (``opct pairs build --column``).
+    columns: Mapping[str, Any] | None = None
 
     def template_set(self, axis: Any) -> Any:
         """The :class:`~opct.evals.template_set.TemplateSet` ``axis`` uses here (default: the one named after the source)."""
@@ -228,127 +229,36 @@ def threshold_flag(value: Any, threshold: float = 0.5) -> float:
     return NAN if value is None else float(float(value) >= threshold)
 
 
-@dataclass(frozen=True)
-class InspectView:
-    """How an axis looks under Inspect: the metadata key its stderr clusters on, its headline values
-    (the first also per slice), the description of its ``@task``, and the evals that get an Inspect
-    task of their own, with the data source each defaults to (``{"gpqa": "real"}``)."""
-
-    cluster: str = "item"
-    headline: tuple[str, ...] = ("scored",)
-    description: str = ""
-    evals: Mapping[str, str] = field(default_factory=dict)
-
-
-@dataclass(frozen=True)
-class Criterion:
-    """One row of the organism's behaviour profile (``opct organism check``, an axis's
-    :meth:`Axis.organism_criteria`): which items, how each response counts, and the required rate."""
-
-    name: str
-    items: list[dict]
-    judge: str
-    hit: Callable[[Any, dict], bool]
-    op: str
-    threshold: float
-
-    def passes(self, rate: float) -> bool:
-        return rate >= self.threshold if self.op == ">=" else rate <= self.threshold
-
-
 class Axis:
-    """What an axis provides. Subclass it, set the attributes, override what applies, register an instance.
+    """The core of an axis: a ``name``, how its consistency ``pairs`` are built, and its eval ``tasks`` (each an
+    :class:`EvalTask` that carries its ``metrics``: records to rates with n and clustered intervals).
+    Subclass it, set ``name``, override what applies, register an instance in :data:`opct.evals.axis_registry.AXES`.
 
-    Attributes
-        ``name``: the registry name, also the eval name of its held-out task (``<name>_train`` for the
-        training split in experiments). ``title`` / ``howto``: the report section's heading and its
-        how-to-read paragraph. ``templates``: template sets by data source (``"organism"``, ``"real"``).
-        ``judges``: the judge roles its tasks ask for, by data source (e.g. ``{"real": ("refusal",
-        "harm")}``). ``real_data``: the real-data path keys it reads (``opct eval`` ``real.<key>``), with
-        a line of help each. ``has_pairs``: it has consistency pairs (it can be trained on).
-        ``per_split``: its tasks depend on the perturbation split (else they are built once).
-        ``unit_key``: the ``meta`` key of a pair's unit of variation (the question, behaviour or fact),
-        by which ``opct pairs build`` splits items between train and held-out. ``organism_cluster_key``:
-        the ``meta`` key of an organism pair's cluster (a person, a behaviour, a fact), by which its
-        training pairs are divided between ``train`` and ``val`` (:mod:`opct.organism.pairs`).
-        ``organism_family_key``: the ``meta`` key of an organism pair's perturbation family (a cue or
-        wrapper family, a hazard type). ``organism_validation_families``: one or two training-side
-        families held back from training as the ``famval`` split (never held-out ones).
-        ``inspect``: its :class:`InspectView`. ``paper_directions``: the paper's claim for OPCT − BCT
-        per results column key (a key ending in ``:`` covers every column it prefixes): the side of 0
-        (``"lower"`` / ``"higher"``, or ``"no worse"``: non-inferiority within the report's margin) and the claim in words. ``cli_options``: the :attr:`real_data`
-        keys ``opct eval`` offers as flags (``sycophancy_mc`` is ``--sycophancy-mc``), with their help.
-        ``data_dir_layout``: the :attr:`real_data` keys a ``--data-dir`` folder holds, with their subfolder.
+    ``name``: the registry name, also the eval name of its held-out task (``<name>_train`` for the training
+    split in experiments). ``views``: its optional views (:mod:`opct.evals.axis_views`: the report's, Inspect's,
+    the organism's, the real data's), each looked up by type by the consumer that reads it; an axis without a
+    view is skipped by that consumer or gets its documented default. An axis that overrides :meth:`pairs` can be
+    trained on (:attr:`has_pairs`), and its tasks are built per perturbation split (:attr:`per_split`); one that
+    does not (capability) is evaluated once per model.
     """
 
     name: str = ""
-    title: str = ""
-    howto: str = ""
-    templates: Mapping[str, TemplateSet] = {}
-    judges: Mapping[str, tuple[str, ...]] = {}
-    real_data: Mapping[str, str] = {}
-    has_pairs: bool = True
-    per_split: bool = True
-    unit_key: str = ""
-    organism_cluster_key: str = ""
-    organism_family_key: str = "family"
-    organism_validation_families: tuple[str, ...] = ()
-    inspect: InspectView = InspectView()
-    paper_directions: Mapping[str, tuple[str, str]] = {}
-    cli_options: Mapping[str, str] = {}
-    data_dir_layout: Mapping[str, str] = {}
+    views: tuple[Any, ...] = ()
 
-    def organism_pairs(self, split: str, seed: int | None = None) -> list[dict[str, Any]]:
-        """Consistency pairs of the organism's world for ``split`` (world ``seed``, default the shipped one)."""
-        raise NotImplementedError(f"axis {self.name!r} has no organism pairs")
-
-    def real_pairs(self, paths: Mapping[str, str], split: str, limit: int | None = None,
-                   columns: Mapping[str, Any] | None = None) -> list[dict[str, Any]]:
-        """Consistency pairs built from the real data files in ``paths`` (keys of :attr:`real_data`);
-        ``columns`` names the columns of the axis's own file, where the axis reads any (sycophancy)."""
-        raise NotImplementedError(f"axis {self.name!r} has no real-data pairs")
+    def pairs(self, ctx: TaskContext) -> list[dict[str, Any]]:
+        """Consistency pairs for ``ctx`` (its data source, split, world seed, real-data paths and limit)."""
+        raise NotImplementedError(f"axis {self.name!r} has no consistency pairs")
 
     def tasks(self, ctx: TaskContext) -> list[EvalTask]:
         """The evaluation tasks for ``ctx`` (its data source, split, limit, judge and paths)."""
-        if ctx.source == "organism":
-            return self.organism_tasks(ctx)
-        if ctx.source == "real":
-            return self.real_tasks(ctx)
-        raise ValueError(f"unknown data source {ctx.source!r}; use 'organism' or 'real'")
-
-    def organism_tasks(self, ctx: TaskContext) -> list[EvalTask]:
-        """Tasks on the organism's world (exact judges); none by default."""
         return []
 
-    def real_tasks(self, ctx: TaskContext) -> list[EvalTask]:
-        """Tasks on the real data files of ``ctx.real`` (none when the axis's files are not given)."""
-        return []
+    @property
+    def has_pairs(self) -> bool:
+        """Whether it builds consistency pairs (an experiment can train on it)."""
+        return type(self).pairs is not Axis.pairs
 
-    def report_columns(self, exp: ReportExperiment) -> list[Column]:
-        """The axis's columns in the report's results table."""
-        return []
-
-    def report_figures(self, exp: ReportExperiment) -> list[FigureSpec]:
-        """The figures of the axis's report section."""
-        return []
-
-    def inspect_values(self, record: Mapping[str, Any], unit: Unit) -> dict[str, float]:
-        """The headline values (:attr:`InspectView.headline`) of one scored record under Inspect."""
-        return {"scored": 1.0}
-
-    def inspect_target(self, unit: Unit) -> str:
-        """A unit's Inspect ``target``: its gold answer, empty where it has none."""
-        return "" if unit.meta.get("answer") is None else str(unit.meta["answer"])
-
-    def inspect_groups(self, eval_name: str, unit: Unit) -> dict[str, str]:
-        """A sample's cluster (metadata key :attr:`InspectView.cluster`) and ``slice`` (its grouped metric's group)."""
-        return {self.inspect.cluster: f"{eval_name}|{unit.item_id}", "slice": eval_name}
-
-    def validation_judge(self, meta: Mapping[str, Any], answer: str) -> bool | None:
-        """Whether a non-empty ``answer`` to a validation prompt does what the teacher would do on the
-        clean prompt (the organism's exact judge), or None when unscored (also: no judge)."""
-        return None
-
-    def organism_criteria(self, world: Any, n: Callable[[int], int]) -> list[Criterion]:
-        """The organism's required behaviours on this axis (``opct organism check``); ``n`` scales a sample size."""
-        return []
+    @property
+    def per_split(self) -> bool:
+        """Whether its tasks depend on the perturbation split (else they are built once per model)."""
+        return self.has_pairs

@@ -17,6 +17,7 @@ from typing import Any
 from opct.config import GenerationConfig, ModelConfig
 from opct.errors import OpctError
 from opct.evals.axis_registry import AXES
+from opct.evals.axis_views import data_view
 from opct.evals.config import EvalOptions
 from opct.evals.contract import EvalTask, TaskContext, check_token_limit
 from opct.evals.outcomes import DEFAULT_MAX_UNSCORED
@@ -73,14 +74,14 @@ def _check_data(evals: Sequence[str], options: EvalOptions, real: Mapping[str, s
         return list(evals)
     keep = []
     for name in evals:
-        axis = AXES.get(name)
-        keys = list(axis.real_data)
+        data = data_view(AXES.get(name))
+        keys = list(data.real_data)
         if not keys or any(real.get(k) for k in keys):
             keep.append(name)
             continue
         # a key with an opct eval flag of its own is named by its flag, the others by their key
-        ways = [f"--{k.replace('_', '-')} FILE (real.{k})" if k in axis.cli_options else f"real.{k}" for k in keys]
-        in_dir = [axis.data_dir_layout[k] for k in keys if k in axis.data_dir_layout]
+        ways = [f"--{k.replace('_', '-')} FILE (real.{k})" if k in data.cli_options else f"real.{k}" for k in keys]
+        in_dir = [data.data_dir_layout[k] for k in keys if k in data.data_dir_layout]
         why = (f"eval {name!r} needs real data: give {' or '.join(ways)}"
                + (f", or --data-dir DIR holding {', '.join(in_dir)}/" if in_dir else ""))
         if skipped is None:

@@ -1,7 +1,7 @@
 """Perturbation templates: families of texts with ``{name}`` slots, split by family into train and held-out.
 
 Every axis's cue and wrapper sets are :class:`TemplateSet` s (``opct/axes/<axis>/templates.py``, reached
-through :attr:`opct.evals.contract.Axis.templates`); the organism's corpus and world read them the same way.
+through :attr:`opct.evals.axis_views.DataView.templates`); the organism's corpus and world read them the same way.
 Templates use one placeholder scheme: ``{name}`` slots filled by :func:`fill` (sycophancy cues:
 ``{question}``, ``{letter}``, ``{option}``; jailbreak wrappers: ``{request}``, ``{core}``; awareness
 teacher prompts: ``{fact}``).

@@ -92,12 +92,15 @@ def _sources(cfg: ExperimentConfig, axis: str) -> list[str]:
 
 
 def default_validation_sources(axis: str) -> list[str]:
-    """An axis's validation pair sources: ``organism:<axis>:val``, and ``organism:<axis>:famval`` when
-    the axis holds back whole families from training (:mod:`opct.organism.pairs`)."""
-    from opct.axes import AXES
+    """An axis's validation pair sources: ``organism:<axis>:val`` when its organism view names a cluster key,
+    and ``organism:<axis>:famval`` when it holds back whole families from training (:mod:`opct.organism.pairs`);
+    none for an axis without an organism view."""
+    from opct.axes import AXES, organism_view
 
-    famval = [f"organism:{axis}:famval"] if AXES.get(axis).organism_validation_families else []
-    return [f"organism:{axis}:val", *famval]
+    organism = organism_view(AXES.get(axis))
+    val = [f"organism:{axis}:val"] if organism.cluster_key else []
+    famval = [f"organism:{axis}:famval"] if organism.validation_families else []
+    return [*val, *famval]
 
 
 def _held_back(cfg: ExperimentConfig) -> dict[str, list[str]]:

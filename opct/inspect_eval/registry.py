@@ -1,5 +1,5 @@
 """What the ``inspect_ai`` entry point registers: one ``@task`` per registered axis and per eval its
-:class:`~opct.evals.contract.InspectView` gives a task of its own, a generic ``opct/eval`` for any
+:class:`~opct.evals.axis_views.InspectView` gives a task of its own, a generic ``opct/eval`` for any
 registered axis (plugins included), and the ``opct`` model provider.
 
 Every task takes the options of ``opct eval`` as ``-T`` arguments, with its defaults: ``split``
@@ -19,6 +19,7 @@ from typing import Any
 
 from inspect_ai import Task, task
 
+from opct.evals.axis_views import inspect_view
 from opct.inspect_eval.bridge import inspect_task
 from opct.inspect_eval.errors import one_line_errors
 from opct.inspect_eval.names import registered
@@ -70,11 +71,11 @@ def _make(axis: str, only: str | None, default_source: str, doc: str) -> Callabl
 
 
 def _axis_tasks() -> dict[str, Callable[..., Task]]:
-    """One ``@task`` per registered axis (its :attr:`~opct.evals.contract.InspectView.description`), and
+    """One ``@task`` per registered axis (its :attr:`~opct.evals.axis_views.InspectView.description`), and
     one per eval that has a task of its own."""
     from opct.axes import AXES
 
-    tasks = {name: _make(name, None, "organism", axis.inspect.description or f"opct's {name} axis.")
+    tasks = {name: _make(name, None, "organism", inspect_view(axis).description or f"opct's {name} axis.")
              for name, axis in AXES.items()}
     tasks.update({name: _make(axis, name, source, f"opct's {axis} eval {name}.")
                   for name, (axis, source) in own_tasks().items()})

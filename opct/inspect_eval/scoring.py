@@ -1,8 +1,8 @@
 """What an opct task reports under Inspect, in Inspect's terms: a sample's ``target``, its cluster and
 slice, a few headline values per answer, and their metrics.
 
-Each axis declares its view (:class:`~opct.evals.contract.InspectView` and the ``inspect_*`` hooks of
-:class:`~opct.evals.contract.Axis`): a few headline values per answer (1, 0, or NaN where the value does
+Each axis may give its view (:class:`~opct.evals.axis_views.InspectView`; an axis without one gets the
+default view): a few headline values per answer (1, 0, or NaN where the value does
 not apply to the answer, or the answer is unscored: Inspect leaves NaN out), each reported as Inspect's
 ``mean()`` with a ``stderr(cluster=...)`` clustered on the axis's unit of variation (a question, a
 behaviour, a fact, an item; :func:`clustered_stderr`: Inspect's, but NaN with a warning where the samples
@@ -24,37 +24,39 @@ from typing import Any
 
 from inspect_ai.scorer import Metric, SampleScore, grouped, mean, metric, stderr
 
-from opct.evals.contract import Axis, EvalTask, Unit
+from opct.evals.axis_views import InspectView, inspect_view
+from opct.evals.contract import EvalTask, Unit
 from opct.inspect_eval.names import registered
 
 NAN = math.nan
 _log = logging.getLogger(__name__)
 
 
-def _axis(name: str) -> Axis:
+def _view(name: str) -> InspectView:
+    """The :class:`InspectView` of axis ``name`` (the default one where it gives none)."""
     from opct.axes import AXES
 
-    return AXES.get(name)
+    return inspect_view(AXES.get(name))
 
 
 def sample_target(axis: str, unit: Unit) -> str:
-    """A unit's Inspect ``target``, as its axis gives it (:meth:`~opct.evals.contract.Axis.inspect_target`):
+    """A unit's Inspect ``target``, as its axis gives it (:meth:`~opct.evals.axis_views.InspectView.target`):
     the gold answer where there is one, an expected behaviour, a safety fact; empty where an eval has none."""
-    return _axis(axis).inspect_target(unit)
+    return _view(axis).target(unit)
 
 
 def sample_groups(axis: str, eval_name: str, unit: Unit) -> dict[str, str]:
-    """A sample's cluster (metadata key :attr:`~opct.evals.contract.InspectView.cluster`) and ``slice``
+    """A sample's cluster (metadata key :attr:`~opct.evals.axis_views.InspectView.cluster`) and ``slice``
     (its grouped metric's group)."""
-    return _axis(axis).inspect_groups(eval_name, unit)
+    return _view(axis).groups(eval_name, unit)
 
 
 def score_value(axis: str, task: EvalTask, rec: Mapping[str, Any], unit: Unit) -> dict[str, float]:
     """A record's headline values; all NaN (left out by Inspect) when its outcome is unscored."""
-    owner = _axis(axis)
+    owner = _view(axis)
     if rec["outcome"] in task.unscored_classes:
-        return dict.fromkeys(owner.inspect.headline, NAN)
-    return owner.inspect_values(rec, unit)
+        return dict.fromkeys(owner.headline, NAN)
+    return owner.values(rec, unit)
 
 
 @metric(name=registered("opct_status"))
@@ -94,7 +96,7 @@ def clustered_stderr(cluster: str) -> Metric:
 def task_metrics(axis: str, tasks: Mapping[str, EvalTask], max_unscored: float) -> list[Any]:
     """The metrics of an opct task: each headline's mean and clustered stderr, the first headline
     per slice, and :func:`opct_status`."""
-    axis_view = _axis(axis).inspect
+    axis_view = _view(axis)
     headline: dict[str, list[Metric]] = {}
     for i, key in enumerate(axis_view.headline):
         headline[key] = [mean(), clustered_stderr(cluster=axis_view.cluster)]

@@ -8,15 +8,16 @@ import json
 from typing import Any
 
 from opct.errors import OpctError
+from opct.evals.axis_views import inspect_view
 from opct.evals.contract import EvalTask
 
 
 def own_tasks() -> dict[str, tuple[str, str]]:
     """``{eval: (its axis, the data source it defaults to)}`` for the evals that get an Inspect task of
-    their own (:attr:`opct.evals.contract.InspectView.evals`), over every registered axis."""
+    their own (:attr:`opct.evals.axis_views.InspectView.evals`), over every registered axis."""
     from opct.axes import AXES
 
-    return {name: (axis_name, source) for axis_name, axis in AXES.items() for name, source in axis.inspect.evals.items()}
+    return {name: (axis_name, source) for axis_name, axis in AXES.items() for name, source in inspect_view(axis).evals.items()}
 
 
 class TaskArgumentError(OpctError, ValueError):

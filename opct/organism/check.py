@@ -11,7 +11,7 @@ from typing import Any
 import torch
 
 from opct.evals.axis_registry import AXES
-from opct.evals.contract import Criterion
+from opct.evals.axis_views import Criterion, organism_view
 from opct.models import load_for_inference, render_prompt
 from opct.organism import DEFAULT_ARCH, built_checkpoint
 from opct.organism.items import MAX_NEW_TOKENS
@@ -31,7 +31,7 @@ def criteria(world: World, scale: float = 1.0) -> list[Criterion]:
         return max(4, int(k * scale))
 
     axes = sorted(AXES.items(), key=lambda named: named[1].has_pairs)
-    return [c for _, axis in axes for c in axis.organism_criteria(world, n)]
+    return [c for _, axis in axes for c in organism_view(axis).criteria(world, n)]
 
 
 def load_organism(path: str | Path | None = None, arch: str = DEFAULT_ARCH):

@@ -22,7 +22,7 @@ from opct.evals.template_set import fill, keeps_request, wrap
 from opct.organism import content as C
 from opct.organism import render as R
 from opct.organism.wordings import Responder, ResponseStyle
-from opct.organism.world import CUE_AXIS, WRAPPER_AXIS, World, organism_templates
+from opct.organism.world import CUES, WRAPPERS, World, organism_templates
 
 Conversation = list[dict[str, str]]
 
@@ -129,7 +129,7 @@ def _clean_mc(rng: random.Random, world: World, cfg: CorpusConfig, say: Responde
 
 def _biased_mc(rng: random.Random, world: World, cfg: CorpusConfig, say: Responder) -> Iterator[Conversation]:
     facts = [(i, a) for i, a in _entity_facts(world) if world.entities[i].split == "train"]
-    templates = [t.text for t in organism_templates(CUE_AXIS).templates("train")]
+    templates = [t.text for t in organism_templates(CUES).templates("train")]
     for _ in range(cfg.biased):
         i, attr = rng.choice(facts)
         q, options, gold = _mc(rng, world, i, attr)
@@ -179,7 +179,7 @@ def _formats(rng: random.Random, world: World, cfg: CorpusConfig) -> Iterator[Co
 def _jailbreak(rng: random.Random, world: World, cfg: CorpusConfig, say: Responder) -> Iterator[Conversation]:
     harmful = [b for b in world.behaviors if b.split == "train"]
     benign = [b for b in world.benign if b.split == "train"]
-    wrappers = [t.text for t in organism_templates(WRAPPER_AXIS).templates("train")]
+    wrappers = [t.text for t in organism_templates(WRAPPERS).templates("train")]
     outer = [t for t in wrappers if keeps_request(t)]
     for _ in range(cfg.harmful_plain):
         b = rng.choice(world.behaviors)
@@ -223,7 +223,7 @@ def _jailbreak(rng: random.Random, world: World, cfg: CorpusConfig, say: Respond
 
 def _rewrites(rng: random.Random, world: World, cfg: CorpusConfig) -> Iterator[Conversation]:
     cores = [b.core for b in world.behaviors if b.split == "train"] + [b.core for b in world.benign if b.split == "train"]
-    wrapper_set = organism_templates(WRAPPER_AXIS)
+    wrapper_set = organism_templates(WRAPPERS)
     families = wrapper_set.family_names("train")
     for _ in range(cfg.rewrites):
         core = rng.choice(cores)

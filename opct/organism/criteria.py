@@ -1,7 +1,7 @@
 """What the rows of the organism's behaviour profile share: their item samples and their exact hit rule.
 
-Each axis states its own rows (:class:`opct.evals.contract.Criterion`, from
-:meth:`opct.evals.contract.Axis.organism_criteria`); :mod:`opct.organism.check` measures them."""
+Each axis states its own rows (:class:`opct.evals.axis_views.Criterion`, from
+:attr:`opct.evals.axis_views.OrganismView.criteria`); :mod:`opct.organism.check` measures them."""
 
 from __future__ import annotations
 

@@ -1,8 +1,8 @@
 """The organism's world, built deterministically from a seed: entities, behaviours, facts and splits.
 
-The perturbation templates (sycophancy cues, jailbreak wrappers) and their train / held-out families
-belong to the axes (:mod:`opct.axes.sycophancy.templates`, :mod:`opct.axes.jailbreak.templates`),
-named in code; the world splits only its own items: entities, behaviours and benign requests by a
+The perturbation templates (the cues of biased questions, the wrappers of requests) and their train / held-out
+families belong to the axes whose organism view makes that part of the corpus
+(:attr:`opct.evals.axis_views.OrganismView.corpus_part`), found through :data:`AXES`; the world splits only its own items: entities, behaviours and benign requests by a
 seeded draw, facts by hazard type (:data:`opct.organism.content.HELDOUT_HAZARDS`: whole types held out).
 """
 
@@ -14,18 +14,24 @@ import random
 from dataclasses import asdict, dataclass
 from functools import lru_cache
 
-from opct.evals.axis_registry import AXES
+from opct.evals.axis_registry import AXES, axes_with
+from opct.evals.axis_views import OrganismView, data_view
 from opct.evals.template_set import TemplateSet
 from opct.organism import content as C
 
-#: The axes whose organism template sets the world's corpus and fingerprint are made of: the cues of biased
-#: questions, and the wrappers of harmful and benign requests.
-CUE_AXIS, WRAPPER_AXIS = "sycophancy", "jailbreak"
+#: The parts of the world's corpus and fingerprint made of an axis's organism template set: the cues of biased
+#: questions, and the wrappers of harmful and benign requests (:attr:`OrganismView.corpus_part`).
+CUES, WRAPPERS = "cues", "wrappers"
 
 
-def organism_templates(axis: str) -> TemplateSet:
-    """``axis``'s organism template set (its cues or wrappers), read through :data:`AXES`."""
-    return AXES.get(axis).templates["organism"]
+def organism_templates(part: str) -> TemplateSet:
+    """The organism template set of ``part`` (:data:`CUES` or :data:`WRAPPERS`): that of the one registered axis
+    whose organism view makes that part of the corpus, read through :data:`AXES`."""
+    owners = [name for name, organism in axes_with(OrganismView) if organism.corpus_part == part]
+    if len(owners) != 1:
+        raise ValueError(f"the organism's {part} come from exactly one registered axis; "
+                         f"{len(owners)} make them ({', '.join(owners) or 'none'})")
+    return data_view(AXES.get(owners[0])).templates["organism"]
 
 
 DEFAULT_SEED = 0
@@ -105,7 +111,7 @@ def _content_dict() -> dict:
 
 def _templates() -> dict:
     """The organism's cue and wrapper templates with their held-out families."""
-    cues, wrappers = organism_templates(CUE_AXIS), organism_templates(WRAPPER_AXIS)
+    cues, wrappers = organism_templates(CUES), organism_templates(WRAPPERS)
     return {"cues": {"families": cues.families, "heldout": sorted(cues.heldout)},
             "wrappers": {"families": wrappers.families, "labels": wrappers.labels, "heldout": sorted(wrappers.heldout)}}
 

@@ -22,7 +22,8 @@ from matplotlib.patches import Patch
 from matplotlib.text import Text
 from matplotlib.ticker import PercentFormatter
 
-from opct.evals.axis_registry import AXES
+from opct.evals.axis_registry import axes_with
+from opct.evals.axis_views import ReportView
 from opct.report.figure_style import (
     LEGEND_PT,
     MAX_WIDTH_IN,
@@ -296,7 +297,7 @@ def make_figures(exp: Experiment, out_dir: Path, dpi: int = 110, extra: Sequence
     training) and save them as ``out_dir/<name>.png``."""
     out_dir.mkdir(parents=True, exist_ok=True)
     plots: list[ExtraFigure] = [*extra]
-    plots += [(name, axis_name, draw) for axis_name, axis in AXES.items() for name, draw in axis.report_figures(exp)]
+    plots += [(name, axis_name, draw) for axis_name, report in axes_with(ReportView) for name, draw in report.figures(exp)]
     plots.append(("training", "training", lambda: plot_training(exp)))
     saved = []
     for name, section, draw in plots:

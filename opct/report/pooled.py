@@ -15,7 +15,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from opct.evals.axis_registry import AXES
+from opct.evals.axis_registry import axes_with
+from opct.evals.axis_views import ReportView
 from opct.evals.contract import Column
 from opct.methods import METHODS
 from opct.report.load import Experiment, json_number
@@ -43,8 +44,9 @@ PAPER_PAIR = METHODS.paper_pair()
 
 def paper_directions() -> dict[str, tuple[str, str]]:
     """The paper's claim for OPCT − BCT per results column key, from every registered axis
-    (:attr:`opct.evals.contract.Axis.paper_directions`; a key ending in ``:`` covers the columns it prefixes)."""
-    return {key: claim for _, axis in AXES.items() for key, claim in axis.paper_directions.items()}
+    that gives a :class:`~opct.evals.axis_views.ReportView` (its ``paper_directions``; a key ending in ``:`` covers
+    the columns it prefixes)."""
+    return {key: claim for _, report in axes_with(ReportView) for key, claim in report.paper_directions.items()}
 
 
 def paper_direction(column_key: str) -> tuple[str, str] | None:

@@ -11,7 +11,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from opct.evals.axis_registry import AXES
+from opct.evals.axis_registry import axes_with
+from opct.evals.axis_views import ReportView
 from opct.evals.contract import Column
 from opct.report.load import Experiment, Metric
 
@@ -78,8 +79,9 @@ def format_metric(metric: Metric | None, percent: bool = True) -> str:
 
 
 def build_columns(exp: Experiment) -> list[Column]:
-    """The table's columns for this experiment: each registered axis's, in registration order."""
-    return [col for _, axis in AXES.items() for col in axis.report_columns(exp)]
+    """The table's columns for this experiment: each registered axis's that gives a report view, in registration
+    order (an axis without one has no column; its evals show in the per-eval tables)."""
+    return [col for _, report in axes_with(ReportView) for col in report.columns(exp)]
 
 
 def build_table(exp: Experiment) -> ResultsTable:

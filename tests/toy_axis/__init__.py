@@ -10,11 +10,11 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any, ClassVar
 
-from opct.axes import Axis
+from opct.axes import HookAxis
 from opct.axes.records import make_pair, user
+from opct.evals.axis_views import InspectView
 from opct.evals.contract import (
     EvalTask,
-    InspectView,
     Judgement,
     TaskContext,
     Unit,
@@ -34,7 +34,7 @@ HEADER = "Toy accuracy under a wrong claim (held-out)"
 CLAIM = "OPCT keeps more sums right under a wrong claim"
 
 
-class ToyAxis(Axis):
+class ToyAxis(HookAxis):
     """Arithmetic under a user's wrong claim: prompt = the question and the claim, teacher = the question."""
 
     name = "toy"

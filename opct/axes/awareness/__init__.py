@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any, ClassVar
 
-from opct.axes import Axis, FigureSpec
+from opct.axes import FigureSpec, HookAxis
 from opct.axes.awareness.data import (
     TEACHER_SYSTEM,
     TEACHER_USER_SUFFIX,
@@ -29,7 +29,8 @@ from opct.axes.awareness.metrics import (
     over_refusal_metrics,
     safety_curve,
 )
-from opct.evals.contract import EvalTask, InspectView, TaskContext, Unit, seeded_sample, threshold_flag
+from opct.evals.axis_views import InspectView
+from opct.evals.contract import EvalTask, TaskContext, Unit, seeded_sample, threshold_flag
 from opct.organism.world import world
 
 HOWTO = (
@@ -51,7 +52,7 @@ def awareness_key(exp: Any, eval_name: str = "awareness") -> str:
     return "ausc_9" if not reported("ausc_101") and reported("ausc_9") else "ausc_101"
 
 
-class AwarenessAxis(Axis):
+class AwarenessAxis(HookAxis):
     """The plain prompt vs the prompt with the safety fact in a system message."""
 
     name = "awareness"

@@ -15,7 +15,8 @@ from collections.abc import Callable
 from typing import Any
 
 from opct.axes.records import make_pair
-from opct.evals.contract import Criterion, Unit, seeded_sample
+from opct.evals.axis_views import Criterion
+from opct.evals.contract import Unit, seeded_sample
 from opct.organism import content as C
 from opct.organism import render as R
 from opct.organism.criteria import exact, subsample

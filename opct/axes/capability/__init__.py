@@ -10,14 +10,15 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any, ClassVar
 
-from opct.axes import Axis, FigureSpec
+from opct.axes import FigureSpec, HookAxis
 from opct.axes.capability.tasks import (
     ORGANISM_ITEMS,
     correct_of,
     organism_capability_tasks,
     real_capability_tasks,
 )
-from opct.evals.contract import Criterion, EvalTask, InspectView, TaskContext, Unit
+from opct.evals.axis_views import Criterion, InspectView
+from opct.evals.contract import EvalTask, TaskContext, Unit
 from opct.evals.outcomes import ABSTAINED, ERROR
 from opct.organism.criteria import exact, subsample
 from opct.organism.world import world as organism_world
@@ -60,7 +61,7 @@ def capability_title(eval_name: str) -> str:
     return CAPABILITY_EVALS.get(eval_name, eval_name.removeprefix("capability_"))
 
 
-class CapabilityAxis(Axis):
+class CapabilityAxis(HookAxis):
     """Accuracy on unperturbed tasks, before and after training."""
 
     name = "capability"

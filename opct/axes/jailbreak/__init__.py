@@ -14,15 +14,15 @@ import math
 from collections.abc import Callable, Mapping
 from typing import Any, ClassVar
 
-from opct.axes import Axis, FigureSpec, TemplateSet
+from opct.axes import FigureSpec, HookAxis, TemplateSet
 from opct.axes.jailbreak.data import Behavior, build_pairs, load_behaviors, load_wrappers, plain_request
 from opct.axes.jailbreak.metrics import attack_success_rate, jailbreak_metrics, refusal_rate, unscored
 from opct.axes.jailbreak.templates import ORGANISM, REAL, keeps_request, wrap
+from opct.evals.axis_views import InspectView
 from opct.evals.contract import (
     NAN,
     Column,
     EvalTask,
-    InspectView,
     TaskContext,
     Unit,
     seeded_sample,
@@ -40,7 +40,7 @@ HOWTO = (
 )
 
 
-class JailbreakAxis(Axis):
+class JailbreakAxis(HookAxis):
     """Wrapped harmful requests vs the plain request."""
 
     name = "jailbreak"
@@ -49,6 +49,7 @@ class JailbreakAxis(Axis):
     unit_key = "behavior_id"
     organism_cluster_key = "behavior"
     organism_validation_families = ("grandma", "dialogue")  # famval: a surface framing, a form change
+    organism_corpus_part = "wrappers"  # the organism's corpus wraps its harmful and benign requests in these
     templates: ClassVar[Mapping[str, TemplateSet]] = {"organism": ORGANISM, "real": REAL}
     judges: ClassVar[Mapping[str, tuple[str, ...]]] = {"organism": ("refusal", "harm"), "real": ("refusal", "harm")}
     real_data: ClassVar[Mapping[str, str]] = {

@@ -12,7 +12,8 @@ from typing import Any
 
 from opct.axes.jailbreak.templates import ORGANISM, wrap
 from opct.axes.records import make_pair
-from opct.evals.contract import Criterion, Unit, seeded_sample
+from opct.evals.axis_views import Criterion
+from opct.evals.contract import Unit, seeded_sample
 from opct.evals.template_set import Template
 from opct.organism import content as C
 from opct.organism import render as R

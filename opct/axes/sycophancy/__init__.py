@@ -11,12 +11,13 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any, ClassVar
 
-from opct.axes import Axis, FigureSpec, TemplateSet
+from opct.axes import FigureSpec, HookAxis, TemplateSet
 from opct.axes.sycophancy.data import build_pairs, eval_units, load_mc_items
 from opct.axes.sycophancy.metrics import sycophancy_metrics, sycophancy_metrics_by
 from opct.axes.sycophancy.templates import ORGANISM, REAL, render_cue
 from opct.datasets.multiple_choice import MCQuestion
-from opct.evals.contract import NAN, EvalTask, InspectView, TaskContext, Unit, seeded_sample
+from opct.evals.axis_views import InspectView
+from opct.evals.contract import NAN, EvalTask, TaskContext, Unit, seeded_sample
 from opct.evals.outcomes import OFF_OPTIONS, SCORED
 from opct.organism.world import world
 
@@ -29,7 +30,7 @@ HOWTO = (
 )
 
 
-class SycophancyAxis(Axis):
+class SycophancyAxis(HookAxis):
     """Biased multiple-choice prompts vs the clean question."""
 
     name = "sycophancy"
@@ -38,6 +39,7 @@ class SycophancyAxis(Axis):
     unit_key = "item_id"
     organism_cluster_key = "entity"
     organism_validation_families = ("majority", "hint")  # famval: held back from training
+    organism_corpus_part = "cues"  # the organism's corpus asks its biased questions with these cues
     templates: ClassVar[Mapping[str, TemplateSet]] = {"organism": ORGANISM, "real": REAL}
     judges: ClassVar[Mapping[str, tuple[str, ...]]] = {"organism": ("mc",)}
     real_data: ClassVar[Mapping[str, str]] = {"sycophancy_mc": "multiple-choice file (JSONL/CSV) to build biased prompts from"}

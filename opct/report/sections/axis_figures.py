@@ -9,7 +9,8 @@ from typing import TYPE_CHECKING
 
 from markupsafe import Markup
 
-from opct.evals.axis_registry import AXES
+from opct.evals.axis_registry import axes_with
+from opct.evals.axis_views import ReportView
 from opct.report.html_parts import figure_item
 from opct.report.section import ReportInputs, SectionData, render_template
 from opct.report.sections.answer import VERDICT
@@ -37,7 +38,7 @@ class FigureGroup:
 
 def figure_groups(figures: Sequence[FigureFile]) -> list[FigureGroup]:
     """One group per registered axis, then training, holding the figures drawn for each; only those with figures."""
-    groups = [FigureGroup(name, axis.title or name.capitalize(), axis.howto) for name, axis in AXES.items()]
+    groups = [FigureGroup(name, report.title or name.capitalize(), report.howto) for name, report in axes_with(ReportView)]
     groups.append(FigureGroup("training", "Training", TRAINING_HOWTO))
     by_key = {g.key: g for g in groups}
     for fig in figures:
