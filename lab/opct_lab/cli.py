@@ -38,6 +38,7 @@ from opct.cli.experiment import (
 from opct.config import ConfigError
 from opct.experiments.files import read_extended
 from opct.experiments.recipes import PICK_RULES
+from opct.quiet import quiet_unless_verbose
 from opct.report.selection import chosen_lines, selection_table
 from opct.report.terminal import results_group
 from opct.runs.experiment_layout import REPORT_HTML, REPORT_MD
@@ -65,10 +66,6 @@ def _options(
                                           "(also OPCT_VERBOSE=1).")] = False,
 ) -> None:
     """The paper's studies on opct."""
-    from opct.quiet import (
-        quiet_unless_verbose,  # as opct's own callback: it silences the libraries once they load
-    )
-
     DEBUG["on"] = debug
     quiet_unless_verbose(ctx, verbose)
 

@@ -34,6 +34,8 @@ from opct.report.pooled import (
 from opct.report.table import MISSING, build_columns, method_label, metric_parts, render_markdown
 from opct.report.terminal import WIDTH, Cell, transposed_tables, verdict_renderables
 from opct.runs.experiment_layout import REPORT_JSON, REPORT_MD
+from opct.stats.estimate import DEFAULT_SEED
+from opct.stats.paired import POOLED_PAIRED_BOOTSTRAP
 from opct_lab.layout import STUDY_FILE
 from opct_lab.report.levels import FIGURE, levels_data, levels_lines, levels_markdown, plot_dose_response
 from opct_lab.report.razor import razor_data, razor_markdown
@@ -124,9 +126,6 @@ def _pair_title(pair: Sequence[str]) -> str:
 
 def study_data(root: str | Path, n_resamples: int = RESAMPLES) -> dict[str, Any]:
     """Everything the study report shows, as JSON-ready data (see the module docstring)."""
-    from opct.stats.estimate import DEFAULT_SEED
-    from opct.stats.paired import POOLED_PAIRED_BOOTSTRAP
-
     study, families = load_study_dir(root)
     columns: dict[str, Column] = {}
     for exp in families.values():

@@ -30,7 +30,14 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from opct.config import RunConfig
+from opct.attack.grammar import Wrapper
+from opct.attack.organism_behaviors import organism_behaviors
+from opct.attack.results import outcome_counts, write_attack_results
+from opct.attack.scorers import make_scorer
+from opct.attack.search import SearchAttacker, SearchConfig
+from opct.axes.jailbreak.templates import ORGANISM, wrap
+from opct.config import GenerationConfig, RunConfig
+from opct.organism.pairs import build_pairs
 from opct.runs.layout import RunLayout
 
 RULE = ("highest family-validation score among eligible (candidate, step): the judged good-behaviour rate on the "
@@ -41,7 +48,6 @@ RULE = ("highest family-validation score among eligible (candidate, step): the j
 
 class FamilyAttackSettings(BaseModel):
     """The adaptive attack of the ``family_transfer`` rule (``selection.family_attack``)."""
-
     model_config = ConfigDict(extra="forbid")
 
     enabled: bool = Field(True, description="attack the validation behaviours (else the rule reads the famval rates alone)")
@@ -81,25 +87,19 @@ def steps_to_attack(steps: dict[int, dict[str, Any]], top: int) -> list[int]:
 
 def validation_behaviors() -> list[Any]:
     """The organism's validation behaviours (those of the jailbreak ``val`` split), as attack targets."""
-    from opct.attack.organism_behaviors import organism_behaviors
-    from opct.organism.pairs import build_pairs
-
     held = {p["meta"]["behavior"] for p in build_pairs("jailbreak", "val")}
     return [b for b in organism_behaviors("train") if b.id in held]
 
 
 def validation_wrappers() -> list[Any]:
     """Every organism wrapper of a non-held-out family (training and held-back families alike)."""
-    from opct.attack.grammar import Wrapper
-    from opct.axes.jailbreak.templates import ORGANISM, wrap
-
     return [Wrapper(t.family, t.text, lambda req, core, t=t: wrap(t, req, core)) for t in ORGANISM.templates("train")]
 
 
 def _checkpoint_target(run: RunConfig, step: int, settings: FamilyAttackSettings) -> Any:
     """The model of ``run`` at checkpoint ``step``, built as training built it, answering greedily."""
+    # deferred: these load torch (a dry run and the report never need it)
     from opct.attack.target import HFTarget
-    from opct.config import GenerationConfig
     from opct.models import PromptRenderer, add_lora, disable_dropout, load_model, load_tokenizer
     from opct.runs.checkpoint import load_checkpoint_weights
 
@@ -119,10 +119,8 @@ def attack_checkpoint(run: RunConfig, step: int, settings: FamilyAttackSettings)
     """The attack's summary for ``run`` at ``step`` (reused from its folder when it already ran there):
     behaviours cracked / defended / unscored, the defended rate over scored ones (None when none is
     scored), queries and seconds."""
-    from opct.attack.results import outcome_counts, write_attack_results
+    # deferred: these load torch (a dry run and the report never need it)
     from opct.attack.run import scorer_for_responses
-    from opct.attack.scorers import make_scorer
-    from opct.attack.search import SearchAttacker, SearchConfig
 
     out = RunLayout(run.run_dir).validation_attack(step)
     summary_path = out / "summary.json"

@@ -23,6 +23,9 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
+from opct.config import MODEL_ALIASES, ModelConfig
+from opct.organism.wordings import ResponseStyle
+from opct.pairs import load_pair_source
 from opct.runs.atomic import read_json_object, write_json_atomic
 from opct_lab.report.levels import profile_path
 
@@ -39,8 +42,6 @@ MODEL_PROFILE = "profile.json"
 def level_build(level: str, family: str) -> tuple[int, str, str]:
     """``(response_wordings, response_length, arch)`` of a level family named ``<level>.<arch>`` on a level
     named ``w<N>-<short|long>``; a ValueError naming what is missing otherwise."""
-    from opct.organism.wordings import ResponseStyle
-
     style = ResponseStyle.from_level(level)
     if not family.startswith(f"{level}."):
         raise ValueError(f"family {family!r}: a family built by the study is named <level>.<arch> ({level}.llama)")
@@ -49,9 +50,9 @@ def level_build(level: str, family: str) -> tuple[int, str, str]:
 
 def build_level(out: Path, wordings: int, length: str, arch: str) -> None:
     """Build one level's base organism into ``out`` (seed 0, the shipped recipe otherwise)."""
+    # deferred: these load torch (a dry run and the report never need it)
     from opct.organism.build import build
     from opct.organism.recipe import BuildConfig
-    from opct.organism.wordings import ResponseStyle
 
     build(0, out, BuildConfig(arch=arch, responses=ResponseStyle(wordings, length)))
 
@@ -61,8 +62,8 @@ def check_level_folder(folder: Path, level: str, family: str) -> None:
     (another level, family, wording pool, world, corpus or training setting, or files changed since):
     a study must never train on a stale build. A folder without ``recipe.json`` (a model the user
     supplied) or whose names do not follow ``w<N>-<short|long>`` / ``<level>.<arch>`` is taken as it is."""
+    # deferred: these load torch (a dry run and the report never need it)
     from opct.organism.recipe import RECIPE_FILE, BuildConfig, verify_checkpoint
-    from opct.organism.wordings import ResponseStyle
 
     try:
         wordings, length, arch = level_build(level, family)
@@ -83,7 +84,7 @@ def ensure_level_builds(levels: Mapping[str, list[str]], models: Mapping[str, st
                         build: Callable[[Path, int, str, str], None] = build_level) -> dict[str, str]:
     """Build every level family's base organism whose model folder is missing (see the module docstring);
     ``models``: family -> its model. Returns ``{family: "present" | "built"}``."""
-    from opct.config import MODEL_ALIASES
+    # deferred: these load torch (a dry run and the report never need it)
     from opct.models import resolve_model_path
 
     done = {}
@@ -117,10 +118,9 @@ def is_preregistered(profile: Mapping[str, Any]) -> bool:
 def measure_base_profile(model: str) -> dict[str, Any]:
     """The off-policy profile of ``model`` (an alias, a folder or a hub id) at the pre-registered settings,
     as ``opct pairs profile --out`` writes it."""
-    from opct.config import ModelConfig
+    # deferred: these load torch (a dry run and the report never need it)
     from opct.diagnostics.measure import measure_profile
     from opct.models import inference_spec, load_spec_for_inference
-    from opct.pairs import load_pair_source
 
     spec = inference_spec(ModelConfig(name_or_path=model, dtype=PROFILE_DTYPE, device=PROFILE_DEVICE))
     pairs = [p for source in PROFILE_SOURCES for p in load_pair_source(source)]
@@ -136,6 +136,7 @@ def ensure_level_profiles(root: str | Path, levels: Mapping[str, list[str]], mod
                           measure: Callable[[str], dict[str, Any]] = measure_base_profile) -> dict[str, str]:
     """Put every level family's profile in ``<root>/profiles/`` (see the module docstring); ``models``:
     family -> its model. Returns ``{family: "kept" | "copied from <file>" | "measured"}``."""
+    # deferred: these load torch (a dry run and the report never need it)
     from opct.models import resolve_model_path
 
     done = {}

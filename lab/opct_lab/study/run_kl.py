@@ -15,6 +15,8 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
+from opct.config import ModelConfig
+from opct.pairs import load_pair_source
 from opct.runs.atomic import write_json_atomic
 from opct.runs.layout import RunLayout
 from opct_lab.layout import StudyLayout
@@ -27,7 +29,7 @@ KL_SETTINGS = {"pairs_per_axis": 50, "samples": 2, "max_new_tokens": 128}
 @functools.lru_cache(maxsize=1)
 def _load_base(base_model: str) -> Any:
     """The family's base model, loaded once for all of its runs (the runs of a family come one after another)."""
-    from opct.config import ModelConfig
+    # deferred: these load torch (a dry run and the report never need it)
     from opct.models import inference_spec, load_spec_for_inference
 
     return load_spec_for_inference(inference_spec(ModelConfig(name_or_path=base_model, dtype="float32", device="cpu")))[0]
@@ -35,9 +37,8 @@ def _load_base(base_model: str) -> Any:
 
 def measure_run_kl(run_dir: Path, base_model: str, sources: list[str]) -> dict[str, Any]:
     """KL(the run's final model ‖ ``base_model``) on ``sources``' pairs, at :data:`KL_SETTINGS`."""
-    from opct.config import ModelConfig
+    # deferred: these load torch (a dry run and the report never need it)
     from opct.models import inference_spec, load_spec_for_inference
-    from opct.pairs import load_pair_source
     from opct_lab.diagnostics.kl_to_base import measure_kl_to_base
 
     spec = inference_spec(ModelConfig(name_or_path=str(run_dir), dtype="float32", device="cpu"))
