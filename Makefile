@@ -10,11 +10,11 @@ BIN := $(VENV)/bin
 .PHONY: setup demo test lint docs bench device-check clean
 setup: $(VENV)/.installed
 
-$(VENV)/.installed: pyproject.toml
+$(VENV)/.installed: pyproject.toml lab/pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --upgrade pip
 	$(BIN)/python -m pip install -q $(TORCH_SPEC) $(if $(TORCH_INDEX),--index-url $(TORCH_INDEX))
-	$(BIN)/python -m pip install -q -e ".[dev,docs,data]"
+	$(BIN)/python -m pip install -q -e ".[dev,docs,data]" -e ./lab  # the library and the lab beside it (opct-lab)
 	touch $@
 
 demo: setup
@@ -24,7 +24,7 @@ test: setup
 	$(BIN)/python -m pytest -q
 
 lint: setup
-	$(BIN)/ruff check opct tests benchmarks
+	$(BIN)/ruff check opct tests benchmarks lab
 
 docs: setup
 	$(BIN)/mkdocs build --strict

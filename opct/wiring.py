@@ -4,9 +4,9 @@ The training core (config, pairs, models, rollout, scoring, losses, methods, tra
 the axes, evaluation, the attacker or the organism; they reach it through registries filled here,
 lazily (``"module:attr"`` strings), so ``import opct`` stays cheap:
 
-* :data:`opct.config.MODEL_ALIASES` ``organism`` -> the shipped organism checkpoint (Llama),
-  ``organism-<arch>`` -> its build on each family (``llama``, ``qwen3``, ``gpt2``), and
-  ``organism-<arch>-<level>`` -> the response-diversity study's shipped level builds;
+* :data:`opct.config.MODEL_ALIASES` ``organism`` -> the shipped organism checkpoint (Llama) and
+  ``organism-<arch>`` -> its build on each family (``llama``, ``qwen3``, ``gpt2``) (the lab registers the
+  study's level builds, ``organism-<arch>-<level>``, when it is imported);
 * :data:`opct.pairs.PAIR_SOURCES` ``organism:<axis|attacker>[:<split>]`` and ``attacker:<file>``;
 * :data:`opct.methods.METHODS` ``grpo_attack`` -> :class:`opct.attack.grpo.GRPOAttackMethod`.
 """
@@ -26,8 +26,6 @@ from opct.training.plugins import CAPABILITY_PROBES, VALIDATION_JUDGES
 #: The organism's families (:data:`opct.organism.ORGANISM_ARCHS`, named here so that registering the
 #: aliases imports nothing of the organism; a test keeps the two equal).
 ORGANISM_ALIAS_ARCHS = ("llama", "qwen3", "gpt2")
-#: The study's shipped level builds (:data:`opct.organism.SHIPPED_LEVELS`, kept equal by the same test).
-ORGANISM_ALIAS_LEVELS = (("llama", "w4-long"), ("llama", "w16-long"), ("qwen3", "w4-long"))
 
 
 @dataclass(frozen=True)
@@ -35,12 +33,11 @@ class OrganismCheckpoint:
     """The model alias of one organism family: called, the directory of its shipped checkpoint."""
 
     arch: str = "llama"
-    level: str | None = None  # a shipped level build of the response-diversity study; None: the organism itself
 
     def __call__(self) -> Path:
-        from opct.organism import built_checkpoint, built_level_checkpoint
+        from opct.organism import built_checkpoint
 
-        return built_checkpoint(self.arch) if self.level is None else built_level_checkpoint(self.arch, self.level)
+        return built_checkpoint(self.arch)
 
 
 def organism_source(argument: str) -> Sequence[Mapping[str, Any] | Any]:
@@ -63,9 +60,6 @@ def register_builtins() -> None:
     for alias, arch in (("organism", "llama"), *((f"organism-{a}", a) for a in ORGANISM_ALIAS_ARCHS)):
         if alias not in MODEL_ALIASES:
             MODEL_ALIASES.register(alias, OrganismCheckpoint(arch))
-    for arch, level in ORGANISM_ALIAS_LEVELS:
-        if f"organism-{arch}-{level}" not in MODEL_ALIASES:
-            MODEL_ALIASES.register(f"organism-{arch}-{level}", OrganismCheckpoint(arch, level))
     if "organism" not in PAIR_SOURCES:
         PAIR_SOURCES.register("organism", organism_source)
     if "attacker" not in PAIR_SOURCES:

@@ -136,7 +136,7 @@ def test_the_compute_matched_bct_draws_as_many_targets_per_pair_as_opct_draws_ro
 
     from opct.experiments.runner import load_experiment, resolve
 
-    plan = resolve(load_experiment(str(files("opct") / "experiments" / "organism_compute_matched.yaml")))
+    plan = resolve(load_experiment(str(files("opct_lab") / "studies" / "organism_compute_matched.yaml")))
     runs = {r.key: r for r in plan.runs if r.key.endswith("-s0")}
     opct, bct, matched = (runs[f"{m}-s0"].config for m in ("opct", "bct", "bct-matched"))
     assert plan.experiment.reference == "opct" and runs["bct-matched-s0"].variant == "bct-matched"

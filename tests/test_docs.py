@@ -23,7 +23,8 @@ PAGES = [REPO / "README.md", *sorted(DOCS.rglob("*.md"))]
 #: The documented site build; test_site_builds_with_strict runs exactly this, into a temporary folder.
 DOCS_BUILD = "mkdocs build --strict"
 #: How a block marked "runs: dry-run in tests" is run: the command with its dry-run flag.
-DRY_RUN_FLAG = {"run": "--dry-run", "demo": "--dry-run", "select": "--dry-run", "train": "--print-config"}
+DRY_RUN_FLAG = {"run": "--dry-run", "demo": "--dry-run", "demo-full": "--dry-run", "select": "--dry-run",
+                "train": "--print-config"}
 MARKER = re.compile(
     r"^<!-- (?P<kind>runs: tests/test_docs\.py|runs: dry-run in tests|runs: long|walkthrough:start"
     r"|needs: (?:gpu|network)(?:, (?:gpu|network))?)(?: \([^)]*\))? -->$"
@@ -93,16 +94,19 @@ def work(tmp_path, monkeypatch):
     (tmp_path / "configs").symlink_to(REPO / "configs")
     (tmp_path / "opct").mkdir()
     (tmp_path / "opct" / "experiments").symlink_to(REPO / "opct" / "experiments")
+    (tmp_path / "lab" / "opct_lab").mkdir(parents=True)  # the lab's study files (opct-lab commands)
+    (tmp_path / "lab" / "opct_lab" / "studies").symlink_to(REPO / "lab" / "opct_lab" / "studies")
     monkeypatch.chdir(tmp_path)
     return tmp_path
 
 
 def _opct(command: str) -> None:
     from opct.cli.main import app
+    from opct_lab.cli import app as lab_app
 
     args = shlex.split(command)
-    assert args[0] == "opct", f"{command!r}: the tests run opct commands only; mark the block instead"
-    result = CliRunner().invoke(app, args[1:], prog_name="opct")
+    assert args[0] in ("opct", "opct-lab"), f"{command!r}: the tests run opct and opct-lab commands only; mark the block instead"
+    result = CliRunner().invoke(app if args[0] == "opct" else lab_app, args[1:], prog_name=args[0])
     assert result.exit_code == 0, f"{command}\n{result.output}\n{result.exception!r}"
 
 
@@ -129,7 +133,7 @@ def test_cheap_commands_run(work):
             _opct(command)
             ran += 1
     assert ran >= 4
-    assert sorted(p.name for p in work.iterdir()) == ["configs", "opct"], "a documented cheap command wrote files"
+    assert sorted(p.name for p in work.iterdir()) == ["configs", "lab", "opct"], "a documented cheap command wrote files"
 
 
 def test_dry_run_commands_run(work):
@@ -140,7 +144,7 @@ def test_dry_run_commands_run(work):
         verb = shlex.split(command)[1]
         assert verb in DRY_RUN_FLAG, f"{where}: {command!r} has no dry run; mark the block long instead"
         _opct(f"{command} {DRY_RUN_FLAG[verb]}")
-    assert sorted(p.name for p in work.iterdir()) == ["configs", "opct"], "a dry run wrote files"
+    assert sorted(p.name for p in work.iterdir()) == ["configs", "lab", "opct"], "a dry run wrote files"
 
 
 def test_walkthrough_is_one_block_on_the_real_models_page():

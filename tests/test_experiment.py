@@ -143,7 +143,7 @@ def test_the_shipped_ablation_changes_one_knob_of_the_opct_recipe_it_ran_with():
     import json
     from importlib.resources import files
 
-    root = files("opct") / "experiments"
+    root = files("opct_lab") / "studies"  # the lab's study files (lab/opct_lab/studies)
     plan = resolve(load_experiment(str(root / "organism_ablation.yaml")))
     demo = next(r.config for r in plan.runs if r.variant is None and r.config.method == "opct")  # the reference
     evidence = json.loads((root / "organism_selection_all_families.json").read_text(encoding="utf-8"))

@@ -192,7 +192,8 @@ def test_a_worker_reads_the_experiment_it_was_handed(name: str, tmp_path: Path) 
     """The settings a worker reads (``stages/settings.json``) are the experiment's, resolved: the same plan."""
     from opct.experiments.runner import load_experiment, resolve
 
-    cfg = load_experiment(DEMO.parent / name, ["compare_rules=true"])
+    folder = DEMO.parent if name == DEMO.name else Path(str(files("opct_lab") / "studies"))  # the lab's study files
+    cfg = load_experiment(folder / name, ["compare_rules=true"])
     path = tmp_path / "settings.json"
     path.write_text(json.dumps(cfg.model_dump(mode="json")))
     again = load_experiment(path)
@@ -206,13 +207,12 @@ def test_run_and_demo_take_jobs_and_a_worker_names_an_unknown_stage(tmp_path: Pa
     from opct.cli.main import app
 
     seen: list[tuple] = []
-    monkeypatch.setattr(opct.cli.experiment, "_run_experiment", lambda *a, **k: seen.append((a, k)))
+    monkeypatch.setattr(opct.cli.experiment, "run_experiment_file", lambda *a, **k: seen.append((a, k)))
     monkeypatch.setattr(opct.cli.experiment, "available_cores", lambda: 5)
     assert CliRunner().invoke(app, ["demo", "--jobs", "3"]).exit_code == 0
-    assert CliRunner().invoke(app, ["demo", "--full", "--jobs", "2"]).exit_code == 0
     assert CliRunner().invoke(app, ["demo"]).exit_code == 0  # the default: auto, one job per available core
     assert CliRunner().invoke(app, ["demo", "--jobs", "auto"]).exit_code == 0
-    assert [k["jobs"] for _, k in seen] == [3, 2, 5, 5] and seen[1][0][0].name == "organism_demo_full.yaml"
+    assert [k["jobs"] for _, k in seen] == [3, 5, 5] and seen[1][0][0].name == "organism_demo.yaml"
     for bad in ("0", "two", "-1"):
         refused = CliRunner().invoke(app, ["demo", f"--jobs={bad}"], env={"COLUMNS": "300"})
         assert refused.exit_code == 2 and "or auto (one per core)" in refused.output

@@ -12,7 +12,7 @@ import torch
 from conftest import run_config
 from transformers import GenerationConfig
 
-from opct.organism import ORGANISM_ARCHS, SHIPPED_LEVELS, checkpoint_path
+from opct.organism import ORGANISM_ARCHS, checkpoint_path
 from opct.organism.recipe import BuildConfig
 from opct.organism.tokenizer import train_tokenizer
 from opct.organism.train import (
@@ -175,8 +175,7 @@ def test_every_shipped_family_is_what_its_recipe_says_within_the_budget():
     together stay under 25 MB."""
     from opct.organism.recipe import read_recipe
 
-    levels = {f"{arch}-{level}" for arch, level in SHIPPED_LEVELS}  # the study's level builds, held apart below
-    folders = sorted(p.name for p in checkpoint_path().parent.iterdir() if not p.name.startswith(".") and p.name not in levels)
+    folders = sorted(p.name for p in checkpoint_path().parent.iterdir() if not p.name.startswith("."))
     assert "llama" in folders and set(folders) <= set(ORGANISM_ARCHS), folders
     total = 0
     for arch in folders:
@@ -319,41 +318,3 @@ def test_check_all_names_the_families_not_built_yet(monkeypatch, tmp_path):
     assert unbuilt.exit_code == 2 and "opct organism build --arch gpt2" in unbuilt.output
     bad = CliRunner().invoke(app, ["organism", "verify", "--arch", "mistral"], terminal_width=200)
     assert bad.exit_code == 2 and "llama, qwen3, gpt2" in bad.output
-
-
-def test_the_studys_shipped_level_builds_are_their_levels_recipes_and_have_aliases():
-    """docs/mechanism.md: the response-diversity study's level organisms are shipped (the weights their recipes
-    were selected on); each verifies against today's recipe for its level, as a study checks before training,
-    answers to ``organism-<arch>-<level>``, and together they stay under 27 MB."""
-    from opct.config import MODEL_ALIASES
-    from opct.experiments.levels import check_level_folder
-    from opct.models import resolve_model_path
-    from opct.organism.recipe import read_recipe
-    from opct.organism.wordings import ResponseStyle
-    from opct.wiring import ORGANISM_ALIAS_LEVELS
-
-    assert ORGANISM_ALIAS_LEVELS == SHIPPED_LEVELS
-    total = 0
-    for arch, level in SHIPPED_LEVELS:
-        path = checkpoint_path(arch, level)
-        assert resolve_model_path(f"organism-{arch}-{level}") == str(path) and f"organism-{arch}-{level}" in MODEL_ALIASES
-        recipe = read_recipe(path)
-        style = ResponseStyle.from_level(level)
-        assert recipe["config"]["arch"] == arch and json.loads((path / "config.json").read_text())["architectures"] == [CLASSES[arch]]
-        assert (recipe["config"]["responses"]["response_wordings"], recipe["config"]["responses"]["response_length"]) == (
-            style.response_wordings, style.response_length)
-        check_level_folder(path, level, f"{level}.{arch}")  # raises naming what differs
-        with pytest.raises(ValueError, match="differs in"):  # and it is not another level's build
-            check_level_folder(path, "w1-short", f"w1-short.{arch}")
-        total += sum(p.stat().st_size for p in path.iterdir() if p.is_file())
-    assert total <= 27e6
-    with pytest.raises(ValueError, match="shipped: llama at w4-long"):
-        checkpoint_path("qwen3", "w16-long")  # failed its check (docs/mechanism.md), so never shipped
-
-
-def test_a_missing_shipped_level_build_names_its_build_command(monkeypatch, tmp_path):
-    import opct.organism
-
-    monkeypatch.setattr(opct.organism, "checkpoint_path", lambda arch, level=None: tmp_path / f"{arch}-{level}")
-    with pytest.raises(FileNotFoundError, match="--arch qwen3 --response-wordings 4 --response-length long --out"):
-        opct.organism.built_level_checkpoint("qwen3", "w4-long")

@@ -207,10 +207,10 @@ def test_build_refuses_a_bad_level_and_a_new_level_without_out():
 def test_the_mechanism_study_file_plans_every_level_family_method_and_seed():
     from typer.testing import CliRunner
 
-    from opct.cli.main import app
-    from opct.experiments.study import load_study
+    from opct_lab.cli import app
+    from opct_lab.study.config import load_study
 
-    path = REPO / "opct" / "experiments" / "organism_mechanism.yaml"
+    path = REPO / "lab" / "opct_lab" / "studies" / "organism_mechanism.yaml"
     study = load_study(path)
     levels = {ResponseStyle(w, n).level for w, n in [(1, "short"), (4, "long"), (16, "long")]}  # L2 left out (docs/mechanism.md)
     # L4 on llama alone (docs/mechanism.md, Deviations)

@@ -50,13 +50,17 @@ def test_print_config_shows_the_resolved_chain(tmp_path: Path) -> None:
     assert printed["method_settings"]["bct"]["train"]["max_steps"] == 180 and printed["attack"]["enabled"] is True
 
 
-def test_a_file_extending_a_study_is_a_study(tmp_path: Path) -> None:
-    from opct.experiments.study import is_study_file
+def test_a_file_extending_a_study_is_a_study_and_runs_in_the_lab(tmp_path: Path) -> None:
+    """opct run refuses a study file (exit 2) naming the lab's command; opct-lab run reads it."""
+    from opct_lab.cli import _is_study_file as is_study_file
+    from opct_lab.cli import app as lab_app
 
-    full = DEMO.with_name("organism_demo_full.yaml")
+    full = Path(__file__).resolve().parents[1] / "lab" / "opct_lab" / "studies" / "organism_demo_full.yaml"
     chain = _write(tmp_path / "mine.yaml", {"extends": str(full), "name": "mine", "seeds": [0]})
     assert is_study_file(chain) and not is_study_file(DEMO)
     res = CliRunner().invoke(app, ["run", str(chain), "--print-config"], terminal_width=200)
+    assert res.exit_code == 2 and f"opct-lab run {chain}" in " ".join(res.output.split()), res.output
+    res = CliRunner().invoke(lab_app, ["run", str(chain), "--print-config"], terminal_width=200)
     assert res.exit_code == 0, res.output
     assert set(yaml.safe_load(res.output)["families"]) == {"llama", "qwen3", "gpt2"}
 

@@ -263,7 +263,7 @@ def test_special_token_text_in_a_prompt_is_refused_with_file_line_field(tiny_mod
 @pytest.mark.parametrize("name", ["../../etc", "a/b", "..", ".hidden", "", "x..y", "/abs", "run name"])
 def test_names_that_leave_output_dir_are_refused(name, tmp_path):
     from opct.experiments.runner import load_experiment
-    from opct.experiments.study import load_study
+    from opct_lab.study.config import load_study
 
     with pytest.raises(ConfigError, match=r"name: Value error, .* is not a usable name"):
         load_config(None, [f"name={json.dumps(name)}"])

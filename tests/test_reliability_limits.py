@@ -12,6 +12,7 @@ import time
 from pathlib import Path
 
 import pytest
+import typer
 import yaml
 from conftest import REPO, make_pairs, run_config
 from typer.testing import CliRunner
@@ -22,7 +23,7 @@ from opct.judges import make_judge
 from opct.training.batches import load_training_pairs
 
 
-def _invoke(args: list[str], **kwargs: object):
+def _invoke(args: list[str], app: typer.Typer = app, **kwargs: object):
     return CliRunner().invoke(app, [str(a) for a in args], terminal_width=200, **kwargs)
 
 
@@ -85,14 +86,16 @@ def test_a_symlink_loop_in_out_is_a_mistake_in_the_input(tmp_path: Path) -> None
 
 
 def test_an_empty_grid_is_refused(tmp_path: Path) -> None:
+    from opct_lab.cli import app as lab_app  # selection is the lab's (opct-lab select)
+
     path = tmp_path / "sel.yaml"
-    path.write_text(yaml.safe_dump({"extends": str(REPO / "opct" / "experiments" / "organism_selection.yaml"),
+    path.write_text(yaml.safe_dump({"extends": str(REPO / "lab" / "opct_lab" / "studies" / "organism_selection.yaml"),
                                     "name": "empty"}) + "selection:\n  grid: {}\n")
-    res = _invoke(["select", path, "--dry-run"])
+    res = _invoke(["select", path, "--dry-run"], app=lab_app)
     assert res.exit_code == 2 and "the grid gives no candidate runs" in res.output, res.output
-    path.write_text(yaml.safe_dump({"extends": str(REPO / "opct" / "experiments" / "organism_selection.yaml"),
+    path.write_text(yaml.safe_dump({"extends": str(REPO / "lab" / "opct_lab" / "studies" / "organism_selection.yaml"),
                                     "selection": {"grid": {"bct": {"optim.lr": []}}}}))
-    res = _invoke(["select", path, "--dry-run"])
+    res = _invoke(["select", path, "--dry-run"], app=lab_app)
     assert res.exit_code == 2 and "selection.grid.bct.optim.lr is empty" in res.output.replace("\n", ""), res.output
 
 

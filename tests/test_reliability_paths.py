@@ -12,9 +12,9 @@ from typer.testing import CliRunner
 
 from opct.cli.main import app
 from opct.config import ConfigError, RunConfig, check_path_component, validate_config
-from opct.experiments.study import load_study
+from opct_lab.study.config import load_study
 
-FULL = Path(__file__).resolve().parents[1] / "opct" / "experiments" / "organism_demo_full.yaml"
+FULL = Path(__file__).resolve().parents[1] / "lab" / "opct_lab" / "studies" / "organism_demo_full.yaml"
 
 
 @pytest.mark.parametrize("value", ["../../../escaped", "a/b", ".hidden", "..", "with space", ""])

@@ -19,10 +19,11 @@ from typer.testing import CliRunner
 
 from opct.cli.main import app
 from opct.config import ConfigError
-from opct.experiments.study import load_study
+from opct_lab.study.config import load_study
 
 EXPERIMENTS = REPO / "opct" / "experiments"
-MECHANISM = EXPERIMENTS / "organism_mechanism.yaml"
+STUDIES = REPO / "lab" / "opct_lab" / "studies"  # the lab's study files
+MECHANISM = STUDIES / "organism_mechanism.yaml"
 TOKENIZERS = REPO.parent / "shared" / "models"
 needs_tokenizers = pytest.mark.skipif(not (TOKENIZERS / "gpt2-tokenizer").exists(), reason="needs ../shared/models")
 
@@ -35,7 +36,7 @@ def _study(tmp_path: Path, selection: str) -> Path:
     folder = tmp_path / "study"
     folder.mkdir(exist_ok=True)
     path = folder / "study.yaml"
-    path.write_text(yaml.safe_dump({"extends": str(EXPERIMENTS / "organism_demo_full.yaml"), "name": "s",
+    path.write_text(yaml.safe_dump({"extends": str(STUDIES / "organism_demo_full.yaml"), "name": "s",
                                     "families": {"fa": "organism"}, "family_picks": {"fa": {"selection": selection}}}))
     return path
 
@@ -162,7 +163,7 @@ def test_print_config_refuses_a_misspelt_key_as_train_does() -> None:
 
 
 def _candidates(tmp_path: Path):
-    from opct.experiments.selection import candidate_configs, load_selection
+    from opct_lab.selection.run import candidate_configs, load_selection
 
     tree = {"extends": str(EXPERIMENTS / "organism_demo.yaml"), "name": "sel", "output_dir": str(tmp_path / "out"),
             "selection": {"steps": 2, "every": 2, "seeds": [0], "grid": {"bct": {"optim.lr": [1e-4]},
@@ -183,8 +184,8 @@ def _candidates(tmp_path: Path):
 
 
 def test_a_cut_candidate_record_is_refused_naming_its_file_and_line(tmp_path: Path) -> None:
-    from opct.experiments.candidates import CandidateDamagedError
-    from opct.experiments.selection import score_candidates
+    from opct_lab.selection.candidates import CandidateDamagedError
+    from opct_lab.selection.run import score_candidates
 
     cfg, runs = _candidates(tmp_path)
     path = runs[1][3].run_dir / "validation.jsonl"
@@ -198,8 +199,8 @@ def test_a_cut_candidate_record_is_refused_naming_its_file_and_line(tmp_path: Pa
     ("val_good", 1.7, r"outside \[0, 1\]"),
 ])
 def test_a_candidate_value_out_of_range_never_decides_the_pick(tmp_path: Path, field: str, value: float, why: str) -> None:
-    from opct.experiments.candidates import CandidateDamagedError
-    from opct.experiments.selection import score_candidates
+    from opct_lab.selection.candidates import CandidateDamagedError
+    from opct_lab.selection.run import score_candidates
 
     cfg, runs = _candidates(tmp_path)
     for run in (runs[1][3].run_dir,):  # the hand edit, in both files so that they agree
@@ -211,8 +212,8 @@ def test_a_candidate_value_out_of_range_never_decides_the_pick(tmp_path: Path, f
 
 
 def test_a_candidate_record_edited_apart_from_its_run_log_is_refused(tmp_path: Path) -> None:
-    from opct.experiments.candidates import CandidateDamagedError
-    from opct.experiments.selection import score_candidates
+    from opct_lab.selection.candidates import CandidateDamagedError
+    from opct_lab.selection.run import score_candidates
 
     cfg, runs = _candidates(tmp_path)
     path = runs[0][3].run_dir / "validation.jsonl"

@@ -7,7 +7,6 @@ from collections.abc import Iterator
 from typing import ClassVar
 
 import pytest
-import test_study
 from pydantic import Field
 
 from opct.config import RunConfig, StrictSettings
@@ -71,21 +70,6 @@ def test_a_toy_method_is_validated_labelled_coloured_and_ordered(toy_methods, tm
     assert len(set(colours.values())) == len(colours)
     exp = Experiment(root=tmp_path, plan={}, train={m: [] for m in ("zeta", "toy", "opct", "base", "painted", "bct")})
     assert exp.methods == ["base", "painted", "bct", "opct", "toy", "zeta"]  # base, cards by order, the rest by name
-
-
-def test_a_toy_method_is_pooled_against_the_papers_pair_with_no_side_taken(toy_methods, tmp_path, monkeypatch):
-    from opct.report.study import REPORT_MD, write_study_report
-
-    monkeypatch.setitem(test_study.LEVELS, "toy", (0.5, 0.4, 0.9))
-    root = test_study.fabricate_study(tmp_path / "study", families=("llama", "qwen3"), seeds=(0, 1),
-                                      trained=("bct", "opct", "toy"))
-    data = write_study_report(root)
-    assert data["comparison"] == ["opct", "bct"]
-    assert [o["pair"] for o in data["others"]] == [["toy", "bct"], ["toy", "opct"]]
-    vs_bct = {r["key"]: r for r in data["others"][0]["pooled"]}
-    assert vs_bct["sycophancy"]["paper_side"] is None and vs_bct["dsr_adaptive"]["verdict"] == "Toy lower"
-    md = (root / REPORT_MD).read_text()
-    assert "OPCT vs BCT vs Toy" in md and "## Toy − BCT, pooled over families and seeds" in md
 
 
 @pytest.mark.parametrize("method, generated, scored", [("bct", 5, 0), ("act", 0, 7), ("opct", 7, 7), ("toy", 7, 7)])

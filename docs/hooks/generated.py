@@ -174,7 +174,7 @@ def settings_models() -> list[tuple[str, type[BaseModel], str]]:
     from opct.config import RunConfig
     from opct.evals.config import EvalConfig
     from opct.experiments.runner import ExperimentConfig
-    from opct.experiments.selection import SelectionSettings
+    from opct_lab.selection.run import SelectionSettings
     from opct.methods import METHODS
 
     return [("run", RunConfig, ""),

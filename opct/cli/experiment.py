@@ -1,8 +1,10 @@
-"""``opct run``, ``opct demo`` and ``opct report``: experiments and studies, and their reports."""
+"""``opct run``, ``opct demo`` and ``opct report``: experiments and their reports. Studies and recipe selection are
+the lab's (``opct-lab run``, ``opct-lab select``, ``opct-lab report``): here they are refused, naming the lab's command."""
 
 from __future__ import annotations
 
 from collections.abc import Callable
+from importlib.resources import files
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -20,6 +22,9 @@ from opct.cli.boundary import (
     err_console,
     with_path,
 )
+from opct.config import ConfigError
+from opct.experiments.files import read_extended
+from opct.runs.outputs import output_owner
 
 
 def jobs_count(value: str | int) -> int:
@@ -50,36 +55,35 @@ DemoJobs = Annotated[int, typer.Option("--jobs", metavar="N|auto", parser=jobs_c
                                        help=_JOBS_HELP + " Default auto.")]
 
 
-def _run_experiment(
-    config: Path | None, set_: list[str] | None, dry_run: bool, no_progress: bool, threads: int | None = None,
+def refuse_study_file(config: Path) -> None:
+    """A :class:`~opct.config.ConfigError` (exit 2) when ``config`` is a study file (it, or a file its ``extends:``
+    chain names, has ``families``): studies run in the lab, ``opct-lab run``."""
+    tree, _ = read_extended(config, "experiment")
+    if "families" in tree:
+        raise ConfigError(f"{config} is a study (it has families:): studies run in the lab, with "
+                          f"`opct-lab run {config}` (pip install -e ./lab; docs/development.md); opct run runs one experiment")
+
+
+def run_experiment_file(
+    config: Path, set_: list[str] | None, dry_run: bool, no_progress: bool, threads: int | None = None,
     force: list[str] | None = None, print_config: bool = False, jobs: int = 1, stage: str | None = None,
-    family: list[str] | None = None,
 ) -> None:
-    """``opct run``/``demo``: an experiment or a study; ``threads`` (the flag) over the file's ``threads:``;
-    ``force``: the stages to redo (``--force train:opct``); ``print_config``: print the resolved settings
-    (``extends:`` chain and ``--set`` applied) as YAML and stop; ``jobs``: stages at a time, each in a worker
-    process; ``stage``: run only that stage (what such a worker runs); ``family``: a study's families to run alone."""
-    from opct.config import ConfigError
+    """``opct run``/``demo``: an experiment; ``threads`` (the flag) over the file's ``threads:``; ``force``: the
+    stages to redo (``--force train:opct``); ``print_config``: print the resolved settings (``extends:`` chain and
+    ``--set`` applied) as YAML and stop; ``jobs``: stages at a time, each in a worker process; ``stage``: run only
+    that stage (what such a worker runs)."""
     from opct.experiments.invalidation import parse_force
     from opct.experiments.runner import load_experiment, resolve, run_experiment, run_stage
-    from opct.experiments.study import is_study_file
 
-    if config is not None and is_study_file(config):
-        if force or stage:
-            raise ConfigError(f"--force and --stage work on an experiment file; {config} is a study: run a family's "
-                              "experiment file with --force, or delete the stage's folder in the study's output")
-        _run_study(config, set_, dry_run, no_progress, threads, print_config, jobs, family)
-        return
-    if family:
-        raise ConfigError(f"--family works on a study file (one with families:); {config} is an experiment")
+    refuse_study_file(config)
     cfg = load_experiment(config, set_ or [])
     if stage is not None:  # a worker of --jobs N: one stage, nothing else printed
         apply_threads(threads if threads is not None else cfg.threads)
-        run_stage(cfg, stage, force or [], log=_log_line)
+        run_stage(cfg, stage, force or [], log=log_line)
         return
     if print_config:
         # resolve() checks every run's settings as opct train does: a misspelt key is refused, not printed
-        _print_settings(cfg, {r.key: r.config for r in resolve(cfg).runs})
+        print_settings(cfg, {r.key: r.config for r in resolve(cfg).runs})
         return
     plan = resolve(cfg)
     parse_force(force or [], {"train": [r.key for r in plan.runs], "eval": list(plan.models),
@@ -91,41 +95,11 @@ def _run_experiment(
     from opct.report.terminal import results_group
     from opct.runs.experiment_layout import REPORT_HTML
 
-    _run_and_show(lambda: run_experiment(cfg, show_progress=not no_progress, log=_log_line, force=force or [], jobs=jobs),
-                  results_group,
-                  cfg.root, REPORT_HTML, "report.md and samples.html")
+    run_and_show(lambda: run_experiment(cfg, show_progress=not no_progress, log=log_line, force=force or [], jobs=jobs),
+                 results_group, cfg.root, REPORT_HTML, "report.md and samples.html")
 
 
-def _run_study(config: Path, set_: list[str] | None, dry_run: bool, no_progress: bool, threads: int | None,
-               print_config: bool = False, jobs: int = 1, family: list[str] | None = None) -> None:
-    from opct.experiments.study import chosen_families, load_study, resolve_study, run_study
-    from opct.report.study import study_group
-    from opct.runs.experiment_layout import REPORT_MD
-
-    study = load_study(config, set_ or [])
-    chosen_families(study, family)  # an unknown --family fails before anything prints
-    if print_config:
-        resolve_study(study)  # every family's runs checked as opct train checks them (a misspelt key is refused)
-        _print_settings(study)
-        return
-    console.print(resolve_study(study).describe(), highlight=False, markup=False)
-    if dry_run:
-        return
-    apply_threads(threads if threads is not None else study.threads)
-    tables, report, also = study_group, REPORT_MD, "report.json; each family's own report in its folder"
-    if family:  # some families alone: their own reports, no pooled one (run_study says so)
-        from opct.report.terminal import results_group
-        from opct.runs.experiment_layout import REPORT_HTML
-
-        def tables(root: Path, width: int) -> Group:
-            return Group(*(results_group(root / f, width) for f in family))
-
-        report, also = f"{family[0]}/{REPORT_HTML}", "each chosen family's report.md in its folder"
-    _run_and_show(lambda: run_study(study, show_progress=not no_progress, log=_log_line, jobs=jobs, only=family),
-                  tables, study.root, report, also)
-
-
-def _print_settings(cfg: Any, runs: dict[str, Any] | None = None) -> None:
+def print_settings(cfg: Any, runs: dict[str, Any] | None = None) -> None:
     """An experiment's or study's settings as the run would use them, as YAML on stdout; an experiment's
     training ``runs`` follow, each as it will train (``train:``, the method's ``method_settings`` and a variant's
     settings applied, every default filled), as YAML comments, so that the output still reads as the experiment."""
@@ -140,12 +114,12 @@ def _print_settings(cfg: Any, runs: dict[str, Any] | None = None) -> None:
     console.print(text, highlight=False, markup=False, soft_wrap=True)  # YAML: never wrapped
 
 
-def _log_line(message: str) -> None:
+def log_line(message: str) -> None:
     """A progress line of a run, printed as written (``[stage]`` is text, not rich markup)."""
     console.print(message, highlight=False, markup=False)
 
 
-def _run_and_show(run: Callable[[], Path], tables: Callable[[Path, int], Any], root: Path, report: str, also: str) -> None:
+def run_and_show(run: Callable[[], Path], tables: Callable[[Path, int], Any], root: Path, report: str, also: str) -> None:
     """Run an experiment or a study, then print where its report is and its result tables, which end with
     the verdict block; when an eval is incomplete, the tables first (they show which), then the error with
     exit code 1."""
@@ -175,14 +149,10 @@ def run(
         "an experiment's training runs follow, each fully resolved, as YAML comments.")] = False,
     jobs: Jobs = 1,
     stage: Annotated[str | None, typer.Option("--stage", hidden=True, help="Run only this stage (a --jobs worker).")] = None,
-    family: Annotated[list[str] | None, typer.Option(
-        "--family", metavar="NAME", help="A study file: run this family alone (repeatable); each family's report is "
-        "written, the pooled one waits for a run of the whole study, which resumes the finished families.")] = None,
 ) -> None:
     """Run an experiment: base eval, training per method, evaluation, attack, report (resumable: a rerun redoes
-    the stages whose inputs changed, by content hash). A study file (one with families:) runs its experiment
-    once per family, then the pooled report."""
-    _run_experiment(experiment, set_, dry_run, no_progress, threads, force, print_config, jobs, stage, family)
+    the stages whose inputs changed, by content hash). A study file (one with families:) is the lab's: opct-lab run."""
+    run_experiment_file(experiment, set_, dry_run, no_progress, threads, force, print_config, jobs, stage)
 
 
 def demo(
@@ -190,56 +160,14 @@ def demo(
     dry_run: Annotated[bool, typer.Option("--dry-run", help="Print the resolved plan and exit.")] = False,
     no_progress: NoProgress = False,
     threads: Threads = None,
-    full: Annotated[bool, typer.Option("--full", help="The full comparison: 3 organism families x 3 seeds, "
-                                       "then OPCT − BCT pooled with a verdict per metric (resumable).")] = False,
-    reselect: Annotated[bool, typer.Option("--reselect", help="Choose the recipes anew first (opct select on "
-                                           "organism_selection.yaml, resumable; with --full, once per model family) "
-                                           "instead of the shipped picks.")] = False,
-    rule: Annotated[str, typer.Option(help="Whose picks train: teacher_kl (the default, as shipped), good_behaviour "
-                                      "(method-neutral) or family_transfer (method-neutral, on held-back families); "
-                                      "a rule other than teacher_kl gets its own output folder.")] = "teacher_kl",
-    compare_rules: Annotated[bool, typer.Option("--compare-rules", help="Also train every other rule's pick where it "
-                                                "differs (variants <method>-<rule>, side by side in the report).")] = False,
     jobs: DemoJobs = "auto",  # type: ignore[assignment]  # jobs_count turns it into the core count
 ) -> None:
     """The paper's comparison on the built-in organism: baseline vs BCT vs OPCT on all three axes, each
-    method on its own recipe chosen on the validation split (shipped, or anew with --reselect). ACT
-    joins with --set 'methods=[base,bct,opct,act]'."""
-    import json
-    from importlib.resources import files
-
-    from opct.experiments.recipes import PICK_RULES
-
-    if rule not in PICK_RULES:
-        _fail(f"--rule {rule!r}: use {', '.join(PICK_RULES)}")
-    folder = Path(str(files("opct") / "experiments"))
-    overrides = list(set_ or [])
-    evidence = folder / "organism_selection.json"
-    log = lambda line: err_console.print(line, highlight=False, markup=False)  # noqa: E731
-    if reselect and full:
-        from opct.experiments.study import load_study, select_per_family
-
-        chosen = select_per_family(load_study(folder / "organism_demo_full.yaml", overrides),
-                                   folder / "organism_selection.yaml", jobs=2, log=log)
-        overrides.append("family_picks=" + json.dumps({f: {"selection": str(p.resolve()), "rule": rule} for f, p in chosen.items()}))
-        evidence = chosen[next(iter(chosen))].resolve()  # the shared picks: the first family's (every family has its own)
-    elif reselect:
-        from opct.experiments.selection import load_selection, run_selection
-
-        evidence = run_selection(load_selection(folder / "organism_selection.yaml"), jobs=2, log=log).resolve()
-    elif full and rule != "teacher_kl":
-        overrides.append(f"pick_rule={rule}")
-    if reselect or rule != "teacher_kl":
-        picks = json.loads(evidence.read_text(encoding="utf-8"))["method_settings"]
-        if rule not in picks:
-            _fail(f"--rule {rule}: {evidence} holds no {rule} picks (it predates that rule); choose anew with --reselect")
-        overrides += [f"method_settings={json.dumps(picks[rule])}", f"selection={evidence}"]
-    if compare_rules:
-        overrides.append("compare_rules=true")
-    name = "organism_demo_full.yaml" if full else "organism_demo.yaml"
-    if rule != "teacher_kl":
-        overrides.append(f"name={'organism-demo-full' if full else 'organism-demo'}-{rule.replace('_', '-')}")
-    _run_experiment(folder / name, overrides, dry_run, no_progress, threads, jobs=jobs)
+    method on its shipped recipe, chosen on the validation split (the full study over three families, and
+    choosing anew, are the lab's: opct-lab demo-full, opct-lab select). ACT joins with
+    --set 'methods=[base,bct,opct,act]'."""
+    run_experiment_file(Path(str(files("opct") / "experiments" / "organism_demo.yaml")), list(set_ or []), dry_run,
+                        no_progress, threads, jobs=jobs)
 
 
 def report(
@@ -251,11 +179,10 @@ def report(
                             "experiment folder.")] = None,
 ) -> None:
     """(Re)write an experiment's report.html and report.md and print its table and the paired differences
-    between every two methods; for a study, its pooled report.md and report.json; for Inspect logs of
+    between every two methods (a study's pooled report is the lab's: opct-lab report); for Inspect logs of
     opct's tasks (inspect eval opct/<axis>), opct's results table recomputed from their records. Writes
     only into an experiment folder or a new --out: a training run, an eval, an empty folder or one of
     someone else's files is refused."""
-    from opct.experiments.study import is_study_dir
     from opct.report import write_report
     from opct.report.folders import check_experiment_folder, check_report_out, mark_report_out
     from opct.report.load import load_experiment
@@ -267,14 +194,10 @@ def report(
         if is_inspect_log_path(experiment_dir):
             console.print(Group(*report_renderables(experiment_dir)))
             return
-    if is_study_dir(experiment_dir) and out is None:
-        from opct.report.study import study_renderables, write_study_report
-        from opct.runs.experiment_layout import ExperimentLayout
-
-        data = write_study_report(experiment_dir)
-        console.print(with_path("report: ", ExperimentLayout(experiment_dir).report_md, " (and report.json)"))
-        console.print(Group(*study_renderables(data, console.width)))  # last: ending with the verdict block
-        return
+    owner = output_owner(experiment_dir) if experiment_dir.is_dir() else None
+    if owner is not None and owner.kind == "study":
+        raise ConfigError(f"{experiment_dir} is a study: its pooled report is the lab's, `opct-lab report {experiment_dir}`; "
+                          "opct report reads one experiment (a family's folder inside it)")
     check_experiment_folder(experiment_dir)
     if out is not None:
         check_report_out(out)
@@ -289,29 +212,7 @@ def report(
 def select(
     config: Annotated[Path, typer.Argument(help="Selection YAML (an experiment plus a selection: block).")],
     set_: SetOverrides = None,
-    jobs: Annotated[int, typer.Option(min=1, metavar="N", help="Candidate runs at a time (each its own process, 1 thread).")] = 1,
-    dry_run: Annotated[bool, typer.Option("--dry-run", help="List the candidate runs and exit.")] = False,
-    no_progress: NoProgress = False,
-    threads: Threads = None,
 ) -> None:
-    """Choose each method's recipe on the validation split: train every candidate (resumable), apply the
-    fixed rules, write selection.json."""
-    from opct.experiments.selection import candidate_configs, load_selection, run_selection
-    from opct.report.selection import chosen_lines, selection_table
-
-    cfg = load_selection(config, set_)
-    runs = candidate_configs(cfg)
-    if dry_run:
-        for _cid, method, recipe, run in runs:
-            console.print(f"{run.name}: {method} {recipe} -> {run.run_dir}", highlight=False, markup=False)
-        console.print(f"{len(runs)} candidate runs; selection.json in {cfg.root}", markup=False)
-        return
-    apply_threads(threads if threads is not None else cfg.threads)
-    path = run_selection(cfg, jobs=jobs, log=lambda line: err_console.print(line, highlight=False, markup=False))
-    import json
-
-    selection = json.loads(path.read_text(encoding="utf-8"))
-    console.print(selection_table(selection))
-    for line in chosen_lines(selection):
-        console.print(line, highlight=False, soft_wrap=True, markup=False)
-    console.print(with_path("selection: ", path))
+    """Recipe selection is the lab's: opct-lab select SELECTION.yaml (this command only says so, exit 2)."""
+    raise ConfigError(f"recipe selection runs in the lab: `opct-lab select {config}` (pip install -e ./lab; "
+                      "docs/development.md); opct reads the selection.json it writes (an experiment's selection:)")

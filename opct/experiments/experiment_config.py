@@ -69,7 +69,7 @@ class ExperimentConfig(StrictSettings):
         description="run settings shared by every method; a method's section (opct:, bct:) reaches only that method's runs",
     )
     method_settings: dict[str, dict[str, Any]] = Field(
-        default_factory=dict, description="per-method run settings: each method's own recipe (opct select writes them)"
+        default_factory=dict, description="per-method run settings: each method's own recipe (opct-lab select writes them)"
     )
     validation_data: dict[str, list[str]] = Field(
         default_factory=dict, description="axis -> validation pair sources; default organism:<axis>:val and organism:<axis>:famval"

@@ -30,7 +30,7 @@ def read_referenced(path: str | Path, source: str | Path, field: str) -> dict[st
     try:
         data = json.loads(Path(path).read_text(encoding="utf-8"))
     except FileNotFoundError:
-        raise ConfigError(f"{where} does not exist; give the path of a selection.json (opct select writes one), "
+        raise ConfigError(f"{where} does not exist; give the path of a selection.json (opct-lab select writes one), "
                           "relative to the file that names it") from None
     except OSError as err:
         raise ConfigError(f"{where} cannot be read ({err.strerror or err})") from None
@@ -38,7 +38,7 @@ def read_referenced(path: str | Path, source: str | Path, field: str) -> dict[st
         raise ConfigError(f"{where} is not UTF-8 text ({err.reason}); give a selection.json") from None
     except ValueError as err:
         raise ConfigError(f"{where} is not valid JSON ({err}): the file is cut or damaged; write it again "
-                          "(opct select writes it) or restore it") from None
+                          "(opct-lab select writes it) or restore it") from None
     if not isinstance(data, dict):
         raise ConfigError(f"{where} holds a JSON {type(data).__name__}, not the object a selection.json is")
     return data

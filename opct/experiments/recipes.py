@@ -6,7 +6,7 @@ from typing import Any
 
 from opct.config import RunConfig
 
-#: The selection rules that pick a recipe (:mod:`opct.experiments.selection`; ``eligible`` is the guard every pick passes).
+#: The selection rules that pick a recipe (the lab's selection, `opct-lab select`; ``eligible`` is the guard every pick passes).
 PICK_RULES = ("teacher_kl", "good_behaviour", "family_transfer")
 
 

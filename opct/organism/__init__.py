@@ -2,8 +2,8 @@
 
 The same world is built on three transformers families (:data:`ORGANISM_ARCHS`), each shipped in
 ``checkpoints/<arch>/`` and sharing one trained tokenizer and chat template. The response-diversity
-study's other levels (:data:`SHIPPED_LEVELS`, docs/mechanism.md) are shipped in ``checkpoints/<arch>-<level>/``:
-the exact weights their recipes were selected on.
+study's other levels (docs/mechanism.md) are builds of the same recipe at other settings of the knob
+(:func:`level_settings`); the lab ships the ones it studies (``opct_lab.level_builds``).
 """
 
 from __future__ import annotations
@@ -15,9 +15,6 @@ from pathlib import Path
 #: and ``GPT2LMHeadModel``. The first is the default (the model alias ``organism``).
 ORGANISM_ARCHS: tuple[str, ...] = ("llama", "qwen3", "gpt2")
 DEFAULT_ARCH = ORGANISM_ARCHS[0]
-#: The study's level builds that are shipped, as ``(arch, level)``: each is ``opct organism build --arch A
-#: --response-wordings N --response-length L`` for its level ``w<N>-<L>`` (seed 0), rebuilt byte for byte.
-SHIPPED_LEVELS: tuple[tuple[str, str], ...] = (("llama", "w4-long"), ("llama", "w16-long"), ("qwen3", "w4-long"))
 
 
 def level_settings(level: str) -> tuple[int, str]:
@@ -37,16 +34,9 @@ def check_arch(arch: str) -> str:
     return arch
 
 
-def checkpoint_path(arch: str = DEFAULT_ARCH, level: str | None = None) -> Path:
-    """Directory of the shipped organism checkpoint of ``arch`` (loadable with ``AutoModelForCausalLM``); with
-    ``level``, of its shipped build at that level of the response-diversity knob (one of :data:`SHIPPED_LEVELS`)."""
-    if level is None:
-        return Path(__file__).resolve().parent / "checkpoints" / check_arch(arch)
-    if (arch, level) not in SHIPPED_LEVELS:
-        shipped = ", ".join(f"{a} at {lv}" for a, lv in SHIPPED_LEVELS)
-        raise ValueError(f"no shipped organism build of {arch} at level {level!r} (shipped: {shipped}); build it with "
-                         "`opct organism build --arch A --response-wordings N --response-length L --out DIR`")
-    return Path(__file__).resolve().parent / "checkpoints" / f"{arch}-{level}"
+def checkpoint_path(arch: str = DEFAULT_ARCH) -> Path:
+    """Directory of the shipped organism checkpoint of ``arch`` (loadable with ``AutoModelForCausalLM``)."""
+    return Path(__file__).resolve().parent / "checkpoints" / check_arch(arch)
 
 
 def built_checkpoint(*archs: str) -> Path:
@@ -60,16 +50,4 @@ def built_checkpoint(*archs: str) -> Path:
     return checkpoint_path(archs[0])
 
 
-def built_level_checkpoint(arch: str, level: str) -> Path:
-    """The shipped build of ``arch`` at ``level`` (:data:`SHIPPED_LEVELS`); a ``FileNotFoundError`` naming its
-    build command when its folder has no model."""
-    path = checkpoint_path(arch, level)
-    if not (path / "config.json").is_file():
-        wordings, length = level_settings(level)
-        raise FileNotFoundError(f"the {arch} organism at level {level} is not in {path}; build it with `opct organism build "
-                                f"--arch {arch} --response-wordings {wordings} --response-length {length} --out {path}`")
-    return path
-
-
-__all__ = ["DEFAULT_ARCH", "ORGANISM_ARCHS", "SHIPPED_LEVELS", "built_checkpoint", "built_level_checkpoint", "check_arch",
-           "checkpoint_path", "level_settings"]
+__all__ = ["DEFAULT_ARCH", "ORGANISM_ARCHS", "built_checkpoint", "check_arch", "checkpoint_path", "level_settings"]

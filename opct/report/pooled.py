@@ -1,6 +1,6 @@
 """OPCT − BCT pooled over a study's families and seeds, per metric, with a verdict against the paper.
 
-A study (:mod:`opct.experiments.study`) runs one experiment per model family, each with several training seeds.
+A study (the lab's, `opct-lab run`) runs one experiment per model family, each with several training seeds.
 For every results column that has a paired reader (:mod:`opct.report.paired`), the units of one
 (family, seed) cell are that family's eval units (questions, behaviours, facts, items) read for the
 OPCT run and the BCT run of that seed; :func:`opct.stats.paired.pooled_paired_difference` pools the

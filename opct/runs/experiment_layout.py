@@ -1,5 +1,6 @@
-"""Where everything is inside an experiment's folder, a study's and a recipe selection's: the one place
-that names their files, and those of the eval and attack folders in them.
+"""Where everything is inside an experiment's folder: the one place in the library that names its files, and
+those of the eval and attack folders in it (a study's and a recipe selection's folders are the lab's,
+``opct_lab.layout``, built on this one).
 
 ::
 
@@ -15,9 +16,6 @@ that names their files, and those of the eval and attack folders in them.
       report.html  report.md  report.json  samples.html  figures/
       stages/                         ``opct run --jobs N``: the settings its workers read (settings.json) and,
         <kind>-<key>.log  .json       per stage, its worker's output and its incomplete evals
-
-    <study>/       study.json  manifest.json  report.md  report.json, and <family>/: an experiment each
-    <selection>/   selection.json  manifest.json  runs/<candidate>-s<seed>/  configs/
 
 Every other module asks these objects (or the file-name constants below) for a path instead of joining
 names onto a folder; ``tests/test_architecture.py`` holds them to it.
@@ -36,11 +34,9 @@ SAMPLES_FILE = "samples.jsonl"
 STATE_FILE = "state.json"
 #: Every query an attack made, and every cracking prompt.
 ATTEMPTS_FILE, SUCCESSES_FILE = "attempts.jsonl", "successes.jsonl"
-#: A study's families and their experiments.
-STUDY_FILE = "study.json"
-#: A recipe selection's outcome (and an experiment's copy of it as evidence).
+#: A recipe selection's outcome (an experiment's copy of it as evidence).
 SELECTION_FILE = "selection.json"
-#: The report's files (:func:`opct.report.write_report`) and a study's.
+#: The report's files (:func:`opct.report.write_report`).
 REPORT_HTML, REPORT_MD, REPORT_JSON, SAMPLES_HTML, FIGURES = "report.html", "report.md", "report.json", "samples.html", "figures"
 _MANIFEST = "manifest.json"
 
@@ -108,7 +104,7 @@ class AttackFolder:
 
 @dataclass(frozen=True)
 class ExperimentLayout:
-    """The paths of one experiment folder (and of a study's or a recipe selection's, which share its top
+    """The paths of one experiment folder (the lab's study and selection layouts extend it: they share its top
     files); nothing is created or read here."""
 
     root: Path
@@ -134,11 +130,6 @@ class ExperimentLayout:
     @property
     def selection(self) -> Path:
         return self.root / SELECTION_FILE
-
-    @property
-    def study(self) -> Path:
-        """A study's ``study.json`` (its families and their experiments)."""
-        return self.root / STUDY_FILE
 
     @property
     def train(self) -> Path:
@@ -176,20 +167,6 @@ class ExperimentLayout:
     def per_model(self) -> tuple[Path, Path, Path]:
         """``train/``, ``eval/`` and ``attack/``: the folders that hold one folder per model of the plan."""
         return self.train, self.evals, self.attacks
-
-    def family(self, name: str) -> ExperimentLayout:
-        """``<family>/``: a study's experiment for one model family (or a per-family selection)."""
-        return ExperimentLayout(self.root / name)
-
-    @property
-    def candidate_runs(self) -> Path:
-        """``runs/``: a recipe selection's candidate runs."""
-        return self.root / "runs"
-
-    @property
-    def candidate_configs(self) -> Path:
-        """``configs/``: a recipe selection's candidate run configurations."""
-        return self.root / "configs"
 
     @property
     def stages(self) -> Path:

@@ -1,0 +1,1 @@
+"""Measures of a fine-tuned model the studies take: KL(fine-tuned ‖ base)."""
