@@ -18,7 +18,6 @@ from opct.diagnostics.offpolicy import (
     table_rows,
     target_percentile,
 )
-from opct.report.levels import _profile_text
 
 
 def test_the_percentile_counts_samples_below_and_half_the_ties() -> None:
@@ -85,14 +84,3 @@ def test_a_profile_measured_before_the_percentile_shows_no_row_for_it() -> None:
     labels = [r[0] for r in rows]
     assert MEASURES["target_percentile_among_own"] not in labels and MEASURES["target_cost_after_divergence"] in labels
     assert "a — / " in diversity_dose_summary(profile)
-
-
-def test_the_mechanism_report_shows_both_per_level_and_family() -> None:
-    shown = {axis: {"own_seq_logprob": -2.0, "target_seq_logprob": -1.0, "divergence_position": 1.0,
-                    "teacher_entropy": 0.1, "target_cost_after_divergence": 0.25, "target_percentile_among_own": 87.5}
-             for axis in ("sycophancy", "jailbreak", "awareness")}
-    text = _profile_text("llama", shown)
-    assert "target cost after the decision 0.25/0.25/0.25" in text
-    assert "target percentile among own samples (added after the study) 87.5/87.5/87.5" in text
-    del shown["jailbreak"]["target_percentile_among_own"]
-    assert "(added after the study) 87.5/—/87.5" in _profile_text("llama", shown)
