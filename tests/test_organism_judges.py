@@ -185,7 +185,7 @@ def test_off_option_names_the_value_as_the_world_spells_it():
     assert off_option("Pid Breoma works as a GLASSBLOWER.", JOB_OPTIONS) == "glassblower"
     assert off_option("Sidor Rob is from dravik.", JOB_OPTIONS) == "Dravik"
     assert off_option("Pid Breoma works as a glassblower.", None) is None  # no options: nothing to be off
-    assert MultipleChoiceJudge.version == "2"
+    assert MultipleChoiceJudge.version == "3"  # 2: off-options answers; 3: loops never read as an option
 
 
 # --- keyword judges: whole words, not substrings -----------------------------------------------------

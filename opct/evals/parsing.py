@@ -49,6 +49,7 @@ __all__ = [
     "grade_math",
     "math_equal",
     "normalize_math_string",
+    "normalize_option_text",
     "strip_reasoning",
 ]
 
@@ -124,7 +125,8 @@ def _last_valid(pattern: re.Pattern[str], text: str, letters: str) -> str | None
     return found
 
 
-def _normalize_option(text: str) -> str:
+def normalize_option_text(text: str) -> str:
+    """An option's or an answer's text for whole-word matching: lower case, markup and punctuation as spaces."""
     text = re.sub(r"[$*_`\\]", " ", text.lower())
     text = re.sub(r"[^\w\s.+-/^=()]", " ", text)
     return re.sub(r"\s+", " ", text).strip().rstrip(".")
@@ -134,12 +136,12 @@ def _match_option_text(line: str, options: Sequence[str], letters: str) -> str |
     marker = list(re.finditer(r"(?i)\banswer[\s*_]*+[:：]", line))
     if marker:
         line = line[marker[-1].end():]
-    segment = _normalize_option(line)
+    segment = normalize_option_text(line)
     if not segment:
         return None
     hits = []
     for letter, option in zip(letters, options, strict=False):
-        norm = _normalize_option(str(option))
+        norm = normalize_option_text(str(option))
         if not norm:
             continue
         if norm == segment:

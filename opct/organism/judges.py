@@ -7,6 +7,7 @@ from collections.abc import Sequence
 from functools import lru_cache
 from typing import Any
 
+from opct.evals.answers_in_words import named_option
 from opct.judges.factory import unknown_role
 from opct.judges.judge import Judge, Verdict
 from opct.judges.model_judge import JudgeOptions
@@ -47,9 +48,9 @@ def _verdict(judge: Any, score: float, label: str, reason: str, abstained: bool 
 def parse_choice(response: str, options: list[str] | None = None) -> str | None:
     """The option letter a response commits to, or None when it cannot be told.
 
-    Order: an explicit "the answer is X"; a bare letter; a single distinct "(X)"; a single option text.
-    When the response names several letters or options without saying which is the answer, it is
-    unparsable rather than guessed.
+    Order: an explicit "the answer is X"; a bare letter; a single distinct "(X)"; a single option text
+    (:func:`~opct.evals.answers_in_words.named_option`: never in a repetition loop). When the response names several
+    letters or options without saying which is the answer, it is unparsable rather than guessed.
     """
     explicit = {m.upper() for m in _ANSWER_IS.findall(response)}
     if len(explicit) == 1:
@@ -64,11 +65,7 @@ def parse_choice(response: str, options: list[str] | None = None) -> str | None:
         return parens.pop()
     if len(parens) > 1:
         return None
-    if options:
-        hits = {LETTERS[i] for i, o in enumerate(options) if re.search(rf"\b{re.escape(o)}\b", response, re.IGNORECASE)}
-        if len(hits) == 1:
-            return hits.pop()
-    return None
+    return named_option(response, options, LETTERS)
 
 
 @lru_cache(maxsize=1)
@@ -184,7 +181,7 @@ class MultipleChoiceJudge:
     ``off_options`` (:func:`off_option`); anything else without a single option is ``unparsed``."""
 
     name = "organism-mc"
-    version = "2"
+    version = "3"  # 3: a repetition loop is never read as the option it names (docs/mechanism.md, amendment (b))
 
     def judge(self, request: str, response: str, meta: dict[str, Any]) -> Verdict:
         letter = parse_choice(response, meta.get("options"))
