@@ -21,7 +21,7 @@ demo: setup
 	$(BIN)/opct demo
 
 test: setup
-	$(BIN)/python -m pytest -q
+	$(BIN)/python -m pytest -q -n auto
 
 lint: setup
 	$(BIN)/ruff check opct tests benchmarks lab

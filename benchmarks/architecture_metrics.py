@@ -115,8 +115,11 @@ class Walk:
 class WalkRecorder:
     """A ``sys.setprofile`` hook that feeds a :class:`Walk` with the opct frames' calls and returns."""
 
-    def __init__(self, *roots: Path) -> None:
-        self.roots = [(str(r.resolve()) + "/", len(str(REPO.resolve())) + 1) for r in roots]
+    def __init__(self, *roots: Path, names_from: Path | None = None) -> None:
+        """Follow the files under ``roots``, each named relative to ``names_from`` (the first root's parent)."""
+        base = len(str((names_from or roots[0].parent).resolve())) + 1
+        self.roots = [str(r.resolve()) + "/" for r in roots]
+        self.base = base
         self.walk = Walk()
         self.stack: list[str] = []
         self.importing = 0
@@ -125,7 +128,7 @@ class WalkRecorder:
     def _file(self, code: Any) -> str | None:
         if code not in self._files:
             name = code.co_filename
-            self._files[code] = next((name[base:] for prefix, base in self.roots if name.startswith(prefix)), None)
+            self._files[code] = name[self.base:] if name.startswith(tuple(self.roots)) else None
         return self._files[code]
 
     def __call__(self, frame: Any, event: str, arg: Any) -> None:
@@ -160,7 +163,7 @@ def walk_of_run_experiment(out: Path) -> dict[str, Any]:
 
 def traced(action: Any) -> dict[str, Any]:
     """Run ``action()`` under the recorder (opct's files and the lab's); the walk's summary and wall time."""
-    recorder = WalkRecorder(*source_roots())
+    recorder = WalkRecorder(*source_roots(), names_from=REPO)
     start = time.perf_counter()
     sys.setprofile(recorder)
     try:

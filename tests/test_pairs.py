@@ -85,7 +85,7 @@ def test_cli_validate_reports_problems_and_summary(tmp_path, pairs_file):
     runner = CliRunner()
     ok = runner.invoke(app, ["pairs", "validate", str(pairs_file)])
     assert ok.exit_code == 0, ok.output
-    assert "16 valid pairs" in ok.output and "sycophancy" in ok.output
+    assert "16 valid pairs" in " ".join(ok.output.split()) and "sycophancy" in ok.output
     bad = _write(tmp_path / "bad.jsonl", ['{"id": "a"}'])
     res = runner.invoke(app, ["pairs", "validate", str(bad)])
     assert res.exit_code == 1

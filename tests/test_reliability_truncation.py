@@ -137,7 +137,8 @@ def test_attack_cli_with_a_limit_most_replies_overrun_is_incomplete(tiny_model, 
     res = CliRunner().invoke(app, ["attack", "--model", str(tiny_model), "--budget", "2", "--max-new-tokens", "2",
                                    "--no-static", "--out", str(tmp_path / "a")], env={"COLUMNS": "200"})
     assert res.exit_code == 1, res.output
-    assert "incomplete" in res.output and "cut off at --max-new-tokens" in res.output
+    said = " ".join(res.output.split())
+    assert "incomplete" in said and "cut off at --max-new-tokens" in said
     saved = json.loads((tmp_path / "a" / "results.json").read_text())
     assert saved["status"] == "incomplete" and saved["metrics"]["dsr"]["n"] < saved["n"]
     attempts = [json.loads(x) for x in (tmp_path / "a" / "attempts.jsonl").read_text().splitlines()]
