@@ -246,6 +246,7 @@ def read_pairs(
         else:
             records = _records_from_jsonl(path, problems)
     elif _is_hf_folder(path) or not path.exists():
+        # deferred: loads torch and transformers only when called
         from opct.models import looks_like_local_path
 
         if not path.exists() and looks_like_local_path(str(source)):
@@ -375,6 +376,7 @@ def summarize_pairs(pairs: list[ConsistencyPair], tokenizer: Any | None = None, 
         counts[key] = counts.get(key, 0) + 1
     percentiles = None
     if tokenizer is not None:
+        # deferred: loads torch and transformers only when called
         from opct.models import render_prompt
 
         percentiles = {}

@@ -17,6 +17,8 @@ from dataclasses import asdict
 
 from opct.attack.grammar import AttackBehavior, behaviors_from_file
 from opct.attack.model_attacker import AttackerPrompt, AttackRequest, RedTeamPrompt, RewritePrompt
+from opct.attack.organism_behaviors import organism_behaviors
+from opct.organism import content as C
 from opct.pairs import ConsistencyPair
 
 
@@ -47,15 +49,11 @@ def behavior_of(pair: ConsistencyPair) -> AttackBehavior:
 
 def organism_rewrite_prompt() -> RewritePrompt:
     """The organism's own label-free rewriting instruction (the attacker picks the wrappers, and whether to nest)."""
-    from opct.organism import content as C
-
     return RewritePrompt(template=C.REWRITE_FREE)
 
 
 def organism_attacker_pairs(split: str) -> list[ConsistencyPair]:
     """``organism:attacker:<split>``: the label-free rewriting instruction for each ``split`` behaviour."""
-    from opct.attack.organism_behaviors import organism_behaviors
-
     return behavior_pairs(organism_behaviors(split), organism_rewrite_prompt(), tag=f"attack-{split}")
 
 

@@ -19,6 +19,7 @@ from pydantic import Field, ValidationError, field_validator, model_validator
 
 from opct.config import GenerationConfig, ModelConfig, StrictSettings
 from opct.evals.contract import SHORTEST_ANSWER_LIMIT
+from opct.judges import JudgeOptions
 from opct.registry import Registry
 
 #: Model-loading options only the search attacker reads (a model attacker loads both models with their own).
@@ -116,8 +117,6 @@ class AttackConfig(StrictSettings):
 
     def judge_options(self) -> Any:
         """A served judge's timeout, retries and fail-fast (:class:`opct.judges.JudgeOptions`)."""
-        from opct.judges import JudgeOptions
-
         return JudgeOptions(timeout=self.judge_timeout, max_retries=self.judge_retries, fail_after=self.judge_fail_after)
 
     def loading_options_given(self) -> list[str]:

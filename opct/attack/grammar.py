@@ -11,6 +11,9 @@ import random
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 
+from opct.axes.jailbreak import load_behaviors, plain_request
+from opct.axes.jailbreak.templates import wrap
+
 
 @dataclass(frozen=True)
 class AttackBehavior:
@@ -24,8 +27,6 @@ class AttackBehavior:
 
 def behaviors_from_file(path: str) -> list[AttackBehavior]:
     """Harmful behaviours of a real file (AdvBench / HarmBench CSV, JSONL, text) as bare requests."""
-    from opct.axes.jailbreak import load_behaviors, plain_request
-
     return [AttackBehavior(b.id, plain_request(b), "", b.category) for b in load_behaviors(path)]
 
 
@@ -132,6 +133,4 @@ def mutate(attack: Attack, kind: str, rng: random.Random, pick_wrapper: Callable
 def wrappers_from_templates(templates: Sequence[tuple[str, str]]) -> list[Wrapper]:
     """Wrappers from ``(family, template)`` pairs with a ``{request}`` slot (real-model wrapper files);
     the request alone is filled (:func:`opct.axes.jailbreak.templates.wrap`)."""
-    from opct.axes.jailbreak.templates import wrap
-
     return [Wrapper(family, t, lambda req, core, t=t: wrap(t, req)) for family, t in templates]

@@ -37,6 +37,8 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from opct.attack.attacker_data import behavior_of
 from opct.attack.model_attacker import parse_attack_prompt
+from opct.attack.scorers import make_scorer
+from opct.attack.target import HFTarget
 from opct.config import generation_settings
 from opct.methods import losses
 from opct.methods.base import (
@@ -47,6 +49,7 @@ from opct.methods.base import (
     score_pair,
     warn_if_off_policy,
 )
+from opct.models import load_for_inference
 from opct.pairs import ConsistencyPair
 from opct.sampling.hf_sampler import HFSampler
 
@@ -102,8 +105,6 @@ class GRPOAttackMethod:
     compute: ClassVar[dict[str, str]] = {"generated": "trained", "teacher_scored": "none"}
 
     def __init__(self, ctx: TrainContext):
-        from opct.attack.scorers import make_scorer
-
         self.ctx = ctx
         self.settings: GRPOAttackConfig = ctx.cfg.method_config
         self.sampler = HFSampler(ctx.policy, ctx.tokenizer, batch_size=self.settings.sampling.sequences_per_call)
@@ -120,9 +121,6 @@ class GRPOAttackMethod:
         return self._target
 
     def _load_target(self):
-        from opct.attack.target import HFTarget
-        from opct.models import load_for_inference
-
         gen = self.settings.target_generation
         model, tokenizer = load_for_inference(self.settings.target, device=str(self.ctx.accelerator.device))
         for p in model.parameters():

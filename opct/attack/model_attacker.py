@@ -29,6 +29,9 @@ from typing import Any, Protocol
 from opct.attack.grammar import Attack, AttackBehavior
 from opct.attack.search import Attempt, BehaviorOutcome, Scorer, Target
 from opct.config import GenerationConfig
+from opct.judges.http import ChatCompletionsClient
+from opct.judges.model_judge import JudgeUnavailable
+from opct.sampling.engine import SamplingParams
 
 Messages = list[dict[str, str]]
 
@@ -178,7 +181,7 @@ class HFAttacker:
         seed: int = 0,
     ):
         """``generation`` defaults to temperature 0.9, top-p 0.9, 256 tokens."""
-        from opct.sampling.engine import SamplingParams
+        # deferred: loads torch and transformers only when called
         from opct.sampling.hf_sampler import HFSampler
 
         gen = generation or GenerationConfig(temperature=0.9, top_p=0.9, max_new_tokens=256)
@@ -187,6 +190,7 @@ class HFAttacker:
         self.params = SamplingParams.from_config(gen, seed=seed)
 
     def propose(self, requests: list[AttackRequest]) -> list[str | None]:
+        # deferred: loads torch and transformers only when called
         from opct.models import render_prompt
 
         if not requests:
@@ -209,8 +213,6 @@ class HTTPAttacker:
     """
 
     def __init__(self, model: str, prompt: AttackerPrompt | None = None, temperature: float = 1.0, max_tokens: int = 512, **client: Any):
-        from opct.judges.http import ChatCompletionsClient
-
         self.prompt = prompt or RedTeamPrompt()
         client.setdefault("env_base_url", ENV_ATTACKER_BASE_URL)
         client.setdefault("env_api_key", ENV_ATTACKER_API_KEY)
@@ -218,8 +220,6 @@ class HTTPAttacker:
         self.failures = 0
 
     def propose(self, requests: list[AttackRequest]) -> list[str | None]:
-        from opct.judges.model_judge import JudgeUnavailable
-
         out: list[str | None] = []
         for r in requests:
             try:

@@ -12,13 +12,17 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
+from opct.attack.attacker_data import organism_rewrite_prompt
 from opct.attack.grammar import AttackBehavior, behaviors_from_file
-from opct.attack.model_attacker import AttackerPrompt, HFAttacker, ModelAttackRunner
+from opct.attack.model_attacker import AttackerPrompt, HFAttacker, ModelAttackRunner, RedTeamPrompt
+from opct.attack.organism_behaviors import organism_behaviors
 from opct.attack.results import write_attack_results
+from opct.attack.scorers import make_scorer
 from opct.attack.search import Scorer
 from opct.config import GenerationConfig
 from opct.runs.atomic import write_json_atomic
 from opct.runs.manifest import build_manifest, hash_records
+from opct.runs.outputs import check_output, output_lock
 
 
 def model_attack(
@@ -42,10 +46,14 @@ def model_attack(
     ``attacker_generation`` defaults to temperature 0.9, top-p 0.9, 128 tokens; ``target_generation``
     to greedy, 256 tokens.
     """
+    # deferred: loads torch and transformers only when called
     from opct.attack.run import claim_attack_output
+
+    # deferred: loads torch and transformers only when called
     from opct.attack.target import HFTarget
+
+    # deferred: loads torch and transformers only when called
     from opct.models import load_for_inference, weights_fingerprint
-    from opct.runs.outputs import check_output, output_lock
 
     a_gen = attacker_generation or GenerationConfig(temperature=0.9, top_p=0.9, max_new_tokens=128)
     t_gen = target_generation or GenerationConfig(max_new_tokens=256)
@@ -78,10 +86,6 @@ def model_attack(
 def organism_model_attack(attacker_spec: str, out_dir: Path, target_spec: str = "organism", split: str = "heldout",
                           judge: str = "organism", **settings: Any) -> Path:
     """The organism (or a GRPO-trained organism attacker) attacking ``target_spec`` on the organism's ``split`` behaviours."""
-    from opct.attack.attacker_data import organism_rewrite_prompt
-    from opct.attack.organism_behaviors import organism_behaviors
-    from opct.attack.scorers import make_scorer
-
     return model_attack(attacker_spec, target_spec, organism_behaviors(split), organism_rewrite_prompt(), make_scorer(judge), out_dir,
                         judge=judge, **settings)
 
@@ -90,9 +94,6 @@ def real_model_attack(attacker_spec: str, target_spec: str, behaviors_path: str,
                       judge_options: Any = None, **settings: Any) -> Path:
     """A real attacker model (PAIR-style red-team prompt) against a real target on a behaviours file;
     ``judge_options`` (:class:`opct.judges.JudgeOptions`) set a served judge's timeout, retries and fail-fast."""
-    from opct.attack.model_attacker import RedTeamPrompt
-    from opct.attack.scorers import make_scorer
-
     behaviors = behaviors_from_file(behaviors_path)
     return model_attack(attacker_spec, target_spec, behaviors, RedTeamPrompt(), make_scorer(judge, judge_options), out_dir,
                         judge=judge, **settings)

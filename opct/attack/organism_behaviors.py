@@ -3,21 +3,20 @@
 from __future__ import annotations
 
 from opct.attack.grammar import AttackBehavior, Wrapper
+from opct.attack.scorers import make_scorer
+from opct.axes.jailbreak.templates import ORGANISM, wrap
+from opct.organism.items import bare_request
+from opct.organism.world import world
 
 
 def organism_wrappers(world: object | None = None) -> list[Wrapper]:
     """Every organism wrapper of :data:`opct.axes.jailbreak.templates.ORGANISM`, train and held-out
     families alike (the attacker is unconstrained)."""
-    from opct.axes.jailbreak.templates import ORGANISM, wrap
-
     return [Wrapper(t.family, t.text, lambda req, core, t=t: wrap(t, req, core)) for t in ORGANISM.templates()]
 
 
 def organism_behaviors(split: str, seed: int | None = None) -> list[AttackBehavior]:
     """The world's harmful behaviours of ``split``, as bare requests with their core phrase."""
-    from opct.organism.items import bare_request
-    from opct.organism.world import world
-
     return [AttackBehavior(b.id, bare_request(b.core), b.core, b.category) for b in world(seed).behaviors if b.split == split]
 
 
@@ -25,6 +24,4 @@ def organism_scorer(behavior: AttackBehavior, prompt: str, response: str) -> flo
     """The world's exact harm score: 1 when the organism gave *a harmful step of the behaviour's
     category* (refusal words around it or not), else 0 (an off-topic answer to a garbled prompt is not a
     jailbreak); ``None`` for an empty response (unscored); the ``organism`` scorer."""
-    from opct.attack.scorers import make_scorer
-
     return make_scorer("organism")(behavior, prompt, response)

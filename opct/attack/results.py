@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from opct.attack.grammar import AttackBehavior
-from opct.attack.search import BehaviorOutcome
+from opct.attack.search import BehaviorOutcome, Reply
 from opct.evals.outcomes import status
 from opct.runs.atomic import write_json_atomic
 from opct.runs.experiment_layout import AttackFolder
@@ -198,7 +198,6 @@ def _reply(text: str, truncated: bool) -> str:
     """A recorded reply as the target gave it: a :class:`~opct.attack.search.Reply` when it was cut off."""
     if not truncated:
         return text
-    from opct.attack.search import Reply
 
     return Reply(text, True)
 

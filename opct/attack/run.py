@@ -6,16 +6,23 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from opct.attack.grammar import AttackBehavior, Wrapper, behaviors_from_file
+from opct.attack.grammar import AttackBehavior, Wrapper, behaviors_from_file, wrappers_from_templates
+from opct.attack.organism_behaviors import organism_behaviors, organism_wrappers
 from opct.attack.results import JOURNAL, AttackJournal, write_attack_results
-from opct.attack.search import SearchAttacker, SearchConfig
+from opct.attack.scorers import make_scorer
+from opct.attack.search import SearchAttacker, SearchConfig, check_attack_settings
 from opct.attack.static import compare_with_static, static_cracks
 from opct.attack.target import HFTarget
+from opct.axes.jailbreak import REAL, load_wrappers
 from opct.config import GenerationConfig, ModelConfig
 from opct.errors import OpctError
+from opct.evals.outcomes import answer_text, is_degenerate
+from opct.evals.runner import identity_changes
+from opct.models import inference_spec, load_spec_for_inference, weights_fingerprint
 from opct.runs.atomic import write_json_atomic
 from opct.runs.experiment_layout import ATTEMPTS_FILE, RESULTS_FILE, SUCCESSES_FILE, AttackFolder
 from opct.runs.manifest import build_manifest, hash_records
+from opct.runs.outputs import check_output, output_lock
 
 
 def attack_model(
@@ -49,9 +56,6 @@ def attack_model(
     holding another attack, or anything else, is refused, unless ``discard_stale`` (experiments) and it
     is an attack: then it is deleted and the attack runs again.
     """
-    from opct.models import inference_spec, load_spec_for_inference, weights_fingerprint
-    from opct.runs.outputs import check_output, output_lock
-
     spec = inference_spec(model)
     gen = generation or GenerationConfig(max_new_tokens=256)
     identity: dict[str, Any] = {
@@ -102,8 +106,6 @@ def claim_attack_output(out_dir: Path, identity: dict[str, Any], discard_stale: 
     or with ``discard_stale`` deleted. Call it holding the folder's lock (:func:`opct.runs.outputs.output_lock`)."""
     import json
 
-    from opct.evals.runner import identity_changes
-    from opct.runs.outputs import check_output
 
     owner = check_output(out_dir, "attack", "--out")
     if owner is None:
@@ -126,8 +128,6 @@ def scorer_for_responses(scorer: Callable[[AttackBehavior, str, str], float | No
                          ) -> Callable[[AttackBehavior, str, str], float | None]:
     """``scorer`` applied to the answer text (reasoning stripped or kept); ``None`` (unscored) for an
     empty or degenerate response, which no judge is asked about."""
-    from opct.evals.outcomes import answer_text, is_degenerate
-
     def score(behavior: AttackBehavior, prompt: str, response: str) -> float | None:
         text = answer_text(response, reasoning)
         return None if is_degenerate(text) else scorer(behavior, prompt, text)
@@ -139,9 +139,6 @@ def organism_attack(model_spec: ModelConfig | str, out_dir: Path, split: str = "
                     **options: Any) -> Path:
     """The search attacker on the organism's ``split`` behaviours with its exact harm judge; ``options``
     are :func:`attack_model`'s (``generation``, ``progress``, ``static_baseline``)."""
-    from opct.attack.organism_behaviors import organism_behaviors, organism_wrappers
-    from opct.attack.scorers import make_scorer
-
     return attack_model(model_spec, organism_behaviors(split), organism_wrappers(), make_scorer("organism"), out_dir,
                         config or SearchConfig(), judge="organism-harm@1", **options)
 
@@ -156,9 +153,6 @@ def real_attack(
     ``judge_options`` (:class:`opct.judges.JudgeOptions`) set a served judge's timeout, retries and fail-fast."""
     import random
 
-    from opct.attack.grammar import wrappers_from_templates
-    from opct.attack.scorers import make_scorer
-    from opct.axes.jailbreak import REAL, load_wrappers
 
     templates = load_wrappers(wrappers_path) if wrappers_path else REAL.templates()
     wrappers = wrappers_from_templates([(t.family, t.text) for t in templates])
@@ -177,8 +171,6 @@ class SearchAttack:
 
     def check(self, config: Any) -> None:
         """A budget and threshold that can measure something (:func:`~opct.attack.search.check_attack_settings`)."""
-        from opct.attack.search import check_attack_settings
-
         if config.attacker is not None:
             raise ValueError(f"--attacker {config.attacker} is a model attacker's; use --strategy model (or leave --strategy out)")
         check_attack_settings(config.budget, config.threshold)

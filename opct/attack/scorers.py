@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING
 
 from opct.attack.grammar import AttackBehavior
 from opct.attack.search import Scorer
+from opct.judges import make_judge
 from opct.registry import Registry
 
 if TYPE_CHECKING:
@@ -42,8 +43,6 @@ def register_scorer(name: str, factory: Callable[[], Scorer]) -> None:
 def judge_scorer(spec: str, harm: bool = True, options: JudgeOptions | None = None) -> Scorer:
     """A scorer from the judges of ``spec``: its harm judge's score, or with ``harm=False`` 1 − its
     refusal judge's score; ``None`` when the judge abstains."""
-    from opct.judges import make_judge
-
     role = "harm" if harm else "refusal"
     judge = make_judge(role, spec, options)
     if judge is None:

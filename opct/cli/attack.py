@@ -7,6 +7,8 @@ from typing import Annotated, Any
 
 import typer
 
+from opct.attack.attackers import ATTACKERS, AttackConfig, first_problem, run_attack
+from opct.attack.experiment_stage import rounds_progress
 from opct.cli.boundary import NoProgress, Threads, _fail, apply_threads, console, print_problem
 from opct.errors import counted
 from opct.runs.experiment_layout import AttackFolder
@@ -59,8 +61,6 @@ def attack(
 
     from pydantic import ValidationError
 
-    from opct.attack.attackers import ATTACKERS, AttackConfig, first_problem, run_attack
-    from opct.attack.experiment_stage import rounds_progress
 
     settings = {k: v for k, v in locals().items() if k in AttackConfig.model_fields}
     settings["strategy"] = strategy or ("model" if attacker is not None else "search")

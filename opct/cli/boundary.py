@@ -27,7 +27,8 @@ from rich.console import Console
 from rich.text import Text
 from typer.core import TyperGroup
 
-from opct.errors import INTERRUPTED, redact_secrets
+from opct.cli.help import conventional_help, conventional_params, tidy_command_help
+from opct.errors import INTERRUPTED, describe, redact_secrets
 
 console = Console()
 err_console = Console(stderr=True)
@@ -215,22 +216,16 @@ class ErrorBoundary(TyperGroup):
     command's help names values conventionally (:mod:`opct.cli.help`)."""
 
     def get_params(self, ctx: click.Context) -> list[Any]:
-        from opct.cli.help import conventional_params, tidy_command_help
-
         tidy_command_help(self)
         return conventional_params(super().get_params(ctx), ctx)
 
     def get_command(self, ctx: click.Context, cmd_name: str) -> Any:
-        from opct.cli.help import conventional_help
-
         command = super().get_command(ctx, cmd_name)
         if command is not None:
             conventional_help(command, ctx)
         return command
 
     def invoke(self, ctx: click.Context) -> Any:
-        from opct.errors import INTERRUPTED, describe
-
         try:
             with _sigterm_as_interrupt():
                 return super().invoke(ctx)

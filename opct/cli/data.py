@@ -10,6 +10,8 @@ from rich.markup import escape
 from rich.table import Table
 
 from opct.cli.boundary import _fail, console
+from opct.datasets.catalog import PINNED
+from opct.datasets.fetch import fetch, verify
 from opct.runs.outputs import claim_output
 
 data_app = typer.Typer(no_args_is_help=True,
@@ -38,8 +40,6 @@ def _checks_table(title: str, checks: list) -> Table:
 @data_app.command("list")
 def data_list() -> None:
     """The pinned data sets: what each is, which eval reads it, where it comes from, its licence."""
-    from opct.datasets.catalog import PINNED
-
     table = Table(title="pinned benchmark copies (opct data fetch NAME --to DIR)")
     for col in ("name", "eval.real key", "rows", "size", "upstream (hub)", "licence"):
         table.add_column(col)
@@ -62,8 +62,6 @@ def data_fetch(
     force: Annotated[bool, typer.Option("--force", help="Replace a copy in DIR that does not verify.")] = False,
 ) -> None:
     """Download the pinned benchmark copies into DIR and check them by sha256 (fails fast without network)."""
-    from opct.datasets.fetch import fetch
-
     checks = fetch(names or [], to, source=source, timeout=timeout, force=force,
                    claim=lambda path, is_own: claim_output(path, "--to", is_own, "an earlier opct data fetch copy"))
     console.print(_checks_table(escape(f"fetched into {to}"), checks))
@@ -76,8 +74,6 @@ def data_verify(
     names: Names = None,
 ) -> None:
     """Re-hash local copies against the pinned hashes (offline); exit 1 if one differs or a named one is absent."""
-    from opct.datasets.fetch import verify
-
     checks = verify(root, names or [])
     console.print(_checks_table(escape(f"copies in {root}"), checks))
     bad = [c.name for c in checks if c.status in ("differs", "unreadable") or (names and c.status == "absent")]

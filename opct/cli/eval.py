@@ -11,6 +11,7 @@ from typing import Annotated, Any
 import typer
 from rich.markup import escape
 
+from opct.axes import DataView, axes_with
 from opct.cli.boundary import (
     NoProgress,
     SetOverrides,
@@ -21,6 +22,9 @@ from opct.cli.boundary import (
     print_problem,
     with_path,
 )
+from opct.config import parse_overrides
+from opct.evals.config import load_eval_config
+from opct.judges import JudgeOutage
 
 
 def _eval_overrides(flags: dict[str, object]) -> list[tuple[str, object]]:
@@ -49,8 +53,6 @@ def with_real_data_flags(command: Callable[..., None]) -> Callable[..., None]:
     """``command`` with one ``--<key>`` flag per real-data key an axis offers on the command line
     (:attr:`opct.evals.axis_views.DataView.cli_options`, every registered axis in order), after ``--data-dir``;
     the values reach ``command`` as its ``real_paths`` mapping."""
-    from opct.axes import DataView, axes_with
-
     offered = [(key, text) for _, data in axes_with(DataView) for key, text in data.cli_options.items()]
     params = [p for p in inspect.signature(command, eval_str=True).parameters.values() if p.name != "real_paths"]
     at = next(i for i, p in enumerate(params) if p.name == "data_dir") + 1
@@ -111,8 +113,7 @@ def eval_(
     Settings come from --config FILE (an EvalConfig: model, evals, splits, data, real paths, judge, limit,
     seed, out, device, dtype, generation), then the flags, then --set key=value.
     """
-    from opct.config import parse_overrides
-    from opct.evals.config import load_eval_config
+    # deferred: loads torch and transformers only when called
     from opct.evals.suite import eval_tasks, evaluate, incomplete, results_table
 
     flags = {"model": model, "evals": evals, "split": split, "out": out, "data": data, "data_dir": data_dir,
@@ -129,7 +130,6 @@ def eval_(
         _fail("nothing to evaluate: give benchmark paths (e.g. --data-dir ../shared/data) or use --data organism")
     for why in skipped or []:
         print_problem("skipped:", why, "yellow")
-    from opct.judges import JudgeOutage
 
     apply_threads(threads if threads is not None else cfg.threads)
     try:

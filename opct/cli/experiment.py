@@ -24,6 +24,12 @@ from opct.cli.boundary import (
 )
 from opct.config import ConfigError
 from opct.experiments.files import read_extended
+from opct.experiments.invalidation import parse_force
+from opct.experiments.runner import IncompleteEvalError, load_experiment, resolve, run_experiment, run_stage
+from opct.report import write_report
+from opct.report.folders import check_experiment_folder, check_report_out, mark_report_out
+from opct.report.terminal import results_group
+from opct.runs.experiment_layout import REPORT_HTML
 from opct.runs.outputs import output_owner
 
 
@@ -72,9 +78,6 @@ def run_experiment_file(
     stages to redo (``--force train:opct``); ``print_config``: print the resolved settings (``extends:`` chain and
     ``--set`` applied) as YAML and stop; ``jobs``: stages at a time, each in a worker process; ``stage``: run only
     that stage (what such a worker runs)."""
-    from opct.experiments.invalidation import parse_force
-    from opct.experiments.runner import load_experiment, resolve, run_experiment, run_stage
-
     refuse_study_file(config)
     cfg = load_experiment(config, set_ or [])
     if stage is not None:  # a worker of --jobs N: one stage, nothing else printed
@@ -92,8 +95,6 @@ def run_experiment_file(
     if dry_run:
         return
     apply_threads(threads if threads is not None else cfg.threads)
-    from opct.report.terminal import results_group
-    from opct.runs.experiment_layout import REPORT_HTML
 
     run_and_show(lambda: run_experiment(cfg, show_progress=not no_progress, log=log_line, force=force or [], jobs=jobs),
                  results_group, cfg.root, REPORT_HTML, "report.md and samples.html")
@@ -123,8 +124,6 @@ def run_and_show(run: Callable[[], Path], tables: Callable[[Path, int], Any], ro
     """Run an experiment or a study, then print where its report is and its result tables, which end with
     the verdict block; when an eval is incomplete, the tables first (they show which), then the error with
     exit code 1."""
-    from opct.experiments.runner import IncompleteEvalError
-
     try:
         run()
     except IncompleteEvalError as err:
@@ -183,12 +182,10 @@ def report(
     opct's tasks (inspect eval opct/<axis>), opct's results table recomputed from their records. Writes
     only into an experiment folder or a new --out: a training run, an eval, an empty folder or one of
     someone else's files is refused."""
-    from opct.report import write_report
-    from opct.report.folders import check_experiment_folder, check_report_out, mark_report_out
     from opct.report.load import load_experiment
-    from opct.report.terminal import results_group
 
     if experiment_dir.suffix in (".eval", ".json") or (experiment_dir.is_dir() and any(experiment_dir.glob("*.eval"))):
+        # deferred: loads torch and transformers only when called
         from opct.inspect_eval.logs import is_inspect_log_path, report_renderables
 
         if is_inspect_log_path(experiment_dir):

@@ -27,7 +27,10 @@ from opct.cli.env import env, version_callback
 from opct.cli.eval import eval_, with_real_data_flags
 from opct.cli.experiment import demo, report, run, select
 from opct.cli.model import model_app
+from opct.cli.organism import organism_app
 from opct.cli.pairs import pairs_app
+from opct.config import dump_config, load_config
+from opct.quiet import quiet_unless_verbose
 
 app = typer.Typer(cls=ErrorBoundary, add_completion=False, no_args_is_help=True,
                   help="On-Policy Consistency Training for Hugging Face causal LMs.")
@@ -43,15 +46,11 @@ def _options(
                                           help="Print opct's version and exit.")] = False,
 ) -> None:
     """On-Policy Consistency Training for Hugging Face causal LMs."""
-    from opct.quiet import quiet_unless_verbose
-
     DEBUG["on"] = debug
     quiet_unless_verbose(ctx, verbose)
 
 
 def _organism_app() -> typer.Typer:
-    from opct.cli.organism import organism_app
-
     return organism_app
 
 
@@ -87,7 +86,6 @@ def train(
     """Train with OPCT or BCT; rerunning the same command resumes an interrupted run."""
     import yaml
 
-    from opct.config import dump_config, load_config
 
     # every error reaches ErrorBoundary (opct/cli/boundary.py), which prints it and picks the exit code
     overrides = [*([f"method={method}"] if method else []), *(set_ or []),
@@ -105,6 +103,7 @@ def train(
         console.print("\n".join(plan_lines(cfg, gpus, fsdp, gpu_memory)), highlight=False, markup=False, soft_wrap=True)
         return
     apply_threads(threads if threads is not None else cfg.threads)
+    # deferred: loads accelerate, torch and transformers only when called
     from opct.training.loop import train as run_training
 
     result = run_training(cfg, show_progress=not no_progress)
@@ -149,7 +148,10 @@ def export(
     model-index holds the run's own eval results, when there are any."""
     import tempfile
 
+    # deferred: loads torch and transformers only when called
     from opct.training.export import export_merged, hub_token
+
+    # deferred: loads torch and transformers only when called
     from opct.training.export import push_to_hub as push
 
     if out is None and push_to_hub is None:

@@ -32,6 +32,8 @@ def model_tiny(
     it checks the path, not a result."""
     # here, not at the top: these three load torch and transformers
     from opct.models import looks_like_local_path
+
+    # deferred: loads torch and transformers only when called
     from opct.testing.tiny import (
         INSTRUCT_GENERATION,
         TINY_FAMILIES,
@@ -39,6 +41,8 @@ def model_tiny(
         make_family_model,
         tiny_config,
     )
+
+    # deferred: loads torch and transformers only when called
     from opct.testing.vendored import VENDORED_IDS, hub_copy_cached, vendored_tokenizer
 
     if (looks_like_local_path(tokenizer) or Path(tokenizer).exists()) and not Path(tokenizer).is_dir():

@@ -8,7 +8,11 @@ from typing import Annotated
 
 import typer
 
-from opct.organism import DEFAULT_ARCH, ORGANISM_ARCHS
+from opct.organism import DEFAULT_ARCH, ORGANISM_ARCHS, built_checkpoint
+from opct.organism.lm_eval_task import TASK, write_task
+from opct.organism.pairs import build_pairs
+from opct.organism.wordings import ResponseStyle
+from opct.pairs import write_pairs
 
 _ARCH_HELP = f"Transformers family: {', '.join(ORGANISM_ARCHS)}."
 _ARCH_HELP_ALL = f"Transformers family: {', '.join(ORGANISM_ARCHS)}, or all (the profiles side by side)."
@@ -39,9 +43,11 @@ def build(
 
     ``--response-wordings`` and ``--response-length`` are the response-diversity knob (docs/mechanism.md);
     a level other than today's (1, short) needs ``--out``: it never replaces the shipped checkpoint."""
+    # deferred: loads torch and transformers only when called
     from opct.organism.build import build as run_build
+
+    # deferred: loads torch and transformers only when called
     from opct.organism.recipe import BuildConfig
-    from opct.organism.wordings import ResponseStyle
 
     try:
         style = ResponseStyle(response_wordings, response_length)
@@ -60,9 +66,6 @@ def pairs(
     seed: Annotated[int, typer.Option(help="World seed.")] = 0,
 ) -> None:
     """Write the organism's consistency pairs of one axis and split as JSONL."""
-    from opct.organism.pairs import build_pairs
-    from opct.pairs import write_pairs
-
     try:
         built = build_pairs(axis, split, seed)
     except ValueError as e:
@@ -78,8 +81,6 @@ def lm_eval_task(
     limit: Annotated[int | None, typer.Option(help="Keep the first N questions (default: all).")] = None,
 ) -> None:
     """Write the organism's multiple-choice facts as a local lm-eval-harness task (--include_path DIR)."""
-    from opct.organism.lm_eval_task import TASK, write_task
-
     path = write_task(out, seed, limit)
     typer.echo(f"wrote {path}; run it with: lm_eval ... --include_path {out} --tasks {TASK} --apply_chat_template")
 
@@ -92,7 +93,7 @@ def check(
     json_out: Annotated[Path | None, typer.Option("--json", help="Also write the profile as JSON.")] = None,
 ) -> None:
     """Print the organism's behaviour profile against the required thresholds; exit 1 if any fails."""
-    from opct.organism import built_checkpoint
+    # deferred: loads torch and transformers only when called
     from opct.organism.check import format_family_table, format_table, run_check
 
     archs = _arch(arch, allow_all=True)
@@ -114,7 +115,7 @@ def verify(
     checkpoint: Annotated[Path | None, typer.Option(help="Checkpoint directory (default: the shipped one of --arch).")] = None,
 ) -> None:
     """Verify that the checkpoint's recipe.json matches the current world, corpus and configuration."""
-    from opct.organism import built_checkpoint
+    # deferred: loads torch and transformers only when called
     from opct.organism.recipe import read_recipe, recipe_arch, verify_checkpoint
 
     path = checkpoint or built_checkpoint(_arch(arch)[0])

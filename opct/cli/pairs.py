@@ -9,6 +9,9 @@ import typer
 from rich.markup import escape
 from rich.table import Table
 
+from opct.attack.experiment_stage import rounds_progress
+from opct.axes import AXES, data_view
+from opct.axes.build import build_real_pairs
 from opct.cli.boundary import (
     NoProgress,
     Threads,
@@ -19,6 +22,10 @@ from opct.cli.boundary import (
     print_problem,
     with_path,
 )
+from opct.config import ModelConfig
+from opct.diagnostics.offpolicy import diversity_dose_summary, table_rows, truncation_notes
+from opct.pairs import PairFileError, load_pair_source, read_pairs, summarize_pairs
+from opct.report.dose_response import dose_summary
 
 pairs_app = typer.Typer(no_args_is_help=True, help="Consistency-pair files: build from real data, validate, summarise and profile.")
 
@@ -47,9 +54,6 @@ def pairs_build(
     are; for other multiple-choice files, name the columns with --question, --options or --option-column,
     --answer and --id-column.
     """
-    from opct.axes import AXES, data_view
-    from opct.axes.build import build_real_pairs
-
     real_data = data_view(AXES.get(axis)).real_data
     if not real_data:
         _fail(f"axis {axis!r} builds no pairs from real data")
@@ -81,11 +85,10 @@ def pairs_validate(
     chat_template: Annotated[str | None, typer.Option(help="Chat template (text or .jinja file) for a tokenizer without one.")] = None,
 ) -> None:
     """Check pair files; print every problem (file:line: field: message) or a summary."""
-    from opct.pairs import PairFileError, read_pairs, summarize_pairs
-
     columns = dict(c.split("=", 1) for c in column or [])
     tok = None
     if tokenizer:
+        # deferred: loads torch and transformers only when called
         from opct.models import load_tokenizer
 
         tok = load_tokenizer(tokenizer, chat_template)
@@ -103,6 +106,7 @@ def pairs_validate(
             failed = True
             print_problem(str(err), "")
             continue
+        # deferred: loads torch and transformers only when called
         from opct.models import ChatTemplateError, model_context
 
         context = model_context(tokenizer) if tokenizer else None
@@ -158,13 +162,11 @@ def pairs_profile(
     What each row means: docs/comparison.md, docs/mechanism.md and opct/diagnostics/offpolicy.py."""
     import json
 
-    from opct.attack.experiment_stage import rounds_progress  # the evals' and the attack's progress bar
-    from opct.config import ModelConfig
+    # deferred: loads torch and transformers only when called
     from opct.diagnostics.measure import measure_profile, sample_pairs
-    from opct.diagnostics.offpolicy import diversity_dose_summary, table_rows, truncation_notes
+
+    # deferred: loads torch and transformers only when called
     from opct.models import inference_spec, load_spec_for_inference
-    from opct.pairs import load_pair_source
-    from opct.report.dose_response import dose_summary
 
     apply_threads(threads)
     given = {"name_or_path": model, "dtype": dtype, "device": device, "chat_template": chat_template,

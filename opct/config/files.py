@@ -18,6 +18,7 @@ from typing import Any, TypeVar
 import yaml
 from pydantic import BaseModel, ValidationError
 
+from opct.config.method_registry import METHODS
 from opct.config.trl_names import unknown_key_hint
 from opct.errors import OpctError
 
@@ -102,8 +103,6 @@ def switch_method(tree: dict[str, Any], file_method: str, overridden: Collection
     ``tree`` when ``--set method=...`` / ``--method`` chose another registered method, with a one-line
     :class:`MethodSwitchWarning` naming the dropped keys. A section the overrides themselves wrote
     (``overridden``: their dotted keys) is kept, so that it is refused as a section of another method."""
-    from opct.config.method_registry import METHODS
-
     method = tree.get("method", METHODS.default)
     section = tree.get(file_method)
     if method == file_method or method not in methods or file_method not in methods or section is None:

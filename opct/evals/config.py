@@ -23,6 +23,7 @@ from opct.config import (
 )
 from opct.evals.axis_registry import AXES, axes_with
 from opct.evals.axis_views import DataView, data_view
+from opct.judges import JudgeOptions
 
 #: Where ``data_dir`` keeps each real benchmark (the layout of ``../shared/data``).
 
@@ -87,8 +88,6 @@ class EvalOptions(_Strict):
 
     def judge_options(self) -> Any:
         """The model judges' :class:`opct.judges.JudgeOptions` (timeout, retries, fail-fast)."""
-        from opct.judges import JudgeOptions
-
         return JudgeOptions(timeout=self.judge_timeout, max_retries=self.judge_retries, fail_after=self.judge_fail_after)
 
     def real_paths(self) -> dict[str, str]:

@@ -18,6 +18,7 @@ from typing import Any, TypeVar
 
 from opct.errors import OpctError
 from opct.evals.outcomes import ABSTAINED, EMPTY, ERROR, TRUNCATED, UNPARSED
+from opct.judges import make_judge
 from opct.runs.manifest import hash_records
 from opct.stats.estimate import Estimate
 
@@ -166,8 +167,6 @@ class TaskContext:
 
     def make_judge(self, role: str) -> Any:
         """The judge playing ``role`` (``refusal``, ``harm``, ``warning``...) for this data source, or None."""
-        from opct.judges import make_judge
-
         return make_judge(role, "organism" if self.source == "organism" else self.judge, self.judge_options)
 
     def cap(self, n: int) -> int:

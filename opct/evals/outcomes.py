@@ -53,6 +53,8 @@ from collections import Counter
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+from opct.evals.parsing import strip_reasoning
+
 SCORED = "scored"
 EMPTY = "empty"
 #: Cut off at the generation limit (no end-of-sequence token within ``max_new_tokens``): never judged.
@@ -78,8 +80,6 @@ _TOKEN = re.compile(r"\S+")
 def answer_text(response: str, reasoning: str = "strip") -> str:
     """The text every parser and judge sees: ``response`` with reasoning removed
     (:func:`opct.evals.parsing.strip_reasoning`), or kept as it is."""
-    from opct.evals.parsing import strip_reasoning
-
     if reasoning not in REASONING_MODES:
         raise ValueError(f"reasoning must be one of {', '.join(REASONING_MODES)}, got {reasoning!r}")
     return strip_reasoning(response) if reasoning == "strip" else response

@@ -20,9 +20,15 @@ from opct.evals.axis_registry import AXES
 from opct.evals.axis_views import data_view
 from opct.evals.config import EvalOptions
 from opct.evals.contract import EvalTask, TaskContext, check_token_limit
-from opct.evals.outcomes import DEFAULT_MAX_UNSCORED
+from opct.evals.outcomes import DEFAULT_MAX_UNSCORED, describe_unscored
 from opct.evals.runner import EvalOutputError, run_task, stale_reason, task_identity
+from opct.models import inference_spec, load_spec_for_inference, weights_fingerprint
+from opct.runs.atomic import write_json_atomic
 from opct.runs.experiment_layout import EvalFolder
+from opct.runs.manifest import build_manifest
+from opct.runs.outputs import check_output, output_lock
+from opct.sampling.engine import SamplingParams
+from opct.sampling.hf_sampler import HFSampler
 
 
 def build_tasks(
@@ -147,13 +153,6 @@ def evaluate(
     deleted and measured again. Nothing is written into the checkpoint measured: the table for its
     model card is ``<out>/model_card_eval.md`` (:data:`MODEL_CARD_EVAL`).
     """
-    from opct.models import inference_spec, load_spec_for_inference, weights_fingerprint
-    from opct.runs.atomic import write_json_atomic
-    from opct.runs.manifest import build_manifest
-    from opct.runs.outputs import check_output, output_lock
-    from opct.sampling.engine import SamplingParams
-    from opct.sampling.hf_sampler import HFSampler
-
     g = generation or GenerationConfig()
     check_token_limit(tasks, g.max_new_tokens)  # before the model loads
     out = Path(out_dir)
@@ -207,8 +206,6 @@ MODEL_CARD_EVAL = "model_card_eval.md"
 def _claim_output(out: Path, model_spec: str, weights: str, discard_stale: bool) -> None:
     """Refuse an eval folder whose results belong to other weights (they would be overwritten), or, with
     ``discard_stale``, delete them (their task folders, manifest and model card section)."""
-    from opct.runs.outputs import check_output
-
     owner = check_output(out, "eval", "--out")
     if owner is None or not owner.weights or owner.weights == weights:
         return
@@ -255,8 +252,6 @@ def _progress(enabled: bool):
 
 def unscored_text(result: Any) -> str:
     """``"3 empty, 1 abstained of 120"`` for an eval with unscored records, else ``""``."""
-    from opct.evals.outcomes import describe_unscored
-
     text = describe_unscored(result.outcomes or {}, result.unscored_classes)
     return f"{text} of {result.n_records}" if text else ""
 

@@ -7,6 +7,7 @@ from typing import Any
 
 from pydantic import Field, field_validator, model_validator
 
+from opct.axes import pair_axes
 from opct.config import (
     FolderName,
     ModelConfig,
@@ -18,23 +19,18 @@ from opct.config import (
 from opct.experiments.files import read_extended, read_referenced
 from opct.experiments.recipes import rule_variants, selection_rule
 from opct.experiments.settings import AttackSettings, EvalSettings, Variant, check_variant_name
+from opct.methods import METHODS
 
 
 def _pair_axes() -> list[str]:
-    from opct.axes import pair_axes
-
     return pair_axes()
 
 
 def _is_method(name: str) -> bool:
-    from opct.methods import METHODS
-
     return name in METHODS
 
 
 def _known_method(method: str) -> str:
-    from opct.methods import METHODS
-
     if method != "base" and method not in METHODS:
         raise ValueError(f"unknown method {method!r}; use base, a variant's name or one of {', '.join(METHODS.names())}")
     return method
@@ -42,8 +38,6 @@ def _known_method(method: str) -> str:
 
 def _paper_methods() -> list[str]:
     """``base`` and the paper's pair (:meth:`~opct.methods.MethodRegistry.paper_pair`), baseline first."""
-    from opct.methods import METHODS
-
     treatment, baseline = METHODS.paper_pair()
     return ["base", baseline, treatment]
 

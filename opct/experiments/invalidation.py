@@ -22,8 +22,11 @@ from pathlib import Path
 from typing import Any
 
 from opct.config import ConfigError, RunConfig
+from opct.runs.errors import RunDirError
 from opct.runs.experiment_layout import ExperimentLayout
+from opct.runs.identity import run_setting_changes
 from opct.runs.layout import RunLayout
+from opct.runs.manifest import hash_records
 
 #: The stages ``--force`` can name.
 STAGES = ("train", "eval", "attack")
@@ -66,9 +69,10 @@ def retrain_reason(run: RunConfig) -> str | None:
     """Why the run directory of ``run`` holds a run of other inputs (the settings that differ, or the
     training pairs), so that it must be trained again from scratch; None when there is no run there yet,
     or when it may be skipped or resumed (only settings a resume accepts differ)."""
-    from opct.runs.identity import run_setting_changes
-    from opct.runs.manifest import hash_records
+    # deferred: loads accelerate and torch only when called
     from opct.runs.resume import RESUMABLE_CHANGES
+
+    # deferred: loads torch only when called
     from opct.training.batches import load_training_pairs
 
     layout = RunLayout(run.run_dir)
@@ -111,7 +115,7 @@ def train_stage(key: str, run: RunConfig, root: Path, force: bool, show_progress
     """Train one run of the plan: from scratch when forced or when its directory holds a run of other
     inputs (that run moved to ``<root>/replaced/``), skipped when finished with these settings, else
     trained or resumed."""
-    from opct.runs.errors import RunDirError
+    # deferred: loads accelerate, torch and transformers only when called
     from opct.training.loop import train
 
     run_dir = run.run_dir
@@ -144,7 +148,7 @@ def _finished(run: RunConfig) -> bool:
 
 def run_complete(run: RunConfig) -> bool:
     """A finished run whose manifest records these settings (defaults filled as a resume fills them)."""
-    from opct.runs.identity import run_setting_changes
+    # deferred: loads accelerate, torch and transformers only when called
     from opct.training.loop import total_steps
 
     layout = RunLayout(run.run_dir)

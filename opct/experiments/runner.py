@@ -21,6 +21,8 @@ from typing import Any
 from pydantic import ValidationError
 
 from opct.attack.experiment_stage import check_attack_settings
+from opct.attack.grammar import behaviors_from_file
+from opct.axes import AXES, organism_view
 from opct.config import (
     ConfigError,
     RunConfig,
@@ -30,11 +32,16 @@ from opct.config import (
 from opct.errors import FAULT, OpctError, OpctWarning
 from opct.experiments.experiment_config import ExperimentConfig, load_experiment
 from opct.experiments.files import deep_merge, read_referenced
+from opct.experiments.invalidation import parse_force
+from opct.experiments.parallel import run_in_workers
 from opct.experiments.recipes import recipe_summary, selection_rule
 from opct.experiments.stages import ExperimentStages, stage_graph, track_results
+from opct.methods import METHODS
+from opct.organism.pairs import held_back_families
+from opct.report import write_report
 from opct.runs.atomic import write_json_atomic
 from opct.runs.experiment_layout import ExperimentLayout
-from opct.runs.manifest import build_manifest
+from opct.runs.manifest import build_manifest, keep_history
 
 
 @dataclass
@@ -95,8 +102,6 @@ def default_validation_sources(axis: str) -> list[str]:
     """An axis's validation pair sources: ``organism:<axis>:val`` when its organism view names a cluster key,
     and ``organism:<axis>:famval`` when it holds back whole families from training (:mod:`opct.organism.pairs`);
     none for an axis without an organism view."""
-    from opct.axes import AXES, organism_view
-
     organism = organism_view(AXES.get(axis))
     val = [f"organism:{axis}:val"] if organism.cluster_key else []
     famval = [f"organism:{axis}:famval"] if organism.validation_families else []
@@ -105,8 +110,6 @@ def default_validation_sources(axis: str) -> list[str]:
 
 def _held_back(cfg: ExperimentConfig) -> dict[str, list[str]]:
     """Per axis trained on ``organism:<axis>:train``, the families it holds back from training (famval)."""
-    from opct.organism.pairs import held_back_families
-
     return {a: list(fams) for a in cfg.axes if f"organism:{a}:train" in _sources(cfg, a) and (fams := held_back_families(a))}
 
 
@@ -117,8 +120,6 @@ def _validation_sources(cfg: ExperimentConfig, axis: str) -> list[str]:
 def method_recipe(cfg: ExperimentConfig, name: str) -> dict[str, Any]:
     """The run settings of a method or variant: the shared ``train`` settings (a method's own section
     reaching only that method), then the method's ``method_settings``, then a variant's dotted settings."""
-    from opct.methods import METHODS
-
     variant = cfg.variants.get(name)
     method = variant.method if variant else name
     shared = {k: v for k, v in cfg.train.items() if k == method or k not in METHODS}
@@ -130,8 +131,6 @@ def method_recipe(cfg: ExperimentConfig, name: str) -> dict[str, Any]:
 
 def _unperturbed_axes() -> list[str]:
     """Registered axes without pairs (capability): evaluated once per model when ``eval.capability``."""
-    from opct.axes import AXES
-
     return [name for name, axis in AXES.items() if not axis.has_pairs]
 
 
@@ -194,6 +193,7 @@ def resolve(cfg: ExperimentConfig) -> Plan:
 
 
 def _eval_tasks(cfg: ExperimentConfig) -> list[Any]:
+    # deferred: loads torch and transformers only when called
     from opct.evals.suite import eval_tasks
 
     evals = [*cfg.axes, *(_unperturbed_axes() if cfg.eval.capability else [])]
@@ -204,8 +204,6 @@ def write_experiment_manifest(root: Path, cfg: ExperimentConfig) -> None:
     """Write the experiment's ``manifest.json``, keeping an earlier start's ``created`` (and listing this
     one under ``resumed``); an earlier manifest that cannot be read (cut by a kill, edited) is replaced
     with a warning naming it, never silently."""
-    from opct.runs.manifest import keep_history
-
     path = ExperimentLayout(root).manifest
     manifest = build_manifest("experiment", cfg.model_dump(mode="json"))
     if path.exists():
@@ -246,14 +244,12 @@ def run_experiment(cfg: ExperimentConfig, show_progress: bool = True, log: Any =
     check_plan(cfg, plan)
     stages = ExperimentStages(cfg, plan.models, {r.key: r.config for r in plan.runs}, tasks, forces, show_progress, log)
     if jobs > 1:  # each stage in its own worker process, as its dependencies finish
-        from opct.experiments.parallel import run_in_workers
 
         unfinished = run_in_workers(cfg, stage_graph(list(plan.models), [r.key for r in plan.runs], cfg.attack.enabled),
                                     jobs, force, log, finished=stages.finished)
         stages.track(list(plan.models))
     else:
         unfinished = stages.run_in_order()
-    from opct.report import write_report
 
     write_report(root)
     if unfinished and not cfg.eval.allow_unscored:
@@ -266,8 +262,6 @@ def run_experiment(cfg: ExperimentConfig, show_progress: bool = True, log: Any =
 
 def plan_forces(cfg: ExperimentConfig, plan: Plan, force: Sequence[str]) -> list[Any]:
     """``--force`` arguments checked against the plan's stages (:func:`~opct.experiments.invalidation.parse_force`)."""
-    from opct.experiments.invalidation import parse_force
-
     return parse_force(force, {"train": [r.key for r in plan.runs], "eval": list(plan.models),
                                "attack": list(plan.models) if cfg.attack.enabled else []})
 
@@ -297,6 +291,7 @@ def check_plan(cfg: ExperimentConfig, plan: Plan) -> None:
     """Read every input the plan needs (training pairs, the attack's behaviours) and let the attacker
     (``attack.strategy``) check its settings before any stage runs, so a bad path or setting fails in seconds
     rather than after the base evaluation or the training."""
+    # deferred: loads accelerate, torch and transformers only when called
     from opct.training.loop import load_training_pairs
 
     if cfg.attack.enabled:
@@ -304,8 +299,6 @@ def check_plan(cfg: ExperimentConfig, plan: Plan) -> None:
     for stage in plan.runs:
         load_training_pairs(stage.config)
     if cfg.attack.enabled and cfg.eval.data == "real":
-        from opct.attack.grammar import behaviors_from_file
-
         behaviors_from_file(cfg.eval.real_paths()["behaviors"])
 
 

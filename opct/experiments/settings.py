@@ -9,8 +9,10 @@ from typing import Any, Literal
 from pydantic import Field, field_validator, model_validator
 
 from opct.attack.attackers import ATTACKERS
+from opct.attack.search import SearchConfig
 from opct.config import StrictSettings, generation_settings
 from opct.evals.config import EvalOptions
+from opct.evals.contract import SHORTEST_ANSWER_LIMIT
 from opct.registry import UnknownNameError
 
 
@@ -31,8 +33,6 @@ class EvalSettings(EvalOptions):
 def check_answer_room(block: str, max_new_tokens: int) -> None:
     """Refuse a limit no answer and its end fit in (:data:`~opct.evals.contract.SHORTEST_ANSWER_LIMIT`), before
     anything trains or generates: every answer would be cut off and nothing measured."""
-    from opct.evals.contract import SHORTEST_ANSWER_LIMIT
-
     if max_new_tokens < SHORTEST_ANSWER_LIMIT:
         raise ValueError(f"{block}.generation.max_new_tokens {max_new_tokens} is too small: an answer needs at least "
                          f"{SHORTEST_ANSWER_LIMIT} new tokens (a token of answer and the end of sequence), so every "
@@ -66,8 +66,6 @@ class AttackSettings(StrictSettings):
 
     @model_validator(mode="after")
     def _check(self) -> AttackSettings:
-        from opct.attack.search import SearchConfig
-
         g = self.generation
         check_answer_room("attack", g.max_new_tokens)
         if g.n != 1 or g.temperature != 0.0 or g.top_p != 1.0 or g.min_new_tokens != 0:

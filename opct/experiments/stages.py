@@ -16,9 +16,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from opct.attack.experiment_stage import attack_models
 from opct.config import ModelConfig, RunConfig
 from opct.experiments.invalidation import Force, already_trained, clear, forced, train_stage
 from opct.runs.experiment_layout import AttackFolder, EvalFolder, ExperimentLayout
+from opct.training.tracking import log_to_run, result_metrics
 
 #: The kinds of stage, as ``--force`` and ``--stage`` name them (``train:opct``, ``eval:base``, ``attack:bct``).
 STAGE_KINDS = ("train", "eval", "attack")
@@ -70,6 +72,7 @@ class ExperimentStages:
     def evaluate(self, key: str, track: bool = True) -> list[str]:
         """Evaluate one model (resumable, stale results measured again); returns its incomplete evals'
         lines. ``track``: log a trained model's results into its run's trackers."""
+        # deferred: loads torch and transformers only when called
         from opct.evals.suite import evaluate, incomplete
 
         folder = self.layout.eval(key).root
@@ -89,8 +92,6 @@ class ExperimentStages:
 
     def attack(self, keys: Sequence[str], track: bool = True) -> list[str]:
         """Attack the models ``keys`` (forced ones from scratch); returns the incomplete attacks' lines."""
-        from opct.attack.experiment_stage import attack_models
-
         for key in keys:
             if forced(self.forces, "attack", key) and clear(self.layout.attack(key).root):
                 self.log(f"[stage] attack {key}: forced (--force), its results deleted")
@@ -140,8 +141,6 @@ class ExperimentStages:
 def track_results(run_dir: Path, namespace: str, folder: Path) -> None:
     """Log an eval's (``eval/<eval>/<metric>``) or attack's (``attack/<metric>``) results into the
     trackers of the training run they measured, when it has any (:mod:`opct.training.tracking`)."""
-    from opct.training.tracking import log_to_run, result_metrics
-
     files = EvalFolder(folder).results_files() if namespace == "eval" else [AttackFolder(folder).results]
     results = {(f.parent.name if namespace == "eval" else ""): json.loads(f.read_text(encoding="utf-8"))
                for f in files if f.is_file()}

@@ -33,6 +33,8 @@ from opct.errors import OpctError
 from opct.judges.factory import JUDGE_KINDS
 from opct.judges.judge import Judge
 from opct.judges.model_judge import JudgeOptions, RubricJudge
+from opct.judges.rubrics import get_rubric
+from opct.judges.rules import RefusalRuleJudge
 
 #: The role opct's judges take from Inspect.
 ROLE = "grader"
@@ -68,9 +70,6 @@ class InspectGraderJudge(RubricJudge):
 @JUDGE_KINDS.register(KIND)
 def inspect_grader_judge(role: str, argument: str, options: JudgeOptions | None = None) -> Judge | None:
     """The ``http:`` kind's rubrics (refusal: the rule judge) answered by Inspect's grader model."""
-    from opct.judges.rubrics import get_rubric
-    from opct.judges.rules import RefusalRuleJudge
-
     rubrics = {"harm": "strongreject", "warning": "sage_unsafe"}
     if role == "refusal":
         return RefusalRuleJudge()

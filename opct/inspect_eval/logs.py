@@ -16,6 +16,7 @@ from typing import Any
 from opct.errors import OpctError
 from opct.evals.outcomes import ERROR
 from opct.evals.runner import EvalResult, result_from_records
+from opct.evals.suite import incomplete, results_table
 from opct.inspect_eval.tasks import built_tasks
 
 #: Suffixes of Inspect log files.
@@ -100,7 +101,6 @@ def report_renderables(path: Path) -> list[Any]:
     results table (value, 95% interval, n, unscored), and the evals that are incomplete."""
     from rich.text import Text
 
-    from opct.evals.suite import incomplete, results_table
 
     out: list[Any] = []
     for file in log_files(path):

@@ -30,6 +30,10 @@ from typing import Any
 from inspect_ai.model import ChatMessage, GenerateConfig, ModelAPI, ModelOutput, ModelUsage, modelapi
 from inspect_ai.tool import ToolChoice, ToolInfo
 
+from opct.config import ConfigError, ModelConfig, validate_config
+from opct.errors import OpctError
+from opct.inspect_eval.errors import one_line_errors
+from opct.quiet import quiet_output, verbose_enabled
 from opct.sampling.engine import Rollout, SamplingParams, sample_seed
 
 #: How long a batch waits for more concurrent requests before it runs (seconds).
@@ -96,7 +100,7 @@ class OpctModelAPI(ModelAPI):
         **model_args: Any,
     ):
         super().__init__(model_name=model_name, base_url=base_url, api_key=api_key, config=config)
-        from opct.inspect_eval.errors import one_line_errors
+        # deferred: loads torch and transformers only when called
         from opct.sampling.hf_sampler import HFSampler
 
         with one_line_errors(f"model opct/{model_name}"):
@@ -106,9 +110,8 @@ class OpctModelAPI(ModelAPI):
 
     def _load(self, model_name: str, model_args: dict[str, Any]) -> int:
         """Load the model, tokenizer and renderer ``-M`` asks for; returns the batch size."""
-        from opct.config import ConfigError, ModelConfig, validate_config
+        # deferred: loads torch and transformers only when called
         from opct.models import inference_spec, load_spec_for_inference
-        from opct.quiet import quiet_output, verbose_enabled
 
         known = (*PROVIDER_ARGS, *(f for f in ModelConfig.model_fields if f != "name_or_path"))
         unknown = sorted(set(model_args) - set(known))
@@ -132,6 +135,7 @@ class OpctModelAPI(ModelAPI):
     async def generate(
         self, input: list[ChatMessage], tools: list[ToolInfo], tool_choice: ToolChoice, config: GenerateConfig
     ) -> ModelOutput:
+        # deferred: loads torch and transformers only when called
         from opct.inspect_eval.bridge import CURRENT_SAMPLE
 
         messages = [{"role": m.role, "content": m.text} for m in input]
@@ -142,8 +146,6 @@ class OpctModelAPI(ModelAPI):
         else:  # any other solver: a stream keyed by the prompt and the requested seed
             key, index, run_seed = hashlib.sha256(repr(prompt).encode()).hexdigest(), 0, config.seed or 0
         if config.max_tokens is not None and config.max_tokens < 1:
-            from opct.errors import OpctError
-
             raise OpctError(f"max_tokens={config.max_tokens}: the longest answer must be at least 1 token")
         params = SamplingParams(
             n=1,

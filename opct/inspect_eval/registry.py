@@ -19,6 +19,7 @@ from typing import Any
 
 from inspect_ai import Task, task
 
+from opct.axes import AXES
 from opct.evals.axis_views import inspect_view
 from opct.inspect_eval.bridge import inspect_task
 from opct.inspect_eval.errors import one_line_errors
@@ -73,8 +74,6 @@ def _make(axis: str, only: str | None, default_source: str, doc: str) -> Callabl
 def _axis_tasks() -> dict[str, Callable[..., Task]]:
     """One ``@task`` per registered axis (its :attr:`~opct.evals.axis_views.InspectView.description`), and
     one per eval that has a task of its own."""
-    from opct.axes import AXES
-
     tasks = {name: _make(name, None, "organism", inspect_view(axis).description or f"opct's {name} axis.")
              for name, axis in AXES.items()}
     tasks.update({name: _make(axis, name, source, f"opct's {axis} eval {name}.")

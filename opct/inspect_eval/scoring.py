@@ -24,6 +24,7 @@ from typing import Any
 
 from inspect_ai.scorer import Metric, SampleScore, grouped, mean, metric, stderr
 
+from opct.axes import AXES
 from opct.evals.axis_views import InspectView, inspect_view
 from opct.evals.contract import EvalTask, Unit
 from opct.inspect_eval.names import registered
@@ -34,8 +35,6 @@ _log = logging.getLogger(__name__)
 
 def _view(name: str) -> InspectView:
     """The :class:`InspectView` of axis ``name`` (the default one where it gives none)."""
-    from opct.axes import AXES
-
     return inspect_view(AXES.get(name))
 
 

@@ -7,16 +7,16 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from opct.axes import AXES
 from opct.errors import OpctError
 from opct.evals.axis_views import inspect_view
+from opct.evals.config import EvalOptions
 from opct.evals.contract import EvalTask
 
 
 def own_tasks() -> dict[str, tuple[str, str]]:
     """``{eval: (its axis, the data source it defaults to)}`` for the evals that get an Inspect task of
     their own (:attr:`opct.evals.axis_views.InspectView.evals`), over every registered axis."""
-    from opct.axes import AXES
-
     return {name: (axis_name, source) for axis_name, axis in AXES.items() for name, source in inspect_view(axis).evals.items()}
 
 
@@ -56,8 +56,7 @@ def check_task_args(args: dict[str, Any]) -> None:
 
 def eval_tasks_for(axis: str, only: str | None, args: dict[str, Any]) -> list[EvalTask]:
     """The opct eval tasks of ``axis`` (only the one named ``only``, if given) for ``opct eval``'s options."""
-    import opct.wiring  # noqa: F401  (the built-in axes)
-    from opct.evals.config import EvalOptions
+    # deferred: loads torch and transformers only when called
     from opct.evals.suite import MissingEvalData, eval_tasks
 
     options = EvalOptions(

@@ -40,8 +40,12 @@ import os
 from collections.abc import Callable
 from pathlib import Path
 
+from opct.judges.harm_rules import HarmRuleJudge
+from opct.judges.http import HTTPJudge
 from opct.judges.judge import Judge
 from opct.judges.model_judge import ENV_CACHE, JudgeOptions
+from opct.judges.rubrics import get_rubric
+from opct.judges.rules import RefusalRuleJudge, SageRuleJudge
 from opct.registry import Registry
 
 #: ``(role, argument, options) -> judge or None``: one factory per judge kind.
@@ -64,9 +68,6 @@ def unknown_role(kind: str, role: str, roles: tuple[str, ...]) -> ValueError:
 def rule_judge(role: str, argument: str = "", options: JudgeOptions | None = None) -> Judge | None:
     """Offline rule judges: refusal, harm (on content: :class:`~opct.judges.harm_rules.HarmRuleJudge`)
     and awareness (SAGE pass/fail). ``options`` do not apply (no requests)."""
-    from opct.judges.harm_rules import HarmRuleJudge
-    from opct.judges.rules import RefusalRuleJudge, SageRuleJudge
-
     if role == "refusal":
         return RefusalRuleJudge()
     if role == "harm":
@@ -80,10 +81,6 @@ def rule_judge(role: str, argument: str = "", options: JudgeOptions | None = Non
 def http_judge(role: str, argument: str, options: JudgeOptions | None = None) -> Judge | None:
     """Rubric judges served by ``argument`` (a model name) on an OpenAI-compatible endpoint, called
     with ``options`` (timeout, retries, fail-fast)."""
-    from opct.judges.http import HTTPJudge
-    from opct.judges.rubrics import get_rubric
-    from opct.judges.rules import RefusalRuleJudge
-
     if not argument:
         raise ValueError("judge 'http' needs a model: http:<model name>")
     cache = judge_cache_dir()

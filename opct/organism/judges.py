@@ -11,6 +11,7 @@ from opct.evals.answers_in_words import named_option
 from opct.judges.factory import unknown_role
 from opct.judges.judge import Judge, Verdict
 from opct.judges.model_judge import JudgeOptions
+from opct.organism import content as C
 
 VERSION = "1"
 LETTERS = "ABCD"
@@ -73,8 +74,6 @@ def _answer_forms() -> tuple[tuple[re.Pattern[str], dict[str, str]], ...]:
     """Each attribute's answer sentence (``"{name} works as a {value}."``) as a pattern, with the world's
     values of that attribute (lower case -> as the world spells it); a final full stop is optional,
     "a" may be "an"."""
-    from opct.organism import content as C
-
     forms = []
     for spec in C.ATTRIBUTES.values():
         pattern = re.escape(spec["statement"].rstrip("."))
@@ -283,8 +282,6 @@ class HarmJudge:
     version = "2"
 
     def judge(self, request: str, response: str, meta: dict[str, Any]) -> Verdict:
-        from opct.organism import content as C
-
         if not response.strip():
             return _verdict(self, 0.0, "empty", "empty response", abstained=True)
         text = _words(response)

@@ -15,6 +15,8 @@ from typing import Any
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
+from opct.methods import METHODS
+
 #: The untrained model's key in an experiment, and its colour (it is no method, so it has no card).
 BASE, BASE_COLOUR = "base", "#6E6E6E"
 OTHER_COLOURS = ("#009E73", "#CC79A7", "#D55E00", "#56B4E9", "#F0E442", "#000000")
@@ -38,8 +40,6 @@ MIN_FONT_PT = 7.0
 
 def method_colour(method: str) -> str | None:
     """The fixed colour of ``method``: base grey, a registered method's card colour; None for any other key."""
-    from opct.methods import METHODS
-
     card = METHODS.card(method)
     return BASE_COLOUR if method == BASE else card.colour if card is not None else None
 

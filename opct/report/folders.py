@@ -13,6 +13,7 @@ import json
 from pathlib import Path
 
 from opct.errors import OpctError
+from opct.runs.atomic import write_json_atomic
 from opct.runs.experiment_layout import REPORT_HTML, REPORT_MD, SAMPLES_HTML, ExperimentLayout
 from opct.runs.layout import RunLayout
 from opct.runs.outputs import listing, output_owner
@@ -74,7 +75,5 @@ def check_report_out(out: Path) -> None:
 
 def mark_report_out(out: Path, experiment: Path) -> None:
     """Mark ``out`` as a report's folder (``manifest.json``, kind ``report``), so that a rerun may rewrite it."""
-    from opct.runs.atomic import write_json_atomic
-
     out.mkdir(parents=True, exist_ok=True)
     write_json_atomic(RunLayout(out).manifest, {"kind": "report", "experiment": str(experiment.resolve())})

@@ -21,6 +21,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from opct.methods import METHODS
 from opct.runs.experiment_layout import AttackFolder, EvalFolder, ExperimentLayout
 from opct.runs.layout import RunLayout
 
@@ -210,8 +211,6 @@ class Experiment:
 def _method_sort_key(method: str) -> tuple[int, int, str]:
     """Base first, then the registered methods by their card's ``order``, then everything else (a variant,
     a run key, a method with no order) by name."""
-    from opct.methods import METHODS
-
     card = METHODS.card(method)
     if method == "base":
         return (0, 0, "")

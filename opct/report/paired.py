@@ -18,6 +18,7 @@ from opct.evals.contract import Column, PairedValues
 from opct.report.load import ATTACK, Experiment
 from opct.report.table import MISSING, method_label
 from opct.stats.estimate import Estimate
+from opct.stats.paired import paired_cluster_difference
 
 #: ``record -> value`` (``None``: the record does not enter this column).
 RecordValue = Callable[[Mapping[str, Any]], "float | None"]
@@ -118,8 +119,6 @@ class PairedDifference:
 
 def paired_difference(exp: Experiment, column: Column, a: str, b: str) -> PairedDifference:
     """``a − b`` in ``column`` on the units both have, with its paired cluster bootstrap interval."""
-    from opct.stats.paired import paired_cluster_difference
-
     assert column.paired is not None
     values_a, statistic = column.paired(exp, a)
     values_b, _ = column.paired(exp, b)

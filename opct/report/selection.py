@@ -8,6 +8,8 @@ from typing import Any
 
 from rich.table import Table
 
+from opct.diagnostics.offpolicy import table_rows
+
 
 def fmt_value(value: float | None, digits: int = 3) -> str:
     """A number with ``digits`` decimals, or — when it is missing or NaN."""
@@ -200,8 +202,6 @@ def profile_tables(diagnostics: dict[str, dict[str, Any]]) -> list[tuple[str, li
     """``(caption, header, rows)`` for each distinct run-start off-policy profile among the runs'
     ``diagnostics.json`` (runs that started from the same model on the same pairs share one table), and
     a caption for each run whose profile was skipped."""
-    from opct.diagnostics.offpolicy import table_rows
-
     shared: dict[str, list[str]] = {}
     measured: dict[str, dict[str, Any]] = {}
     out: list[tuple[str, list[str], list[list[str]]]] = []

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from opct.evals.axis_registry import axes_with
 from opct.evals.axis_views import ReportView
 from opct.evals.contract import Column
+from opct.methods import METHODS
 from opct.report.load import Experiment, Metric
 
 MISSING = "—"
@@ -22,8 +23,6 @@ MISSING = "—"
 def method_label(method: str) -> str:
     """The display name of a method: a registered training method's card label (``BCT``, ``ACT``; a method
     registered without one: its name in capitals); anything else (``base``, a variant, a seed's run) as it is."""
-    from opct.methods import METHODS
-
     card = METHODS.card(method)
     return card.label if card is not None else method
 

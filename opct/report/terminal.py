@@ -24,9 +24,12 @@ from rich.console import Group, RenderableType
 from rich.table import Table
 from rich.text import Text
 
+from opct.report.ablation import ablation_rows, is_ablation
 from opct.report.load import load_experiment
 from opct.report.paired import paired_differences, paired_parts
+from opct.report.pooled import difference_parts
 from opct.report.section import ReportInputs, ordered_sections
+from opct.report.selection import recipe_rows
 from opct.report.table import (
     MISSING,
     PAPER_HEADERS,
@@ -110,17 +113,13 @@ def results_renderables(exp_dir: str | Path, width: int = WIDTH) -> list[Rendera
     differences between methods, the paper's numbers and how to compare them, each fitting ``width``, what
     a registered report section adds to the terminal (:func:`section_renderables`), then the verdict block
     (OPCT − BCT per metric against the paper), when the experiment trained both."""
-    from opct.report.pooled import difference_parts
-
     exp = load_experiment(exp_dir)
     table = build_table(exp)
     out: list[RenderableType] = [Text(f"{exp.name} ({exp.model or 'model unknown'})", style="bold")]
-    from opct.report.selection import recipe_rows
 
     for key, lr, steps, pps, loss, samples, chosen in recipe_rows(exp.plan, exp.selection):
         detail = f"lr {lr}, {steps} steps x {pps} pairs" + (f", {loss} loss, n/T {samples}" if loss != "—" else "")
         out.append(Text(f"recipe {key}: {detail} (chosen by {chosen})"))
-    from opct.report.ablation import ablation_rows, is_ablation
 
     if is_ablation(exp):  # one column per variant, pooled over its seeds; every run's numbers: report.md
         rows = [r for r in ablation_rows(exp) if r.differences]

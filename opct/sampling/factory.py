@@ -8,6 +8,7 @@ from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
 from opct.sampling.engine import SamplingEngine
 from opct.sampling.hf_sampler import HFSampler
+from opct.sampling.vllm_sampler import VLLMSampler
 
 
 def make_sampler(
@@ -32,6 +33,5 @@ def make_sampler(
         raise ValueError(f"unknown sampling engine {engine!r}; use hf or vllm")
     if spec is None:
         raise ValueError("sampling.engine: vllm needs the model spec its engine loads the weights from")
-    from opct.sampling.vllm_sampler import VLLMSampler
 
     return VLLMSampler.for_model(spec, model, tokenizer, gen)

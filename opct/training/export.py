@@ -25,6 +25,7 @@ from typing import Any
 from opct.errors import OpctError
 from opct.models import checkpoint_folder, load_for_inference, read_checkpoint_record, weights_fingerprint
 from opct.runs.model_card import CARD_FILE, CHECKPOINT_FILE, export_card, is_hub_id
+from opct.runs.outputs import check_output
 from opct.runs.publish import portable_name, portable_record, run_eval_folders, run_evaluations
 
 DTYPES = ("float32", "bfloat16", "float16", "auto")
@@ -156,8 +157,6 @@ def check_export_output(out: Path, checkpoint: Path, overwrite: bool) -> None:
     """Refuse an ``--out`` export may not replace: anything that holds or contains another opct output
     (a run, a checkpoint, an eval, an attack, an experiment) or the checkpoint exported, and any
     non-empty folder that is not an earlier export; an earlier export only with ``overwrite``."""
-    from opct.runs.outputs import check_output
-
     if out.is_symlink():
         target = os.readlink(out)
         state = "" if out.exists() else ", which does not exist"

@@ -13,7 +13,11 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from opct.axes.capability.tasks import ORGANISM_ITEMS
 from opct.evals.contract import seeded_sample
+from opct.organism import items as I
+from opct.organism.judges import JUDGES
+from opct.organism.world import world
 
 #: Validation items per capability task (all that are left when fewer).
 ITEMS_PER_TASK = 40
@@ -23,10 +27,6 @@ _ROLES = {"capability_mc": "mc", "capability_arithmetic": "arithmetic", "capabil
 
 def validation_items() -> dict[str, list[dict[str, Any]]]:
     """``{task: items}``: the capability items of the validation probe (none is an evaluation item)."""
-    from opct.axes.capability.tasks import ORGANISM_ITEMS
-    from opct.organism import items as I
-    from opct.organism.world import world
-
     w = world()
     eval_pools = {
         "capability_mc": I.capability_mc(w),
@@ -54,8 +54,6 @@ def _prompt(item: dict[str, Any]) -> str:
 
 def capability_probe(generate: Callable[[list[list[dict[str, str]]]], list[str]]) -> dict[str, float]:
     """Greedy accuracy per validation capability task; ``generate`` answers a list of chat prompts."""
-    from opct.organism.judges import JUDGES
-
     scores: dict[str, float] = {}
     for name, items in validation_items().items():
         answers = generate([x["prompt"] for x in items])

@@ -8,6 +8,10 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from opct.datasets.base import EvalItem
+from opct.datasets.diamond import load_gpqa_diamond
+from opct.datasets.ifeval import load_ifeval
+from opct.datasets.math500 import load_math500
+from opct.datasets.multiple_choice import load_multiple_choice
 from opct.evals.contract import (
     CAPABILITY_COUNTED_WRONG,
     CAPABILITY_UNSCORED,
@@ -18,6 +22,8 @@ from opct.evals.contract import (
 )
 from opct.evals.outcomes import ABSTAINED, ERROR
 from opct.evals.parsing import extract_choice, grade_math
+from opct.ifeval import checker_version, evaluate_response
+from opct.organism import items as I
 from opct.stats.estimate import Estimate, rate
 
 PARSER_VERSION = "1"
@@ -77,8 +83,6 @@ def math_task(items: Sequence[EvalItem], name: str = "math500", max_new_tokens: 
 def ifeval_task(items: Sequence[EvalItem], name: str = "ifeval", max_new_tokens: int = 1024) -> EvalTask:
     """IFEval: prompt-level strict accuracy (the paper's metric), plus loose and instruction level,
     by lm-eval's instruction checkers (:mod:`opct.ifeval`)."""
-    from opct.ifeval import checker_version, evaluate_response
-
     def score(unit: Unit, response: str) -> Judgement:
         res = evaluate_response(unit.meta["instruction_id_list"], unit.meta["kwargs"], response, item_id=unit.item_id)
         scores = {"prompt_strict": res.prompt_strict, "prompt_loose": res.prompt_loose, "strict": res.strict, "loose": res.loose}
@@ -109,8 +113,6 @@ def organism_capability_tasks(world: Any, size: int | None, make_judge: Any) -> 
     """Multiple-choice facts, arithmetic, worked multi-step arithmetic and format following (the
     organism's MMLU, MATH and IFEval), each judged exactly by ``make_judge(role)`` (roles ``mc``,
     ``arithmetic``, ``chain``, ``format``)."""
-    from opct.organism import items as I
-
     specs = [
         ("capability_mc", I.capability_mc(world), "mc"),
         ("capability_arithmetic", I.capability_arithmetic(world), "arithmetic"),
@@ -140,11 +142,6 @@ def real_capability_tasks(paths: Mapping[str, str], limit: int | None = None) ->
     """Tasks for the benchmark data given: ``gpqa`` (GPQA-Diamond), ``mmlu`` (MMLU-style multiple
     choice), ``math500``, ``ifeval``; ``limit`` items each (a seeded sample). Each path is a file, a
     ``save_to_disk`` folder or a hub id ``owner/name[:config][@revision]`` (see docs/data.md)."""
-    from opct.datasets.diamond import load_gpqa_diamond
-    from opct.datasets.ifeval import load_ifeval
-    from opct.datasets.math500 import load_math500
-    from opct.datasets.multiple_choice import load_multiple_choice
-
     tasks: list[EvalTask] = []
     if paths.get("gpqa"):
         tasks.append(multiple_choice_task("gpqa", seeded_sample(load_gpqa_diamond(paths["gpqa"]), limit, 0)))

@@ -29,6 +29,7 @@ import yaml
 from opct.axes.jailbreak.templates import REAL, REQUEST, wrap
 from opct.axes.records import check_unique_ids, make_pair, user
 from opct.datasets.errors import DatasetFormatError
+from opct.datasets.packaged import is_packaged, read_packaged
 from opct.datasets.tabular import Row, iter_rows
 from opct.evals.template_set import HELDOUT, TRAIN, Template, assign_splits, of_split
 
@@ -188,8 +189,6 @@ def load_behaviors(path: str | Path) -> list[Behavior]:
     Raises :class:`~opct.datasets.base.DatasetFormatError` naming file, line and field; duplicate ids
     are an error. A missing file raises ``FileNotFoundError``.
     """
-    from opct.datasets.packaged import is_packaged, read_packaged
-
     if is_packaged(path):
         name = str(path).split("=", 1)[0].replace(":", "-")
         lines = [ln.strip() for ln in read_packaged(path).splitlines() if ln.strip()]

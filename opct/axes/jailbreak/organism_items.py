@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from opct.axes.jailbreak.templates import ORGANISM, wrap
+from opct.axes.jailbreak.templates import ORGANISM, ORGANISM_FORM_CHANGING, wrap
 from opct.axes.records import make_pair
 from opct.evals.axis_views import Criterion
 from opct.evals.contract import Unit, seeded_sample
@@ -121,8 +121,6 @@ def criteria(world: World, n: Callable[[int], int]) -> list[Criterion]:
     """The organism's jailbreak and over-refusal rows of ``opct organism check``: it refuses plain
     harmful requests, yields to wrapped ones (training and held-out families, form-changing ones
     included) except on guarded categories, and does not refuse benign alarming requests."""
-    from opct.axes.jailbreak.templates import ORGANISM_FORM_CHANGING
-
     complied = lambda v, m: v.label == "complied"  # noqa: E731
     held_open = _tier(wrapped_items(world, "heldout", "heldout"), guarded=False)
     return [

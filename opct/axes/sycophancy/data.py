@@ -17,7 +17,11 @@ from typing import Any
 
 from opct.axes.records import Messages, check_unique_ids, make_pair, user
 from opct.axes.sycophancy.templates import REAL, render_cue
-from opct.datasets.multiple_choice import MCQuestion, read_mc_questions
+from opct.datasets.diamond import SHUFFLE_SEED, is_upstream_layout, upstream_options
+from opct.datasets.errors import DatasetFormatError
+from opct.datasets.multiple_choice import MCQuestion, parse_options_from_prompt, read_mc_questions
+from opct.datasets.sources import parse_hub_spec
+from opct.datasets.tabular import iter_rows
 from opct.evals.template_set import TRAIN, Template, of_split
 
 NAME = "sycophancy"
@@ -49,8 +53,6 @@ def load_mc_items(path: str | Path, source: str | None = None, columns: Mapping[
     its line; CSV: 1 + its row number; Parquet: its row index). A missing file raises
     ``FileNotFoundError``.
     """
-    from opct.datasets.sources import parse_hub_spec
-
     unknown = sorted(set(columns or {}) - set(MC_COLUMN_KEYS))
     if unknown:
         raise ValueError(f"unknown column option(s) {', '.join(unknown)}; known: {', '.join(MC_COLUMN_KEYS)}")
@@ -63,7 +65,6 @@ def load_mc_items(path: str | Path, source: str | None = None, columns: Mapping[
     if path.is_dir():
         return _hf_folder_items(path, source, columns=columns)
     fmt = {".csv": "csv", ".parquet": "parquet", ".pq": "parquet"}.get(path.suffix.lower(), "jsonl")
-    from opct.datasets.tabular import iter_rows
 
     upstream = _upstream_gpqa_items(path, iter_rows(path, fmt), source or path.stem, columns)
     if upstream is not None:
@@ -83,8 +84,6 @@ def _upstream_gpqa_items(path: Path | str, rows: Iterable[Any], name: str,
                          columns: Mapping[str, Any] | None) -> list[MCQuestion] | None:
     """The items of ``rows`` (read from ``path``) in the upstream GPQA layout (ids ``<name>-<row
     index>``), or None when the first row is in another layout or ``columns`` names the columns to read."""
-    from opct.datasets.diamond import SHUFFLE_SEED, is_upstream_layout, upstream_options
-
     if columns:
         return None
     rows = iter(rows)
@@ -107,10 +106,6 @@ def _hf_folder_items(path: Path | str, source: str | None, name: str | None = No
     Answer``, ``Incorrect Answer 1..3``), or the GPQA-Diamond layout of the OPCT authors' folder
     (``question``, a ``prompt`` whose trailing ``A) ...`` lines are the options, and ``correct_answer``),
     as in ``gpqa-diamond`` of ``opct data fetch``."""
-    from opct.datasets.errors import DatasetFormatError
-    from opct.datasets.multiple_choice import parse_options_from_prompt
-    from opct.datasets.tabular import iter_rows
-
     fmt = None if name is not None else "hf_disk"
     name = name or Path(path).name
     rows = list(iter_rows(path, fmt))

@@ -18,6 +18,7 @@ from opct.axes.sycophancy.metrics import sycophancy_metrics, sycophancy_metrics_
 from opct.evals.contract import EvalTask, Judgement, Unit
 from opct.evals.outcomes import OFF_OPTIONS
 from opct.evals.parsing import extract_choice
+from opct.organism.judges import off_option
 from opct.stats.estimate import Estimate
 
 #: How a response is read: ``(letter or OFF_OPTIONS or None, extra scores, judge name, judge version)``.
@@ -41,8 +42,6 @@ def judge_reader(judge: Any) -> Reader:
         v = judge.judge(unit.prompt[-1]["content"], response, unit.meta)
         scores: dict[str, Any] = {"correct": v.score}
         if v.label == OFF_OPTIONS:
-            from opct.organism.judges import off_option
-
             named = off_option(response, unit.meta.get("options"))
             return OFF_OPTIONS, {**scores, **({"named": named} if named else {})}, v.judge, v.judge_version
         parsed = v.label if len(v.label) == 1 and v.label in LETTERS else None
