@@ -11,9 +11,6 @@ import random
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 
-from opct.axes.jailbreak import load_behaviors, plain_request
-from opct.axes.jailbreak.templates import wrap
-
 
 @dataclass(frozen=True)
 class AttackBehavior:
@@ -27,6 +24,9 @@ class AttackBehavior:
 
 def behaviors_from_file(path: str) -> list[AttackBehavior]:
     """Harmful behaviours of a real file (AdvBench / HarmBench CSV, JSONL, text) as bare requests."""
+    # deferred: the jailbreak axis loads opct.evals, which a rule scorer never needs (tests/test_axes_registry.py)
+    from opct.axes.jailbreak import load_behaviors, plain_request
+
     return [AttackBehavior(b.id, plain_request(b), "", b.category) for b in load_behaviors(path)]
 
 
@@ -133,4 +133,7 @@ def mutate(attack: Attack, kind: str, rng: random.Random, pick_wrapper: Callable
 def wrappers_from_templates(templates: Sequence[tuple[str, str]]) -> list[Wrapper]:
     """Wrappers from ``(family, template)`` pairs with a ``{request}`` slot (real-model wrapper files);
     the request alone is filled (:func:`opct.axes.jailbreak.templates.wrap`)."""
+    # deferred: as above, the axis package and opct.evals load only for real-model wrapper files
+    from opct.axes.jailbreak.templates import wrap
+
     return [Wrapper(family, t, lambda req, core, t=t: wrap(t, req)) for family, t in templates]

@@ -30,7 +30,6 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from opct.attack.grammar import MUTATIONS, STRATEGIES, STRATEGY_OF, Attack, AttackBehavior, Wrapper, mutate
-from opct.evals.outcomes import is_repetition_loop
 
 
 class Reply(str):
@@ -310,5 +309,8 @@ class SearchAttacker:
 def _is_loop(text: str) -> bool:
     """:func:`opct.evals.outcomes.is_repetition_loop`, imported when a reply is judged: the attack's
     scorers load without the evaluation package (tests/test_axes_registry.py)."""
+    # deferred: keeps opct.evals out of a rule scorer's imports (tests/test_axes_registry.py)
+    from opct.evals.outcomes import is_repetition_loop
+
     return is_repetition_loop(text)
 

@@ -28,6 +28,7 @@ from opct.experiments.invalidation import parse_force
 from opct.experiments.runner import IncompleteEvalError, load_experiment, resolve, run_experiment, run_stage
 from opct.report import write_report
 from opct.report.folders import check_experiment_folder, check_report_out, mark_report_out
+from opct.report.load import load_experiment as load_experiment_folder
 from opct.report.terminal import results_group
 from opct.runs.experiment_layout import REPORT_HTML
 from opct.runs.outputs import output_owner
@@ -182,8 +183,6 @@ def report(
     opct's tasks (inspect eval opct/<axis>), opct's results table recomputed from their records. Writes
     only into an experiment folder or a new --out: a training run, an eval, an empty folder or one of
     someone else's files is refused."""
-    from opct.report.load import load_experiment
-
     if experiment_dir.suffix in (".eval", ".json") or (experiment_dir.is_dir() and any(experiment_dir.glob("*.eval"))):
         # deferred: loads torch and transformers only when called
         from opct.inspect_eval.logs import is_inspect_log_path, report_renderables
@@ -199,7 +198,7 @@ def report(
     if out is not None:
         check_report_out(out)
         mark_report_out(out, experiment_dir)
-    for line in load_experiment(experiment_dir).warnings:  # the report lists them too; the reader sees them now
+    for line in load_experiment_folder(experiment_dir).warnings:  # the report lists them too; the reader sees them now
         err_console.print(f"warning: {line}", highlight=False, soft_wrap=True, markup=False)
     html, _ = write_report(experiment_dir, out)
     console.print(with_path("report: ", html, " (and report.md, samples.html)"))
