@@ -23,7 +23,13 @@ from pathlib import Path
 
 import pytest
 
-from opct.testing.import_graph import import_circles, import_graph, package_graph
+from opct.testing.import_graph import (
+    import_circles,
+    import_graph,
+    internal_imports,
+    module_files,
+    package_graph,
+)
 
 PACKAGE = Path(__file__).resolve().parents[1] / "opct"
 CORE = ("config", "pairs", "models", "tokenizer_cache", "registry", "errors", "stats", "sampling", "diagnostics",
@@ -47,6 +53,8 @@ MAY_IMPORT = {
 }
 MAX_TOP_LEVEL = 8
 MAX_LINES = 400
+#: The most import statements of an opct module inside a function that opct/ may hold (issue 58: 296 before).
+MAX_FUNCTION_LEVEL_IMPORTS = 110
 
 
 def part(module: str) -> str:
@@ -247,3 +255,42 @@ def test_the_experiment_file_checker_sees_a_name_and_a_joined_folder(tmp_path):
     module.write_text('from pathlib import Path\nPLAN = "plan.json"\ndef f(root: Path):\n    return root / "eval" / "x"\n'
                       'NOTE = "the plan.json of an experiment"\n')
     assert experiment_spellings(module) == ["m.py:2 'plan.json'", "m.py:4 / 'eval'"]
+
+
+def unexplained_function_level_imports(root: Path = PACKAGE) -> tuple[int, list[str]]:
+    """How many imports of an opct module sit inside a function under ``root``, and those with no reason: one
+    is explained when it sits in a package ``__init__.py`` (a lazy export), in ``wiring.py`` (a registration
+    imported on first use) or under a ``# deferred:`` comment, on its line or the line above."""
+    files = module_files(root)
+    late = [i for i in internal_imports(root) if i.in_function]
+    bad = []
+    for statement in late:
+        path = files[statement.module]
+        if path.name == "__init__.py" or path == root / "wiring.py":
+            continue
+        lines = path.read_text(encoding="utf-8").splitlines()
+        if any("# deferred:" in lines[n] for n in (statement.line - 1, statement.line - 2) if n >= 0):
+            continue
+        bad.append(f"{path.relative_to(root.parent)}:{statement.line} {lines[statement.line - 1].strip()}")
+    return len(late), bad
+
+
+def test_function_level_imports_are_few_and_each_says_why():
+    """At most ``MAX_FUNCTION_LEVEL_IMPORTS`` imports of opct modules sit inside functions, and each is a lazy
+    export, a registration in ``wiring.py`` or says on a ``# deferred:`` line what heavy library it keeps back."""
+    count, bad = unexplained_function_level_imports()
+    assert count <= MAX_FUNCTION_LEVEL_IMPORTS, f"{count} function-level imports in opct/ (at most {MAX_FUNCTION_LEVEL_IMPORTS})"
+    assert not bad, "a function-level import with no '# deferred:' reason:\n" + "\n".join(bad)
+
+
+def test_the_function_level_import_check_sees_an_import_without_a_reason(tmp_path):
+    pkg = tmp_path / "opct"
+    (pkg / "sub").mkdir(parents=True)
+    (pkg / "__init__.py").write_text("def lazy():\n    from opct import a\n")  # a lazy export
+    (pkg / "a.py").write_text("X = 1\n")
+    (pkg / "wiring.py").write_text("def register():\n    import opct.a\n")  # a registration
+    (pkg / "sub" / "__init__.py").write_text("")
+    (pkg / "sub" / "b.py").write_text(
+        "import opct.a\n\n\ndef f():\n    # deferred: loads torch\n    from opct import a\n"
+        "\n\ndef g():\n    import opct.a\n")
+    assert unexplained_function_level_imports(pkg) == (4, ["opct/sub/b.py:10 import opct.a"])

@@ -17,6 +17,7 @@ from typing import Annotated, Any
 
 import typer
 
+from opct import __version__
 from opct.errors import redact_secrets
 
 #: The libraries whose versions a bug report needs, in the order shown.
@@ -35,8 +36,6 @@ def opct_version() -> str:
     try:
         return metadata.version("opct")
     except metadata.PackageNotFoundError:
-        from opct import __version__
-
         return __version__
 
 

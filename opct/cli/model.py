@@ -30,7 +30,7 @@ def model_tiny(
     chat template: the real-model walkthrough (docs/real-models.md) runs on it in minutes, offline: the Qwen3
     and GPT-2 tokenizers ship with opct (used when the hub's copy is not in your cache). Its answers are noise;
     it checks the path, not a result."""
-    # here, not at the top: these three load torch and transformers
+    # deferred: these three load torch and transformers
     from opct.models import looks_like_local_path
 
     # deferred: loads torch and transformers only when called

@@ -14,6 +14,8 @@ from typing import Any
 
 from pydantic import BaseModel
 
+from opct.config.method_registry import METHODS
+
 #: TRL's (``GRPOConfig``, ``GKDConfig``, ``SDFTConfig``, ``SFTConfig``, ``transformers.TrainingArguments``,
 #: TRL's ``ModelConfig``) argument name -> what to write in opct instead. Kept in step with docs/from-trl.md.
 TRL_NAMES: dict[str, str] = {
@@ -106,8 +108,6 @@ def _models_in(annotation: Any) -> list[type[BaseModel]]:
 
 def _method_class(name: str) -> type[BaseModel] | None:
     """A registered method's settings class, for a section named after it (``opct:``, ``bct:``)."""
-    from opct.config.method_registry import METHODS  # its methods import torch; loaded only to word an error
-
     if name not in METHODS:
         return None
     return METHODS.get(name).config_class
