@@ -10,6 +10,7 @@ import pytest
 import yaml
 
 from opct.config import ConfigError
+from opct.report.selection import chosen_lines
 from opct_lab.selection.run import (
     RULES,
     candidate_configs,
@@ -109,8 +110,6 @@ def test_scoring_reads_the_runs_validation_records_and_applies_the_capability_gu
 
 
 def test_a_pick_whose_rollouts_degenerated_by_its_step_is_warned_about_seed_by_seed(tmp_path):
-    from opct.report.selection import chosen_lines
-
     cfg = load_selection(_selection_file(tmp_path, {"opct": {"optim.lr": [1e-3]}}, steps=8, every=4))
     for _cid, method, _, run in candidate_configs(cfg):
         run.run_dir.mkdir(parents=True)
@@ -254,8 +253,6 @@ def test_amendment_a_is_off_by_default_and_when_on_refuses_degenerated_and_far_f
     assert after["chosen"]["opct"]["teacher_kl"] is None and logged == [
         "amendment (a): 3 (candidate, step) points the capability guard kept are not eligible"]
     assert after["eligibility"] == "amendment-a" and "amendment (a)" in after["rules"]["eligible"]
-    from opct.report.selection import chosen_lines
-
     assert "opct, teacher_kl rule: no eligible recipe (every candidate failed the capability guard or amendment (a))" \
         in chosen_lines(after)
 
