@@ -5,7 +5,9 @@ from __future__ import annotations
 
 import json
 
+import pytest
 from conftest import REPO
+from script_loader import load_script
 
 from opct_lab.selection.eligibility import collapse_by_step, eligible
 
@@ -55,3 +57,36 @@ def test_on_the_committed_w16_long_llama_selection_both_family_transfer_picks_fa
         assert eligible(None, picks[method]["teacher_kl"]["val_teacher_kl"], base)[0], method
     points = [(c["id"], v["val_teacher_kl"]) for c in evidence["candidates"] for v in c["steps"].values()]
     assert sum(not eligible(None, kl, base)[0] for _, kl in points) == 51 and len(points) == 144  # docs/mechanism.md
+
+
+def _selection_json(base: float, points: dict[str, dict[int, tuple[float, float | None, bool]]]) -> dict:
+    """A selection.json as `opct-lab select` writes it (string steps, null for unmeasured): ``points[cid][step] =
+    (validation teacher-KL, family score, capability guard)``."""
+    candidates = [{"id": cid, "method": cid.split("-")[0], "recipe": {"optim.lr": 1e-3}, "steps": {
+        str(step): {"val_teacher_kl": kl, "val_teacher_kl_by_seed": [kl, kl], "val_good": 0.5, "val_good_by_seed": [0.5, 0.5],
+                    "famval_good": None, "family_score": score, "val_cap": {}, "compute": {}, "eligible": ok}
+        for step, (kl, score, ok) in steps.items()}} for cid, steps in points.items()]
+    return {"base_validation": {"val_teacher_kl": base}, "candidates": candidates, "chosen": {}}
+
+
+def test_the_offline_reselection_applies_the_teacher_kl_half_and_reports_both_picks(tmp_path):
+    reselect = load_script("benchmarks/reselect_eligible.py")
+    selection = _selection_json(0.2, {
+        "opct-00": {20: (0.10, 0.80, True), 40: (3.5, 0.99, True), 180: (0.05, None, True)},  # 40: far from teacher
+        "opct-01": {20: (0.30, 0.95, True), 40: (0.02, 0.90, False)},  # 40: fails the capability guard
+        "bct-00": {20: (0.19, 0.70, True), 40: (0.21, 0.60, True)}})
+    before = json.dumps(selection)
+    result = reselect.reselect(selection)
+    assert json.dumps(selection) == before  # the committed file's content is not touched
+    assert (result["points"], result["not_eligible_before"], result["teacher_kl_above_base"], result["removed"]) == (7, 1, 3, 3)
+    family = result["picks"]["opct"]["family_transfer"]
+    assert family["protocol"]["candidate"] == "opct-00" and family["protocol"]["step"] == 40
+    assert family["amendment_a_teacher_kl_half"] == {"candidate": "opct-00", "step": 20, "val_teacher_kl": 0.10, "family_score": 0.80}
+    assert result["picks"]["opct"]["teacher_kl"]["amendment_a_teacher_kl_half"]["step"] == 180  # the lower teacher-KL of the two eligible steps
+    assert result["picks"]["bct"]["teacher_kl"]["amendment_a_teacher_kl_half"]["step"] == 20
+    assert "collapse half" in result["scope"] and not result["protocol_reproduces_file"]  # this file holds no picks
+    path = tmp_path / "selection.json"
+    path.write_text(json.dumps(selection))
+    assert reselect.main([str(path)]) == 0
+    with pytest.raises(SystemExit, match="already applied"):
+        reselect.reselect({**selection, "eligibility": "amendment-a"})

@@ -51,10 +51,13 @@ def chosen_lines(selection: dict[str, Any], methods: Sequence[str] | None = None
             continue
         for rule, choice in by_rule.items():
             if choice is None:
-                lines.append(f"{method}, {rule} rule: no eligible recipe (every candidate failed the capability guard)")
+                why = ("the capability guard or amendment (a)" if selection.get("eligibility") == "amendment-a"
+                       else "the capability guard")
+                lines.append(f"{method}, {rule} rule: no eligible recipe (every candidate failed {why})")
                 continue
+            version = " [eligibility: amendment (a)]" if choice.get("rule_version") == "amendment-a" else ""
             lines.append(
-                f"{method}, {rule} rule: {choice['candidate']} at step {choice['step']} ({_recipe(choice['recipe'])}): "
+                f"{method}, {rule} rule{version}: {choice['candidate']} at step {choice['step']} ({_recipe(choice['recipe'])}): "
                 f"val teacher-KL {fmt_value(choice['val_teacher_kl'])}, val good-behaviour {fmt_value(choice['val_good'])}"
                 + _family_part(choice)
             )
