@@ -302,7 +302,7 @@ def _organism_task():
 
 def test_organism_eval_classes_off_options_answers_apart_from_unparsed(tmp_path: Path) -> None:
     """Before: "Pid Breoma works as a glassblower." was ``unparsed`` and made the eval INCOMPLETE."""
-    from opct.evals.runner import result_from_records, sample_record
+    from opct.evals.records import result_from_records, sample_record
     from opct.organism.world import world
 
     task = _organism_task()

@@ -205,7 +205,7 @@ def test_eval_and_attack_take_the_model_spec_flags():
 
 def test_revision_reaches_the_model_and_tokenizer(monkeypatch):
     """``--revision`` used to be accepted by ``opct eval`` and dropped before loading."""
-    import opct.models as models
+    import opct.models.inference as models  # the module whose load_spec_for_inference looks them up
     from opct.config import ModelConfig
 
     seen: dict[str, object] = {}

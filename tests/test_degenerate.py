@@ -19,7 +19,7 @@ from opct.evals.outcomes import DEGENERATE, is_degenerate, is_repetition_loop
 from opct.evals.runner import run_task
 from opct.judges.judge import Verdict
 from opct.models import load_tokenizer
-from opct.report.load import Experiment
+from opct.report.experiment import Experiment
 from opct.report.paired import attack_values
 from opct.report.table import format_metric
 from opct.sampling.engine import Rollout, SamplingParams

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 from rich.console import Console
 
-from opct.evals.runner import EvalResult, metric_record, results_written
+from opct.evals.records import EvalResult, metric_record, results_written
 from opct.evals.suite import results_table
 from opct.report import write_report
 from opct.report.load import load_experiment

@@ -11,7 +11,7 @@ import pytest
 
 from opct.axes.capability.tasks import multiple_choice_task
 from opct.config import RunConfig, dump_config
-from opct.evals.runner import stale_reason, task_identity
+from opct.evals.identity import stale_reason, task_identity
 from opct.experiments.invalidation import retrain_reason, run_complete
 from opct.runs.errors import RunDirError
 from opct.runs.identity import input_changes, run_setting_changes

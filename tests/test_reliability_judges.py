@@ -16,7 +16,8 @@ import pytest
 from typer.testing import CliRunner
 
 from opct.judges import JudgeOptions, JudgeOutage, make_judge
-from opct.judges.http import HTTPJudge, retry_after_seconds
+from opct.judges.http import HTTPJudge
+from opct.judges.http_transport import retry_after_seconds
 from opct.judges.model_judge import JudgeCacheError
 from opct.judges.rubrics import get_rubric
 

@@ -226,7 +226,7 @@ def test_a_candidate_record_edited_apart_from_its_run_log_is_refused(tmp_path: P
 
 
 def test_one_failed_request_is_counted_in_the_singular() -> None:
-    from opct.judges.http import ChatCompletionsClient
+    from opct.judges.chat_client import ChatCompletionsClient
     from opct.judges.model_judge import JudgeOutage
 
     client = ChatCompletionsClient("m", base_url="http://127.0.0.1:9/v1", fail_after=1)

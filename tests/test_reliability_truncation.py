@@ -185,7 +185,7 @@ def test_a_capability_answer_cut_off_is_a_wrong_answer_in_n_shown_beside_the_rat
     eval is not INCOMPLETE for it, and the rate says beside it how many were counted wrong."""
     from opct.axes.capability.tasks import multiple_choice_task
     from opct.datasets.base import EvalItem
-    from opct.report.load import parse_metric
+    from opct.report.metric import parse_metric
     from opct.report.notices import eval_sentence
     from opct.report.table import format_metric
 

@@ -11,7 +11,7 @@ import pytest
 from browser import NO_BROWSER, find_browser, png_size, run_browser
 
 from opct.report import format_results_table, load_experiment, write_report
-from opct.report.load import parse_metric
+from opct.report.metric import parse_metric
 from opct.report.render import render_html
 from opct.report.sections.comparisons import attack_howto
 from opct.report.table import MISSING, build_table, format_metric

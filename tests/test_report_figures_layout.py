@@ -14,8 +14,8 @@ from matplotlib.figure import Figure
 from matplotlib.transforms import Bbox
 
 from opct.axes.capability import capability_metric_key, capability_title
+from opct.report.experiment import Experiment
 from opct.report.figures import AxisSpec, plot_axis, plot_capability, plot_safety_curve, plot_training
-from opct.report.load import Experiment
 
 LONG_METHODS = ("base", "bct", "opct", "act", "opct-topk-kl0.5-lr3e-5-rank16", "bct_with_a_long_variant_name")
 FAMILIES = {"train": ("suggested_answer_from_a_confident_user", "authority"),

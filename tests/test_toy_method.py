@@ -11,8 +11,8 @@ from pydantic import Field
 
 from opct.config import RunConfig, StrictSettings
 from opct.methods import METHODS, MethodCard
+from opct.report.experiment import Experiment
 from opct.report.figure_style import BASE_COLOUR, OTHER_COLOURS, method_colours
-from opct.report.load import Experiment
 from opct.report.pooled import PAPER_PAIR
 from opct.report.table import method_label
 

@@ -5,7 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 
 from opct.experiments.recipes import rule_variants
-from opct.report.load import Experiment, load_experiment
+from opct.report.experiment import Experiment
+from opct.report.load import load_experiment
 from opct.report.pooled import difference_parts, pooled_rows
 from opct_lab.report.study import rule_runs
 

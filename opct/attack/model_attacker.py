@@ -29,7 +29,7 @@ from typing import Any, Protocol
 from opct.attack.grammar import Attack, AttackBehavior
 from opct.attack.search import Attempt, BehaviorOutcome, Scorer, Target
 from opct.config import GenerationConfig
-from opct.judges.http import ChatCompletionsClient
+from opct.judges.chat_client import ChatCompletionsClient
 from opct.judges.model_judge import JudgeUnavailable
 from opct.sampling.engine import SamplingParams
 

@@ -16,8 +16,8 @@ from opct.attack.target import HFTarget
 from opct.axes.jailbreak import REAL, load_wrappers
 from opct.config import GenerationConfig, ModelConfig
 from opct.errors import OpctError
+from opct.evals.identity import identity_changes
 from opct.evals.outcomes import answer_text, is_degenerate
-from opct.evals.runner import identity_changes
 from opct.models import inference_spec, load_spec_for_inference, weights_fingerprint
 from opct.runs.atomic import write_json_atomic
 from opct.runs.experiment_layout import ATTEMPTS_FILE, RESULTS_FILE, SUCCESSES_FILE, AttackFolder

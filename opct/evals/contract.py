@@ -22,8 +22,8 @@ from opct.judges import make_judge
 from opct.runs.manifest import hash_records
 from opct.stats.estimate import Estimate
 
-#: The report's loaded experiment (:class:`opct.report.load.Experiment`) and one metric read from it
-#: (:class:`opct.report.load.Metric`), as the report hands them to an axis's hooks; the contract sits below the
+#: The report's loaded experiment (:class:`opct.report.experiment.Experiment`) and one metric read from it
+#: (:class:`opct.report.metric.Metric`), as the report hands them to an axis's hooks; the contract sits below the
 #: report, so it names them without importing it.
 ReportExperiment = Any
 ReportMetric = Any

@@ -20,8 +20,10 @@ from opct.evals.axis_registry import AXES
 from opct.evals.axis_views import data_view
 from opct.evals.config import EvalOptions
 from opct.evals.contract import EvalTask, TaskContext, check_token_limit
+from opct.evals.identity import stale_reason, task_identity
 from opct.evals.outcomes import DEFAULT_MAX_UNSCORED, describe_unscored
-from opct.evals.runner import EvalOutputError, run_task, stale_reason, task_identity
+from opct.evals.records import EvalOutputError
+from opct.evals.runner import run_task
 from opct.models import inference_spec, load_spec_for_inference, weights_fingerprint
 from opct.runs.atomic import write_json_atomic
 from opct.runs.experiment_layout import EvalFolder

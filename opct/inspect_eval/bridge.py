@@ -3,7 +3,7 @@
 One Inspect sample per opct unit (``id`` = ``<eval>|<item_id>|<variant>``, ``target`` the unit's gold
 answer or expected behaviour, metadata its cluster and slice: :mod:`opct.inspect_eval.scoring`); one
 epoch per opct sample (``epochs = n``). The scorer turns each response into exactly the record
-:func:`opct.evals.runner.run_task` writes (:func:`~opct.evals.runner.sample_record`, kept in the score's
+:func:`opct.evals.runner.run_task` writes (:func:`~opct.evals.records.sample_record`, kept in the score's
 metadata) and the axis's headline values (the score's value); Inspect's metrics summarise those, over
 the samples it evaluated (all, or ``--limit``'s). Solver and scorer take the task's name and
 arguments, from which they rebuild its eval tasks (:func:`opct.inspect_eval.tasks.built_tasks`), so
@@ -32,7 +32,7 @@ from inspect_ai.scorer import Score, Scorer, Target, scorer
 from inspect_ai.solver import Generate, Solver, TaskState, solver
 
 from opct.evals.contract import EvalTask, Unit
-from opct.evals.runner import sample_record
+from opct.evals.records import sample_record
 from opct.inspect_eval.grader import grader_model, grading_with, judged_args
 from opct.inspect_eval.names import registered
 from opct.inspect_eval.scoring import sample_groups, sample_target, score_value, task_metrics

@@ -15,7 +15,7 @@ from typing import Any
 
 from opct.errors import OpctError
 from opct.evals.outcomes import ERROR
-from opct.evals.runner import EvalResult, result_from_records
+from opct.evals.records import EvalResult, result_from_records
 from opct.evals.suite import incomplete, results_table
 from opct.inspect_eval.tasks import built_tasks
 

@@ -12,7 +12,8 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
-from opct.report.load import Experiment, load_experiment
+from opct.report.experiment import Experiment
+from opct.report.load import load_experiment
 from opct.report.table import PAPER_HEADERS, PAPER_ROWS, build_table, render_text, scale_note
 
 __all__ = ["Experiment", "format_results_table", "load_experiment", "write_report"]

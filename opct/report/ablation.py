@@ -15,7 +15,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from opct.methods import declared_compute
-from opct.report.load import Experiment
+from opct.report.experiment import Experiment
 from opct.report.pooled import PooledRow, difference_parts, plan_seeds, pooled_rows, seed_runs, split_run_key
 from opct.runs.compute import run_compute
 

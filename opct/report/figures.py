@@ -24,6 +24,7 @@ from matplotlib.ticker import PercentFormatter
 
 from opct.evals.axis_registry import axes_with
 from opct.evals.axis_views import ReportView
+from opct.report.experiment import Experiment
 from opct.report.figure_style import (
     LEGEND_PT,
     MAX_WIDTH_IN,
@@ -42,7 +43,7 @@ from opct.report.figure_style import (
     side_legend,
     wrap,
 )
-from opct.report.load import Experiment, Metric
+from opct.report.metric import Metric
 from opct.report.table import method_label
 from opct.report.training_figure import plot_training
 

@@ -13,7 +13,7 @@ import base64
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from opct.report.load import Metric
+from opct.report.metric import Metric
 from opct.report.table import MISSING, ResultsTable, method_label, metric_parts
 from opct.report.verdict import HOLDS_CLASS, VerdictLine
 

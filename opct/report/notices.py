@@ -15,7 +15,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from opct.report.load import Experiment
+from opct.report.experiment import Experiment
 from opct.report.rollout_health import rollout_collapse
 from opct.report.table import method_label
 from opct.runs.experiment_layout import ExperimentLayout

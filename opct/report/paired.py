@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from opct.evals.contract import Column, PairedValues
-from opct.report.load import ATTACK, Experiment
+from opct.report.experiment import ATTACK, Experiment
 from opct.report.table import MISSING, method_label
 from opct.stats.estimate import Estimate
 from opct.stats.paired import paired_cluster_difference
@@ -78,7 +78,7 @@ def side_incomplete(exp: Experiment, column: Column, method: str, values: Mappin
     """Whether ``method``'s side of a paired difference in ``column`` is no complete measurement: its
     eval (or attack) stopped before every unit was measured (records but no results), has more
     unscored records than its limit (``status: incomplete``), or its records do not match its results
-    (:attr:`~opct.report.load.Experiment.unverified`: a cut or edited ``samples.jsonl``)."""
+    (:attr:`~opct.report.experiment.Experiment.unverified`: a cut or edited ``samples.jsonl``)."""
     if (method, ATTACK if column.paired is attack_values else column.eval_name) in exp.unverified:
         return True
     metric = column.get(exp, method)

@@ -19,7 +19,8 @@ from opct.evals.axis_registry import axes_with
 from opct.evals.axis_views import ReportView
 from opct.evals.contract import Column
 from opct.methods import METHODS
-from opct.report.load import Experiment, json_number
+from opct.report.experiment import Experiment
+from opct.report.metric import json_number
 from opct.report.table import build_columns, method_label
 from opct.stats.estimate import DEFAULT_SEED
 from opct.stats.paired import PooledDifference, pooled_paired_difference

@@ -11,8 +11,8 @@ from collections.abc import Mapping, Sequence
 
 from markupsafe import Markup
 
+from opct.report.experiment import Experiment
 from opct.report.figures import FigureFile
-from opct.report.load import Experiment
 from opct.report.paired import PairedDifference
 from opct.report.section import (
     Ablation,

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import urlencode
 
-from opct.report.load import Experiment
+from opct.report.experiment import Experiment
 from opct.report.table import ResultsTable, method_label
 from opct.report.templating import render_page
 from opct.runs.experiment_layout import REPORT_HTML, SAMPLES_HTML

@@ -38,7 +38,7 @@ from markupsafe import Markup
 
 from opct.errors import OpctError
 from opct.registry import Registry
-from opct.report.load import Experiment
+from opct.report.experiment import Experiment
 from opct.report.paired import PairedDifference
 from opct.report.table import ResultsTable
 from opct.report.templating import environment

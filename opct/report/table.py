@@ -15,7 +15,8 @@ from opct.evals.axis_registry import axes_with
 from opct.evals.axis_views import ReportView
 from opct.evals.contract import Column
 from opct.methods import METHODS
-from opct.report.load import Experiment, Metric
+from opct.report.experiment import Experiment
+from opct.report.metric import Metric
 
 MISSING = "—"
 

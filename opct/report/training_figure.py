@@ -7,6 +7,7 @@ from collections.abc import Sequence
 import matplotlib
 from matplotlib.figure import Figure
 
+from opct.report.experiment import Experiment
 from opct.report.figure_style import (
     MAX_WIDTH_IN,
     OTHER_COLOURS,
@@ -20,7 +21,6 @@ from opct.report.figure_style import (
     side_legend,
     wrap,
 )
-from opct.report.load import Experiment
 from opct.report.pooled import plan_seeds, split_run_key
 from opct.report.table import method_label
 

@@ -17,7 +17,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from opct.report.load import Experiment, Metric, json_number
+from opct.report.experiment import Experiment
+from opct.report.metric import Metric, json_number
 from opct.report.paired import PairedDifference
 from opct.report.pooled import (
     HOLDS,

@@ -13,7 +13,7 @@ difference between the recorded inputs and today's. Every caller compares the sa
 
 The callers: resume (:func:`opct.runs.resume.check_resumable`), what an experiment trains again
 (``retrain_reason`` in :mod:`opct.experiments.invalidation`) and the eval and attack runners
-(``stale_reason``, ``identity_changes`` in :mod:`opct.evals.runner`).
+(``stale_reason``, ``identity_changes`` in :mod:`opct.evals.identity`).
 """
 
 from __future__ import annotations

@@ -20,7 +20,8 @@ from typing import Any
 
 from opct.report.ablation import COMPUTE_KEYS, _compute
 from opct.report.dose_response import DOSE_AXES, Dose, primary_dose
-from opct.report.load import Experiment, json_number
+from opct.report.experiment import Experiment
+from opct.report.metric import json_number
 from opct.report.pooled import PAPER_PAIR, pooled_record, pooled_rows
 from opct.report.table import method_label, render_markdown
 from opct.stats.estimate import DEFAULT_SEED

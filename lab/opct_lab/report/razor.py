@@ -22,7 +22,7 @@ from typing import Any
 import numpy as np
 
 from opct.evals.outcomes import DEFAULT_MAX_UNSCORED, status
-from opct.report.load import Experiment
+from opct.report.experiment import Experiment
 from opct.report.pooled import plan_seeds, split_run_key
 from opct.report.table import build_columns, render_markdown
 from opct.stats.estimate import DEFAULT_SEED, _percentile_ci

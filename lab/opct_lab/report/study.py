@@ -20,7 +20,9 @@ from rich.console import Group, RenderableType
 from rich.text import Text
 
 from opct.evals.contract import Column
-from opct.report.load import Experiment, Metric, load_experiment
+from opct.report.experiment import Experiment
+from opct.report.load import load_experiment
+from opct.report.metric import Metric
 from opct.report.notices import warning_groups
 from opct.report.pooled import (
     HOWTO,

@@ -7,8 +7,8 @@ from markupsafe import Markup
 
 from opct.report.ablation import HOWTO as ABLATION_HOWTO
 from opct.report.ablation import ablation_rows, ablation_table, is_ablation, largest_moves
+from opct.report.experiment import Experiment
 from opct.report.html_parts import simple_table, transposed_tables
-from opct.report.load import Experiment
 from opct.report.paired import HOWTO as PAIRED_HOWTO
 from opct.report.paired import paired_table
 from opct.report.section import Ablation, ReportInputs, SectionData, render_template

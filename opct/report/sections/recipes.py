@@ -7,8 +7,8 @@ from typing import Any
 
 from markupsafe import Markup
 
+from opct.report.experiment import Experiment
 from opct.report.html_parts import simple_table
-from opct.report.load import Experiment
 from opct.report.pooled import run_methods
 from opct.report.section import ReportInputs, SectionData, render_template
 from opct.report.selection import (

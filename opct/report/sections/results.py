@@ -7,8 +7,8 @@ import json
 
 from markupsafe import Markup
 
+from opct.report.experiment import Experiment
 from opct.report.html_parts import results_tables, simple_table, transposed_tables
-from opct.report.load import Experiment
 from opct.report.section import ReportInputs, SectionData, render_template
 from opct.report.table import (
     MISSING,
