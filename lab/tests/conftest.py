@@ -15,8 +15,7 @@ shared = importlib.util.module_from_spec(_spec)
 sys.modules["opct_tests_conftest"] = shared  # lab tests import helpers from it by this name
 _spec.loader.exec_module(shared)
 
-tiny_model = shared.tiny_model
-pairs_file = shared.pairs_file
-world = shared.world
-corpus = shared.corpus
-run_config = shared.run_config
+# Every name of the library's conftest, fixtures and helpers alike: under one pytest process both folders'
+# conftest modules are importable as ``conftest``, and a library test's ``from conftest import make_pairs`` may
+# find this one first, so this module must hold everything the library's does.
+globals().update({name: value for name, value in vars(shared).items() if not name.startswith("__")})
