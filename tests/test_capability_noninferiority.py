@@ -10,12 +10,10 @@ import random
 from html import unescape
 from pathlib import Path
 
-import numpy as np
 import pytest
 from script_loader import load_script
 
 from opct.report import load_experiment, write_report
-from opct.report.dose_response import LevelPoint, trend
 from opct.report.forest import MARGIN_LABEL, plot_forest
 from opct.report.paired import paired_differences
 from opct.report.pooled import (
@@ -32,8 +30,6 @@ from opct.report.pooled import (
 from opct.report.table import build_table
 from opct.report.verdict import SIDE_WORDS
 from opct.runs.experiment_layout import REPORT_JSON, ExperimentLayout
-from opct.stats.estimate import Estimate
-from opct.stats.paired import PooledDifference
 from opct.testing.synthetic_experiment import make_experiment
 
 
@@ -64,23 +60,6 @@ def test_capability_claims_no_worse_within_the_margin_and_safety_keeps_its_sides
     margin_words = f"within {NONINFERIORITY_MARGIN * 100:g} pts"
     assert margin_words in claim and "≥" not in claim and margin_words in SIDE_WORDS[NO_WORSE]
     assert paper_direction("dsr_adaptive")[0] == "higher" and paper_direction("sycophancy")[0] == "lower"
-
-
-def _level(value: float, half_width: float, seed: int) -> PooledDifference:
-    draws = np.random.default_rng(seed).normal(value, half_width / 1.96, 400)
-    return PooledDifference(Estimate(value, value - half_width, value + half_width, 100, "bootstrap", clusters=10),
-                            cells=3, draws=draws)
-
-
-def test_the_dose_response_slope_of_a_capability_column_keeps_its_pre_registered_reading() -> None:
-    """A slope has no margin: the pre-registered analysis reads capability's β against 0 on the "higher" side,
-    and the trend still says which claim it is about."""
-    points = [LevelPoint(f"L{i}", dose, _level(d, 0.01, i)) for i, (dose, d) in enumerate([(0.0, -0.1), (1.0, -0.3), (2.0, -0.5)])]
-    as_no_worse, as_higher = trend(points, NO_WORSE), trend(points, "higher")
-    assert as_no_worse.direction == NO_WORSE and as_higher.direction == "higher"
-    assert (as_no_worse.beta, as_no_worse.ci, as_no_worse.reading, as_no_worse.reading_bonferroni) == (
-        as_higher.beta, as_higher.ci, as_higher.reading, as_higher.reading_bonferroni)
-    assert as_no_worse.reading == "reversed"
 
 
 @pytest.fixture(scope="module")

@@ -150,13 +150,13 @@ def test_eval_refuses_an_out_that_belongs_to_something_else(trained, tiny_model,
 def test_concurrent_evals_of_two_models_into_one_out_are_refused(tiny_model, tmp_path, monkeypatch):
     """A second eval started while the first one works in the same folder is refused by its lock,
     even before the first has written anything there; the first finishes with its own records only."""
-    import opct.runs.manifest as manifest
+    import opct.evals.suite as suite  # where the eval calls build_manifest
     from opct.evals.suite import EvalOutputError, evaluate
     from opct.runs.outputs import OutputLockedError
 
     other = perturbed_copy(tiny_model, tmp_path / "other")
     out = tmp_path / "out"
-    real_build, seen = manifest.build_manifest, {}
+    real_build, seen = suite.build_manifest, {}
 
     def second_eval_meanwhile(kind, *args, **kwargs):  # just before the first eval writes its manifest
         if kind == "eval" and not seen:
@@ -168,12 +168,12 @@ def test_concurrent_evals_of_two_models_into_one_out_are_refused(tiny_model, tmp
                 seen["second"] = str(err)
         return real_build(kind, *args, **kwargs)
 
-    monkeypatch.setattr(manifest, "build_manifest", second_eval_meanwhile)
+    monkeypatch.setattr(suite, "build_manifest", second_eval_meanwhile)
     first = evaluate(str(tiny_model), [hello_task()], out, show_progress=False)["t"]
     assert "in use by another process" in seen["second"]
     written = json.loads((out / "t" / "results.json").read_text())
     assert first.n_records == 2 and written["model"] == str(tiny_model)
-    monkeypatch.setattr(manifest, "build_manifest", real_build)
+    monkeypatch.setattr(suite, "build_manifest", real_build)
     with pytest.raises(EvalOutputError, match=f"holds the results of {re.escape(str(tiny_model))}"):  # and afterwards: another model's
         evaluate(str(other), [hello_task()], out, show_progress=False)
 
