@@ -18,10 +18,12 @@ from rich.console import Group
 
 from opct.cli.boundary import (
     DEBUG,
+    DebugFlag,
     ErrorBoundary,
     NoProgress,
     SetOverrides,
     Threads,
+    VerboseFlag,
     apply_threads,
     console,
     err_console,
@@ -61,9 +63,8 @@ app = typer.Typer(cls=ErrorBoundary, add_completion=False, no_args_is_help=True,
 @app.callback()
 def _options(
     ctx: typer.Context,
-    debug: Annotated[bool, typer.Option("--debug", help="Show the traceback of an error (also OPCT_DEBUG=1).")] = False,
-    verbose: Annotated[bool, typer.Option("--verbose", help="Keep the libraries' own logs, progress bars and warnings "
-                                          "(also OPCT_VERBOSE=1).")] = False,
+    debug: DebugFlag = False,
+    verbose: VerboseFlag = False,
 ) -> None:
     """The paper's studies on opct."""
     DEBUG["on"] = debug

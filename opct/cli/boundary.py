@@ -62,6 +62,10 @@ SetOverrides = Annotated[list[str] | None, typer.Option(
 
 #: ``--no-progress`` on every command that runs a model.
 NoProgress = Annotated[bool, typer.Option("--no-progress", help="Hide the progress bar.")]
+#: The two options every command group's callback takes (``opct`` and ``opct-lab``).
+DebugFlag = Annotated[bool, typer.Option("--debug", help="Show the traceback of an error (also OPCT_DEBUG=1).")]
+VerboseFlag = Annotated[bool, typer.Option("--verbose", help="Keep the libraries' own logs, progress bars and warnings "
+                                           "(also OPCT_VERBOSE=1).")]
 
 #: The CPU threads when ``--threads`` is not given; ``None`` leaves torch's own choice (one per core).
 #: ``benchmarks/threads.py`` (organism eval generation, 128 prompts x 48 tokens, 2-core CPU) measured

@@ -14,10 +14,12 @@ import typer
 from opct.cli.attack import attack
 from opct.cli.boundary import (
     DEBUG,
+    DebugFlag,
     ErrorBoundary,
     NoProgress,
     SetOverrides,
     Threads,
+    VerboseFlag,
     apply_threads,
     console,
     with_path,
@@ -39,9 +41,8 @@ app = typer.Typer(cls=ErrorBoundary, add_completion=False, no_args_is_help=True,
 @app.callback()
 def _options(
     ctx: typer.Context,
-    debug: Annotated[bool, typer.Option("--debug", help="Show the traceback of an error (also OPCT_DEBUG=1).")] = False,
-    verbose: Annotated[bool, typer.Option("--verbose", help="Keep the libraries' own logs, progress bars and warnings "
-                                          "(also OPCT_VERBOSE=1).")] = False,
+    debug: DebugFlag = False,
+    verbose: VerboseFlag = False,
     version: Annotated[bool, typer.Option("--version", callback=version_callback, is_eager=True,
                                           help="Print opct's version and exit.")] = False,
 ) -> None:
