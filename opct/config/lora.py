@@ -57,3 +57,17 @@ class LoraConfig(_Strict):
     def merges_as_plain_lora(self) -> bool:
         """Whether a merged copy (``W + scale * B A``) computes this adapter: no DoRA, no module trained in full."""
         return not self.use_dora and not self.modules_to_save
+
+
+def merges_for_sampling(setting: Literal["auto"] | bool, *, plain_lora: bool, sharded: bool, vllm: bool,
+                        cuda: bool) -> bool:
+    """``train.merged_lora_sampling``'s rule: whether rollouts sample from a merged copy of the LoRA policy.
+
+    ``True``/``False`` decide alone; ``auto`` merges a plain LoRA adapter (no DoRA, no ``modules_to_save``) on
+    CUDA when its process holds the whole weights (not FSDP) and the hf engine samples (vLLM merges by itself).
+    Read at run time by :func:`opct.sampling.merged_lora.merged_sampling_copy` and, for its memory estimate, by
+    the dry run's plan (:mod:`opct.training.memory_plan`).
+    """
+    if setting is True or setting is False:
+        return setting
+    return plain_lora and cuda and not sharded and not vllm

@@ -27,6 +27,7 @@ from typing import Literal
 import torch
 from torch import nn
 
+from opct.config.lora import merges_for_sampling
 from opct.errors import OpctWarning
 
 
@@ -109,11 +110,11 @@ def merged_sampling_copy(policy: nn.Module, setting: Literal["auto"] | bool, *, 
     Not on a CPU: there the merged weights round differently from the adapter's, and the organism's rollouts,
     hence its quick demo's numbers, would move (docs/training.md, "The decoder").
     """
-    if setting is not True and setting != "auto":
-        return None
     if setting is True:
         return MergedLoraModel(policy)
-    if sharded or vllm or not hasattr(policy, "get_base_model") or not _on_cuda(policy):
+    adapter = hasattr(policy, "get_base_model")
+    if setting != "auto" or not merges_for_sampling(setting, plain_lora=adapter, sharded=sharded, vllm=vllm,
+                                                    cuda=adapter and _on_cuda(policy)):
         return None
     try:
         merged = MergedLoraModel(policy)

@@ -52,6 +52,7 @@ from dataclasses import dataclass, replace
 from typing import Any, Literal
 
 from opct.config import RunConfig
+from opct.config.lora import merges_for_sampling
 from opct.sampling.logit_rows import positions_fitting
 from opct.training.model_shapes import ModelShape, lora_parameter_count, parameter_count
 
@@ -117,13 +118,9 @@ def step_settings(cfg: RunConfig, processes: int = 1, fsdp: bool = False, prompt
 
 
 def _merges_for_sampling(cfg: RunConfig, fsdp: bool, sampling: object) -> bool:
-    """Whether rollouts on a GPU sample from a merged copy of the LoRA policy (what
-    :func:`opct.sampling.merged_lora.merged_sampling_copy` decides at run time)."""
-    setting = cfg.train.merged_lora_sampling
-    if setting is True or setting is False:
-        return setting
-    plain = not (cfg.lora.use_dora or cfg.lora.modules_to_save)
-    return plain and not fsdp and getattr(sampling, "engine", "hf") == "hf"
+    """Whether rollouts on a GPU sample from a merged copy of the LoRA policy (the run's own rule)."""
+    return merges_for_sampling(cfg.train.merged_lora_sampling, plain_lora=not (cfg.lora.use_dora or cfg.lora.modules_to_save),
+                               sharded=fsdp, vllm=getattr(sampling, "engine", "hf") != "hf", cuda=True)
 
 
 def logits_chunk(s: StepSettings, vocab: int) -> int:
