@@ -58,15 +58,15 @@ def organism_source(argument: str) -> Sequence[Mapping[str, Any] | Any]:
 def register_builtins() -> None:
     """Fill the core registries with the built-in entries (idempotent)."""
     for alias, arch in (("organism", "llama"), *((f"organism-{a}", a) for a in ORGANISM_ALIAS_ARCHS)):
-        if alias not in MODEL_ALIASES:
+        if not MODEL_ALIASES.is_registered(alias):
             MODEL_ALIASES.register(alias, OrganismCheckpoint(arch))
-    if "organism" not in PAIR_SOURCES:
+    if not PAIR_SOURCES.is_registered("organism"):
         PAIR_SOURCES.register("organism", organism_source)
-    if "attacker" not in PAIR_SOURCES:
+    if not PAIR_SOURCES.is_registered("attacker"):
         PAIR_SOURCES.register("attacker", "opct.attack.attacker_data:file_attacker_pairs")
-    if "grpo_attack" not in METHODS:
+    if not METHODS.is_registered("grpo_attack"):
         METHODS.register("grpo_attack", "opct.attack.grpo:GRPOAttackMethod")
-    if "organism" not in VALIDATION_JUDGES:
+    if not VALIDATION_JUDGES.is_registered("organism"):
         VALIDATION_JUDGES.register("organism", "opct.organism.validation:judge_behaviour")
-    if "organism" not in CAPABILITY_PROBES:
+    if not CAPABILITY_PROBES.is_registered("organism"):
         CAPABILITY_PROBES.register("organism", "opct.axes.capability.probe:capability_probe")

@@ -60,5 +60,5 @@ def level_alias(arch: str, level: str) -> str:
 def register_level_aliases() -> None:
     """Register every shipped level build as a model alias (idempotent)."""
     for arch, level in SHIPPED_LEVELS:
-        if level_alias(arch, level) not in MODEL_ALIASES:
+        if not MODEL_ALIASES.is_registered(level_alias(arch, level)):
             MODEL_ALIASES.register(level_alias(arch, level), LevelCheckpoint(arch, level))
