@@ -124,7 +124,7 @@ def readme_block(data: Mapping[str, Any], seeds: int) -> str:
              f"({data['resamples']:,} resamples): "
              + tau_sentence(data["tau_1.0"], "llama and qwen3") + "."]
     if "tau_0.5" in data:
-        lines.append("As a second reading, " + tau_sentence(data["tau_0.5"], "qwen3 alone") + ".")
+        lines[-1] += " As a second reading, " + tau_sentence(data["tau_0.5"], "qwen3 alone") + "."
     return "\n".join(lines)
 
 
