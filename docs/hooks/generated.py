@@ -174,8 +174,8 @@ def settings_models() -> list[tuple[str, type[BaseModel], str]]:
     from opct.config import RunConfig
     from opct.evals.config import EvalConfig
     from opct.experiments.runner import ExperimentConfig
-    from opct_lab.selection.run import SelectionSettings
     from opct.methods import METHODS
+    from opct_lab.selection.run import SelectionSettings
 
     return [("run", RunConfig, ""),
             *(("method", METHODS.get(name).config_class, f"{name}.") for name in METHODS.names()),
