@@ -81,7 +81,7 @@ def _d(part: Mapping[str, Any], level: str, key: str) -> str:
     """A level's D as the study report writes it (its rounding and its INCOMPLETE mark)."""
     rec = part["levels"][level]["D"].get(key) or {}
     if rec.get("text", {}).get("difference"):
-        text = " ".join(rec["text"]["difference"])
+        text = _text(rec)
     else:
         percent = is_percent(part, key)
         text = f"{number(rec.get('value'), percent)} {interval([rec.get('ci_low'), rec.get('ci_high')], percent)}"
