@@ -199,3 +199,47 @@ def test_a_folder_without_two_levels_is_a_clear_error(tmp_path):
     with pytest.raises(OpctError, match="exactly two levels"):
         analyse(tmp_path)
     assert _script().main([str(tmp_path / "nowhere")]) == 2
+
+
+def test_tau_05_against_a_reference_folder_of_bct_alone_keeps_an_earlier_tau_1(tmp_path):
+    """Deviation 4: τ = 0.5 paired with a folder holding only the τ = 1.0 file's bct runs on qwen3 gives what the
+    whole τ = 1.0 folder gives, and τ = 1.0 is kept from the earlier analysis JSON, not recomputed."""
+    main = fabricate_study(tmp_path / "main", HELPS)
+    qwen3 = {lv: (names[1],) for lv, names in LEVELS.items()}
+    t05_arms = {"w1-short": {"bct-t05": (20, 20), "opct-t05": (24, 20)}, "w4-long": {"bct-t05": (28, 20), "opct-t05": (20, 26)}}
+    t05 = fabricate_study(tmp_path / "t05", t05_arms, levels=qwen3)
+    reference = fabricate_study(tmp_path / "ref", {lv: {"bct": HELPS[lv]["bct"]} for lv in LEVELS}, levels=LEVELS)
+    for family in ("w1-short.llama", "w4-long.llama"):  # the reference run trains qwen3's families alone
+        for path in sorted((reference / family).rglob("*"), reverse=True):
+            path.unlink() if path.is_file() else path.rmdir()
+        (reference / family).rmdir()
+    whole = analyse(main, t05, n_resamples=FAST)
+    earlier = tmp_path / "analysis.json"
+    earlier.write_text(json.dumps({**analyse(main, n_resamples=2000), "tau_0.5": "stale"}))
+    out = tmp_path / "new.json"
+    script = _script()
+    assert script.main([str(reference), "--t05-dir", str(t05), "--tau-1-from", str(earlier), "--json", str(out)]) == 0
+    data = json.loads(out.read_text())
+    assert data["tau_1.0"] == json.loads(earlier.read_text())["tau_1.0"] and data["tau_1.0_from"] == str(earlier)
+    assert data["reference"] == str(reference)
+    for key in ("bct − bct-t05", "bct − opct-t05"):
+        for level in LEVELS:
+            got, want = data["tau_0.5"][key][level]["dsr_adaptive"], whole["tau_0.5"][key][level]["dsr_adaptive"]
+            assert got["value"] == pytest.approx(want["value"]) and got["cells"] == want["cells"] == 2
+    for level in LEVELS:  # the tested estimate does not involve the reference at all
+        for metric_key in ("dsr_adaptive", "awareness"):
+            got, want = data["tau_0.5"]["levels"][level]["D"][metric_key], whole["tau_0.5"]["levels"][level]["D"][metric_key]
+            assert got["value"] == pytest.approx(want["value"])
+    assert data["readings_differ"] == (data["tau_0.5"]["reading"]["outcome"] != data["tau_1.0"]["reading"]["outcome"])
+
+
+def test_tau_1_from_needs_the_t05_folder_and_an_analysis_json(tmp_path, capsys):
+    script = _script()
+    with pytest.raises(SystemExit):
+        script.main([str(tmp_path), "--tau-1-from", str(tmp_path / "a.json")])
+    bad = tmp_path / "a.json"
+    bad.write_text(json.dumps({"resamples": 10}))
+    t05 = fabricate_study(tmp_path / "t05", {"w1-short": {"bct-t05": (20, 20)}, "w4-long": {"bct-t05": (20, 20)}},
+                          levels={lv: (names[1],) for lv, names in LEVELS.items()})
+    assert script.main([str(t05), "--t05-dir", str(t05), "--tau-1-from", str(bad)]) == 2
+    assert "not an analysis of this script" in capsys.readouterr().err

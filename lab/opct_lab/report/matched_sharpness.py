@@ -310,6 +310,24 @@ def analyse_tau(levels: Mapping[str, Sequence[str]], families: Mapping[str, Expe
     return out
 
 
+def analyse_t05(t05_dir: str | Path, reference_dir: str | Path, n_resamples: int = RESAMPLES) -> dict[str, Any]:
+    """τ = 0.5 from ``t05_dir``, its ``bct`` reference paired from ``reference_dir``'s folders: the τ = 1.0 study's
+    folder, or a folder of that file's ``bct`` runs alone (trained again with the same seeds and recipes)."""
+    study_t05, families_t05 = load_study_dir(t05_dir)
+    reference_study, reference = load_study_dir(reference_dir)
+    levels = study_t05.get("levels") or reference_study.get("levels") or {}
+    return {"t05_study": str(t05_dir), "reference": str(reference_dir),
+            "tau_0.5": analyse_tau(levels, families_t05, 0.5, reference=reference, n_resamples=n_resamples)}
+
+
+def with_t05(data: Mapping[str, Any], t05: Mapping[str, Any]) -> dict[str, Any]:
+    """An analysis with its τ = 0.5 part (:func:`analyse_t05`) set, and whether the two readings differ."""
+    out = {k: v for k, v in data.items() if k not in ("t05_study", "reference", "tau_0.5", "readings_differ")}
+    out.update(t05)
+    out["readings_differ"] = out["tau_1.0"]["reading"]["outcome"] != out["tau_0.5"]["reading"]["outcome"]
+    return out
+
+
 def analyse(study_dir: str | Path, t05_dir: str | Path | None = None, n_resamples: int = RESAMPLES) -> dict[str, Any]:
     """The whole pre-registered analysis: τ = 1.0 from ``study_dir``, and τ = 0.5 from ``t05_dir`` when given
     (its ``bct`` reference paired from ``study_dir``'s folders)."""
@@ -320,11 +338,4 @@ def analyse(study_dir: str | Path, t05_dir: str | Path | None = None, n_resample
                         f"'levels', found {list(levels)}; is this the matched-sharpness study's folder?")
     out = {"study": str(study_dir), "resamples": n_resamples, "seeds": f"{SEED} + level index",
            "tau_1.0": analyse_tau(levels, families, 1.0, n_resamples=n_resamples)}
-    if t05_dir is not None:
-        study_t05, families_t05 = load_study_dir(t05_dir)
-        out["t05_study"] = str(t05_dir)
-        out["tau_0.5"] = analyse_tau(study_t05.get("levels") or levels, families_t05, 0.5, reference=families,
-                                     n_resamples=n_resamples)
-        first, second = out["tau_1.0"]["reading"]["outcome"], out["tau_0.5"]["reading"]["outcome"]
-        out["readings_differ"] = first != second
-    return out
+    return out if t05_dir is None else with_t05(out, analyse_t05(t05_dir, study_dir, n_resamples))
