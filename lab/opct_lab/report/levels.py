@@ -43,7 +43,7 @@ def profile_path(root: str | Path, family: str) -> Path:
     return Path(root) / PROFILES_DIR / f"{family}.json"
 
 
-def _level_dose(root: Path, families: Sequence[str]) -> tuple[Dose | None, dict[str, Any], list[str]]:
+def level_dose(root: Path, families: Sequence[str]) -> tuple[Dose | None, dict[str, Any], list[str]]:
     """The level's dose from the profiles its families have, the profile numbers shown, and the families without one."""
     profiles, missing = {}, []
     for family in families:
@@ -64,7 +64,7 @@ def levels_data(root: str | Path, levels: Mapping[str, Sequence[str]], families:
     per_level, points, doses, columns = [], {}, [], {}
     for index, (level, names) in enumerate(levels.items()):
         found = {f: families[f] for f in names if f in families}
-        dose, shown, no_profile = _level_dose(root, names)
+        dose, shown, no_profile = level_dose(root, names)
         doses.append(dose)
         rows = pooled_rows(found, n_resamples=n_resamples, seed=DEFAULT_SEED + index) if found else []
         compute = {}

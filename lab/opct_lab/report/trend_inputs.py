@@ -1,0 +1,102 @@
+"""The pre-registered trend test's inputs kept as a file, so that the test can be read again with one level's
+runs replaced (docs/mechanism.md, amendment (a): L4 trained again on its re-selected picks) without the other
+levels' run folders, which do not outlive the machine that trained them.
+
+Per level: its index and seed (the level's bootstrap is seeded ``DEFAULT_SEED + index``, as the study report's
+dose-response section seeds it, :func:`opct_lab.report.levels.levels_data`), its dose, and each metric's pooled
+OPCT − BCT (:func:`opct.report.pooled.pooled_rows`) with its 2,000 bootstrap resamples. :func:`trends_from_inputs`
+reads them back into :func:`opct_lab.report.trend.trend` and :func:`~opct_lab.report.trend.read_hypothesis`, the
+same functions as the report; :func:`replace_level` swaps one level's entry for another file's.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from opct.report.dose_response import Dose
+from opct.report.experiment import Experiment
+from opct.report.pooled import pooled_rows
+from opct.stats.estimate import DEFAULT_SEED, Estimate
+from opct.stats.paired import PooledDifference
+from opct_lab.report.levels import level_dose
+from opct_lab.report.trend import LevelPoint, read_hypothesis, trend
+
+#: The file's format version: a reader refuses another.
+FORMAT = 1
+
+
+def _number(x: float) -> float | None:
+    return None if x is None or not math.isfinite(x) else float(x)
+
+
+def level_inputs(root: str | Path, levels: Mapping[str, Sequence[str]], families: Mapping[str, Experiment],
+                 n_resamples: int = 2000, indices: Mapping[str, int] | None = None) -> dict[str, Any]:
+    """The inputs of every level of ``levels`` whose families were found. ``indices``: a level's index in the
+    whole study when ``levels`` is a part of it (default: its position here), which seeds its bootstrap."""
+    out = []
+    for position, (level, names) in enumerate(levels.items()):
+        index = position if indices is None else indices[level]
+        found = {f: families[f] for f in names if f in families}
+        dose, _, no_profile = level_dose(Path(root), names)
+        metrics = {}
+        for row in pooled_rows(found, n_resamples=n_resamples, seed=DEFAULT_SEED + index) if found else []:
+            est = row.difference.estimate
+            metrics[row.column.key] = {
+                "header": row.column.header, "direction": row.direction[0] if row.direction else None,
+                "estimate": {"value": _number(est.value), "ci_low": _number(est.ci_low), "ci_high": _number(est.ci_high),
+                             "n": est.n, "method": est.method, "clusters": est.clusters},
+                "cells": row.difference.cells, "incomplete": list(row.incomplete),
+                "draws": [_number(v) for v in row.difference.draws]}
+        out.append({"level": level, "index": index, "seed": DEFAULT_SEED + index, "families": list(names),
+                    "measured_families": list(found), "no_profile": no_profile,
+                    "dose": None if dose is None else {"value": dose.value, "ci_low": dose.ci_low, "ci_high": dose.ci_high},
+                    "metrics": metrics})
+    return {"format": FORMAT, "resamples": n_resamples, "levels": out}
+
+
+def replace_level(inputs: Mapping[str, Any], replacement: Mapping[str, Any], level: str) -> dict[str, Any]:
+    """``inputs`` with ``level``'s entry taken from ``replacement`` (another file of this format, whose entry must
+    have the same index and resamples and a measured dose)."""
+    new = next((lv for lv in replacement["levels"] if lv["level"] == level), None)
+    old = next((lv for lv in inputs["levels"] if lv["level"] == level), None)
+    if new is None or old is None:
+        raise ValueError(f"level {level!r} is not in both files")
+    if new["index"] != old["index"] or replacement["resamples"] != inputs["resamples"]:
+        raise ValueError(f"level {level!r}: index {new['index']} / {replacement['resamples']} resamples, expected "
+                         f"index {old['index']} / {inputs['resamples']} (its bootstrap must be seeded as the study's)")
+    return {**inputs, "levels": [new if lv["level"] == level else lv for lv in inputs["levels"]]}
+
+
+def _difference(rec: Mapping[str, Any]) -> PooledDifference:
+    est = {k: math.nan if v is None and k in ("value", "ci_low", "ci_high") else v for k, v in rec["estimate"].items()}
+    draws = np.array([math.nan if v is None else v for v in rec["draws"]], dtype=float)
+    return PooledDifference(Estimate(**est), rec["cells"], draws=draws)
+
+
+def trends_from_inputs(inputs: Mapping[str, Any]) -> dict[str, Any]:
+    """Every metric's trend and the hypothesis's reading from ``inputs``, as the study report computes them."""
+    if inputs.get("format") != FORMAT:
+        raise ValueError(f"trend inputs of format {inputs.get('format')!r}; this reader knows format {FORMAT}")
+    points: dict[str, list[LevelPoint]] = {}
+    directions: dict[str, str | None] = {}
+    doses = []
+    for lv in inputs["levels"]:
+        dose = lv["dose"]
+        doses.append(None if dose is None else Dose(dose["value"], dose["ci_low"], dose["ci_high"]))
+        for key, rec in lv["metrics"].items():
+            directions.setdefault(key, rec["direction"])
+            if dose is not None:
+                points.setdefault(key, []).append(LevelPoint(lv["level"], dose["value"], _difference(rec)))
+    trends = {key: trend(points.get(key, []), directions[key]) for key in directions}
+    reading = read_hypothesis({k: t for k, t in trends.items() if t.direction is not None},
+                              doses[0] if doses else None, doses[-1] if doses else None)
+    return {"trends": {k: {"beta": _number(t.beta), "ci": [_number(v) for v in t.ci],
+                           "ci_bonferroni": [_number(v) for v in t.ci_bonferroni], "reading": t.reading,
+                           "reading_bonferroni": t.reading_bonferroni, "weights": list(t.weights),
+                           "resamples": t.resamples} for k, t in trends.items()},
+            "hypothesis": {"outcome": reading.outcome, "reasons": reading.reasons}}
