@@ -2,8 +2,8 @@
 amendment (a)): per level its dose and each metric's pooled OPCT − BCT with its bootstrap resamples
 (:mod:`opct_lab.report.trend_inputs`).
 
-    python benchmarks/trend_inputs.py export STUDY_DIR OUT.json [--index LEVEL=N ...]
-    python benchmarks/trend_inputs.py read INPUTS.json [--replace LEVEL OTHER.json] [--json OUT]
+    python benchmarks/trend_inputs.py export STUDY_DIR OUT.json[.gz] [--index LEVEL=N ...]
+    python benchmarks/trend_inputs.py read INPUTS.json[.gz] [--replace LEVEL OTHER.json[.gz]] [--json OUT]
 
 ``export`` reads a study folder (its ``study.json`` levels, families and profiles); ``--index`` gives a level its
 index in the whole study when the folder holds only part of it (the index seeds the level's bootstrap).
@@ -14,6 +14,7 @@ index in the whole study when the folder holds only part of it (the index seeds 
 from __future__ import annotations
 
 import argparse
+import gzip
 import json
 import sys
 from pathlib import Path
@@ -27,6 +28,18 @@ def _index(text: str) -> tuple[str, int]:
     if not level or not n.isdigit():
         raise argparse.ArgumentTypeError(f"expected LEVEL=N, got {text!r}")
     return level, int(n)
+
+
+def load(path: Path) -> dict:
+    """An inputs file, gzip-compressed when its name ends in ``.gz``."""
+    raw = gzip.decompress(path.read_bytes()) if path.suffix == ".gz" else path.read_bytes()
+    return json.loads(raw.decode("utf-8"))
+
+
+def save(path: Path, data: dict) -> None:
+    """Write an inputs file (gzip-compressed, reproducibly, when its name ends in ``.gz``)."""
+    raw = (json.dumps(data) + "\n").encode("utf-8")
+    path.write_bytes(gzip.compress(raw, mtime=0) if path.suffix == ".gz" else raw)
 
 
 def _n(x: float | None) -> str:
@@ -53,13 +66,13 @@ def main(argv: list[str] | None = None) -> int:
             if indices is not None and set(indices) != set(levels):
                 raise ValueError(f"--index must name every level of the folder: {', '.join(levels)}")
             data = level_inputs(args.study_dir, levels, families, indices=indices)
-            args.out.write_text(json.dumps(data) + "\n", encoding="utf-8")
+            save(args.out, data)
             print(f"{args.out}: {len(data['levels'])} level(s), {data['resamples']} resamples")
             return 0
-        inputs = json.loads(args.inputs.read_text(encoding="utf-8"))
+        inputs = load(args.inputs)
         if args.replace:
             level, other = args.replace
-            inputs = replace_level(inputs, json.loads(Path(other).read_text(encoding="utf-8")), level)
+            inputs = replace_level(inputs, load(Path(other)), level)
         result = trends_from_inputs(inputs)
     except (OSError, ValueError, KeyError) as exc:
         print(f"error: {exc}", file=sys.stderr)

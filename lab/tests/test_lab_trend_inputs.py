@@ -83,7 +83,10 @@ def test_the_script_exports_and_reads_with_a_level_replaced(tmp_path, capsys):
     out = tmp_path / "inputs.json"
     assert script.main(["export", str(root), str(out)]) == 0
     assert json.loads(out.read_text())["resamples"] == 2000
-    assert script.main(["read", str(out), "--replace", "w4-long", str(out), "--json", str(tmp_path / "t.json")]) == 0
+    packed = tmp_path / "inputs.json.gz"
+    assert script.main(["export", str(root), str(packed)]) == 0
+    assert script.load(packed) == script.load(out) and packed.stat().st_size < out.stat().st_size
+    assert script.main(["read", str(out), "--replace", "w4-long", str(packed), "--json", str(tmp_path / "t.json")]) == 0
     printed = capsys.readouterr().out
     assert "dsr_adaptive: β +0.1 95%" in printed and "hypothesis: supported" in printed
     assert script.main(["export", str(root), str(out), "--index", "w4-long=2"]) == 2
