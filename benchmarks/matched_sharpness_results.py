@@ -93,6 +93,15 @@ def _text(rec: Mapping[str, Any] | None) -> str:
     return " ".join(rec["text"]["difference"]) if rec and rec.get("text") else "—"
 
 
+def _secondary(part: Mapping[str, Any], rec: Mapping[str, Any] | None, key: str) -> str:
+    """A secondary row: as the study report writes it where the row has its text (pairs within one folder), else
+    its value and interval (pairs across folders, τ = 0.5's ``bct`` reference), in the level rows' unit."""
+    if not rec or rec.get("text"):
+        return _text(rec)
+    percent = is_percent(part, key)
+    return f"{number(rec.get('value'), percent)} {interval([rec.get('ci_low'), rec.get('ci_high')], percent)}"
+
+
 def tau_sentence(part: Mapping[str, Any], scope: str) -> str:
     """One τ's reading, its interactions and each level's difference, in one Markdown sentence."""
     opct, sampled = part["arms"]
@@ -108,7 +117,7 @@ def tau_sentence(part: Mapping[str, Any], scope: str) -> str:
     greedy = []
     for pair in (f"{REFERENCE} − {sampled}", f"{REFERENCE} − {opct}"):
         rows = part.get(pair) or {}
-        greedy.append(f"`{pair}` " + ", ".join(f"{level} {_text(rows[level].get(KEY))}" for level in rows))
+        greedy.append(f"`{pair}` " + ", ".join(f"{level} {_secondary(part, rows[level].get(KEY), KEY)}" for level in rows))
     return (f"at τ = {part['tau']} ({scope}), `{opct}` − `{sampled}`, the reading is **{part['reading']['outcome']}**: "
             + "; ".join(terms) + warned + ". Greedy-target BCT on held-out adaptive defense (secondary): "
             + "; ".join(greedy))

@@ -44,6 +44,22 @@ def test_the_readme_block_carries_the_reading_the_interaction_and_each_level(tmp
     assert "w4-long -40.0 pts" in block  # bct − opct at L3
 
 
+def test_the_tau_05_secondary_rows_across_folders_are_written_in_points(tmp_path) -> None:
+    """τ = 0.5's ``bct`` reference is paired across folders: its records carry no report text, and the README
+    still writes them as values with intervals, never as a dash."""
+    from test_lab_matched_sharpness_analysis import LEVELS
+
+    gen = _generator()
+    main = fabricate_study(tmp_path / "main", HELPS)
+    qwen3 = {lv: (names[1],) for lv, names in LEVELS.items()}
+    t05 = fabricate_study(tmp_path / "t05", {"w1-short": {"bct-t05": (12, 20), "opct-t05": (20, 20)},
+                                             "w4-long": {"bct-t05": (20, 20), "opct-t05": (20, 20)}}, levels=qwen3)
+    data = analyse(main, t05, n_resamples=200)
+    block = gen.readme_block(data, gen.training_seeds(data))
+    assert "`bct − bct-t05` w1-short +20.0 pts [" in block and "`bct − opct-t05` w1-short +0.0 pts [" in block
+    assert "— " not in block.split("As a second reading")[1]
+
+
 def test_an_incomplete_level_is_marked_where_its_number_is_quoted(tmp_path) -> None:
     gen = _generator()
     data = analyse(fabricate_study(tmp_path, HELPS), n_resamples=200)
