@@ -32,6 +32,7 @@ def write_eval(root: Path, run: str, biased: list[str]) -> None:
     folder = root / "eval" / run / "sycophancy"
     folder.mkdir(parents=True)
     (folder / "samples.jsonl").write_text("\n".join(json.dumps(r) for r in records) + "\n")
+    (folder / "results.json").write_text("{}")
 
 
 def test_both_readings_per_arm_and_the_published_cell_checked(tmp_path, capsys):
@@ -49,6 +50,10 @@ def test_both_readings_per_arm_and_the_published_cell_checked(tmp_path, capsys):
     assert bct["protocol"]["incomplete"] == ["bct-s1"] and bct["protocol"]["moved"] == 1
     assert bct["published"]["agrees_with_protocol"] is True
     assert data["w4-long.llama"]["base"]["published"]["agrees_with_protocol"] is True
+    unfinished = family / "eval" / "bct-s2" / "sycophancy"
+    write_eval(family, "bct-s2", [LOOP, LOOP, LOOP, LOOP])
+    (unfinished / "results.json").unlink()  # still writing: left out
+    assert table_script.table(tmp_path, ["w4-long.llama"])["w4-long.llama"]["bct"]["protocol"]["runs"] == 2
     wrong = published.replace("12.5% 0.0–25.0", "13.5% 0.0–25.0")
     assert table_script.table(tmp_path, ["w4-long.llama"], wrong)["w4-long.llama"]["bct"]["published"]["agrees_with_protocol"] is False
     md = table_script.markdown(data)
