@@ -14,18 +14,18 @@ from __future__ import annotations
 
 import json
 import textwrap
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from opct.report.ablation import COMPUTE_KEYS, _compute
 from opct.report.dose_response import DOSE_AXES, Dose, primary_dose
 from opct.report.experiment import Experiment
-from opct.report.metric import json_number
 from opct.report.pooled import PAPER_PAIR, pooled_record, pooled_rows
 from opct.report.table import method_label, render_markdown
 from opct.stats.estimate import DEFAULT_SEED
-from opct_lab.report.trend import BONFERRONI_ALPHA, LevelPoint, read_hypothesis, trend
+from opct_lab.report.trend import BONFERRONI_ALPHA, LevelPoint, read_hypothesis, trend, trend_record
 
 #: Where a study keeps each family's base-organism profile (its level's dose).
 PROFILES_DIR = "profiles"
@@ -57,16 +57,44 @@ def level_dose(root: Path, families: Sequence[str]) -> tuple[Dose | None, dict[s
     return (primary_dose(profiles) if profiles else None), shown, missing
 
 
+@dataclass(frozen=True)
+class LevelRows:
+    """One level's pooled OPCT − BCT: its families found, its dose and the pooled rows, its bootstrap seeded
+    ``DEFAULT_SEED + index`` (``index``: the level's position in the whole study)."""
+
+    level: str
+    index: int
+    names: Sequence[str]
+    found: Mapping[str, Experiment]
+    dose: Dose | None
+    shown: dict[str, Any]
+    no_profile: list[str]
+    rows: list[Any]
+
+    @property
+    def seed(self) -> int:
+        return DEFAULT_SEED + self.index
+
+
+def level_rows(root: str | Path, levels: Mapping[str, Sequence[str]], families: Mapping[str, Experiment],
+               n_resamples: int = 2000, indices: Mapping[str, int] | None = None) -> Iterator[LevelRows]:
+    """Each level's :class:`LevelRows`, in the study's order. ``indices``: each level's index in the whole study
+    when ``levels`` is part of it (default: its position here)."""
+    for position, (level, names) in enumerate(levels.items()):
+        index = position if indices is None else indices[level]
+        found = {f: families[f] for f in names if f in families}
+        dose, shown, no_profile = level_dose(Path(root), names)
+        rows = pooled_rows(found, n_resamples=n_resamples, seed=DEFAULT_SEED + index) if found else []
+        yield LevelRows(level, index, names, found, dose, shown, no_profile, rows)
+
+
 def levels_data(root: str | Path, levels: Mapping[str, Sequence[str]], families: Mapping[str, Experiment],
                 n_resamples: int = 2000) -> dict[str, Any]:
     """The dose-response section's data (see the module docstring); ``families``: the experiments found."""
-    root = Path(root)
     per_level, points, doses, columns = [], {}, [], {}
-    for index, (level, names) in enumerate(levels.items()):
-        found = {f: families[f] for f in names if f in families}
-        dose, shown, no_profile = level_dose(root, names)
+    for lv in level_rows(root, levels, families, n_resamples):
+        level, names, found, dose, rows = lv.level, lv.names, lv.found, lv.dose, lv.rows
         doses.append(dose)
-        rows = pooled_rows(found, n_resamples=n_resamples, seed=DEFAULT_SEED + index) if found else []
         compute = {}
         for method in PAPER_PAIR:
             spent = [c for exp in found.values() if (c := _compute(exp, method)[0])]
@@ -77,8 +105,8 @@ def levels_data(root: str | Path, levels: Mapping[str, Sequence[str]], families:
             if dose is not None:
                 points.setdefault(row.column.key, []).append(LevelPoint(level, dose.value, row.difference))
         per_level.append({
-            "level": level, "index": index, "seed": DEFAULT_SEED + index, "families": list(names),
-            "measured_families": list(found), "no_profile": no_profile, "profile": shown, "compute": compute,
+            "level": level, "index": lv.index, "seed": lv.seed, "families": list(names),
+            "measured_families": list(found), "no_profile": lv.no_profile, "profile": lv.shown, "compute": compute,
             "dose": None if dose is None else {"value": dose.value, "ci_low": dose.ci_low, "ci_high": dose.ci_high,
                                                "per_family": dose.per_family},
             "metrics": {row.column.key: pooled_record(row) for row in rows}})
@@ -89,10 +117,7 @@ def levels_data(root: str | Path, levels: Mapping[str, Sequence[str]], families:
     return {
         "levels": per_level,
         "trends": [{"key": key, "header": columns[key].column.header, "percent": columns[key].column.percent,
-                    "paper_side": t.direction, "beta": json_number(t.beta), "ci": [json_number(v) for v in t.ci],
-                    "ci_bonferroni": [json_number(v) for v in t.ci_bonferroni], "resamples": t.resamples,
-                    "weights": list(t.weights), "reading": t.reading, "reading_bonferroni": t.reading_bonferroni,
-                    "ahead_everywhere": t.ahead_everywhere, "collapsed_levels": t.collapsed_levels,
+                    **trend_record(t),
                     "incomplete_levels": [lv["level"] for lv in per_level if lv["metrics"].get(key, {}).get("incomplete")]}
                    for key, t in trends.items()],
         "hypothesis": {"outcome": reading.outcome, "reasons": reading.reasons},

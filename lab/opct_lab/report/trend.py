@@ -27,10 +27,12 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
 from opct.report.dose_response import Z_95, Dose
+from opct.report.metric import json_number
 from opct.report.pooled import HOLDS, NO_WORSE, NOT_MEASURED, NOT_RESOLVED, REVERSED, verdict
 from opct.stats.estimate import _percentile_ci
 from opct.stats.paired import PooledDifference
@@ -190,3 +192,11 @@ def read_hypothesis(trends: Mapping[str, Trend], first: Dose | None, last: Dose 
         reasons += [f"{k}: OPCT ahead at every level with no resolved trend (a constant advantage, not a "
                     "dose-response)" for k in flat]
     return HypothesisReading(AGAINST, reasons)
+
+
+def trend_record(t: Trend) -> dict[str, Any]:
+    """A trend as ``report.json`` writes it (strict JSON numbers)."""
+    return {"paper_side": t.direction, "beta": json_number(t.beta), "ci": [json_number(v) for v in t.ci],
+            "ci_bonferroni": [json_number(v) for v in t.ci_bonferroni], "resamples": t.resamples,
+            "weights": list(t.weights), "reading": t.reading, "reading_bonferroni": t.reading_bonferroni,
+            "ahead_everywhere": t.ahead_everywhere, "collapsed_levels": t.collapsed_levels}

@@ -20,18 +20,14 @@ import numpy as np
 
 from opct.report.dose_response import Dose
 from opct.report.experiment import Experiment
-from opct.report.pooled import pooled_rows
-from opct.stats.estimate import DEFAULT_SEED, Estimate
+from opct.report.metric import json_number
+from opct.stats.estimate import Estimate
 from opct.stats.paired import PooledDifference
-from opct_lab.report.levels import level_dose
-from opct_lab.report.trend import LevelPoint, read_hypothesis, trend
+from opct_lab.report.levels import level_rows
+from opct_lab.report.trend import LevelPoint, read_hypothesis, trend, trend_record
 
 #: The file's format version: a reader refuses another.
 FORMAT = 1
-
-
-def _number(x: float) -> float | None:
-    return None if x is None or not math.isfinite(x) else float(x)
 
 
 def level_inputs(root: str | Path, levels: Mapping[str, Sequence[str]], families: Mapping[str, Experiment],
@@ -39,21 +35,20 @@ def level_inputs(root: str | Path, levels: Mapping[str, Sequence[str]], families
     """The inputs of every level of ``levels`` whose families were found. ``indices``: a level's index in the
     whole study when ``levels`` is a part of it (default: its position here), which seeds its bootstrap."""
     out = []
-    for position, (level, names) in enumerate(levels.items()):
-        index = position if indices is None else indices[level]
-        found = {f: families[f] for f in names if f in families}
-        dose, _, no_profile = level_dose(Path(root), names)
+    for lv in level_rows(root, levels, families, n_resamples, indices):
         metrics = {}
-        for row in pooled_rows(found, n_resamples=n_resamples, seed=DEFAULT_SEED + index) if found else []:
+        for row in lv.rows:
             est = row.difference.estimate
             metrics[row.column.key] = {
                 "header": row.column.header, "direction": row.direction[0] if row.direction else None,
-                "estimate": {"value": _number(est.value), "ci_low": _number(est.ci_low), "ci_high": _number(est.ci_high),
-                             "n": est.n, "method": est.method, "clusters": est.clusters},
+                "estimate": {"value": json_number(est.value), "ci_low": json_number(est.ci_low),
+                             "ci_high": json_number(est.ci_high), "n": est.n, "method": est.method,
+                             "clusters": est.clusters},
                 "cells": row.difference.cells, "incomplete": list(row.incomplete),
-                "draws": [_number(v) for v in row.difference.draws]}
-        out.append({"level": level, "index": index, "seed": DEFAULT_SEED + index, "families": list(names),
-                    "measured_families": list(found), "no_profile": no_profile,
+                "draws": [json_number(v) for v in row.difference.draws]}
+        dose = lv.dose
+        out.append({"level": lv.level, "index": lv.index, "seed": lv.seed, "families": list(lv.names),
+                    "measured_families": list(lv.found), "no_profile": lv.no_profile,
                     "dose": None if dose is None else {"value": dose.value, "ci_low": dose.ci_low, "ci_high": dose.ci_high},
                     "metrics": metrics})
     return {"format": FORMAT, "resamples": n_resamples, "levels": out}
@@ -95,8 +90,5 @@ def trends_from_inputs(inputs: Mapping[str, Any]) -> dict[str, Any]:
     trends = {key: trend(points.get(key, []), directions[key]) for key in directions}
     reading = read_hypothesis({k: t for k, t in trends.items() if t.direction is not None},
                               doses[0] if doses else None, doses[-1] if doses else None)
-    return {"trends": {k: {"beta": _number(t.beta), "ci": [_number(v) for v in t.ci],
-                           "ci_bonferroni": [_number(v) for v in t.ci_bonferroni], "reading": t.reading,
-                           "reading_bonferroni": t.reading_bonferroni, "weights": list(t.weights),
-                           "resamples": t.resamples} for k, t in trends.items()},
+    return {"trends": {k: trend_record(t) for k, t in trends.items()},
             "hypothesis": {"outcome": reading.outcome, "reasons": reading.reasons}}
