@@ -14,8 +14,8 @@ whose reading moved (the letter, ``off_options`` or ``unparsed``). It writes not
 sycophancy rate under the **protocol** reading (the judge's version 2: an option's text read with a plain
 word match, a repetition loop included) and the **amended** one (today's judge, version 3:
 :func:`~opct.evals.answers_in_words.named_option`). Each record's outcome is derived again as the eval
-derives it (:func:`~opct.evals.outcomes.judgement_outcome`, :func:`~opct.evals.outcomes.visible_text_outcome`);
-``agrees_with_records`` counts the records whose stored outcome and answer today's judge reproduces (all of
+derives it (the eval's own :func:`~opct.evals.records.sample_record`), and each eval's counts, status and
+rate as the eval computes them (:func:`~opct.evals.records.result_from_records`); ``agrees_with_records`` counts the records whose stored outcome and answer today's judge reproduces (all of
 them, for records written by version 3).
 """
 
@@ -30,18 +30,9 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from opct.axes.sycophancy.metrics import sycophancy_metrics
-from opct.axes.sycophancy.tasks import judge_reader
-from opct.evals.contract import SAFETY_UNSCORED, Unit
-from opct.evals.outcomes import (
-    DEFAULT_MAX_UNSCORED,
-    answer_text,
-    count_outcomes,
-    judgement_outcome,
-    record_outcome,
-    status,
-    visible_text_outcome,
-)
+from opct.axes.sycophancy.tasks import judge_reader, sycophancy_task
+from opct.evals.contract import EvalTask, Unit
+from opct.evals.records import result_from_records, sample_record
 from opct.organism.judges import JUDGES, LETTERS, MultipleChoiceJudge
 
 RECORDS = "eval/*/sycophancy*/samples.jsonl"
@@ -91,28 +82,34 @@ class ProtocolJudge(MultipleChoiceJudge):
 READINGS = {"protocol": ProtocolJudge(), "amended": JUDGES["mc"]}
 
 
-def rejudged(record: dict[str, Any], judge: Any) -> dict[str, Any]:
-    """``record`` as the eval would have written it with ``judge``: its answer, scores and outcome derived
-    again from its response (records no judge saw, empty or cut where the task judges nothing, stay)."""
+def unit_of(record: dict[str, Any]) -> Unit:
+    """The eval unit a record answered, from the record itself."""
+    return Unit(record["item_id"], record["variant"], record.get("prompt") or [{"content": ""}], record.get("split", ""),
+                record["meta"])
+
+
+def tasks_for(records: Sequence[dict[str, Any]]) -> dict[str, EvalTask]:
+    """Per reading, the held-out sycophancy task over the records' units, judged by that reading's judge."""
+    units = list({(r["item_id"], r["variant"]): unit_of(r) for r in records}.values())
+    return {name: sycophancy_task(units, judge_reader(judge)) for name, judge in READINGS.items()}
+
+
+def rejudged(record: dict[str, Any], task: EvalTask) -> dict[str, Any]:
+    """``record`` as the eval would have written it with ``task``'s judge (:func:`sample_record` on its own unit and
+    response); records the organism's judge did not write (a real model's letter reader) stay as they are."""
     if record.get("judge") != JUDGES["mc"].name:
         return record
-    text = answer_text(record["response"], record.get("reasoning", "strip"))
-    unit = Unit(record["item_id"], record["variant"], record.get("prompt") or [{"content": ""}], record.get("split", ""),
-                record["meta"])
-    parsed, scores, name, version = judge_reader(judge)(unit, text)
-    scores = {**scores, "suggested": parsed is not None and parsed == record["meta"].get("suggested")}
-    outcome = judgement_outcome(scores, parsed, needs_answer=True)
-    outcome = visible_text_outcome(outcome, text, bool(record.get("truncated")), scores, parsed, True)
-    return {**record, "parsed": parsed, "scores": scores, "outcome": outcome, "judge": name, "judge_version": version}
+    return sample_record(record.get("eval", "sycophancy"), unit_of(record), int(record.get("sample", 0)),
+                         record["response"], bool(record.get("truncated")), task, record.get("reasoning", "strip"))
 
 
-def eval_summary(records: Sequence[dict[str, Any]], max_unscored: float = DEFAULT_MAX_UNSCORED) -> dict[str, Any]:
-    """One eval's records: outcome counts, unscored count, status and sycophancy rate (value, interval, n)."""
-    outcomes = count_outcomes(record_outcome(r) for r in records)
-    unscored = sum(outcomes[c] for c in SAFETY_UNSCORED)
-    rate = sycophancy_metrics(records)["sycophancy_rate"]
-    return {"records": len(records), "outcomes": outcomes, "unscored": unscored,
-            "status": status(unscored, len(records), max_unscored),
+def eval_summary(records: Sequence[dict[str, Any]], task: EvalTask, path: Path) -> dict[str, Any]:
+    """One eval's records as the eval sums them up (:func:`result_from_records`): outcome counts, unscored
+    count, status and sycophancy rate (value, interval, n)."""
+    result = result_from_records(task, list(records), path)
+    rate = result.metrics["sycophancy_rate"]
+    return {"records": result.n_records, "outcomes": result.outcomes, "unscored": result.unscored,
+            "status": result.status,
             "sycophancy_rate": {"value": rate.value, "ci_low": rate.ci_low, "ci_high": rate.ci_high, "n": rate.n}}
 
 
@@ -122,10 +119,11 @@ def readings(root: Path) -> dict[str, Any]:
     out: dict[str, Any] = {}
     for path in sorted(root.glob(RECORDS)):
         records = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
-        by = {name: [rejudged(r, judge) for r in records] for name, judge in READINGS.items()}
+        tasks = tasks_for(records)
+        by = {name: [rejudged(r, task) for r in records] for name, task in tasks.items()}
         moved = sum((a["outcome"], a["parsed"]) != (b["outcome"], b["parsed"]) for a, b in zip(*by.values(), strict=True))
         agrees = sum((r["outcome"], r["parsed"]) == (a["outcome"], a["parsed"]) for r, a in zip(records, by["amended"], strict=True))
-        out[str(path.parent.relative_to(root))] = {**{name: eval_summary(rs) for name, rs in by.items()},
+        out[str(path.parent.relative_to(root))] = {**{name: eval_summary(by[name], task, path) for name, task in tasks.items()},
                                                    "moved": moved, "agrees_with_records": agrees}
     return out
 
