@@ -80,11 +80,7 @@ def is_percent(part: Mapping[str, Any], key: str) -> bool:
 def _d(part: Mapping[str, Any], level: str, key: str) -> str:
     """A level's D as the study report writes it (its rounding and its INCOMPLETE mark)."""
     rec = part["levels"][level]["D"].get(key) or {}
-    if rec.get("text", {}).get("difference"):
-        text = _text(rec)
-    else:
-        percent = is_percent(part, key)
-        text = f"{number(rec.get('value'), percent)} {interval([rec.get('ci_low'), rec.get('ci_high')], percent)}"
+    text = _text(rec) if rec.get("text", {}).get("difference") else _measured(part, rec, key)
     return text + (" INCOMPLETE" if rec.get("incomplete") and "INCOMPLETE" not in text else "")
 
 
@@ -96,8 +92,11 @@ def _text(rec: Mapping[str, Any] | None) -> str:
 def _secondary(part: Mapping[str, Any], rec: Mapping[str, Any] | None, key: str) -> str:
     """A secondary row: as the study report writes it where the row has its text (pairs within one folder), else
     its value and interval (pairs across folders, τ = 0.5's ``bct`` reference), in the level rows' unit."""
-    if not rec or rec.get("text"):
-        return _text(rec)
+    return _text(rec) if not rec or rec.get("text") else _measured(part, rec, key)
+
+
+def _measured(part: Mapping[str, Any], rec: Mapping[str, Any], key: str) -> str:
+    """A difference with no report text, as its value and interval in the level rows' unit (points or a score)."""
     percent = is_percent(part, key)
     return f"{number(rec.get('value'), percent)} {interval([rec.get('ci_low'), rec.get('ci_high')], percent)}"
 
