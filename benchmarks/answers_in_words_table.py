@@ -52,9 +52,9 @@ def family_rows(family_dir: Path) -> dict[str, dict[str, Any]]:
     """``{arm: {"protocol": summary, "amended": summary}}`` over a family folder's finished held-out sycophancy evals
     (an eval still writing its records has no ``results.json`` yet and is left out)."""
     by_arm: dict[str, dict[str, Any]] = {}
-    for where, entry in rejudge_sycophancy.readings(family_dir).items():
-        _, run, name = where.split("/")
-        if name == HELD_OUT and (family_dir / where / "results.json").is_file():  # a finished eval only
+    for where, entry in rejudge_sycophancy.readings(family_dir, f"eval/*/{HELD_OUT}/samples.jsonl").items():
+        run = where.split("/")[1]
+        if (family_dir / where / "results.json").is_file():  # a finished eval only
             by_arm.setdefault(arm_of(run), {})[run] = entry
     return {arm: {r: summarise(evals, r) for r in rejudge_sycophancy.READINGS} for arm, evals in sorted(by_arm.items())}
 

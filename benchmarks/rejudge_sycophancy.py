@@ -113,11 +113,12 @@ def eval_summary(records: Sequence[dict[str, Any]], task: EvalTask, path: Path) 
             "sycophancy_rate": {"value": rate.value, "ci_low": rate.ci_low, "ci_high": rate.ci_high, "n": rate.n}}
 
 
-def readings(root: Path) -> dict[str, Any]:
+def readings(root: Path, pattern: str = RECORDS) -> dict[str, Any]:
     """Per sycophancy eval of ``root``: :func:`eval_summary` under each of :data:`READINGS`, the records whose
-    outcome or answer differs between them, and how many stored records today's judge reproduces."""
+    outcome or answer differs between them, and how many stored records today's judge reproduces. ``pattern``:
+    the evals' records to read (default every sycophancy eval's)."""
     out: dict[str, Any] = {}
-    for path in sorted(root.glob(RECORDS)):
+    for path in sorted(root.glob(pattern)):
         records = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
         tasks = tasks_for(records)
         by = {name: [rejudged(r, task) for r in records] for name, task in tasks.items()}

@@ -25,7 +25,7 @@ from opct.report.experiment import Experiment
 from opct.report.pooled import PAPER_PAIR, pooled_record, pooled_rows
 from opct.report.table import method_label, render_markdown
 from opct.stats.estimate import DEFAULT_SEED
-from opct_lab.report.trend import BONFERRONI_ALPHA, LevelPoint, read_hypothesis, trend, trend_record
+from opct_lab.report.trend import BONFERRONI_ALPHA, LevelPoint, study_hypothesis, trend, trend_record
 
 #: Where a study keeps each family's base-organism profile (its level's dose).
 PROFILES_DIR = "profiles"
@@ -112,8 +112,7 @@ def levels_data(root: str | Path, levels: Mapping[str, Sequence[str]], families:
             "metrics": {row.column.key: pooled_record(row) for row in rows}})
     trends = {key: trend(points.get(key, []), row.direction[0] if row.direction else None)
               for key, row in columns.items()}
-    reading = read_hypothesis({k: t for k, t in trends.items() if t.direction is not None},
-                              doses[0] if doses else None, doses[-1] if doses else None)
+    reading = study_hypothesis(trends, doses)
     return {
         "levels": per_level,
         "trends": [{"key": key, "header": columns[key].column.header, "percent": columns[key].column.percent,

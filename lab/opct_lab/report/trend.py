@@ -200,3 +200,9 @@ def trend_record(t: Trend) -> dict[str, Any]:
             "ci_bonferroni": [json_number(v) for v in t.ci_bonferroni], "resamples": t.resamples,
             "weights": list(t.weights), "reading": t.reading, "reading_bonferroni": t.reading_bonferroni,
             "ahead_everywhere": t.ahead_everywhere, "collapsed_levels": t.collapsed_levels}
+
+
+def study_hypothesis(trends: Mapping[str, Trend], doses: Sequence[Dose | None]) -> HypothesisReading:
+    """:func:`read_hypothesis` over the metrics with a paper side, between the first and the last level's doses."""
+    return read_hypothesis({k: t for k, t in trends.items() if t.direction is not None},
+                           doses[0] if doses else None, doses[-1] if doses else None)

@@ -24,7 +24,7 @@ from opct.report.metric import json_number
 from opct.stats.estimate import Estimate
 from opct.stats.paired import PooledDifference
 from opct_lab.report.levels import level_rows
-from opct_lab.report.trend import LevelPoint, read_hypothesis, trend, trend_record
+from opct_lab.report.trend import LevelPoint, study_hypothesis, trend, trend_record
 
 #: The file's format version: a reader refuses another.
 FORMAT = 1
@@ -88,7 +88,6 @@ def trends_from_inputs(inputs: Mapping[str, Any]) -> dict[str, Any]:
             if dose is not None:
                 points.setdefault(key, []).append(LevelPoint(lv["level"], dose["value"], _difference(rec)))
     trends = {key: trend(points.get(key, []), directions[key]) for key in directions}
-    reading = read_hypothesis({k: t for k, t in trends.items() if t.direction is not None},
-                              doses[0] if doses else None, doses[-1] if doses else None)
+    reading = study_hypothesis(trends, doses)
     return {"trends": {k: trend_record(t) for k, t in trends.items()},
             "hypothesis": {"outcome": reading.outcome, "reasons": reading.reasons}}
