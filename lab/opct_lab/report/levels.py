@@ -138,7 +138,8 @@ HOWTO = (
 )
 
 
-def _fmt(x: float | None, percent: bool, digits: int = 1) -> str:
+def format_value(x: float | None, percent: bool, digits: int = 1) -> str:
+    """A difference or slope as the report writes it: points (signed, ``digits`` decimals) for a rate, else 3 decimals."""
     if x is None:
         return "—"
     return f"{x * 100:+.{digits}f}" if percent else f"{x:+.3f}"
@@ -219,9 +220,9 @@ def levels_markdown(data: Mapping[str, Any]) -> str:
             notes.append(f"INCOMPLETE evals at {', '.join(t['incomplete_levels'])}: those levels' differences are over "
                          "what was measured, not measurements")
         note = "; ".join(notes)
-        rows.append([t["header"], t["paper_side"] or "no claim", _fmt(t["beta"], t["percent"]),
-                     "[" + ", ".join(_fmt(v, t["percent"]) for v in t["ci"]) + "]",
-                     "[" + ", ".join(_fmt(v, t["percent"]) for v in t["ci_bonferroni"]) + "]",
+        rows.append([t["header"], t["paper_side"] or "no claim", format_value(t["beta"], t["percent"]),
+                     "[" + ", ".join(format_value(v, t["percent"]) for v in t["ci"]) + "]",
+                     "[" + ", ".join(format_value(v, t["percent"]) for v in t["ci_bonferroni"]) + "]",
                      t["reading"], t["reading_bonferroni"], note])
     out += [render_markdown(["metric", "paper's side", "β (per nat; pts for a rate)", "95%", "98.33%", "reading (95%)",
                              "reading (98.33%)", "note"], rows), ""]
@@ -282,8 +283,8 @@ def levels_lines(data: Mapping[str, Any]) -> list[str]:
     lines = ["OPCT − BCT against the measured dose (pre-registered, docs/mechanism.md):",
              "  doses: " + "; ".join(f"{lv['level']} {_dose_text(lv['dose'])}" for lv in data["levels"])]
     for t in data["trends"]:
-        ci = ", ".join(_fmt(v, t["percent"]) for v in t["ci"])
-        lines.append(f"  {t['header']}: β {_fmt(t['beta'], t['percent'])} per nat [{ci}]: {t['reading']} "
+        ci = ", ".join(format_value(v, t["percent"]) for v in t["ci"])
+        lines.append(f"  {t['header']}: β {format_value(t['beta'], t['percent'])} per nat [{ci}]: {t['reading']} "
                      f"(98.33%: {t['reading_bonferroni']})")
     lines.append(f"  hypothesis: {data['hypothesis']['outcome']}")
     return lines

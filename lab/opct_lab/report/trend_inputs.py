@@ -6,7 +6,8 @@ Per level: its index and seed (the level's bootstrap is seeded ``DEFAULT_SEED + 
 dose-response section seeds it, :func:`opct_lab.report.levels.levels_data`), its dose, and each metric's pooled
 OPCT − BCT (:func:`opct.report.pooled.pooled_rows`) with its 2,000 bootstrap resamples. :func:`trends_from_inputs`
 reads them back into :func:`opct_lab.report.trend.trend` and :func:`~opct_lab.report.trend.read_hypothesis`, the
-same functions as the report; :func:`replace_level` swaps one level's entry for another file's.
+same functions as the report (each trend with its metric's header, and whether it is a rate, ``percent``: None in
+a file written before that was kept); :func:`replace_level` swaps one level's entry for another file's.
 """
 
 from __future__ import annotations
@@ -40,7 +41,8 @@ def level_inputs(root: str | Path, levels: Mapping[str, Sequence[str]], families
         for row in lv.rows:
             est = row.difference.estimate
             metrics[row.column.key] = {
-                "header": row.column.header, "direction": row.direction[0] if row.direction else None,
+                "header": row.column.header, "percent": row.column.percent,
+                "direction": row.direction[0] if row.direction else None,
                 "estimate": {"value": json_number(est.value), "ci_low": json_number(est.ci_low),
                              "ci_high": json_number(est.ci_high), "n": est.n, "method": est.method,
                              "clusters": est.clusters},
@@ -79,15 +81,17 @@ def trends_from_inputs(inputs: Mapping[str, Any]) -> dict[str, Any]:
         raise ValueError(f"trend inputs of format {inputs.get('format')!r}; this reader knows format {FORMAT}")
     points: dict[str, list[LevelPoint]] = {}
     directions: dict[str, str | None] = {}
+    labels: dict[str, dict[str, Any]] = {}
     doses = []
     for lv in inputs["levels"]:
         dose = lv["dose"]
         doses.append(None if dose is None else Dose(dose["value"], dose["ci_low"], dose["ci_high"]))
         for key, rec in lv["metrics"].items():
             directions.setdefault(key, rec["direction"])
+            labels.setdefault(key, {"header": rec.get("header", key), "percent": rec.get("percent")})
             if dose is not None:
                 points.setdefault(key, []).append(LevelPoint(lv["level"], dose["value"], _difference(rec)))
     trends = {key: trend(points.get(key, []), directions[key]) for key in directions}
     reading = study_hypothesis(trends, doses)
-    return {"trends": {k: trend_record(t) for k, t in trends.items()},
+    return {"trends": {k: {**labels[k], **trend_record(t)} for k, t in trends.items()},
             "hypothesis": {"outcome": reading.outcome, "reasons": reading.reasons}}
