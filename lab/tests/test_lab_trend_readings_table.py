@@ -67,3 +67,15 @@ def test_a_report_without_a_trend_table_is_refused(tmp_path, capsys):
     (tmp_path / "report.md").write_text("# a report\n\nno dose-response section\n", encoding="utf-8")
     assert table_script.main([str(tmp_path / "report.md"), str(tmp_path / "inputs.json")]) == 2
     assert "no trend table" in capsys.readouterr().err
+
+
+def test_the_committed_readings_table_regenerates_and_is_the_one_in_the_docs(tmp_path):
+    repo = Path(__file__).resolve().parents[2]
+    rerun = repo / "benchmarks" / "results" / "mechanism" / "rerun"
+    out = tmp_path / "t.md"
+    assert table_script.main([str(repo / "benchmarks" / "results" / "mechanism" / "study-report.md"),
+                              str(rerun / "trend-inputs.json.gz"), "--md", str(out)]) == 0
+    committed = (rerun / "trend-readings.md").read_text(encoding="utf-8")
+    assert out.read_text(encoding="utf-8") == committed
+    readings_table = committed.split("\n\n")[0].strip()
+    assert readings_table in (repo / "docs" / "mechanism.md").read_text(encoding="utf-8")
