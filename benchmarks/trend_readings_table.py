@@ -17,19 +17,20 @@ import argparse
 import json
 import re
 import sys
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 from trend_inputs import load  # beside this file
 
 from opct.report.table import render_markdown
-from opct_lab.report.levels import format_value
+from opct_lab.report.levels import TREND_COLUMNS, format_interval, format_value, trend_cells
 from opct_lab.report.trend_inputs import replace_level, trends_from_inputs
 
 #: The first cells of a study report's trend table's header row.
-TREND_HEADER = ("metric", "paper's side", "β (per nat; pts for a rate)", "95%", "98.33%", "reading (95%)",
-                "reading (98.33%)")
+TREND_HEADER = ("metric", *TREND_COLUMNS)
+#: A reading's fields per metric, in :data:`~opct_lab.report.levels.TREND_COLUMNS`' order.
+FIELDS = ("paper_side", "beta", "ci", "ci_bonferroni", "reading", "reading_bonferroni")
 HYPOTHESIS = re.compile(r"^\*\*Hypothesis: (.+?)\.\*\*\s*$", re.MULTILINE)
 
 
@@ -50,25 +51,16 @@ def published_reading(markdown: str) -> dict[str, Any]:
     for line in lines[start + 2:]:
         if not line.startswith("|"):
             break
-        header, side, beta, ci, ci_b, reading, reading_b = _cells(line)[:7]
-        trends[header] = {"paper_side": side, "beta": beta, "ci": ci, "ci_bonferroni": ci_b, "reading": reading,
-                          "reading_bonferroni": reading_b}
+        header, *cells = _cells(line)[:len(TREND_HEADER)]
+        trends[header] = dict(zip(FIELDS, cells, strict=True))
     return {"trends": trends, "hypothesis": hypothesis.group(1)}
-
-
-def _interval(values: Sequence[float | None], percent: bool) -> str:
-    return "[" + ", ".join(format_value(v, percent) for v in values) + "]"
 
 
 def computed_reading(inputs: Mapping[str, Any]) -> dict[str, Any]:
     """The trend test from ``inputs``, written as the report writes it, keyed by metric header."""
     result = trends_from_inputs(inputs)
-    trends = {}
-    for t in result["trends"].values():
-        percent = bool(t["percent"])
-        trends[t["header"]] = {"paper_side": t["paper_side"] or "no claim", "beta": format_value(t["beta"], percent),
-                               "ci": _interval(t["ci"], percent), "ci_bonferroni": _interval(t["ci_bonferroni"], percent),
-                               "reading": t["reading"], "reading_bonferroni": t["reading_bonferroni"]}
+    trends = {t["header"]: dict(zip(FIELDS, trend_cells({**t, "percent": bool(t["percent"])}), strict=True))
+              for t in result["trends"].values()}
     return {"trends": trends, "hypothesis": result["hypothesis"]["outcome"],
             "reasons": result["hypothesis"]["reasons"]}
 
@@ -80,7 +72,7 @@ def _cell(t: Mapping[str, str] | None) -> str:
 
 
 def readings_table(readings: Mapping[str, Mapping[str, Any]]) -> str:
-    """One row per metric (in the first computed reading's order, then any only the others have), one column per
+    """One row per metric (in the first reading's order, then any only the later ones have), one column per
     reading: β, its 95% and 98.33% intervals and the two readings; the hypothesis's outcome last."""
     headers: list[str] = []
     sides: dict[str, str] = {}
@@ -100,16 +92,15 @@ def _difference(rec: Mapping[str, Any] | None) -> str:
         return "—"
     est, percent = rec["estimate"], bool(rec.get("percent"))
     mark = " INCOMPLETE" if rec["incomplete"] else ""
-    return f"{format_value(est['value'], percent)} {_interval([est['ci_low'], est['ci_high']], percent)}{mark}"
+    return f"{format_value(est['value'], percent)} {format_interval([est['ci_low'], est['ci_high']], percent)}{mark}"
 
 
 def levels_table(inputs: Mapping[str, Any], level: str | None = None, other: Mapping[str, Any] | None = None,
                  other_label: str = "replaced") -> str:
     """Each level's pooled OPCT − BCT per metric (95%; INCOMPLETE where a level's evals are), with ``level`` from
     ``other`` in a column of its own beside its entry in ``inputs``."""
-    levels = list(inputs["levels"])
-    columns = [(lv["level"], lv) for lv in levels]
-    if level is not None and other is not None:
+    columns = [(lv["level"], lv) for lv in inputs["levels"]]
+    if level is not None and other is not None:  # the level is in both (replace_level checked it)
         new = next(lv for lv in other["levels"] if lv["level"] == level)
         columns.append((f"{level} ({other_label})", new))
     headers: dict[str, str] = {}
@@ -138,7 +129,7 @@ def main(argv: list[str] | None = None) -> int:
             level, path = args.replace
             other = load(Path(path))
             readings[f"re-run, {level} replaced"] = computed_reading(replace_level(inputs, other, level))
-    except (OSError, ValueError, KeyError, StopIteration) as exc:
+    except (OSError, ValueError, KeyError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     level = args.replace[0] if args.replace else None

@@ -145,6 +145,22 @@ def format_value(x: float | None, percent: bool, digits: int = 1) -> str:
     return f"{x * 100:+.{digits}f}" if percent else f"{x:+.3f}"
 
 
+def format_interval(values: Sequence[float | None], percent: bool) -> str:
+    """An interval as the report writes it: ``[low, high]``, each end as :func:`format_value` writes it."""
+    return "[" + ", ".join(format_value(v, percent) for v in values) + "]"
+
+
+#: The trend table's columns after the metric's header (the report adds a note column).
+TREND_COLUMNS = ("paper's side", "β (per nat; pts for a rate)", "95%", "98.33%", "reading (95%)", "reading (98.33%)")
+
+
+def trend_cells(t: Mapping[str, Any]) -> list[str]:
+    """A trend's cells under :data:`TREND_COLUMNS`, as the report's trend table writes them (``t``: a trend of
+    :func:`levels_data`, or any mapping with its ``paper_side``, ``percent``, ``beta``, intervals and readings)."""
+    return [t["paper_side"] or "no claim", format_value(t["beta"], t["percent"]), format_interval(t["ci"], t["percent"]),
+            format_interval(t["ci_bonferroni"], t["percent"]), t["reading"], t["reading_bonferroni"]]
+
+
 def _dose_text(dose: Mapping[str, Any] | None) -> str:
     return "not measured" if dose is None else f"{dose['value']:.3f} [{dose['ci_low']:.3f}, {dose['ci_high']:.3f}]"
 
@@ -220,12 +236,8 @@ def levels_markdown(data: Mapping[str, Any]) -> str:
             notes.append(f"INCOMPLETE evals at {', '.join(t['incomplete_levels'])}: those levels' differences are over "
                          "what was measured, not measurements")
         note = "; ".join(notes)
-        rows.append([t["header"], t["paper_side"] or "no claim", format_value(t["beta"], t["percent"]),
-                     "[" + ", ".join(format_value(v, t["percent"]) for v in t["ci"]) + "]",
-                     "[" + ", ".join(format_value(v, t["percent"]) for v in t["ci_bonferroni"]) + "]",
-                     t["reading"], t["reading_bonferroni"], note])
-    out += [render_markdown(["metric", "paper's side", "β (per nat; pts for a rate)", "95%", "98.33%", "reading (95%)",
-                             "reading (98.33%)", "note"], rows), ""]
+        rows.append([t["header"], *trend_cells(t), note])
+    out += [render_markdown(["metric", *TREND_COLUMNS, "note"], rows), ""]
     hyp = data["hypothesis"]
     out += [f"**Hypothesis: {hyp['outcome']}.**", "", *(f"- {r}" for r in hyp["reasons"]), "",
             f"![OPCT − BCT against the dose]({data['settings']['figure']})", ""]
@@ -283,8 +295,8 @@ def levels_lines(data: Mapping[str, Any]) -> list[str]:
     lines = ["OPCT − BCT against the measured dose (pre-registered, docs/mechanism.md):",
              "  doses: " + "; ".join(f"{lv['level']} {_dose_text(lv['dose'])}" for lv in data["levels"])]
     for t in data["trends"]:
-        ci = ", ".join(format_value(v, t["percent"]) for v in t["ci"])
-        lines.append(f"  {t['header']}: β {format_value(t['beta'], t['percent'])} per nat [{ci}]: {t['reading']} "
+        lines.append(f"  {t['header']}: β {format_value(t['beta'], t['percent'])} per nat "
+                     f"{format_interval(t['ci'], t['percent'])}: {t['reading']} "
                      f"(98.33%: {t['reading_bonferroni']})")
     lines.append(f"  hypothesis: {data['hypothesis']['outcome']}")
     return lines
