@@ -16,7 +16,8 @@ def fmt_value(value: float | None, digits: int = 3) -> str:
     return "—" if value is None or (isinstance(value, float) and math.isnan(value)) else f"{value:.{digits}f}"
 
 
-def _recipe(recipe: dict[str, Any]) -> str:
+def recipe_text(recipe: dict[str, Any]) -> str:
+    """A recipe as its overrides read: ``optim.lr=0.001, opct.loss=topk``."""
     return ", ".join(f"{k}={v['kind'] if isinstance(v, dict) and 'kind' in v else v}" for k, v in recipe.items())
 
 
@@ -31,7 +32,7 @@ def best_rows(selection: dict[str, Any]) -> list[dict[str, Any]]:
         m = pool[step]
         scored = {k: v["family_score"] for k, v in steps.items() if v["eligible"] and not _missing(v.get("family_score"))}
         best = max(scored, key=lambda k: (scored[k], -int(k))) if scored else None
-        rows.append({"id": c["id"], "method": c["method"], "recipe": _recipe(c["recipe"]), "step": step,
+        rows.append({"id": c["id"], "method": c["method"], "recipe": recipe_text(c["recipe"]), "step": step,
                      "val_teacher_kl": m["val_teacher_kl"], "val_good": m["val_good"],
                      "famval_good": m.get("famval_good", math.nan),
                      "family_score": f"{scored[best]:.3f} (step {best})" if best is not None else "—",
@@ -57,7 +58,7 @@ def chosen_lines(selection: dict[str, Any], methods: Sequence[str] | None = None
                 continue
             version = " [eligibility: amendment (a)]" if choice.get("rule_version") == "amendment-a" else ""
             lines.append(
-                f"{method}, {rule} rule{version}: {choice['candidate']} at step {choice['step']} ({_recipe(choice['recipe'])}): "
+                f"{method}, {rule} rule{version}: {choice['candidate']} at step {choice['step']} ({recipe_text(choice['recipe'])}): "
                 f"val teacher-KL {fmt_value(choice['val_teacher_kl'])}, val good-behaviour {fmt_value(choice['val_good'])}"
                 + _family_part(choice)
             )
@@ -113,7 +114,7 @@ def picks_table(selection: dict[str, Any], methods: Sequence[str] | None = None)
         cells = []
         for rule in rules:
             choice = by_rule.get(rule)
-            cells.append("—" if not choice else f"{choice['candidate']} @ {choice['step']} ({_recipe(choice['recipe'])})")
+            cells.append("—" if not choice else f"{choice['candidate']} @ {choice['step']} ({recipe_text(choice['recipe'])})")
         distinct = len({c for c in cells if c != "—"})
         rows.append([method, *cells, "yes" if distinct <= 1 else f"no ({distinct} recipes)"])
     return ["method", *rules, "picks agree"], rows
