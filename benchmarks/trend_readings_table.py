@@ -3,12 +3,13 @@ published (the study report's table), from a re-run's trend inputs, and from tho
 replaced by another run's (the amended reading).
 
     python benchmarks/trend_readings_table.py PUBLISHED_REPORT.md INPUTS.json[.gz] [--replace LEVEL OTHER.json[.gz]]
-        [--md OUT.md] [--json OUT.json]
+        [--label TEXT] [--md OUT.md] [--json OUT.json]
 
 ``PUBLISHED_REPORT.md`` is a study's report.md (its trend table and its ``**Hypothesis: …**`` line are read).
 ``INPUTS`` and ``OTHER`` are files of ``benchmarks/trend_inputs.py export``. Prints, and writes with ``--md``,
 two tables: every metric's β with its intervals and readings under each reading, then each level's pooled
-OPCT − BCT (the replaced level under both its runs).
+OPCT − BCT (the replaced level under both its runs). ``--label`` names the replacing run in the column headers
+(default ``replaced``: ``re-run, LEVEL replaced`` and ``LEVEL (replaced)``).
 """
 
 from __future__ import annotations
@@ -117,6 +118,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("published", type=Path, help="the study's report.md as published")
     parser.add_argument("inputs", type=Path, help="a re-run's trend inputs (trend_inputs.py export)")
     parser.add_argument("--replace", nargs=2, metavar=("LEVEL", "OTHER"), default=None)
+    parser.add_argument("--label", default="replaced",
+                        help="what the replacing run is, in its column names (default: replaced)")
     parser.add_argument("--md", type=Path, default=None)
     parser.add_argument("--json", type=Path, default=None)
     args = parser.parse_args(argv)
@@ -128,13 +131,13 @@ def main(argv: list[str] | None = None) -> int:
         if args.replace:
             level, path = args.replace
             other = load(Path(path))
-            readings[f"re-run, {level} replaced"] = computed_reading(replace_level(inputs, other, level))
+            readings[f"re-run, {level} {args.label}"] = computed_reading(replace_level(inputs, other, level))
     except (OSError, ValueError, KeyError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     level = args.replace[0] if args.replace else None
     text = "\n".join([readings_table(readings), "", "OPCT − BCT per level (pooled over its families and seeds, 95%):",
-                      "", levels_table(inputs, level, other), ""])
+                      "", levels_table(inputs, level, other, args.label), ""])
     print(text)
     if args.md:
         args.md.write_text(text, encoding="utf-8")

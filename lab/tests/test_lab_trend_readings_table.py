@@ -59,6 +59,11 @@ def test_the_script_sets_three_readings_and_both_runs_of_the_replaced_level_side
     assert capsys.readouterr().out == md + "\n"
     assert "| metric | w1-short | w4-short | w4-long | w4-long (replaced) |" in md
     assert "re-run, w4-long replaced: β [95%]" in md and "**hypothesis**" in md
+    assert table_script.main([str(tmp_path / "report.md"), str(tmp_path / "inputs.json.gz"), "--replace", "w4-long",
+                              str(tmp_path / "other.json"), "--label", "on new picks", "--md", str(tmp_path / "t2.md")]) == 0
+    named = (tmp_path / "t2.md").read_text(encoding="utf-8")
+    assert "re-run, w4-long on new picks: β [95%]" in named and "| w4-long (on new picks) |" in named
+    assert named.replace("on new picks", "replaced") == md
 
 
 def test_a_report_without_a_trend_table_is_refused(tmp_path, capsys):
