@@ -18,7 +18,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from opct.report.selection import fmt_value, recipe_text
+from opct.report.selection import fmt_value, pick_text
 from opct.report.table import render_markdown
 
 #: The columns of one side of the table.
@@ -30,8 +30,7 @@ def pick_cells(choice: dict[str, Any] | None) -> list[str]:
     if not choice:
         return ["none eligible", "—", "—", "—"]
     attack = choice.get("family_attack") or {}
-    return [f"{choice['candidate']} @ {choice['step']} ({recipe_text(choice['recipe'])})",
-            fmt_value(choice.get("val_teacher_kl")), fmt_value(choice.get("family_score")),
+    return [pick_text(choice), fmt_value(choice.get("val_teacher_kl")), fmt_value(choice.get("family_score")),
             fmt_value(attack.get("defended_rate"))]
 
 
@@ -56,14 +55,13 @@ def context_line(label: str, selection: dict[str, Any]) -> str:
             f"teacher-KL {fmt_value(base)}.")
 
 
-def markdown(first: dict[str, Any], second: dict[str, Any], labels: tuple[str, str]) -> str:
-    """The table and the two context lines, as Markdown."""
+def markdown(first: dict[str, Any], second: dict[str, Any], rows: list[dict[str, Any]], labels: tuple[str, str]) -> str:
+    """The table of ``rows`` (:func:`compare`'s) and the two files' context lines, as Markdown."""
     headers = ["method", "rule", *(f"{labels[0]}: {c}" for c in SIDE_COLUMNS),
                *(f"{labels[1]}: {c}" for c in SIDE_COLUMNS), "pick changed"]
-    rows = [[r["method"], r["rule"], *r["first"], *r["second"], "yes" if r["changed"] else "no"]
-            for r in compare(first, second)]
+    cells = [[r["method"], r["rule"], *r["first"], *r["second"], "yes" if r["changed"] else "no"] for r in rows]
     return "\n".join([context_line(labels[0], first), "", context_line(labels[1], second), "",
-                      render_markdown(headers, rows)])
+                      render_markdown(headers, cells)])
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -76,7 +74,8 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     try:
         first, second = (json.loads(p.read_text(encoding="utf-8")) for p in (args.first, args.second))
-        text = markdown(first, second, tuple(args.labels))
+        rows = compare(first, second)
+        text = markdown(first, second, rows, tuple(args.labels))
     except (OSError, ValueError, KeyError) as err:
         print(f"picks_before_after: {err}", file=sys.stderr)
         return 2
@@ -84,7 +83,6 @@ def main(argv: list[str] | None = None) -> int:
     if args.md:
         args.md.write_text(text + "\n", encoding="utf-8")
     if args.json:
-        rows = compare(first, second)
         args.json.write_text(json.dumps({"labels": args.labels, "rows": rows}, indent=1) + "\n", encoding="utf-8")
     return 0
 

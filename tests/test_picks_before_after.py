@@ -62,3 +62,15 @@ def test_a_committed_selection_against_itself_changes_no_pick():
 def test_a_missing_file_is_refused_with_its_name(tmp_path, capsys):
     assert script.main([str(tmp_path / "nope.json"), str(tmp_path / "nope.json")]) == 2
     assert "nope.json" in capsys.readouterr().err
+
+
+def test_the_committed_picks_table_regenerates_and_is_the_one_in_the_docs(tmp_path):
+    repo = Path(__file__).resolve().parents[1]
+    out = tmp_path / "picks.md"
+    assert script.main([str(STUDIES / "organism_mechanism_selection_w16-long.llama.json"),
+                        str(STUDIES / "organism_mechanism_selection_w16-long.llama.amendment-a.json"),
+                        "--labels", "first selection", "amendment (a)", "--md", str(out)]) == 0
+    committed = (repo / "benchmarks" / "results" / "mechanism" / "amendment-a" / "picks.md").read_text(encoding="utf-8")
+    assert out.read_text(encoding="utf-8") == committed
+    table = committed.strip().split("\n\n")[-1]
+    assert table in (repo / "docs" / "mechanism.md").read_text(encoding="utf-8")

@@ -84,3 +84,15 @@ def test_the_committed_readings_table_regenerates_and_is_the_one_in_the_docs(tmp
     assert out.read_text(encoding="utf-8") == committed
     readings_table = committed.split("\n\n")[0].strip()
     assert readings_table in (repo / "docs" / "mechanism.md").read_text(encoding="utf-8")
+
+
+def test_the_committed_amended_readings_table_regenerates_and_is_the_one_in_the_docs(tmp_path):
+    repo = Path(__file__).resolve().parents[2]
+    mechanism = repo / "benchmarks" / "results" / "mechanism"
+    out = tmp_path / "t.md"
+    assert table_script.main([str(mechanism / "study-report.md"), str(mechanism / "rerun" / "trend-inputs.json.gz"),
+                              "--replace", "w16-long", str(mechanism / "amendment-a" / "trend-inputs-w16-long.json.gz"),
+                              "--label", "on amendment (a)'s picks", "--md", str(out)]) == 0
+    committed = (mechanism / "amendment-a" / "trend-readings.md").read_text(encoding="utf-8")
+    assert out.read_text(encoding="utf-8") == committed
+    assert committed.split("\n\n")[0].strip() in (repo / "docs" / "mechanism.md").read_text(encoding="utf-8")

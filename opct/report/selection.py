@@ -21,6 +21,11 @@ def recipe_text(recipe: dict[str, Any]) -> str:
     return ", ".join(f"{k}={v['kind'] if isinstance(v, dict) and 'kind' in v else v}" for k, v in recipe.items())
 
 
+def pick_text(choice: dict[str, Any]) -> str:
+    """A rule's pick as the tables name it: ``opct-07 @ 60 (optim.lr=0.003, opct.loss=topk)``."""
+    return f"{choice['candidate']} @ {choice['step']} ({recipe_text(choice['recipe'])})"
+
+
 def best_rows(selection: dict[str, Any]) -> list[dict[str, Any]]:
     """One row per candidate: its recipe and its lowest-teacher-KL eligible step (or its last step)."""
     rows = []
@@ -114,7 +119,7 @@ def picks_table(selection: dict[str, Any], methods: Sequence[str] | None = None)
         cells = []
         for rule in rules:
             choice = by_rule.get(rule)
-            cells.append("—" if not choice else f"{choice['candidate']} @ {choice['step']} ({recipe_text(choice['recipe'])})")
+            cells.append(pick_text(choice) if choice else "—")
         distinct = len({c for c in cells if c != "—"})
         rows.append([method, *cells, "yes" if distinct <= 1 else f"no ({distinct} recipes)"])
     return ["method", *rules, "picks agree"], rows
