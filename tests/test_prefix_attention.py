@@ -150,18 +150,67 @@ def test_a_model_whose_attention_ignores_the_interface_falls_back(recwarn):
     assert len([w for w in recwarn if issubclass(w.category, FastPathFallbackWarning)]) == 1  # said once
 
 
-def test_a_fast_path_that_raises_falls_back():
-    """Falcon's case: its hand-written attention raises under the shared-prefix name; sampling still works."""
-    from transformers import FalconConfig, FalconForCausalLM
+def _raising_llama():
+    """A tiny Llama whose attention modules raise a TypeError under the shared-prefix attention's name, by
+    construction (as Falcon's hand-written attention did under transformers 5.0-5.24): whatever transformers
+    does, the shared-prefix path raises on it and the plain SDPA path runs."""
+    from transformers import LlamaConfig, LlamaForCausalLM
+    from transformers.models.llama.modeling_llama import LlamaAttention
 
-    model = FalconForCausalLM(FalconConfig(vocab_size=300, hidden_size=32, num_hidden_layers=2, num_attention_heads=4,
-                                           new_decoder_architecture=True, num_kv_heads=2, alibi=False)).eval()
+    from opct.sampling.prefix_attention import NAME
+
+    class RaisingAttention(LlamaAttention):
+        def forward(self, *args, **kwargs):
+            if self.config._attn_implementation == NAME:
+                raise TypeError(f"RaisingAttention has no {NAME} implementation")
+            return super().forward(*args, **kwargs)
+
+    torch.manual_seed(0)
+    model = LlamaForCausalLM(LlamaConfig(vocab_size=300, hidden_size=32, intermediate_size=64, num_hidden_layers=2,
+                                         num_attention_heads=4, num_key_value_heads=2, attn_implementation="sdpa"))
+    for layer in model.model.layers:
+        layer.self_attn.__class__ = RaisingAttention
+    return model.eval()
+
+
+def _assert_rollouts_are_the_plain_forwards(model, prompts, rollouts):
+    from opct.sampling.scoring import CompletionBatch, completion_logprobs
+
+    batch = CompletionBatch(prompts, [r.completion_ids for r in rollouts], [r.prompt_index for r in rollouts])
+    with torch.no_grad():
+        plain, _ = completion_logprobs(model, batch, 0, share_prefix=False)
+    for i, r in enumerate(rollouts):
+        assert len(r.logprobs) == len(r.completion_ids) > 0
+        torch.testing.assert_close(plain[i, : len(r.logprobs)], torch.tensor(r.logprobs), atol=1e-5, rtol=0)
+
+
+def test_a_fast_path_that_raises_falls_back():
+    """An attention that raises under the shared-prefix name: the self-check turns the path off, says why once,
+    and sampling runs on the per-row cache with the plain forward's log-probs."""
     from opct.sampling import fast_paths
     from opct.sampling.fast_paths import FastPathFallbackWarning
 
     fast_paths._SAID.clear()
+    model = _raising_llama()
     sampler = HFSampler(model, _Tokenizer())
+    assert sampler.prefix_attention  # its config alone says SDPA, plain full attention
     with pytest.warns(FastPathFallbackWarning, match="shared-prefix decode attention is off .*TypeError"):
-        assert sampler.prefix_attention and not sampler.uses_prefix_attention(torch.device("cpu"))
-    rollouts = sampler.generate([list(range(5, 25))], SamplingParams(n=2, max_new_tokens=4, seed=1))
-    assert [len(r.logprobs) for r in rollouts] == [len(r.completion_ids) for r in rollouts]
+        assert not sampler.uses_prefix_attention(torch.device("cpu"))
+    assert model.config._attn_implementation == "sdpa"  # switched back after the failed check
+    prompts = [list(range(5, 25)), list(range(40, 52))]
+    _assert_rollouts_are_the_plain_forwards(model, prompts, sampler.generate(prompts, SamplingParams(n=2, max_new_tokens=6, seed=1)))
+
+
+def test_falcon_samples_its_own_distribution_on_whichever_path_its_self_check_picks():
+    """Falcon's attention is hand-written (it reads ``config._attn_implementation`` itself): whether the shared-prefix
+    path passes its self-check depends on the transformers version (it raised before 5.25). Either way the
+    rollouts must carry the plain forward's log-probs."""
+    from transformers import FalconConfig, FalconForCausalLM
+
+    torch.manual_seed(0)
+    model = FalconForCausalLM(FalconConfig(vocab_size=300, hidden_size=32, num_hidden_layers=2, num_attention_heads=4,
+                                           new_decoder_architecture=True, num_kv_heads=2, alibi=False)).eval()
+    sampler = HFSampler(model, _Tokenizer())
+    sampler.uses_prefix_attention(torch.device("cpu"))  # whichever verdict: a fallback only warns
+    prompts = [list(range(5, 25)), list(range(40, 52))]
+    _assert_rollouts_are_the_plain_forwards(model, prompts, sampler.generate(prompts, SamplingParams(n=2, max_new_tokens=6, seed=1)))
