@@ -5,16 +5,19 @@ VENV   ?= .venv
 # Elsewhere than a machine with the local wheel, add:  TORCH_INDEX=https://download.pytorch.org/whl/cpu
 TORCH_SPEC  ?= torch==2.13.0
 TORCH_INDEX ?=
+# The tested versions (constraints.txt); `make test-latest` sets it empty to test the newest that pyproject.toml allows.
+CONSTRAINTS ?= constraints.txt
+LATEST_VENV ?= .venv-latest
 BIN := $(VENV)/bin
 
-.PHONY: setup demo test lint docs bench device-check clean
+.PHONY: setup demo test test-latest constraints lint docs bench device-check clean
 setup: $(VENV)/.installed
 
-$(VENV)/.installed: pyproject.toml lab/pyproject.toml
+$(VENV)/.installed: pyproject.toml lab/pyproject.toml $(CONSTRAINTS)
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --upgrade pip
 	$(BIN)/python -m pip install -q $(TORCH_SPEC) $(if $(TORCH_INDEX),--index-url $(TORCH_INDEX))
-	$(BIN)/python -m pip install -q -e ".[dev,docs,data]" -e ./lab  # the library and the lab beside it (opct-lab)
+	$(BIN)/python -m pip install -q $(if $(CONSTRAINTS),-c $(CONSTRAINTS)) -e ".[dev,docs,data]" -e ./lab  # the library and the lab beside it (opct-lab)
 	touch $@
 
 demo: setup
@@ -22,6 +25,17 @@ demo: setup
 
 test: setup
 	$(BIN)/python -m pytest -q -n auto
+
+# The suite on the newest versions pyproject.toml allows, in a venv of its own built anew: drift found on purpose.
+test-latest:
+	rm -rf $(LATEST_VENV)
+	$(MAKE) VENV=$(LATEST_VENV) CONSTRAINTS= test
+
+# After `make test-latest` passes: its versions become the tested ones (then `make test` on a fresh .venv).
+constraints:
+	test -x $(LATEST_VENV)/bin/python || { echo "run make test-latest first"; exit 2; }
+	{ sed -n '/^#/p' constraints.txt; $(LATEST_VENV)/bin/python -m pip freeze --exclude-editable | grep -viE '^(torch|opct|opct-lab)=='; } > constraints.txt.new
+	mv constraints.txt.new constraints.txt
 
 lint: setup
 	$(BIN)/ruff check opct tests benchmarks lab
@@ -38,4 +52,4 @@ device-check:
 	benchmarks/device_check.sh $(ARGS)
 
 clean:
-	rm -rf $(VENV) build site *.egg-info
+	rm -rf $(VENV) $(LATEST_VENV) build site *.egg-info

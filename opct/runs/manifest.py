@@ -25,6 +25,35 @@ def package_versions() -> dict[str, str]:
     return out
 
 
+#: The tested versions beside a source checkout (the repository's ``constraints.txt``, installed by ``make setup``).
+CONSTRAINTS_FILE = Path(__file__).resolve().parents[2] / "constraints.txt"
+
+
+def tested_versions(path: Path = CONSTRAINTS_FILE) -> dict[str, Any] | None:
+    """Whether the installed packages are the tested ones: ``path``'s sha256, how many of its ``name==version``
+    pins are installed at that version, and each installed one that differs (tested, installed); a pinned
+    package that is not installed is not counted. ``None`` when there is no constraints file (an install from
+    a wheel, not from a checkout)."""
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError:
+        return None
+    pins = dict(line.split("==", 1) for line in (raw.split("#", 1)[0].strip() for raw in text.splitlines()) if "==" in line)
+    differs: dict[str, dict[str, str]] = {}
+    matched = 0
+    for name, version in pins.items():
+        try:
+            installed = metadata.version(name)
+        except metadata.PackageNotFoundError:
+            continue
+        if installed == version:
+            matched += 1
+        else:
+            differs[name] = {"tested": version, "installed": installed}
+    return {"file": path.name, "sha256": hashlib.sha256(text.encode()).hexdigest(), "matched": matched,
+            "differs": differs}
+
+
 def git_commit(path: Path | None = None) -> str | None:
     """The commit of the source tree opct runs from, if it is a git checkout."""
     here = path or Path(__file__).resolve().parent
@@ -61,6 +90,7 @@ def build_manifest(kind: str, config: dict[str, Any], **fields: Any) -> dict[str
         "kind": kind,
         "config": config,
         "versions": package_versions(),
+        "tested_versions": tested_versions(),
         "opct_commit": git_commit(),
         "command": sys.argv,
         "created": time.strftime("%Y-%m-%dT%H:%M:%S%z"),

@@ -4,6 +4,7 @@ numbers beside them, every metric of every eval, and the experiment's versions a
 from __future__ import annotations
 
 import json
+from typing import Any
 
 from markupsafe import Markup
 
@@ -88,6 +89,17 @@ class AllMetricsSection:
             "all_metrics": [(name, simple_table(data["headers"], rows, "wrap")) for name, rows in data["evals"]]})
 
 
+def tested_versions_text(tested: dict[str, Any]) -> str:
+    """One cell for a manifest's ``tested_versions`` (:func:`opct.runs.manifest.tested_versions`): the
+    constraints file and its hash, and whether every installed pin matched it, or which did not."""
+    head = f"{tested.get('file')} {str(tested.get('sha256'))[:12]}"
+    differs = tested.get("differs") or {}
+    if not differs:
+        return f"{head}: all {tested.get('matched')} installed pins match"
+    listed = ", ".join(f"{name} {v.get('installed')} (tested {v.get('tested')})" for name, v in sorted(differs.items()))
+    return f"{head}: {len(differs)} differ: {listed}"
+
+
 class ExperimentSection:
     """The package versions the run recorded; on the page also its plan and manifest as JSON."""
 
@@ -96,7 +108,11 @@ class ExperimentSection:
     def data(self, report: ReportInputs) -> SectionData | None:
         exp = report.exp
         versions = exp.manifest.get("versions")
-        return {"versions": [[str(k), str(v)] for k, v in versions.items()] if isinstance(versions, dict) else [],
+        rows = [[str(k), str(v)] for k, v in versions.items()] if isinstance(versions, dict) else []
+        tested = exp.manifest.get("tested_versions")
+        if rows and isinstance(tested, dict):
+            rows.append(["tested versions", tested_versions_text(tested)])
+        return {"versions": rows,
                 "files": [(exp.layout.plan.name, exp.plan), (exp.layout.manifest.name, exp.manifest)]}
 
     def markdown(self, data: SectionData) -> str:
