@@ -122,7 +122,17 @@ def test_every_bash_block_is_run_or_marked():
     assert all(b.commands for b in blocks), [b.where for b in blocks if not b.commands]
 
 
-def test_cheap_commands_run(work):
+@pytest.fixture
+def no_hub(work, monkeypatch):
+    """The hub not asked to be offline (no ``HF_HUB_OFFLINE``) and not reachable (a refused loopback port), and
+    no embedded model converted: the documented cheap commands and dry runs need no network and download nothing."""
+    for name in ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("HF_ENDPOINT", "http://127.0.0.1:9")
+    monkeypatch.setenv("OPCT_MODELS", str(work.parent / "no-models"))
+
+
+def test_cheap_commands_run(work, no_hub):
     blocks = [b for b in all_blocks() if b.kind == "runs: tests/test_docs.py"]
     ran = 0
     for block in blocks:
@@ -136,7 +146,7 @@ def test_cheap_commands_run(work):
     assert sorted(p.name for p in work.iterdir()) == ["configs", "lab", "opct"], "a documented cheap command wrote files"
 
 
-def test_dry_run_commands_run(work):
+def test_dry_run_commands_run(work, no_hub):
     blocks = [b for b in all_blocks() if b.kind == "runs: dry-run in tests"]
     commands = [(b.where, c) for b in blocks for c in b.commands]
     assert len(commands) >= 8

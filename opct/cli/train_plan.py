@@ -4,6 +4,8 @@ before anything loads (the estimator: :mod:`opct.training.memory_plan`)."""
 from __future__ import annotations
 
 from opct.config import RunConfig
+from opct.embedded import embedded_model, models_home
+from opct.embedded.catalog import UnknownEmbeddedModelError
 from opct.models import resolve_model_path
 from opct.training.memory_plan import (
     DEFAULT_PROMPT_TOKENS,
@@ -14,7 +16,7 @@ from opct.training.memory_plan import (
     step_composition,
     step_settings,
 )
-from opct.training.model_shapes import read_shape
+from opct.training.model_shapes import ModelShape, ShapeUnknown, read_shape
 
 #: How each part of the plan is named when printed.
 LABELS = {
@@ -29,9 +31,26 @@ def _gib(n: float) -> str:
     return f"{n / GIB:8.2f} GiB"
 
 
+def planned_shape(name_or_path: str, revision: str | None) -> ModelShape:
+    """The model's shape for the plan, with no network and no download: a folder, the Hugging Face cache or
+    opct's table of public shapes first (:func:`read_shape`); an embedded model's converted folder, or its
+    upstream's public shape before it is converted; then an alias's folder (the organism)."""
+    try:
+        model = embedded_model(name_or_path)
+    except UnknownEmbeddedModelError:
+        model = None
+    if model is not None:
+        folder = models_home() / model.name
+        return read_shape(str(folder) if (folder / "config.json").is_file() else model.upstream, revision)
+    try:
+        return read_shape(name_or_path, revision)
+    except ShapeUnknown:
+        return read_shape(resolve_model_path(name_or_path), revision)
+
+
 def plan_lines(cfg: RunConfig, gpus: int, fsdp: bool, gpu_memory_gib: float | None) -> list[str]:
     """The dry run's text: model and shape, the step's composition, the per-GPU parts, the peak and the verdict."""
-    shape = read_shape(resolve_model_path(cfg.model.name_or_path), cfg.model.revision)
+    shape = planned_shape(cfg.model.name_or_path, cfg.model.revision)
     settings = step_settings(cfg, processes=gpus, fsdp=fsdp)
     plan = memory_plan(shape, settings)
     c = step_composition(settings)

@@ -148,6 +148,8 @@ KNOWN_SHAPES: dict[str, dict[str, Any]] = {
     "meta-llama/Llama-3.1-8B-Instruct": _shape("llama", 128256, 4096, 14336, 32, 32, 8, 128, False),
     "google/gemma-3-12b-it": _shape("gemma3_text", 262208, 3840, 15360, 48, 16, 8, 256, True),
     "google/gemma-3-12b-pt": _shape("gemma3_text", 262208, 3840, 15360, 48, 16, 8, 256, True),
+    # the embedded chat model's upstream (``--model smollm2``: opct/embedded/); its converted config.json is the same
+    "HuggingFaceTB/SmolLM2-135M-Instruct": _shape("llama", 49152, 576, 1536, 30, 9, 3, 64, True),
 }
 
 
