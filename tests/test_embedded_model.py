@@ -139,3 +139,20 @@ def test_the_pinned_source_is_the_measured_one():
     assert embedded_catalog.embedded_model("smollm2") is SMOLLM2
     with pytest.raises(KeyError, match="choose one of: smollm2-135m-instruct"):
         embedded_catalog.embedded_model("gpt-5")
+
+
+def test_the_committed_real_conversion_is_of_the_pinned_file():
+    """benchmarks/results/smollm2/conversion.json (the real wheel, converted by benchmarks/smollm2_conversion.py)
+    records the file the catalogue pins, and the card this code writes."""
+    from conftest import REPO
+
+    from opct.embedded.store import model_card
+
+    result = json.loads((REPO / "benchmarks" / "results" / "smollm2" / "conversion.json").read_text(encoding="utf-8"))
+    assert result["record"]["sha256"] == SMOLLM2.sha256 and result["record"]["requirement"] == SMOLLM2.requirement
+    assert result["record"]["parameters"] == 134_515_008 and result["record"]["architecture"] == "LlamaForCausalLM"
+    import hashlib
+
+    card = hashlib.sha256(model_card(SMOLLM2).encode()).hexdigest()
+    assert result["files"]["README.md"]["sha256"] == card
+    assert {a["label"] for a in result["answers"]} >= {"hazard", "forced opening", "suggested wrong answer"}
