@@ -164,6 +164,49 @@ def test_graph_capture_bookkeeping_replays_the_eager_steps_and_shapes_are_reused
     assert buffers.graph is not None and graphs.use_graphs
 
 
+def test_autocast_caches_a_trainable_leafs_cast_for_the_rest_of_its_region():
+    """The mechanism a captured graph must not depend on: inside one autocast region the cast of a trainable
+    float32 weight is cached, so an in-place update of the weight is not seen by later products; with the
+    cache off it is. (A graph recorded while the cache is warm reads the cached copy, freed when the region ends.)"""
+    weight, x = torch.nn.Parameter(torch.ones(4, 4)), torch.ones(2, 4)
+    seen = {}
+    for cache in (True, False):
+        with torch.autocast("cpu", dtype=torch.bfloat16, cache_enabled=cache):
+            before = torch.mm(x, weight)[0, 0].item()
+            with torch.no_grad():
+                weight.add_(1.0)
+            seen[cache] = (before, torch.mm(x, weight)[0, 0].item())
+            with torch.no_grad():
+                weight.sub_(1.0)
+    assert seen[True] == (4.0, 4.0)  # stale: the cached bfloat16 copy of the old weight
+    assert seen[False] == (4.0, 8.0)
+
+
+def test_graphs_are_recorded_with_autocasts_cast_cache_off(organism, monkeypatch):
+    """Full fine-tuning's float32 weights sampled under bfloat16 autocast: the step is recorded with the cast
+    cache off (the casts become part of the graph, re-read from the live weights at every replay), in the
+    same dtype, and the cache is on again outside the capture."""
+    _, tok = organism
+    trainable = AutoModelForCausalLM.from_pretrained(resolve_model_path("organism")).eval()
+    assert all(p.requires_grad for p in trainable.parameters())
+    monkeypatch.setattr(HFSampler, "_check_static", lambda self: None)
+    sampler = HFSampler(trainable, tok, decoder="static")
+    graphs = sampler.static_decoder()
+    recorded = []
+
+    def recording(step, rewind):
+        recorded.append((torch.is_autocast_cache_enabled(), torch.get_autocast_dtype("cpu"),
+                         torch.is_autocast_enabled("cpu")))
+        return _replaying_capture(step, rewind)
+
+    graphs.use_graphs, graphs.capture = True, recording
+    with one_thread(), torch.autocast("cpu", dtype=torch.bfloat16):
+        out = sampler.generate(_prompts(), SamplingParams(n=2, temperature=1.0, max_new_tokens=8, seed=3))
+        assert torch.is_autocast_cache_enabled()
+    assert recorded and all(r == (False, torch.bfloat16, True) for r in recorded), recorded
+    assert all(len(r.completion_ids) > 0 for r in out)
+
+
 def test_a_failed_capture_is_said_once_and_the_steps_run_eagerly(organism, recwarn):
     model, tok = organism
     fast_paths._SAID.clear()

@@ -32,7 +32,7 @@ import torch
 from transformers import DynamicCache, PreTrainedModel, StaticCache
 from transformers.cache_utils import StaticLayer
 
-from opct.sampling.cuda_graphs import GraphCapture, capture_step
+from opct.sampling.cuda_graphs import GraphCapture, capture_step, uncached_autocast
 from opct.sampling.kv_cache import cache_kwargs
 
 #: Rows' end of sequence is read back from the device every this many tokens: one host sync per 8 steps
@@ -198,7 +198,8 @@ class StaticDecoder:
                 layer.cumulative_length.copy_(counter)
 
         try:
-            graph = self.capture(lambda: self._forward(buffers), rewind)
+            with uncached_autocast(buffers.token.device.type):  # casts recorded, not cached (cuda_graphs docstring)
+                graph = self.capture(lambda: self._forward(buffers), rewind)
         except Exception as exc:  # a capture that fails for any reason: decode eagerly
             rewind()
             self.use_graphs = False
