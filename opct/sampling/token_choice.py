@@ -66,8 +66,11 @@ def inverse_cdf(probs: torch.Tensor, uniforms: torch.Tensor) -> torch.Tensor:
     # possible token); only ``u * total`` rounding up to ``total`` lands past the last token, and the clamp maps
     # it to the last possible one: the last t with probs[t] > 0. Done on every row, on the device: asking first
     # whether it is needed would be a host sync per token. A row of non-finite probabilities (a diverged model)
-    # has no possible token and gets token 0, as before, never an index past the vocabulary.
-    last_possible = (probs > 0).long().cumsum(-1).argmax(-1)
+    # has no possible token and gets token 0, as before, never an index past the vocabulary. The last possible
+    # token is the argmax of a rising ramp over the possible ones (float32 counts exactly to 2^24, past any
+    # vocabulary): one product and one reduction, where an int64 running count over the vocabulary was a scan.
+    ramp = torch.arange(1, probs.shape[-1] + 1, device=probs.device, dtype=torch.float32)
+    last_possible = ((probs > 0) * ramp).argmax(-1)
     return torch.minimum(chosen, last_possible)
 
 
