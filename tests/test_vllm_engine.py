@@ -302,6 +302,28 @@ def test_opct_pushes_the_adapter_not_merged_weights_and_sleeps_between_steps(fak
     assert seeds == [sample_seed(ctx.cfg.seed * 1_000_003, pid, s) for pid in ("p0", "p1") for s in range(2)]
 
 
+def test_an_adapter_sampled_again_after_a_sleep_is_re_added_under_a_new_id(fake_vllm, tiny_model, tmp_path,
+                                                                         fresh_accelerate_state):
+    """vLLM has been reported to drop loaded adapters in sleep and serve their id with the base model (the fake
+    does so); two generations from one pushed adapter (the validation sampler's case) both carry it."""
+    from opct.methods.opct import OPCTMethod
+
+    ctx = _opct_context(tiny_model, tmp_path)
+    sampler = OPCTMethod(ctx).sampler
+    llm = sampler.llm
+    sampler.load_policy_weights(ctx.policy)
+    params = SamplingParams(n=1, temperature=1.0, max_new_tokens=4)
+    sampler.generate([[5, 6, 7]], params)
+    sampler.generate([[5, 6, 7]], params)  # no push between: the same adapter, after a sleep
+    assert llm.events == ["generate+lora1", "sleep(1)", "wake_up(kv_cache,weights)", "generate+lora2", "sleep(1)"]
+    first, second = llm.adapters
+    assert not first["served_without_adapter"] and not second["served_without_adapter"]
+    assert all(torch.equal(first["tensors"][n], second["tensors"][n]) for n in first["tensors"])
+    sampler.load_policy_weights(ctx.policy)  # a push after a served adapter: a new folder and id, not re-added twice
+    sampler.generate([[5, 6, 7]], params)
+    assert llm.events[-2:] == ["generate+lora3", "sleep(1)"] and not llm.adapters[-1]["served_without_adapter"]
+
+
 def test_full_weights_are_pushed_awake_and_dropped_by_a_deep_sleep(fake_vllm, tiny_model):
     from transformers import AutoModelForCausalLM
 

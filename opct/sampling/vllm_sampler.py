@@ -39,7 +39,9 @@ off): after each generation it sleeps (``llm.sleep``), giving its KV cache and w
 for the scoring forwards and the backward pass, and it wakes (``llm.wake_up``) before the next sync and
 generation. Level 1 (weights kept in host memory) when its base weights must survive (LoRA, or weights
 it never received), level 2 (weights dropped) when full weights are pushed before every generation; then
-the weights wake first (``tags=["weights"]``), are loaded, and the KV cache wakes for the generation.
+the weights wake first (``tags=["weights"]``), are loaded, and the KV cache wakes for the generation. vLLM has
+been reported to drop loaded LoRA adapters in sleep and then serve their id with the base model, silently
+(vllm#53888), so after every wake the current adapter is given a new id, which vLLM loads from its folder again.
 
 Written against vLLM 0.33.0 (its ``LLM``, ``SamplingParams``, ``RequestOutput``, ``LoRARequest``,
 ``sleep``/``wake_up``); ``logprobs_mode`` needs 0.10.2 or later. **Unverified on a GPU**: the tests run
@@ -165,6 +167,7 @@ class VLLMSampler:
         self.sleeps = bool(settings["enable_sleep_mode"])
         self.lora_rank = lora_rank
         self.lora_request: Any = None  # the adapter the requests carry, once pushed
+        self._adapter_served = False  # whether a generation used lora_request since it was pushed or re-added
         self._adapter_root: Path | None = None
         self._asleep: set[str] = set()  # "weights", "kv_cache": what is asleep now
         self._weights_dropped = False  # by a level-2 sleep, until full weights are pushed again
@@ -228,6 +231,7 @@ class VLLMSampler:
         # vLLM runs its model in this thread: the training autocast must not reach its kernels
         with torch.autocast("cuda", enabled=False):
             outputs = self.llm.generate(requests, settings, use_tqdm=False, **adapter)
+        self._adapter_served = self.lora_request is not None  # loaded now; a sleep may drop it (_readd_adapter)
         self._sleep()
         if len(outputs) != len(jobs):
             raise RuntimeError(f"vLLM returned {len(outputs)} outputs for {len(jobs)} requests")
@@ -262,6 +266,18 @@ class VLLMSampler:
         if waking:
             self.llm.wake_up(tags=waking)
             self._asleep -= set(waking)
+            if "weights" in waking and self.lora_request is not None and self._adapter_served:
+                self._readd_adapter()
+
+    def _readd_adapter(self) -> None:
+        """Point the requests at the current adapter under a new id, after the weights woke: vLLM has been
+        reported to drop loaded LoRA adapters in sleep and then serve their id with the base model, silently
+        (vllm#53888); a new id makes it load the adapter's folder again."""
+        from vllm.lora.request import LoRARequest  # the optional extra, imported once an engine exists
+
+        version = self.lora_request.lora_int_id + 1
+        self.lora_request = LoRARequest(f"opct-policy-v{version}", version, self.lora_request.lora_path)
+        self._adapter_served = False
 
     def _sleep(self) -> None:
         """Give the engine's GPU memory back until the next generation (with sleep mode on): level 2 (weights
@@ -317,6 +333,7 @@ class VLLMSampler:
         if self.lora_request is not None:  # the previous adapter was read when its requests ran
             shutil.rmtree(self.lora_request.lora_path, ignore_errors=True)
         self.lora_request = LoRARequest(f"opct-policy-v{version}", version, str(folder))
+        self._adapter_served = False
 
     def close(self) -> None:
         """Drop the engine and give its GPU memory (weights and KV cache) back, as far as vLLM lets go of it."""

@@ -121,6 +121,8 @@ class LLM:
         self.drop_logprobs = False
         self.asleep: set[str] = set()
         self.weights_dropped = False
+        self.loaded_lora_ids: set[int] = set()  # adapters loaded since the last sleep
+        self.dropped_lora_ids: set[int] = set()  # adapters a sleep dropped silently (vllm#53888): served as the base
         self.number = len(LLM.instances)
         LLM.instances.append(self)
         self._log()
@@ -141,6 +143,10 @@ class LLM:
             raise RuntimeError(f"sleep(level={level}) on an engine that is {'asleep' if self.asleep else 'awake'}")
         self.asleep = {"weights", "kv_cache"}
         self.weights_dropped = level == 2
+        # as reported for vLLM (vllm#53888): a sleep drops the loaded LoRA adapters without a word, and a later
+        # request with the same adapter id is served by the base model
+        self.dropped_lora_ids |= self.loaded_lora_ids
+        self.loaded_lora_ids = set()
         self.event(f"sleep({level})")
 
     def wake_up(self, tags: list[str] | None = None) -> None:
@@ -165,8 +171,10 @@ class LLM:
         bad = [n for n in tensors if not (n.endswith(".lora_A.weight") or n.endswith(".lora_B.weight"))]
         if bad or not tensors:
             raise ValueError(f"not a PEFT adapter's tensor names: {bad[:3] or 'none'}")
+        dropped = request.lora_int_id in self.dropped_lora_ids
+        self.loaded_lora_ids.add(request.lora_int_id)
         return {"id": request.lora_int_id, "name": request.lora_name, "r": config["r"],
-                "tensors": tensors}
+                "tensors": tensors, "served_without_adapter": dropped}
 
     # -- vLLM's API ---------------------------------------------------------------------------
     def generate(self, prompts: list[dict], sampling_params: list[SamplingParams], *, use_tqdm: bool = True,
