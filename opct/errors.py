@@ -69,26 +69,47 @@ def with_article(word: str) -> str:
     return f"{'an' if word[:1].lower() in 'aeiou' else 'a'} {word}"
 
 
-#: ``scheme://user:password@`` inside any text: the password part is what :func:`redact_secrets` hides.
-_URL_USERINFO = re.compile(r"(?P<head>\b[A-Za-z][A-Za-z0-9+.-]*://[^\s/@:\"'<>]*:)(?P<secret>[^\s/@\"'<>]+)(?=@)")
+#: A URL inside any text: a scheme, ``://`` and what follows up to a space, a quote or an angle bracket.
+_URL = re.compile(r"\b[A-Za-z][A-Za-z0-9+.-]*://[^\s\"'<>]+")
+#: The userinfo of a URL (``user:password@`` or ``token@``) up to the host.
+_USERINFO = re.compile(r"^(?P<scheme>[A-Za-z][A-Za-z0-9+.-]*://)(?P<userinfo>[^/?#@]*)@")
+#: Query keys whose value is a credential (matched whole, any case, ``-`` and ``_`` alike): their values are hidden.
+CREDENTIAL_KEYS = frozenset({
+    "key", "apikey", "api_key", "xapikey", "x_api_key", "token", "access_token", "accesstoken", "auth_token", "id_token",
+    "refresh_token", "bearer", "auth", "authorization", "secret", "client_secret", "password", "passwd", "pwd", "pass",
+    "signature", "sig", "x_amz_signature", "x_amz_security_token", "x_goog_signature", "credential", "credentials",
+    "session_token", "private_token", "code",
+})
+_QUERY_PAIR = re.compile(r"(?P<head>[?&;](?P<key>[^=&#;\s]+)=)(?P<value>[^&#;\s\"'<>]*)")
+
+
+def _is_credential_key(key: str) -> bool:
+    return urllib.parse.unquote(key).lower().replace("-", "_") in CREDENTIAL_KEYS
 
 
 def redact_url(url: str) -> str:
-    """``url`` with the password of its userinfo replaced by ``***`` (``http://alice:***@host/v1``); a URL
-    without a password is returned as it is. The one way opct shows a URL that may carry a credential."""
-    parts = urllib.parse.urlsplit(url)
-    if parts.password is None:
-        return url
-    user = parts.username or ""
-    host = parts.netloc.rsplit("@", 1)[1]
-    return urllib.parse.urlunsplit(parts._replace(netloc=f"{user}:***@{host}"))
+    """``url`` with every credential it carries replaced by ``***``: the password of its userinfo
+    (``http://alice:***@host/v1``), a userinfo that is a token alone (``http://***@host``, which clients send as
+    Basic auth), and the value of every query key that names a credential (:data:`CREDENTIAL_KEYS`:
+    ``?api_key=***``, ``&token=***``, ``&X-Amz-Signature=***``). The rest is kept as it is. The one way opct
+    shows a URL that may carry a credential."""
+
+    def userinfo(m: re.Match[str]) -> str:
+        user, colon, _ = m.group("userinfo").partition(":")
+        return f"{m.group('scheme')}{user}:***@" if colon else f"{m.group('scheme')}***@"
+
+    def pair(m: re.Match[str]) -> str:
+        return m.group("head") + ("***" if _is_credential_key(m.group("key")) and m.group("value") else m.group("value"))
+
+    url = _USERINFO.sub(userinfo, url, count=1)
+    return _QUERY_PAIR.sub(pair, url) if "=" in url else url
 
 
 def redact_secrets(text: str) -> str:
-    """``text`` with every URL password in it replaced by ``***`` (see :func:`redact_url`): applied to every
+    """``text`` with every credential in every URL in it replaced by ``***`` (:func:`redact_url`): applied to every
     error and warning the command line prints and every JSON file opct writes
     (:func:`opct.runs.atomic.write_json_atomic`), so that a credential given in a URL stays in memory."""
-    return _URL_USERINFO.sub(lambda m: m.group("head") + "***", text) if "://" in text else text
+    return _URL.sub(lambda m: redact_url(m.group(0)), text) if "://" in text else text
 
 
 def describe(err: BaseException) -> tuple[int, str]:

@@ -29,10 +29,25 @@ def _with_password(url: str) -> str:
 
 def test_a_url_password_is_shown_as_stars_and_the_rest_kept() -> None:
     assert redact_url(f"http://alice:{SECRET}@127.0.0.1:8000/v1") == "http://alice:***@127.0.0.1:8000/v1"
-    assert redact_url("https://bob@host/v1") == "https://bob@host/v1"  # a user alone is no secret
+    # a userinfo alone is sent as Basic auth, so it is a credential (issue 73; until then it was shown)
+    assert redact_url(f"https://{SECRET}@host/v1") == "https://***@host/v1"
     assert redact_url("http://localhost:8000/v1") == "http://localhost:8000/v1"
     text = f"judge endpoint http://alice:{SECRET}@h/v1 failed; see \"https://u:{SECRET}x@other:1/x\""
     assert SECRET not in redact_secrets(text) and redact_secrets(text).count(":***@") == 2
+
+
+@pytest.mark.parametrize("url, shown", [
+    (f"http://127.0.0.1:8000/v1?api_key={SECRET}", "http://127.0.0.1:8000/v1?api_key=***"),
+    (f"http://h/v1?model=m&key={SECRET}&x=1", "http://h/v1?model=m&key=***&x=1"),
+    (f"http://h/v1?Api-Key={SECRET}#top", "http://h/v1?Api-Key=***#top"),
+    (f"https://h/o?X-Amz-Signature={SECRET}&X-Amz-Date=20261207", "https://h/o?X-Amz-Signature=***&X-Amz-Date=20261207"),
+    (f"http://h/v1?access_token={SECRET}", "http://h/v1?access_token=***"),
+    (f"http://sk-{SECRET}@h/v1", "http://***@h/v1"),
+    ("http://h/v1?q=token&keys=2", "http://h/v1?q=token&keys=2"),  # a value named token, a key that only starts so
+])
+def test_every_url_form_of_a_credential_is_hidden(url: str, shown: str) -> None:
+    assert redact_url(url) == shown
+    assert redact_secrets(f"judge endpoint {url} failed") == f"judge endpoint {shown} failed"
 
 
 def test_a_json_file_opct_writes_holds_no_url_password(tmp_path: Path) -> None:
@@ -92,9 +107,12 @@ def test_an_eval_against_a_failing_judge_writes_and_prints_no_password(tiny_mode
     assert endpoint.requests  # the judge was asked: the password was used, only never shown
 
 
-def test_opct_env_shows_the_judge_url_without_its_password(monkeypatch) -> None:
+@pytest.mark.parametrize("url, shown", [(f"http://alice:{SECRET}@127.0.0.1:8000/v1", "alice:***@127.0.0.1:8000"),
+                                        (f"http://127.0.0.1:8000/v1?api_key={SECRET}", "v1?api_key=***"),
+                                        (f"http://{SECRET}@127.0.0.1:8000/v1", "http://***@127.0.0.1:8000")])
+def test_opct_env_shows_the_judge_url_without_its_credential(url: str, shown: str, monkeypatch) -> None:
     from opct.cli.env import environment
 
-    monkeypatch.setenv("OPCT_JUDGE_BASE_URL", f"http://alice:{SECRET}@127.0.0.1:8000/v1")
-    shown = json.dumps(environment())
-    assert SECRET not in shown and "alice:***@127.0.0.1:8000" in shown
+    monkeypatch.setenv("OPCT_JUDGE_BASE_URL", url)
+    text = json.dumps(environment())
+    assert SECRET not in text and shown in text
