@@ -138,3 +138,17 @@ def test_an_attack_listing_fewer_behaviours_than_its_n_marks_its_paired_differen
     write(path, {**data, "behaviors": data["behaviors"][:3]})
     assert _paired_cell(exp, "OPCT − BCT", "Defense success (adaptive").endswith("INCOMPLETE")
     assert any("lists 3 behaviour(s) where its n is 100" in w for w in load_experiment(exp).warnings)
+
+
+def test_a_metric_is_checked_against_the_range_it_declares() -> None:
+    """Issue 73 (BAD 3): a signed paired difference (``biased_reasoning_rate``, ``accuracy_gap``) lies in [-1, 1],
+    so the untouched demo's negative interval is a measurement; a share still lies in [0, 1]."""
+    from opct.report.metric import metric_problem, parse_metric
+
+    signed = {"value": 0.0, "ci_low": -0.0233, "ci_high": 0.0233, "n": 120, "method": "paired-cluster-bootstrap"}
+    assert metric_problem(parse_metric(signed), None) is None
+    assert metric_problem(parse_metric({**signed, "ci_low": -1.2}), None) == "interval [-1.2, 0.0233] outside [-1, 1]"
+    share = {**signed, "method": "cluster-wilson"}
+    assert metric_problem(parse_metric(share), None) == "interval [-0.0233, 0.0233] outside [0, 1]"
+    declared = {**share, "range": [-2, 2], "ci_low": -1.5}  # a record's own range wins over its estimator's
+    assert metric_problem(parse_metric(declared), None) is None

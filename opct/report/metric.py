@@ -27,6 +27,9 @@ class Metric:
     incomplete: bool = False
     #: Records kept in ``n`` as failures, by outcome class (capability: ``{"truncated": 22}`` answers wrong).
     counted_wrong: dict[str, int] = field(default_factory=dict)
+    #: The range a measurement of this metric lies in (:func:`declared_range`): [0, 1] for a share or an area,
+    #: [-1, 1] for a signed difference of two shares. Not written to ``report.json``.
+    bounds: tuple[float, float] = (0.0, 1.0)
 
     @property
     def has_interval(self) -> bool:
@@ -45,6 +48,20 @@ def _finite(x: Any) -> float | None:
     return float(x) if math.isfinite(x) else None
 
 
+#: The range of a metric by the estimator its record names (``method``): a paired difference of two shares
+#: lies in [-1, 1]; every other estimate opct writes is a share or an area in [0, 1].
+RANGE_OF_METHOD: dict[str, tuple[float, float]] = {"paired-cluster-bootstrap": (-1.0, 1.0)}
+
+
+def declared_range(raw: dict[str, Any]) -> tuple[float, float]:
+    """The range a metric record declares: its own ``range`` ``[low, high]`` if it has one, else its estimator's
+    (:data:`RANGE_OF_METHOD`), else [0, 1]."""
+    own = raw.get("range")
+    if isinstance(own, list | tuple) and len(own) == 2 and all(_finite(x) is not None for x in own):
+        return float(own[0]), float(own[1])
+    return RANGE_OF_METHOD.get(str(raw.get("method")), (0.0, 1.0))
+
+
 def parse_metric(raw: Any, incomplete: bool = False) -> Metric | None:
     """A metric from a ``{value, ci_low, ci_high, n, unscored, counted_wrong}`` record or a bare number; None
     when not finite."""
@@ -60,7 +77,7 @@ def parse_metric(raw: Any, incomplete: bool = False) -> Metric | None:
         wrong = raw.get("counted_wrong") if isinstance(raw.get("counted_wrong"), dict) else {}
         return Metric(value, lo, hi, int(n) if isinstance(n, int | float) and not isinstance(n, bool) else None,
                       {str(k): int(v) for k, v in unscored.items() if v}, incomplete,
-                      {str(k): int(v) for k, v in wrong.items() if v})
+                      {str(k): int(v) for k, v in wrong.items() if v}, declared_range(raw))
     value = _finite(raw)
     return Metric(value, incomplete=incomplete) if value is not None else None
 
@@ -70,20 +87,22 @@ _TOLERANCE = 1e-9
 
 
 def metric_problem(metric: Metric | None, n_records: int | None) -> str | None:
-    """Why ``metric`` cannot be a measurement, or None: every eval and attack metric is a share or an
-    area in [0, 1], lies inside its own interval, and counts at most the eval's ``n_records`` records."""
+    """Why ``metric`` cannot be a measurement, or None: every eval and attack metric lies in the range it
+    declares (:func:`declared_range`: a share or an area in [0, 1], a signed difference in [-1, 1]), inside its
+    own interval, and counts at most the eval's ``n_records`` records."""
     if metric is None:
         return None
+    low, high = metric.bounds
 
     def inside(x: float) -> bool:
-        return -_TOLERANCE <= x <= 1 + _TOLERANCE
+        return low - _TOLERANCE <= x <= high + _TOLERANCE
 
     if not inside(metric.value):
-        return f"value {metric.value:g} outside [0, 1]"
+        return f"value {metric.value:g} outside [{low:g}, {high:g}]"
     if metric.has_interval:
         lo, hi = float(metric.ci_low or 0.0), float(metric.ci_high or 0.0)
         if not (inside(lo) and inside(hi)):
-            return f"interval [{lo:g}, {hi:g}] outside [0, 1]"
+            return f"interval [{lo:g}, {hi:g}] outside [{low:g}, {high:g}]"
         if not lo - _TOLERANCE <= metric.value <= hi + _TOLERANCE:
             return f"value {metric.value:g} outside its own interval [{lo:g}, {hi:g}]"
     if metric.n is not None and (metric.n < 0 or (n_records is not None and metric.n > n_records)):
