@@ -83,3 +83,16 @@ def test_a_generation_section_overrides_only_the_keys_it_names():
     assert (sampling.n, sampling.temperature, sampling.max_new_tokens) == (2, 1.0, 1024)
     targets = load_config(None, ["method=bct", "bct.targets.max_new_tokens=9"]).method_config.targets
     assert (targets.n, targets.temperature, targets.max_new_tokens) == (1, 0.0, 9)
+
+
+def test_an_enum_value_yaml_reads_as_a_boolean_is_taken_as_written(tmp_path):
+    """Issue 73: YAML reads a bare ``off`` (and ``no``) as false; the documented values are accepted as written,
+    in a file and through --set."""
+    from opct.config import load_config
+
+    path = tmp_path / "run.yaml"
+    path.write_text("name: t\ndata: {train: [organism:sycophancy:train]}\noptim: {master_weights: off}\n"
+                    "train: {mixed_precision: no}\n", encoding="utf-8")
+    cfg = load_config(path)
+    assert cfg.optim.master_weights == "off" and cfg.train.mixed_precision == "no"
+    assert load_config(path, ["optim.master_weights=off"]).optim.master_weights == "off"

@@ -86,6 +86,11 @@ class OptimConfig(_Strict):
                     "precision, where small updates would round away); fp32: always; off: step the weights as they are",
     )
 
+    @field_validator("master_weights", mode="before")
+    @classmethod
+    def _yaml_off(cls, value: Any) -> Any:
+        return "off" if value is False else value  # YAML reads a bare `off` as false
+
 
 class DataConfig(_Strict):
     """Where the consistency pairs come from."""
