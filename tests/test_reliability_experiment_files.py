@@ -86,3 +86,17 @@ def test_print_config_resolves_the_train_block_into_each_run(tmp_path: Path) -> 
     printed.write_text(res.output, encoding="utf-8")
     again = {r.key: r.config.model_dump(mode="json") for r in resolve(load_experiment(printed)).runs}
     assert again == expected  # the printed file is the same experiment
+
+
+def test_an_empty_experiment_file_is_an_error_not_a_default_experiment(tmp_path) -> None:
+    """Issue 73: an empty file (or one of comments alone) planned a full default experiment with exit 0."""
+    from typer.testing import CliRunner
+
+    from opct.cli.main import app
+
+    for text in ("", "# nothing here yet\n"):
+        path = tmp_path / "empty.yaml"
+        path.write_text(text, encoding="utf-8")
+        res = CliRunner().invoke(app, ["run", str(path), "--dry-run"])
+        assert res.exit_code == 2, res.output
+        assert "empty.yaml: the experiment file is empty (no settings)" in res.output

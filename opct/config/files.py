@@ -196,7 +196,8 @@ class _UniqueKeyLoader(yaml.SafeLoader):
 
 
 def read_config_file(path: str | Path | None, what: str = "config") -> tuple[dict[str, Any], ConfigSource]:
-    """The mapping a YAML configuration file holds (``{}`` for no file) and its name for error messages.
+    """The mapping a YAML configuration file holds (``{}`` for no file; an empty file is an error) and its name
+    for error messages.
 
     A key repeated in one section is an error naming the file, the line and the key (YAML alone would
     silently keep the last one)."""
@@ -211,9 +212,11 @@ def read_config_file(path: str | Path | None, what: str = "config") -> tuple[dic
         raise ConfigError(f"{path}:{dup.line}: {dup.describe()}") from None
     except yaml.YAMLError as err:
         raise ConfigError(f"{path}: not valid YAML: {err}") from err
-    if loaded is not None and not isinstance(loaded, dict):
+    if loaded is None:  # an empty file (or comments alone) would run every default: a mistake, never a plan
+        raise ConfigError(f"{path}: the {what} file is empty (no settings); write its settings, or leave the file out")
+    if not isinstance(loaded, dict):
         raise ConfigError(f"{path}: the top level must be a mapping of settings")
-    return loaded or {}, ConfigSource(str(path), _key_lines(text, path))
+    return loaded, ConfigSource(str(path), _key_lines(text, path))
 
 
 def validate_config(model: type[ModelT], tree: dict[str, Any], source: str) -> ModelT:
