@@ -128,6 +128,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         default=1,
         help="torch threads; on a shared CPU keep it below the idle cores: an OpenMP team with a descheduled thread runs many times slower",
     )
+    ap.add_argument("--model", default=None, help="a model folder or opct alias (e.g. smollm2) instead of the random "
+                    "Llama; --hidden, --layers, --heads, --intermediate and --vocab are then the model's own")
     ap.add_argument("--hidden", type=int, default=512)
     ap.add_argument("--layers", type=int, default=5)
     ap.add_argument("--heads", type=int, default=8)
@@ -183,7 +185,12 @@ def main(argv: list[str] | None = None) -> None:
         env["CUDA_VISIBLE_DEVICES"] = ""
     with tempfile.TemporaryDirectory(prefix="opct-bench-") as tmp:
         work = Path(tmp)
-        model_dir = build_model(work / "model", args)
+        if args.model:
+            from opct.models import resolve_model_path  # deferred: loads torch and transformers
+
+            model_dir = Path(resolve_model_path(args.model))
+        else:
+            model_dir = build_model(work / "model", args)
         prompts = make_prompts(model_dir, args, args.batch * (args.warmup + args.steps))
         dims = model_dims(model_dir, args)
         p_len = statistics.mean(len(q["prompt_ids"]) for q in prompts)

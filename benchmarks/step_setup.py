@@ -123,7 +123,8 @@ def model_dims(model_dir: Path, args: argparse.Namespace) -> dict[str, int]:
     shapes = [(d, d), (d, kv), (d, kv), (d, d), (d, inter), (d, inter), (inter, d)]  # q k v o gate up down
     n_lin = layers * sum(i * o for i, o in shapes)
     n_lora = layers * sum(args.lora_r * (i + o) for i, o in shapes)
-    total = n_lin + 2 * vocab * d + (2 * layers + 1) * d
+    embeddings = (1 if getattr(c, "tie_word_embeddings", False) else 2) * vocab * d  # a tied output layer is the input's
+    total = n_lin + embeddings + (2 * layers + 1) * d
     return {"d": d, "layers": layers, "vocab": vocab, "n_lin": n_lin, "n_lora": n_lora, "params": total}
 
 
