@@ -426,3 +426,47 @@ def test_a_cut_off_results_json_is_an_error_naming_it(tmp_path):
     res = CliRunner().invoke(app, args)
     assert res.exit_code == 2, res.output
     assert f"{results} is not readable JSON" in " ".join(res.output.split()) and "Delete it" in res.output
+
+
+def test_training_never_writes_into_a_folder_of_someone_elses_files(tiny_model, pairs_file, tmp_path):
+    """Issue 73 (BAD 1): `opct train` into a folder that held a user's files replaced their metrics.jsonl. Now a run
+    directory must be absent, empty, opct's own training run (its manifest), or one stopped before its manifest."""
+    from opct.config import RunConfig
+    from opct.runs.outputs import OutputOwnedError
+    from opct.training.loop import train
+
+    cfg = run_config(tiny_model, pairs_file, tmp_path / "runs", **{"train": {"max_steps": 1, "pairs_per_step": 4}})
+    theirs = tmp_path / "runs" / cfg["name"]
+    theirs.mkdir(parents=True)
+    (theirs / "metrics.jsonl").write_text('{"mine": 1}\n')
+    (theirs / "notes.txt").write_text("my notes\n")
+    before = {p.name: p.read_bytes() for p in theirs.iterdir()}
+    with pytest.raises(OutputOwnedError, match=r"holds files opct did not write \(notes.txt\); nothing was written"):
+        train(RunConfig.model_validate(cfg), show_progress=False)
+    assert {p.name: p.read_bytes() for p in theirs.iterdir()} == before  # nothing there changed, nothing added
+
+    stopped = tmp_path / "runs2" / cfg["name"]  # a run that stopped after taking its lock, before its manifest
+    stopped.mkdir(parents=True)
+    (stopped / ".lock").write_text("")
+    again = RunConfig.model_validate({**cfg, "output_dir": str(tmp_path / "runs2")})
+    first = train(again, show_progress=False)
+    assert (first.run_dir / "manifest.json").is_file()
+    assert train(again, show_progress=False).run_dir == first.run_dir  # its own run: rerun, not refused
+
+
+def test_training_never_writes_into_another_kind_of_opct_output(tmp_path):
+    from opct.runs.outputs import OutputOwnedError, claim_run_directory
+
+    evaluated = tmp_path / "ev"
+    evaluated.mkdir()
+    (evaluated / "manifest.json").write_text(json.dumps({"kind": "eval", "model": "organism", "weights_sha256": "ab" * 32}))
+    with pytest.raises(OutputOwnedError, match="holds the eval of another model .weights abab"):
+        claim_run_directory(evaluated)
+    damaged = tmp_path / "run"  # a run's own damaged manifest is left to resuming, which names it
+    damaged.mkdir()
+    (damaged / "manifest.json").write_text('{"config": ')
+    (damaged / "metrics.jsonl").write_text("")
+    claim_run_directory(damaged)
+    (tmp_path / "file").write_text("x")
+    with pytest.raises(OutputOwnedError, match="is a file, not a folder"):
+        claim_run_directory(tmp_path / "file")

@@ -104,6 +104,12 @@ class RunLayout:
         """``final/opct_checkpoint.json``: what the trained model says about itself."""
         return self.final / CHECKPOINT_FILE
 
+    def names(self, name: str) -> bool:
+        """Whether ``name`` (an entry of the run's folder) is one this layout names (``bct_targets`` included)."""
+        fixed = {p.name for p in (self.manifest, self.metrics, self.rollouts, self.validation, self.diagnostics,
+                                  self.lock, self.trackers, self.checkpoints, self.final, self.final_tmp)}
+        return name in fixed or name == "validation_attack" or name.endswith("_targets")
+
     def list_checkpoints(self) -> list[tuple[int, Path]]:
         """Every ``checkpoints/step-N`` folder, oldest first (valid or not)."""
         if not self.checkpoints.exists():

@@ -153,6 +153,45 @@ def listing(folder: Path, most: int = 4) -> str:
     return ", ".join(names[:most]) + more
 
 
+def is_training_run(folder: Path) -> bool:
+    """Whether ``folder`` is opct's own training run, the only folder ``opct train`` resumes in: its manifest says
+    ``train``; or it has no manifest naming another kind (none yet, or a damaged one, which resuming then names)
+    and every entry in it is one a run's layout names (:meth:`RunLayout.names`). A folder with any other file
+    (a user's notes beside a ``metrics.jsonl``), or another kind of opct output, is not."""
+    if not folder.is_dir():
+        return False
+    layout = RunLayout(folder)
+    kind = (read_json_object(layout.manifest) or {}).get("kind") if layout.manifest.is_file() else None
+    if kind == "train":
+        return True
+    return kind is None and all(layout.names(p.name) for p in folder.iterdir())
+
+
+def claim_run_directory(folder: str | Path) -> None:
+    """Refuse to train in ``folder`` unless it is absent, empty or :func:`is_training_run`; the
+    :class:`OutputOwnedError` names what is there (another opct output, or the files no run writes), before
+    anything is written."""
+    folder = Path(folder)
+    if folder.is_symlink() and not folder.exists():
+        raise OutputOwnedError(f"the run directory {folder} is a symbolic link to {os.readlink(folder)}, which does "
+                               "not exist; give the real path, or another name")
+    if not folder.exists() or (folder.is_dir() and not any(folder.iterdir())) or is_training_run(folder):
+        return
+    layout = RunLayout(folder)
+    kind = (read_json_object(layout.manifest) or {}).get("kind") if folder.is_dir() and layout.manifest.is_file() else None
+    owner = output_owner(folder) if kind is not None else None
+    if not folder.is_dir():
+        found = "is a file, not a folder"
+    elif owner is not None:
+        found = f"holds {owner.describe()}, not a training run"
+    else:
+        foreign = sorted(p.name + ("/" if p.is_dir() else "") for p in folder.iterdir() if not layout.names(p.name))
+        found = f"holds files opct did not write ({', '.join(foreign[:4])}{', ...' if len(foreign) > 4 else ''})"
+    raise OutputOwnedError(f"the run directory {folder} (output_dir/name) {found}; nothing was written, and nothing "
+                           "there is ever replaced. Give the run another name (--set name=...) or output_dir, or move "
+                           "those files away.")
+
+
 def claim_output(path: str | Path, flag: str, is_own: Callable[[Path], bool], own_output: str) -> None:
     """Refuse to write ``path`` (a folder or a file) unless it is absent, an empty folder, or ``is_own(path)``:
     the command's own earlier output (``own_output`` says what that is, e.g. ``an earlier opct model tiny``).

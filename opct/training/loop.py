@@ -39,6 +39,7 @@ from opct.runs.directory import RunDirectory
 from opct.runs.errors import RunDirError
 from opct.runs.lock import on_main
 from opct.runs.manifest import build_manifest, hash_records
+from opct.runs.outputs import claim_run_directory
 from opct.training import fsdp
 from opct.training.activation_checkpointing import (
     check_accelerate_checkpointing,
@@ -126,6 +127,7 @@ def train(cfg: RunConfig, show_progress: bool = True) -> TrainResult:
         cfg.model.name_or_path, cfg.model.chat_template, cfg.model.revision, cfg.model.trust_remote_code
     )
     pairs, validation = check_prompts(cfg, tokenizer, pairs, validation)
+    claim_run_directory(cfg.run_dir)  # a folder of someone else's files is never trained into
     run = RunDirectory(cfg.run_dir)
     acc = _make_accelerator(cfg, run)
     with run.locked(acc):
