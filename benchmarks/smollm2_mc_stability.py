@@ -30,7 +30,7 @@ def main() -> None:
     parser.add_argument("--samples", type=int, default=4)
     parser.add_argument("--max-new-tokens", type=int, default=48)
     parser.add_argument("--limit", type=int, default=None)
-    parser.add_argument("--out", type=Path, default=Path("benchmarks/results/smollm2/mc-stability-gpqa.json"))
+    parser.add_argument("--out", type=Path, default=Path("benchmarks/results/smollm2/clean-answer-stability.json"))
     args = parser.parse_args()
     from transformers import AutoModelForCausalLM
 
