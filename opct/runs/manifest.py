@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import copy
+import functools
 import hashlib
 import json
 import platform
@@ -29,6 +31,7 @@ def package_versions() -> dict[str, str]:
 CONSTRAINTS_FILE = Path(__file__).resolve().parents[2] / "constraints.txt"
 
 
+@functools.lru_cache(maxsize=8)  # read once per process: every manifest asks, and installed versions do not move
 def tested_versions(path: Path = CONSTRAINTS_FILE) -> dict[str, Any] | None:
     """Whether the installed packages are the tested ones: ``path``'s sha256, how many of its ``name==version``
     pins are installed at that version, and each installed one that differs (tested, installed); a pinned
@@ -90,7 +93,7 @@ def build_manifest(kind: str, config: dict[str, Any], **fields: Any) -> dict[str
         "kind": kind,
         "config": config,
         "versions": package_versions(),
-        "tested_versions": tested_versions(),
+        "tested_versions": copy.deepcopy(tested_versions()),  # the cached record stays as read
         "opct_commit": git_commit(),
         "command": sys.argv,
         "created": time.strftime("%Y-%m-%dT%H:%M:%S%z"),

@@ -153,6 +153,20 @@ def listing(folder: Path, most: int = 4) -> str:
     return ", ".join(names[:most]) + more
 
 
+def _manifest_kind(layout: RunLayout) -> str | None:
+    """The ``kind`` a run folder's manifest names; None without a manifest, or with one that names none."""
+    return (read_json_object(layout.manifest) or {}).get("kind") if layout.manifest.is_file() else None
+
+
+def _free(path: Path, flag: str) -> bool:
+    """Whether ``path`` is free to write: absent, or an empty folder; a symbolic link that leads nowhere is an
+    :class:`OutputOwnedError` naming ``flag``."""
+    if path.is_symlink() and not path.exists():
+        raise OutputOwnedError(f"{flag} {path} is a symbolic link to {os.readlink(path)}, which does not exist; "
+                               "give the real path, or a new one")
+    return not path.exists() or (path.is_dir() and not any(path.iterdir()))
+
+
 def is_training_run(folder: Path) -> bool:
     """Whether ``folder`` is opct's own training run, the only folder ``opct train`` resumes in: its manifest says
     ``train``; or it has no manifest naming another kind (none yet, or a damaged one, which resuming then names)
@@ -161,10 +175,8 @@ def is_training_run(folder: Path) -> bool:
     if not folder.is_dir():
         return False
     layout = RunLayout(folder)
-    kind = (read_json_object(layout.manifest) or {}).get("kind") if layout.manifest.is_file() else None
-    if kind == "train":
-        return True
-    return kind is None and all(layout.names(p.name) for p in folder.iterdir())
+    kind = _manifest_kind(layout)
+    return kind == "train" or (kind is None and all(layout.names(p.name) for p in folder.iterdir()))
 
 
 def claim_run_directory(folder: str | Path) -> None:
@@ -172,18 +184,13 @@ def claim_run_directory(folder: str | Path) -> None:
     :class:`OutputOwnedError` names what is there (another opct output, or the files no run writes), before
     anything is written."""
     folder = Path(folder)
-    if folder.is_symlink() and not folder.exists():
-        raise OutputOwnedError(f"the run directory {folder} is a symbolic link to {os.readlink(folder)}, which does "
-                               "not exist; give the real path, or another name")
-    if not folder.exists() or (folder.is_dir() and not any(folder.iterdir())) or is_training_run(folder):
+    if _free(folder, "the run directory") or is_training_run(folder):
         return
     layout = RunLayout(folder)
-    kind = (read_json_object(layout.manifest) or {}).get("kind") if folder.is_dir() and layout.manifest.is_file() else None
-    owner = output_owner(folder) if kind is not None else None
     if not folder.is_dir():
         found = "is a file, not a folder"
-    elif owner is not None:
-        found = f"holds {owner.describe()}, not a training run"
+    elif _manifest_kind(layout) is not None:
+        found = f"holds {output_owner(folder).describe()}, not a training run"
     else:
         foreign = sorted(p.name + ("/" if p.is_dir() else "") for p in folder.iterdir() if not layout.names(p.name))
         found = f"holds files opct did not write ({', '.join(foreign[:4])}{', ...' if len(foreign) > 4 else ''})"
@@ -200,10 +207,7 @@ def claim_output(path: str | Path, flag: str, is_own: Callable[[Path], bool], ow
     symbolic link that leads nowhere) is an :class:`OutputOwnedError` naming ``flag``, the path and what was
     found, before anything is written; nothing there is changed."""
     path = Path(path)
-    if path.is_symlink() and not path.exists():
-        raise OutputOwnedError(f"{flag} {path} is a symbolic link to {os.readlink(path)}, which does not exist; "
-                               "give the real path, or a new one")
-    if not path.exists() or (path.is_dir() and not any(path.iterdir())) or is_own(path):
+    if _free(path, flag) or is_own(path):
         return
     owner = output_owner(path) if path.is_dir() else None
     if owner is not None:
