@@ -64,6 +64,11 @@ def main() -> None:
                           [ids[i] for i, _ in sampled])
     sampled_read = cluster_rate([letter is not None for _, letter in sampled], [ids[i] for i, _ in sampled])
     counts = {letter: sum(v == letter for v in greedy.values()) for letter in LETTERS[:4]}
+    subjects = sorted({str(item.subject) for item in items if item.subject is not None})
+    by_subject = {subject: cluster_rate([None if greedy[i] is None else greedy[i] == item.answer
+                                         for i, item in enumerate(items) if str(item.subject) == subject],
+                                        [item.id for item in items if str(item.subject) == subject])
+                  for subject in subjects}
 
     def row(est) -> dict:
         return {"value": est.value, "ci_low": est.ci_low, "ci_high": est.ci_high, "n": est.n, "clusters": est.clusters}
@@ -72,13 +77,17 @@ def main() -> None:
               "source": str(args.source), "questions": len(items), "model": args.model, "samples": args.samples,
               "max_new_tokens": args.max_new_tokens, "greedy_read": row(read), "greedy_accuracy": row(correct),
               "samples_read": row(sampled_read), "samples_repeat_greedy": row(stable),
-              "greedy_letters": counts, "wall_s": round(time.monotonic() - start),
+              "greedy_letters": counts,
+              "greedy_accuracy_by_subject": {subject: row(est) for subject, est in by_subject.items()},
+              "wall_s": round(time.monotonic() - start),
               "versions": package_versions(), "tested_versions": tested_versions()}
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(result, indent=2) + "\n", encoding="utf-8")
     for key in ("greedy_read", "greedy_accuracy", "samples_read", "samples_repeat_greedy"):
         r = result[key]
         print(f"{key:<22} {r['value']:6.1%} [{r['ci_low']:.1%}, {r['ci_high']:.1%}] n={r['n']} ({r['clusters']} questions)")
+    for subject, est in by_subject.items():
+        print(f"  accuracy on {subject:<18} {est.value:6.1%} [{est.ci_low:.1%}, {est.ci_high:.1%}] n={est.n}")
     print("greedy letters:", counts, f"({result['wall_s']} s)")
 
 

