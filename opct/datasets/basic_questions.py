@@ -138,7 +138,7 @@ def basic_questions(seed: int = 0) -> list[MCQuestion]:
     for (kind, question, right, wrong), position in zip(rows, positions, strict=True):
         wrong = list(wrong)
         rng.shuffle(wrong)
-        options = wrong[:position] + [right] + wrong[position:]
+        options = [*wrong[:position], right, *wrong[position:]]
         questions.append(MCQuestion(id=f"basic-{kind}-{counts[kind]:03d}", question=question, options=tuple(options),
                                     answer=string.ascii_uppercase[position], subject=kind, source="opct:basic-questions",
                                     answer_format=ANSWER_FORMAT))

@@ -54,7 +54,9 @@ class EvalOptions(_Strict):
     judge_timeout: float = Field(15.0, gt=0.0, description="model judges: seconds one attempt may take, connect to last byte")
     judge_retries: int = Field(2, ge=0, description="model judges: retries of a failed attempt")
     judge_fail_after: int = Field(3, ge=1, description="model judges: stop the eval after this many failed attempts in a row")
-    limit: int | None = Field(None, gt=0, description="at most this many items per task (a seeded sample)")
+    limit: int | dict[str, int] | None = Field(
+        None, description="at most this many items per task (a seeded sample); or per eval name, e.g. {jailbreak: 32} "
+        "(an eval not named has no limit)")
     seed: int = Field(0, description="seed of the item sample and of sampled generation")
     templates: dict[str, str] = Field(
         default_factory=dict, description="template set per axis when not the data source's own, e.g. {sycophancy: real}"
@@ -76,6 +78,22 @@ class EvalOptions(_Strict):
             if name not in sets:
                 raise ValueError(f"axis {axis!r} has no template set {name!r}; it has {', '.join(sets) or 'none'}")
         return value
+
+    @field_validator("limit")
+    @classmethod
+    def _positive_known_limits(cls, value: int | dict[str, int] | None) -> int | dict[str, int] | None:
+        limits = value if isinstance(value, dict) else {} if value is None else {"": value}
+        for name, n in limits.items():
+            if n <= 0:
+                raise ValueError(f"limit{f'.{name}' if name else ''} must be a positive number of items, got {n}")
+        unknown = sorted(set(limits) - {"", *_all_axes()})
+        if unknown:
+            raise ValueError(f"limit names unknown eval(s) {', '.join(unknown)}; known: {', '.join(_all_axes())}")
+        return value
+
+    def limit_for(self, name: str) -> int | None:
+        """The item limit of eval ``name``: the one limit, or its own in a per-eval mapping (else none)."""
+        return self.limit.get(name) if isinstance(self.limit, dict) else self.limit
 
     @field_validator("real")
     @classmethod

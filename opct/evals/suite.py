@@ -114,9 +114,10 @@ def eval_tasks(
     per_split = [e for e in evals if AXES.get(e).per_split]
     once = [e for e in evals if not AXES.get(e).per_split]
 
-    def build(names: Sequence[str], split: str) -> list[EvalTask]:
-        return build_tasks(names, options.data, split, real, options.judge, options.limit, templates=options.templates,
-                           judge_options=options.judge_options())
+    def build(names: Sequence[str], split: str) -> list[EvalTask]:  # each eval with its own item limit
+        return [task for name in names
+                for task in build_tasks([name], options.data, split, real, options.judge, options.limit_for(name),
+                                        templates=options.templates, judge_options=options.judge_options())]
 
     if len(options.splits) == 1 and not suffix_train:
         return build(evals, options.splits[0])
