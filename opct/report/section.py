@@ -103,6 +103,7 @@ class Section(Protocol):
 SECTIONS: Registry[Section] = Registry("report section")
 for _name, _target in [
     ("verdict", "opct.report.sections.answer:VERDICT_SECTION"),
+    ("judges", "opct.report.sections.judges:JUDGES_SECTION"),
     ("results", "opct.report.sections.results:RESULTS_SECTION"),
     ("recipes", "opct.report.sections.recipes:RECIPES_SECTION"),
     ("profile", "opct.report.sections.recipes:PROFILE_SECTION"),
