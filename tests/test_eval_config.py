@@ -44,7 +44,7 @@ def test_data_dir_fills_the_paths_not_given(tmp_path: Path) -> None:
         ([("evals", ["sycophancy", "honesty"])], "unknown eval(s) honesty"),
         ([("real.behaviours", "b.csv")], "unknown real-data key(s) ['behaviours']"),
         ([("splits", ["test"])], "splits.0"),
-        ([("limit", 0)], "limit: Input should be greater than 0"),
+        ([("limit", 0)], "limit: Value error, limit must be a positive number of items, got 0"),
     ],
 )
 def test_errors_name_the_key(overrides: list, message: str) -> None:
