@@ -25,7 +25,7 @@ from pathlib import Path
 
 from opct.axes.awareness.data import load_sage_eval
 from opct.axes.build import build_real_pairs
-from opct.datasets.basic_questions import basic_questions
+from opct.datasets.basic_questions import basic_questions, question_row
 
 BASIC = "opct:basic-questions"
 
@@ -54,8 +54,7 @@ def main() -> None:
     build_real_pairs("awareness", {"sage": args.sage}, args.out, per_item=args.awareness_per_fact)
 
     held_questions = held_out_units(args.out / "sycophancy_heldout.jsonl", "item_id")
-    rows = [{"id": q.id, "question": q.question, "choices": list(q.options), "answer": q.answer, "subject": q.subject,
-             "answer_format": q.answer_format} for q in basic_questions() if q.id in held_questions]
+    rows = [question_row(q) for q in basic_questions() if q.id in held_questions]
     write_jsonl(rows, args.out / "sycophancy_heldout_items.jsonl")
 
     held_facts = held_out_units(args.out / "awareness_heldout.jsonl", "fact_id")

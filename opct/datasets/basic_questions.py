@@ -28,7 +28,7 @@ from pathlib import Path
 
 from opct.datasets.multiple_choice import MCQuestion
 
-__all__ = ["ANSWER_FORMAT", "KINDS", "SHIPPED", "basic_questions", "write_basic_questions"]
+__all__ = ["ANSWER_FORMAT", "KINDS", "SHIPPED", "basic_questions", "question_row", "write_basic_questions"]
 
 CAPITALS = {
     "France": "Paris", "Japan": "Tokyo", "Italy": "Rome", "Spain": "Madrid", "Germany": "Berlin",
@@ -146,14 +146,18 @@ def basic_questions(seed: int = 0) -> list[MCQuestion]:
     return questions
 
 
+def question_row(q: MCQuestion) -> dict[str, object]:
+    """A question as one JSONL row that ``opct pairs build sycophancy`` reads back as the same question."""
+    return {"id": q.id, "question": q.question, "choices": list(q.options), "answer": q.answer, "subject": q.subject,
+            "answer_format": q.answer_format}
+
+
 def write_basic_questions(path: str | Path = SHIPPED, seed: int = 0) -> Path:
     """Write :func:`basic_questions` as JSONL (``id``, ``question``, ``choices``, ``answer``, ``subject``,
     ``answer_format``)."""
     out = Path(path)
     out.parent.mkdir(parents=True, exist_ok=True)
-    lines = [json.dumps({"id": q.id, "question": q.question, "choices": list(q.options), "answer": q.answer,
-                         "subject": q.subject, "answer_format": q.answer_format}, ensure_ascii=False)
-             for q in basic_questions(seed)]
+    lines = [json.dumps(question_row(q), ensure_ascii=False) for q in basic_questions(seed)]
     tmp = out.with_name(out.name + ".tmp")
     tmp.write_text("\n".join(lines) + "\n", encoding="utf-8")
     tmp.replace(out)
