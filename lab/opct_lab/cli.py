@@ -2,7 +2,8 @@
 
 ``run`` a study file (one experiment per model family, then the pooled report), ``demo`` / ``demo-full`` the
 paper's comparison on the organism with another rule's picks, picks chosen anew or over every family,
-``select`` recipes on the validation split, ``report`` a study's pooled report. Every command runs in opct's
+``select`` recipes on the validation split, ``report`` a study's pooled report, ``build-levels`` the weights of the
+study's level organisms from their recipes. Every command runs in opct's
 error boundary (exit 2 for bad input, 1 for a fault, tracebacks only with ``--debug``).
 """
 
@@ -45,6 +46,14 @@ from opct.report.selection import chosen_lines, selection_table
 from opct.report.terminal import results_group
 from opct.runs.experiment_layout import REPORT_HTML, REPORT_MD
 from opct_lab.layout import StudyLayout
+from opct_lab.level_builds import (
+    SHIPPED_LEVELS,
+    WEIGHTS,
+    level_alias,
+    level_checkpoint_path,
+    pinned_weights_sha256,
+    restore_level_build,
+)
 from opct_lab.report.study import study_group, study_renderables, write_study_report
 from opct_lab.selection.per_family import select_per_family
 from opct_lab.selection.run import candidate_configs, load_selection, run_selection
@@ -238,3 +247,22 @@ def report(
     data = write_study_report(study_dir)
     console.print(with_path("report: ", layout.report_md, " (and report.json)"))
     console.print(Group(*study_renderables(data, console.width)))  # last: ending with the verdict block
+
+
+@app.command("build-levels")
+def build_levels(
+    level: Annotated[list[str] | None, typer.Option(
+        "--level", metavar="ARCH-LEVEL", help="Only these shipped builds (llama-w4-long); repeatable. Default: all.")] = None,
+) -> None:
+    """Put the weights of the study's shipped level organisms in place: from the repository's history (seconds),
+    else built from their recipes (9–39 min each on 2 cores), each kept only if it is byte for byte the weights
+    their picks were selected on; a no-op for those already in place."""
+    shipped = {f"{arch}-{lv}": (arch, lv) for arch, lv in SHIPPED_LEVELS}
+    unknown = sorted(set(level or ()) - set(shipped))
+    if unknown:
+        raise ConfigError(f"--level {', '.join(unknown)}: not a shipped level build; choose from {', '.join(shipped)}")
+    for name in level or list(shipped):
+        arch, lv = shipped[name]
+        state = restore_level_build(arch, lv, log=_err_line)
+        console.print(f"{level_alias(arch, lv)}: {state} ({level_checkpoint_path(arch, lv) / WEIGHTS}, sha256 "
+                      f"{pinned_weights_sha256(arch, lv)[:12]})", highlight=False, markup=False, soft_wrap=True)

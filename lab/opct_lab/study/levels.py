@@ -4,8 +4,9 @@
 built there (``opct organism build --arch A --response-wordings N --response-length L``, seed 0), the
 settings read from the level's name (``w<N>-<short|long>``) and the architecture from the family's
 (``<level>.<arch>``); a build writes to a temporary folder and renames it into place, so an interrupted
-one starts again. A registered alias (the shipped organism, or a shipped level build such as
-``organism-llama-w4-long``) and an existing folder of a study-built level are used only if they verify against
+one starts again. A shipped level build (``organism-llama-w4-long``) whose weights are not built yet gets
+them from its recipe, held to the pinned hash (:func:`opct_lab.level_builds.restore_level_build`). A
+registered alias (the shipped organism, or a shipped level build) and an existing folder of a study-built level are used only if they verify against
 today's recipe for that level (:func:`check_level_folder`).
 
 docs/mechanism.md ("The measured dose") fixes the profile's settings: the pair sources
@@ -27,6 +28,7 @@ from opct.config import MODEL_ALIASES, ModelConfig
 from opct.organism.wordings import ResponseStyle
 from opct.pairs import load_pair_source
 from opct.runs.atomic import read_json_object, write_json_atomic
+from opct_lab.level_builds import restore_level_build, shipped_level_of_alias
 from opct_lab.report.levels import profile_path
 
 #: The pre-registered pair sources of the dose (one per axis).
@@ -81,9 +83,11 @@ def check_level_folder(folder: Path, level: str, family: str) -> None:
 
 def ensure_level_builds(levels: Mapping[str, list[str]], models: Mapping[str, str], *,
                         log: Callable[[str], Any] = print,
-                        build: Callable[[Path, int, str, str], None] = build_level) -> dict[str, str]:
-    """Build every level family's base organism whose model folder is missing (see the module docstring);
-    ``models``: family -> its model. Returns ``{family: "present" | "built"}``."""
+                        build: Callable[[Path, int, str, str], None] = build_level,
+                        restore: Callable[..., str] = restore_level_build) -> dict[str, str]:
+    """Build every level family's base organism whose model folder is missing, and the weights of a shipped
+    level build that are not built yet (:func:`opct_lab.level_builds.restore_level_build`; see the module
+    docstring); ``models``: family -> its model. Returns ``{family: "present" | "restored" | "built"}``."""
     # deferred: these load torch (a dry run and the report never need it)
     from opct.models import resolve_model_path
 
@@ -91,7 +95,12 @@ def ensure_level_builds(levels: Mapping[str, list[str]], models: Mapping[str, st
     for level, families in levels.items():
         for family in families:
             model = models[family]
-            if model in MODEL_ALIASES:  # a shipped build (the organism, or a level's): held to its level's recipe too
+            shipped = shipped_level_of_alias(model)
+            if shipped is not None:  # a shipped level build: its weights are built from the recipe, as pinned
+                done[family] = restore(*shipped, log=log)
+                check_level_folder(Path(resolve_model_path(model)), level, family)
+                continue
+            if model in MODEL_ALIASES:  # a shipped build (the organism): held to its level's recipe too
                 check_level_folder(Path(resolve_model_path(model)), level, family)
                 done[family] = "present"
                 continue
