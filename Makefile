@@ -10,7 +10,7 @@ CONSTRAINTS ?= constraints.txt
 LATEST_VENV ?= .venv-latest
 BIN := $(VENV)/bin
 
-.PHONY: setup demo test test-latest constraints lint docs bench device-check clean
+.PHONY: setup demo test test-latest constraints lint docs bench device-check device-wheels clean
 setup: $(VENV)/.installed
 
 $(VENV)/.installed: pyproject.toml lab/pyproject.toml $(CONSTRAINTS)
@@ -50,6 +50,15 @@ bench: setup
 # The GPU check (docs/development.md): no venv, nothing from the network; ARGS e.g. --dry-run, --tokenizer DIR
 device-check:
 	benchmarks/device_check.sh $(ARGS)
+
+# The wheels the GPU machine's image lacks (benchmarks/device_wheels.txt), for its Python 3.12, at the tested versions:
+# carry .whl with the device check (docs/development.md, "The device check").
+device-wheels: setup
+	rm -rf .whl && mkdir -p .whl
+	$(BIN)/python -m pip download -q --no-deps --only-binary=:all: --python-version 3.12 --implementation cp \
+	  --platform manylinux_2_17_x86_64 --platform manylinux2014_x86_64 -d .whl \
+	  $$(grep -v '^#' benchmarks/device_wheels.txt | sed 's/[-_]/[-_]/g; s/^/^/; s/$$/==/' | grep -ihf - constraints.txt)
+	ls .whl
 
 clean:
 	rm -rf $(VENV) $(LATEST_VENV) build site *.egg-info

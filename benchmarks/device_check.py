@@ -82,14 +82,42 @@ PLAN = (
 # running the sections
 
 
-def find_tokenizer(given: str | None) -> Path | None:
+#: The Qwen3 tokenizer shipped in the tree (xz), and the 2-layer config the smoke run and the tiny shape use.
+SHIPPED_TOKENIZER = REPO / "opct" / "testing" / "tokenizers" / "qwen3"
+SHIPPED_TINY_CONFIG = REPO / "opct" / "testing" / "tiny_configs" / "qwen3.json"
+
+
+def unpack_shipped_tokenizer(dest: Path) -> Path:
+    """The tree's own Qwen3 tokenizer as a folder the sections read (``tokenizer.json`` unpacked from its xz,
+    the other tokenizer files, and ``tiny_config.json`` from ``opct/testing/tiny_configs/qwen3.json``), written
+    once into ``dest``. Imports no opct module (the machine may lack opct's dependencies)."""
+    import lzma
+
+    if not (dest / "tokenizer.json").is_file():
+        tmp = dest.with_name(f".{dest.name}.{os.getpid()}.tmp")
+        shutil.rmtree(tmp, ignore_errors=True)
+        tmp.mkdir(parents=True)
+        for extra in SHIPPED_TOKENIZER.iterdir():
+            if extra.name != "tokenizer.json.xz":
+                shutil.copy2(extra, tmp / extra.name)
+        shutil.copy2(SHIPPED_TINY_CONFIG, tmp / "tiny_config.json")
+        (tmp / "tokenizer.json").write_bytes(lzma.decompress((SHIPPED_TOKENIZER / "tokenizer.json.xz").read_bytes()))
+        shutil.rmtree(dest, ignore_errors=True)
+        tmp.rename(dest)
+    return dest.resolve()
+
+
+def find_tokenizer(given: str | None, unpack_to: Path | None = None) -> Path | None:
     """The Qwen3 tokenizer folder: ``--tokenizer``, ``$OPCT_TOKENIZER``, ``./.qwen3-tokenizer`` or
-    ``../shared/models/qwen3-tokenizer``, the first that holds ``tokenizer.json`` and ``tiny_config.json``."""
+    ``../shared/models/qwen3-tokenizer``, the first that holds ``tokenizer.json`` and ``tiny_config.json``;
+    else the tree's own copy, unpacked into ``unpack_to`` (None: not unpacked, the dry run's answer)."""
     candidates = [given, os.environ.get("OPCT_TOKENIZER"), str(REPO / ".qwen3-tokenizer"),
                   str(REPO.parent / "shared" / "models" / "qwen3-tokenizer")]
     for c in candidates:
         if c and (Path(c) / "tokenizer.json").is_file() and (Path(c) / "tiny_config.json").is_file():
             return Path(c).resolve()
+    if given is None and (SHIPPED_TOKENIZER / "tokenizer.json.xz").is_file() and unpack_to is not None:
+        return unpack_shipped_tokenizer(unpack_to)
     return None
 
 
@@ -194,6 +222,7 @@ def run_plan(args: argparse.Namespace) -> dict[str, Any]:
                        "$OPCT_TOKENIZER, ./.qwen3-tokenizer, ../shared/models/qwen3-tokenizer)")
     return {"date": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"), "smoke": args.smoke,
             "budget_s": args.budget, "wall_s": time.perf_counter() - start, "missing": missing,
+            "tokenizer": str(args.tokenizer) if args.tokenizer else None,
             "sections": sections, "targets": target_rows(sections)}
 
 
@@ -319,16 +348,20 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--dry-run", action="store_true")
     args = ap.parse_args(argv)
     args.only = [s for s in args.only.split(",") if s]
+    args.tokenizer_given = args.tokenizer
     unknown = set(args.only) - {s.name for s in PLAN}
     if unknown:
         ap.error(f"unknown section(s) {', '.join(sorted(unknown))}: choose from {', '.join(s.name for s in PLAN)}")
-    args.tokenizer = find_tokenizer(args.tokenizer)
     if args.dry_run:
+        args.tokenizer = find_tokenizer(args.tokenizer)
+        if args.tokenizer is None and args.tokenizer_given is None and (SHIPPED_TOKENIZER / "tokenizer.json.xz").is_file():
+            args.tokenizer = f"the tree's own, {SHIPPED_TOKENIZER.relative_to(REPO)}/tokenizer.json.xz (unpacked when it runs)"
         dry_run(args)
         return 0
     (args.out / "logs").mkdir(parents=True, exist_ok=True)
     keep = args.work is not None
     args.work = (args.work or Path(tempfile.mkdtemp(prefix="opct-device-check-"))).resolve()
+    args.tokenizer = find_tokenizer(args.tokenizer, unpack_to=args.work / "qwen3-tokenizer")
     try:
         report = run_plan(args)
     finally:

@@ -320,3 +320,55 @@ def test_the_plan_fits_the_budget_and_a_long_section_leaves_the_later_ones_their
     memory = next(s for s in device_check.PLAN if s.name == "memory")
     assert device_check.section_limit(memory, later, 450 - 271) == 450 - 271 - later[0].expected_s
     assert device_check.DEFAULT_BUDGET_S <= device_check.EIGHT_MINUTES_S
+
+
+def test_with_no_tokenizer_folder_the_check_unpacks_the_trees_own_qwen3_tokenizer(tmp_path, monkeypatch):
+    """The GPU machine gets the working tree only (no ../shared): the check then uses the tree's xz copy of the
+    Qwen3 tokenizer with the tiny config beside it, and the dry run says so without unpacking anything."""
+    monkeypatch.setattr(device_check, "REPO", tmp_path / "checkout")  # no .qwen3-tokenizer, no ../shared
+    monkeypatch.delenv("OPCT_TOKENIZER", raising=False)
+    assert device_check.find_tokenizer(None) is None  # the dry run's answer: nothing unpacked
+    folder = device_check.find_tokenizer(None, unpack_to=tmp_path / "work" / "qwen3-tokenizer")
+    assert folder == (tmp_path / "work" / "qwen3-tokenizer").resolve()
+    assert json.loads((folder / "tiny_config.json").read_text())["model_type"] == "qwen3"
+    from tokenizers import Tokenizer
+
+    assert Tokenizer.from_file(str(folder / "tokenizer.json")).get_vocab_size() == 151669
+    assert device_check.find_tokenizer(None, unpack_to=folder) == folder  # unpacked once
+    assert device_check.find_tokenizer(str(tmp_path / "nowhere"), unpack_to=tmp_path / "w2") is None  # a given folder is never replaced
+
+
+def test_without_pydantic_the_check_runs_its_env_section_and_names_the_missing_wheel(tmp_path):
+    """The GPU machine's image has no pydantic: the check's own scripts import none of opct's dependencies, and the
+    env section names the module opct lacks and where its wheels go (make device-wheels fills .whl/)."""
+    blocker = tmp_path / "block"
+    blocker.mkdir()
+    (blocker / "sitecustomize.py").write_text(
+        "import sys\nclass _NoPydantic:\n    def find_spec(self, name, path=None, target=None):\n"
+        "        if name.split('.')[0] in ('pydantic', 'pydantic_core'):\n"
+        "            raise ModuleNotFoundError(f\"No module named '{name}'\", name=name)\n"
+        "sys.meta_path.insert(0, _NoPydantic())\n")
+    env = {**os.environ, "PYTHON": sys.executable, "PYTHONPATH": str(blocker), "OUT": str(tmp_path / "o"),
+           "DEVICE_CHECK_WHEELS": str(tmp_path / "no-wheels"), "DEVICE_CHECK_SITE": str(tmp_path / "site")}
+    res = subprocess.run(["bash", str(REPO / "benchmarks" / "device_check.sh"), "--smoke", "--only", "env,lora"],
+                         env=env, capture_output=True, text=True, timeout=240)
+    report = json.loads((tmp_path / "o" / "device-check.json").read_text())
+    assert report["sections"]["env"]["status"] == "ok", res.stdout + res.stderr
+    assert report["sections"]["env"]["metrics"]["opct"] is False
+    assert any("No module named 'pydantic'" in m and ".whl/" in m for m in report["missing"])
+    assert report["sections"]["lora"] == {"status": "skipped", "seconds": 0.0, "note": "opct does not import here (see env)"}
+
+
+def test_make_device_wheels_fetches_what_the_image_lacks_at_the_tested_versions():
+    """benchmarks/device_wheels.txt names what opct imports that the image lacks; each is pinned by constraints.txt
+    (what make device-wheels fetches), and pydantic's own needs are among them."""
+    names = [n for n in (REPO / "benchmarks" / "device_wheels.txt").read_text().split("\n") if n and not n.startswith("#")]
+    pins = {line.split("==")[0].lower().replace("_", "-"): line.split("==")[1]
+            for line in (REPO / "constraints.txt").read_text().splitlines() if "==" in line and not line.startswith("#")}
+    assert {n.lower().replace("_", "-") for n in names} == {"pydantic", "pydantic-core", "annotated-types", "typing-inspection"}
+    assert all(n.lower().replace("_", "-") in pins for n in names)
+    import importlib.metadata
+
+    needs = {r.split(";")[0].split("[")[0].split(">")[0].split("=")[0].split("<")[0].strip().lower().replace("_", "-")
+             for r in importlib.metadata.requires("pydantic") or [] if "extra ==" not in r}
+    assert needs <= {n.lower().replace("_", "-") for n in names} | {"typing-extensions"}  # the image has typing-extensions
