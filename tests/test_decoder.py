@@ -88,9 +88,11 @@ def test_checking_the_end_every_step_or_every_k_gives_the_same_rollouts(organism
     runs = {}
     for every in (1, static_decoder.EOS_CHECK_EVERY):
         monkeypatch.setattr(static_decoder, "EOS_CHECK_EVERY", every)
-        calls["n"] = 0
         with one_thread():
-            runs[every] = (HFSampler(model, tok, decoder="static").generate(prompts, params), calls["n"])
+            sampler = HFSampler(model, tok, decoder="static")
+            sampler.generate(prompts[:1], params)  # its self-check (once per model) runs here, outside the count
+            calls["n"] = 0
+            runs[every] = (sampler.generate(prompts, params), calls["n"])
     (per_step, steps_1), (per_k, steps_k) = runs[1], runs[static_decoder.EOS_CHECK_EVERY]
     assert [(r.completion_ids, r.logprobs, r.truncated) for r in per_k] == \
            [(r.completion_ids, r.logprobs, r.truncated) for r in per_step]
@@ -314,3 +316,26 @@ def test_inverse_cdf_clamps_on_the_device_and_a_row_of_nan_gets_token_0_not_an_i
     probs = torch.tensor([[0.2, 0.3, 0.5, 0.0], [0.1, 0.0, 0.9, 0.0], [float("nan")] * 4])
     chosen = inverse_cdf(probs, torch.tensor([0.25, 1.0, 0.5], dtype=torch.float64))
     assert chosen.tolist() == [1, 2, 0]
+
+
+def test_the_static_cache_stores_a_steps_values_in_the_dtype_it_holds(organism):
+    """Under bfloat16 autocast the rotary embedding returns float32 keys while the value projection returns
+    bfloat16 values; transformers 5.17 allocates a static layer's values in its keys' dtype, and the step's
+    in-place write of a bfloat16 value then failed (found running this file on the GPU image's 5.17): the
+    layers now write a step's keys and values cast to the dtypes they hold, as the plain decoder's cache does."""
+    model, _ = organism
+    decoder = StaticDecoder(model, pad_id=0, eos_ids=[1])
+    from transformers import DynamicCache
+
+    prompt = DynamicCache()
+    heads, dim = model.config.num_key_value_heads, model.config.hidden_size // model.config.num_attention_heads
+    for i in range(model.config.num_hidden_layers):
+        prompt.update(torch.randn(2, heads, 5, dim), torch.randn(2, heads, 5, dim), i)  # float32 prompt keys and values
+    attention = torch.ones(2, 5, dtype=torch.long)
+    buffers = decoder._buffers(prompt, 2, 64, attention.device)
+    decoder._load(buffers, prompt, attention, torch.full((2, 1), 5))
+    step_k, step_v = torch.randn(2, heads, 1, dim).bfloat16(), torch.randn(2, heads, 1, dim).bfloat16()
+    for static in buffers.cache.layers:
+        keys, values = static.update(step_k.float(), step_v)  # an autocast step: float32 keys, bfloat16 values
+        assert (keys.dtype, values.dtype) == (torch.float32, torch.float32)
+        assert torch.equal(values[:, :, 5], step_v[:, :, 0].float())

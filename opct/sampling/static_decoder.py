@@ -33,6 +33,7 @@ from transformers import DynamicCache, PreTrainedModel, StaticCache
 from transformers.cache_utils import StaticLayer
 
 from opct.sampling.cuda_graphs import GraphCapture, capture_step, uncached_autocast
+from opct.sampling.grouped_query_attention import grouped_query_configs, grouped_query_decoding
 from opct.sampling.kv_cache import cache_kwargs
 
 #: Rows' end of sequence is read back from the device every this many tokens: one host sync per 8 steps
@@ -78,6 +79,22 @@ def why_not_static(model: torch.nn.Module) -> str | None:
     return f"its cache has {', '.join(others)} layers (sliding windows or recurrent state)" if others else None
 
 
+class _CastingLayer(StaticLayer):
+    """A static cache layer that writes a step's keys and values in the dtypes it holds.
+
+    Under autocast the dtypes differ: the rotary embedding returns float32 keys and the value projection
+    bfloat16 values, and transformers 5.17 allocates both of a layer's buffers in the keys' dtype (its dynamic
+    cache, the plain decoder's, promotes the values to float32 the same way, by concatenating). The in-place
+    write of a bfloat16 value into a float32 buffer then fails; cast, it stores exactly what the plain decoder
+    holds. Where the dtypes already agree the casts are no-ops."""
+
+    def update(self, key_states: torch.Tensor, value_states: torch.Tensor, *args: object, **kwargs: object
+               ) -> tuple[torch.Tensor, torch.Tensor]:
+        if self.is_initialized:
+            key_states, value_states = key_states.to(self.keys.dtype), value_states.to(self.values.dtype)
+        return super().update(key_states, value_states, *args, **kwargs)
+
+
 @dataclass
 class _ShapeBuffers:
     """The fixed buffers of one (rows, capacity, dtype, device) shape, and its captured graph if any."""
@@ -93,12 +110,16 @@ class _ShapeBuffers:
 class StaticDecoder:
     """Decodes with fixed-shape steps (module docstring); ``use_graphs``: capture each shape's step as a
     CUDA graph (CUDA only). ``on_graph_failure(reason)`` is called when a capture fails; graphs then stay
-    off and the steps run eagerly. ``capture(step, rewind)`` records a step (:func:`opct.sampling.cuda_graphs.capture_step`)."""
+    off and the steps run eagerly. ``capture(step, rewind)`` records a step (:func:`opct.sampling.cuda_graphs.capture_step`).
+    ``grouped_attention``: a grouped-query SDPA model's steps attend without copying the cache
+    (:mod:`opct.sampling.grouped_query_attention`)."""
 
     def __init__(self, model: torch.nn.Module, pad_id: int, eos_ids: list[int], use_graphs: bool = False,
                  on_graph_failure: Callable[[str], None] | None = None,
-                 capture: Callable[[Callable[[], torch.Tensor], Callable[[], None]], GraphCapture] = capture_step):
+                 capture: Callable[[Callable[[], torch.Tensor], Callable[[], None]], GraphCapture] = capture_step,
+                 grouped_attention: bool = True):
         self.model = model
+        self.grouped_attention = grouped_attention
         self.pad_id = pad_id
         self.eos_ids = eos_ids
         self.use_graphs = use_graphs
@@ -121,13 +142,14 @@ class StaticDecoder:
         eos = torch.tensor(self.eos_ids, device=attention.device)
         done = torch.zeros(rows, dtype=torch.bool, device=attention.device)
         logits = first_logits
-        for step in range(steps):
-            token = chooser(logits, step)  # [rows]
-            token = torch.where(done, torch.full_like(token, self.pad_id), token)
-            done = done | torch.isin(token, eos)
-            if step == steps - 1 or ((step + 1) % EOS_CHECK_EVERY == 0 and bool(done.all())):
-                return
-            logits = self._step(buffers, token, width + step)
+        with grouped_query_decoding(grouped_query_configs(self.model) if self.grouped_attention else []):
+            for step in range(steps):
+                token = chooser(logits, step)  # [rows]
+                token = torch.where(done, torch.full_like(token, self.pad_id), token)
+                done = done | torch.isin(token, eos)
+                if step == steps - 1 or ((step + 1) % EOS_CHECK_EVERY == 0 and bool(done.all())):
+                    return
+                logits = self._step(buffers, token, width + step)
 
     def _buffers(self, prompt_cache: DynamicCache, rows: int, capacity: int, device: torch.device) -> _ShapeBuffers:
         dtype = prompt_cache.layers[0].keys.dtype
@@ -158,6 +180,7 @@ class StaticDecoder:
         for static, layer in zip(buffers.cache.layers, prompt_cache.layers, strict=True):
             if not static.is_initialized:
                 static.lazy_initialization(layer.keys, layer.values)
+                static.__class__ = _CastingLayer
             static.keys[:, :, :width].copy_(layer.keys)
             static.values[:, :, :width].copy_(layer.values)
             static.cumulative_length.fill_(width)
