@@ -84,6 +84,7 @@ def section_memory(args: argparse.Namespace) -> dict[str, Any]:
         "wall_s": wall, **step_summary(rows), **measured,
         "estimate_gib": estimate, "estimate_parts_gib": {k: v / GIB for k, v in plan.parts.items()},
         "estimate_rollout_peak_gib": plan.rollout_peak / GIB, "estimate_training_peak_gib": plan.training_peak / GIB,
+        "estimate_step_peak_gib": plan.step_peak / GIB,
         "peak_over_estimate": peak / estimate if estimate else None,
         "compared": "peak_allocated_gib" if "peak_allocated_gib" in measured else "peak_rss_gib (no CUDA: not comparable)",
     }}

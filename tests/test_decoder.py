@@ -153,17 +153,23 @@ def test_graph_capture_bookkeeping_replays_the_eager_steps_and_shapes_are_reused
     model, tok = organism
     params = SamplingParams(n=2, temperature=1.0, max_new_tokens=24, seed=9)
     plain, _, _ = _both(model, tok, params)
-    sampler = HFSampler(model, tok, decoder="static")
+    sampler = HFSampler(model, tok, decoder="static", batch_size=4)  # 8 rows: two batches of one shape a call
     graphs = sampler.static_decoder()
-    graphs.use_graphs, graphs.capture = True, _replaying_capture
+    captured = []
+
+    def counting(step, rewind):
+        captured.append(len(graphs._shapes))
+        return _replaying_capture(step, rewind)
+
+    graphs.use_graphs, graphs.capture = True, counting
     with one_thread():
         first = sampler.generate(_prompts(), params)
+        assert graphs._shapes == {}  # freed when the call ends: no static cache outlives the rollouts
         again = sampler.generate(_prompts(), params)
     _assert_same(plain, first)
     assert [r.logprobs for r in again] == [r.logprobs for r in first]
-    assert len(graphs._shapes) == 1  # the same shape twice: its buffers (and graph) kept and reused
-    (buffers,) = graphs._shapes.values()
-    assert buffers.graph is not None and graphs.use_graphs
+    assert captured == [1, 1]  # one capture per call: the call's second batch of the same shape replayed it
+    assert graphs.use_graphs
 
 
 def test_autocast_caches_a_trainable_leafs_cast_for_the_rest_of_its_region():
@@ -285,14 +291,23 @@ def test_the_decoder_rule_float32_against_plain_low_precision_against_the_traine
 
 def test_two_shapes_are_kept_and_the_least_recently_used_is_dropped(organism):
     model, tok = organism
-    sampler = HFSampler(model, tok, decoder="static")
-    prompts = _prompts((5, 9))
+    sampler = HFSampler(model, tok, decoder="static", batch_size=1)  # one batch per prompt, shortest first
+    prompts = _prompts((5, 70, 140))  # with 8 new tokens: capacities 64, 128, 192
     kept = []
-    with one_thread():
-        for new in (8, 70, 8, 140):  # capacities 64, 128, 64 again, 192 (prompts of 9 tokens at most)
-            sampler.generate(prompts, SamplingParams(n=1, temperature=0.0, max_new_tokens=new, min_new_tokens=new))
-            kept.append([key[1] for key in sampler.static_decoder()._shapes])
-    assert kept == [[64], [64, 128], [128, 64], [64, 192]]
+    decode = StaticDecoder.decode
+
+    def recording(self, *args):
+        decode(self, *args)
+        kept.append([key[1] for key in self._shapes])
+
+    StaticDecoder.decode = recording
+    try:
+        with one_thread():
+            sampler.generate(prompts, SamplingParams(n=1, temperature=0.0, max_new_tokens=8, min_new_tokens=8))
+    finally:
+        StaticDecoder.decode = decode
+    assert kept == [[64], [64, 128], [128, 192]]  # two kept within the call, the least recently used dropped
+    assert sampler.static_decoder()._shapes == {}  # and none after it
 
 
 def test_eager_attention_takes_the_static_decoders_float_mask(organism):
@@ -300,10 +315,15 @@ def test_eager_attention_takes_the_static_decoders_float_mask(organism):
     torch.manual_seed(0)
     model = AutoModelForCausalLM.from_config(family_config("llama", tok), attn_implementation="eager").eval()
     assert model.config._attn_implementation == "eager"
-    plain, static, sampler = _both(model, tok, SamplingParams(n=2, temperature=1.0, max_new_tokens=12, seed=1))
+    masks = []
+    real_load = StaticDecoder._load
+    StaticDecoder._load = staticmethod(lambda buffers, *a: masks.append(buffers.mask.dtype) or real_load(buffers, *a))
+    try:
+        plain, static, sampler = _both(model, tok, SamplingParams(n=2, temperature=1.0, max_new_tokens=12, seed=1))
+    finally:
+        StaticDecoder._load = staticmethod(real_load)
     assert sampler.uses_static_decoder(torch.device("cpu"))
-    (buffers,) = sampler.static_decoder()._shapes.values()
-    assert buffers.mask.dtype == torch.float32  # added to the scores, not a boolean
+    assert masks and set(masks) == {torch.float32}  # added to the scores, not a boolean
     _assert_same(plain, static)
 
 

@@ -237,3 +237,33 @@ def test_a_layers_activation_estimate_is_what_autograd_saves(name, lora):
     settings = _toy_settings(activation_bytes=2, finetune="lora" if lora else "full", lora_rank=8)
     estimate = mp.layer_activation_bytes(shape_of(config), settings) * rows * length
     assert abs(measured / estimate - 1) <= 0.05, (measured, estimate)
+
+
+def test_the_static_decoders_cache_and_the_optimizer_steps_temporaries_by_hand():
+    """The terms issue 70 found missing: the static decoder's KV cache (a call's rows at the bucketed capacity,
+    freed when the call ends, so in the rollout phase only; the rollouts' own cache is then the prompts') and the
+    optimizer step's temporaries (float32 gradient copies and foreach AdamW's sqrt(v): 8 bytes per trained
+    parameter with a master copy), held with the gradients in a phase of their own."""
+    s = _toy_settings(static_decoder=True)
+    plan = mp.memory_plan(TOY, s)
+    kv_per_token = 2 * 2 * 1 * 4 * 2  # layers x (k, v) x KV heads x head_dim x bf16
+    assert plan.parts["static_cache"] == 6 * 64 * kv_per_token  # 6 rows; 6 + 10 tokens rounded up to 64
+    assert plan.parts["kv_cache"] == 6 * 6 * kv_per_token  # the encoded prompts, copied into it
+    assert plan.parts["optimizer_step"] == 1_288 * 8 // 2  # a master copy: fp32 gradients + sqrt(v)
+    persistent = 1_288 + 2_576 + 5_152 + 1_288
+    assert plan.step_peak == persistent + 1_288 + 1_288 * 8 // 2
+    assert plan.rollout_peak == persistent + 6 * 6 * kv_per_token + 6 * 64 * kv_per_token + 480 + 1_288
+    plain_adamw = mp.memory_plan(TOY, _toy_settings(master_weights="off"))
+    assert plain_adamw.parts["optimizer_step"] == 1_288 * 2 // 2 and plain_adamw.parts["static_cache"] == 0
+    assert plan.peak == max(plan.rollout_peak, plan.training_peak, plan.step_peak)
+
+
+def test_the_static_decoder_is_planned_unless_the_run_decodes_plain_or_with_vllm():
+    from conftest import REPO
+
+    from opct.config import load_config
+
+    recipe = REPO / "configs" / "qwen3_4b_lora_opct.yaml"
+    assert mp.step_settings(load_config(recipe)).static_decoder
+    for override in ("opct.sampling.decoder=plain", "opct.sampling.engine=vllm"):
+        assert not mp.step_settings(load_config(recipe, [override])).static_decoder

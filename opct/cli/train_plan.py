@@ -24,6 +24,7 @@ LABELS = {
     "teacher": "frozen teacher", "merged_lora_copy": "merged LoRA copy (sampling)", "gradients": "gradients",
     "activations": "activations", "logits_chunks": "logits chunks", "kv_cache": "KV cache (rollouts)",
     "sampling_logits": "sampling logits", "gathered_for_sampling": "weights gathered for sampling (FSDP)",
+    "static_cache": "static decoder's KV cache (rollouts)", "optimizer_step": "optimizer step temporaries",
 }
 
 
@@ -89,6 +90,7 @@ def plan_lines(cfg: RunConfig, gpus: int, fsdp: bool, gpu_memory_gib: float | No
         f"{plan.activations_without_checkpointing / GIB:.2f} GiB",
         f"  peak while sampling rollouts{'':<12} {_gib(plan.rollout_peak)}",
         f"  peak while training{'':<21} {_gib(plan.training_peak)}",
+        f"  peak in the optimizer step{'':<14} {_gib(plan.step_peak)}",
         f"  peak{'':<36} {_gib(plan.peak)}",
     ]
     if gpu_memory_gib is not None:

@@ -94,7 +94,15 @@ class HFSampler:
                     results[(r.prompt_index, r.sample_index)] = r
         finally:
             self.model.train(was_training)
+            self.release_static()
         return [results[(p, s)] for p in range(len(prompts)) for s in range(params.n)]
+
+    def release_static(self) -> None:
+        """Free the static decoder's buffers and graphs at the end of a call: a training step's backward then
+        never holds a rollout's KV cache (the memory plan counts it in the rollout phase only), at the price of
+        one capture per shape per call (two extra decode steps against hundreds)."""
+        if self._static is not None:
+            self._static.clear()
 
     @torch.no_grad()
     def generate_seeded(self, prompts: list[list[int]], params: SamplingParams, seeds: list[int]) -> list[Rollout]:

@@ -14,8 +14,9 @@ are encoded (by the same code as the plain decoder, so the first token's logits 
   rows that ended keep decoding padding until then, which changes no completion (each ends at its first
   end-of-sequence token);
 * on CUDA the step's forward is captured once per shape as a CUDA graph
-  (:mod:`opct.sampling.cuda_graphs`) and replayed; the buffers of a shape are kept, so later batches of
-  the same shape reuse the graph.
+  (:mod:`opct.sampling.cuda_graphs`) and replayed; the buffers of a shape are kept for the rest of the
+  sampler's call, so its later batches of the same shape reuse the graph, and freed when the call ends
+  (:meth:`opct.sampling.hf_sampler.HFSampler.release_static`), so that no static cache outlives the rollouts.
 
 Token choice is the plain decoder's own ``_TokenChooser`` (the same uniforms, temperature, top-p,
 minimum length and recorded log-probs). The static decoder is used only for models whose layers are all
@@ -45,8 +46,8 @@ EOS_CHECK_EVERY = 8
 CAPACITY_BUCKET = 64
 
 #: Shapes whose buffers (a static KV cache each, as large as the plain decoder's for that batch) and graph
-#: are kept for reuse; the least recently used beyond this many are dropped. A training run's rollouts come
-#: in one or two shapes (the rows of a call; prompt widths in one or two buckets).
+#: are kept for reuse within a sampler's call; the least recently used beyond this many are dropped. A
+#: training run's sampling call is one batch of one shape (``sequences_per_call`` rows).
 KEPT_SHAPES = 2
 
 #: The attention implementations whose 4-D mask the static decoder builds: ``sdpa`` takes a boolean mask

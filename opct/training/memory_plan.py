@@ -39,8 +39,19 @@ process; ``P``: the model's parameters; ``T``: the trained ones, ``P`` or the Lo
   (``train.merged_lora_sampling: true``, or ``auto`` on a GPU without FSDP, vLLM, DoRA or ``modules_to_save``:
   :func:`opct.sampling.merged_lora.merged_sampling_copy`).
 
-The step's peak is the larger of its two phases: rollouts (weights, optimizer state, master copy, teacher,
-and the rollout terms) and training (the same, plus gradients, activations and logits chunks). It fits a GPU
+* **static cache** with the static decoder (``sampling.decoder`` ``auto`` or ``static`` on the hf engine: the
+  plan is a GPU's): the call's batch decodes into a static KV cache of ``R c L 2 KV hd b_a`` (``c``: prompt
+  plus completion rounded up to :data:`~opct.sampling.static_decoder.CAPACITY_BUCKET`), freed when the call
+  ends (:meth:`opct.sampling.hf_sampler.HFSampler.release_static`); the rollouts' own KV cache is then the
+  encoded prompts' (``R prompt L 2 KV hd b_a``), copied into it;
+* **optimizer step** (after the backward, gradients held, activations freed): the temporaries of torch's
+  foreach AdamW, which holds ``sqrt(v)`` for every trained tensor at once (``T b_o``, ``b_o`` the moments'
+  bytes), and with an fp32 master copy the float32 copies of the gradients it steps with (``T x 4``): ``T x
+  8 /N`` with a master copy, else ``T b_t /N`` (:class:`opct.training.master_weights.MasterWeightAdamW`).
+
+The step's peak is the largest of its three phases: rollouts (weights, optimizer state, master copy,
+teacher, and the rollout terms), training (the same, plus gradients, activations and logits
+chunks) and the optimizer step (the same, plus gradients and the step's temporaries). It fits a GPU
 when the peak is at most :data:`USABLE_SHARE` of its memory: the rest is left to the CUDA context, the
 allocator's fragmentation and the libraries' workspaces (an allowance, not a measurement).
 """
@@ -54,6 +65,7 @@ from typing import Any, Literal
 from opct.config import RunConfig
 from opct.config.lora import merges_for_sampling
 from opct.sampling.logit_rows import positions_fitting
+from opct.sampling.static_decoder import static_capacity
 from opct.training.model_shapes import ModelShape, lora_parameter_count, parameter_count
 
 #: The share of a GPU's memory a step may plan to use (the rest: CUDA context, fragmentation, workspaces).
@@ -88,6 +100,7 @@ class StepSettings:
     merged_lora_sampling: bool
     processes: int = 1
     fsdp: bool = False
+    static_decoder: bool = False
 
 
 def step_settings(cfg: RunConfig, processes: int = 1, fsdp: bool = False, prompt_tokens: int | None = None) -> StepSettings:
@@ -114,6 +127,8 @@ def step_settings(cfg: RunConfig, processes: int = 1, fsdp: bool = False, prompt
         logprob_chunk_positions=cfg.train.logprob_chunk_positions, whole_logits_max_mib=cfg.train.whole_logits_max_mib,
         vocabulary_loss=getattr(loss, "kind", "sampled") in ("topk", "full"), on_policy=sampling is not None,
         merged_lora_sampling=_merges_for_sampling(cfg, fsdp, sampling), processes=processes, fsdp=fsdp,
+        static_decoder=sampling is not None and getattr(sampling, "engine", "hf") == "hf"
+        and getattr(sampling, "decoder", "auto") != "plain",
     )
 
 
@@ -182,13 +197,14 @@ class MemoryPlan:
     activations_with_checkpointing: int
     rollout_peak: int
     training_peak: int
+    step_peak: int
     parameters: int
     trained_parameters: int
 
     @property
     def peak(self) -> int:
-        """The step's peak: the larger phase."""
-        return max(self.rollout_peak, self.training_peak)
+        """The step's peak: the largest phase."""
+        return max(self.rollout_peak, self.training_peak, self.step_peak)
 
     def fits(self, gpu_bytes: float) -> bool:
         """Whether the peak is at most :data:`USABLE_SHARE` of ``gpu_bytes``."""
@@ -198,8 +214,9 @@ class MemoryPlan:
 #: The parts of a plan, in the order they are printed, and in which phase each is held.
 PARTS = {
     "weights": "both", "master_copy": "both", "optimizer": "both", "teacher": "both",
-    "merged_lora_copy": "both", "gradients": "training", "activations": "training", "logits_chunks": "training",
-    "kv_cache": "rollouts", "sampling_logits": "rollouts", "gathered_for_sampling": "rollouts",
+    "merged_lora_copy": "both", "gradients": "training and step",
+    "activations": "training", "logits_chunks": "training", "optimizer_step": "step",
+    "kv_cache": "rollouts", "static_cache": "rollouts", "sampling_logits": "rollouts", "gathered_for_sampling": "rollouts",
 }
 
 
@@ -256,7 +273,10 @@ def memory_plan(shape: ModelShape, s: StepSettings) -> MemoryPlan:
         "activations": activation_bytes(shape, s, s.gradient_checkpointing),
         "logits_chunks": logits_chunk(s, shape.vocab_size) * shape.vocab_size * (s.activation_bytes + 8)
                          * (2 if s.vocabulary_loss else 1),
-        "kv_cache": rows * composition.tokens_per_sequence * kv_per_token,
+        "static_cache": rows * static_capacity(s.prompt_tokens, s.completion_tokens) * kv_per_token
+                        if s.static_decoder and s.on_policy else 0,
+        "optimizer_step": trained * (8 if master else trained_bytes) // shard,
+        "kv_cache": rows * (s.prompt_tokens if s.static_decoder else composition.tokens_per_sequence) * kv_per_token,
         "sampling_logits": rows * shape.vocab_size * 8,
         "gathered_for_sampling": params * s.weight_bytes - params * s.weight_bytes // shard if s.on_policy else 0,
     }
@@ -266,7 +286,8 @@ def memory_plan(shape: ModelShape, s: StepSettings) -> MemoryPlan:
         activations_without_checkpointing=activation_bytes(shape, s, False),
         activations_with_checkpointing=activation_bytes(shape, s, True),
         rollout_peak=both + sum(v for k, v in parts.items() if PARTS[k] == "rollouts"),
-        training_peak=both + sum(v for k, v in parts.items() if PARTS[k] == "training"),
+        training_peak=both + sum(v for k, v in parts.items() if PARTS[k].startswith("training")),
+        step_peak=both + sum(v for k, v in parts.items() if PARTS[k].endswith("step")),
         parameters=params, trained_parameters=trained,
     )
 
@@ -285,6 +306,7 @@ def plan_summary(shape: ModelShape, s: StepSettings, gpu_gib: float | None) -> d
         "activations_gib": {"with_checkpointing": plan.activations_with_checkpointing / GIB,
                             "without_checkpointing": plan.activations_without_checkpointing / GIB},
         "rollout_peak_gib": plan.rollout_peak / GIB, "training_peak_gib": plan.training_peak / GIB,
+        "step_peak_gib": plan.step_peak / GIB,
         "peak_gib": plan.peak / GIB, "composition": step_composition(s).__dict__,
     }
     if gpu_gib is not None:
