@@ -2,8 +2,9 @@
 
 One idea per module: the pair itself (:mod:`opct.pairs.contract`), checking records against it
 (:mod:`opct.pairs.validation`), pair files and datasets (:mod:`opct.pairs.files`), the registered pair
-sources (:mod:`opct.pairs.sources`), split names (:mod:`opct.pairs.splits`) and a summary of a pair set
-(:mod:`opct.pairs.summary`). Their public names are importable from here.
+sources (:mod:`opct.pairs.sources`), split names (:mod:`opct.pairs.splits`), a summary of a pair set
+(:mod:`opct.pairs.summary`) and TRL's SDFT rows, whose teacher prompt is built (:mod:`opct.pairs.trl_sdft`).
+Their public names are importable from here.
 """
 
 from opct.pairs.contract import DEFAULT_COLUMNS, DERIVED_ID_PREFIX, REQUIRED, ROLES, ConsistencyPair, Message
@@ -16,6 +17,7 @@ from opct.pairs.splits import (
     is_validation_split,
 )
 from opct.pairs.summary import PairSummary, summarize_pairs
+from opct.pairs.trl_sdft import TeacherPromptBuiltWarning, sdft_teacher_prompt
 from opct.pairs.validation import (
     DerivedPairIdWarning,
     PairFileError,
@@ -39,6 +41,7 @@ __all__ = [
     "PairProblem",
     "PairSource",
     "PairSummary",
+    "TeacherPromptBuiltWarning",
     "check_messages",
     "derived_pair_id",
     "is_family_validation_split",
@@ -49,6 +52,7 @@ __all__ = [
     "pair_from_record",
     "pairs_from_records",
     "read_pairs",
+    "sdft_teacher_prompt",
     "summarize_pairs",
     "write_pairs",
 ]

@@ -21,6 +21,8 @@ DEFAULT_COLUMNS = {
     "prompt": "prompt",
     "teacher_prompt": "teacher_prompt",
     "meta": "meta",
+    # not a pair's field: TRL's SDFT rows carry it instead of teacher_prompt (opct.pairs.trl_sdft)
+    "privileged_context": "privileged_context",
 }
 
 Message = dict[str, str]

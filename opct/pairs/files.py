@@ -10,6 +10,7 @@ from typing import Any
 
 from opct.errors import require_extra
 from opct.pairs.contract import DERIVED_ID_PREFIX, ConsistencyPair
+from opct.pairs.trl_sdft import PRIVILEGED_CONTEXT, TeacherPromptBuiltWarning
 from opct.pairs.validation import DerivedPairIdWarning, PairFileError, PairProblem, pair_from_record
 
 
@@ -93,13 +94,16 @@ def read_pairs(
     pairs: list[ConsistencyPair] = []
     first_line: dict[str, int] = {}
     id_field = (columns or {}).get("id", "id")
-    derived = 0
+    teacher_field = (columns or {}).get("teacher_prompt", "teacher_prompt")
+    context_field = (columns or {}).get(PRIVILEGED_CONTEXT, PRIVILEGED_CONTEXT)
+    derived = built = 0
     for lineno, record in records:
         pair = pair_from_record(record, (str(path), lineno), problems, columns)
         if pair is None:
             continue
         own_id = isinstance(record, Mapping) and record.get(id_field) is not None
         derived += not own_id
+        built += isinstance(record, Mapping) and record.get(teacher_field) is None
         if pair.id in first_line:
             what = "duplicate id" if own_id else "the same prompts as the pair"
             problems.append(
@@ -112,6 +116,10 @@ def read_pairs(
         raise PairFileError(problems)
     if not pairs:
         raise PairFileError([PairProblem(str(path), 0, "", "contains no pairs")])
+    if built:
+        warnings.warn(f"{path}: built teacher_prompt for {built} of {len(pairs)} pairs from prompt + {context_field}, "
+                      "as TRL's SDFTTrainer does: the last user turn, a blank line, the privileged context",
+                      TeacherPromptBuiltWarning, stacklevel=2)
     if derived:
         warnings.warn(f"{path}: {derived} of {len(pairs)} pairs have no {id_field!r}; each got "
                       f"{DERIVED_ID_PREFIX}<sha256 of its prompt and teacher_prompt, 16 hex digits>",

@@ -11,6 +11,7 @@ from typing import Any
 
 from opct.errors import OpctError
 from opct.pairs.contract import DEFAULT_COLUMNS, DERIVED_ID_PREFIX, REQUIRED, ROLES, ConsistencyPair, Message
+from opct.pairs.trl_sdft import PRIVILEGED_CONTEXT, RowProblem, privileged_text, sdft_teacher_prompt
 
 
 @dataclass(frozen=True)
@@ -62,7 +63,10 @@ def check_messages(value: Any, name: str, where: tuple[str, int], problems: list
         role, content = msg.get("role"), msg.get("content")
         if role not in ROLES:
             problems.append(PairProblem(file, line, f"{path}.role", f"must be one of {', '.join(ROLES)}, got {role!r}"))
-        if not isinstance(content, str) or not content.strip():
+        if isinstance(content, list):
+            problems.append(PairProblem(file, line, f"{path}.content", "is a list of content parts; opct reads text "
+                                                                       "messages: give the content as one string"))
+        elif not isinstance(content, str) or not content.strip():
             problems.append(PairProblem(file, line, f"{path}.content", "missing or empty; give the message text"))
         messages.append({"role": str(role), "content": content if isinstance(content, str) else ""})
     if messages and messages[-1]["role"] == "assistant":
@@ -93,25 +97,44 @@ def pair_from_record(
     """Build a pair from one decoded record, appending every problem found to ``problems``.
 
     A record without an ``id`` field (TRL-style: ``prompt`` and ``teacher_prompt`` only) gets
-    :func:`derived_pair_id`; an ``id`` that is present must be a non-empty string or integer."""
+    :func:`derived_pair_id`; an ``id`` that is present must be a non-empty string or integer. A record of
+    ``prompt`` and ``privileged_context`` (TRL's SDFT rows) gets the teacher prompt TRL builds
+    (:func:`opct.pairs.trl_sdft.sdft_teacher_prompt`)."""
     file, line = where
     cols = {**DEFAULT_COLUMNS, **(columns or {})}
     if not isinstance(record, Mapping):
         problems.append(PairProblem(file, line, "", f"expected a JSON object, got {type(record).__name__}"))
         return None
     n_before = len(problems)
+    context_col = cols[PRIVILEGED_CONTEXT]
+    has_teacher, has_context = record.get(cols["teacher_prompt"]) is not None, record.get(context_col) is not None
     for key in REQUIRED:
+        if key == "teacher_prompt" and has_context and not has_teacher:
+            continue  # TRL's SDFT row: built below from prompt and privileged_context
         if cols[key] not in record or record[cols[key]] is None:
-            problems.append(PairProblem(file, line, cols[key], "missing required field"))
+            also = f" (or {context_col!r}, TRL's SDFT format)" if key == "teacher_prompt" else ""
+            problems.append(PairProblem(file, line, cols[key], f"missing required field{also}"))
+    if has_teacher and has_context:
+        problems.append(PairProblem(file, line, context_col, f"given with {cols['teacher_prompt']!r}: a pair has one "
+                                                             "teacher prompt; keep one of the two fields"))
     raw_id = record.get(cols["id"])
     if raw_id is not None and (not isinstance(raw_id, str | int) or not str(raw_id).strip()):
         problems.append(PairProblem(file, line, cols["id"], "must be a non-empty string"))
     prompt = check_messages(record[cols["prompt"]], cols["prompt"], where, problems) if record.get(cols["prompt"]) is not None else []
     teacher = (
         check_messages(record[cols["teacher_prompt"]], cols["teacher_prompt"], where, problems)
-        if record.get(cols["teacher_prompt"]) is not None
+        if has_teacher
         else []
     )
+    if has_context and not has_teacher:
+        prompt_ok = len(problems) == n_before
+        try:  # a prompt with problems of its own still gets its context checked
+            built = sdft_teacher_prompt(prompt, record[context_col], cols["prompt"], context_col) if prompt_ok else None
+            privileged_text(record[context_col], context_col)
+        except RowProblem as err:
+            problems.append(PairProblem(file, line, err.field, err.message))
+        else:
+            teacher = check_messages(built, cols["teacher_prompt"], where, problems) if built else []
     axis = record.get(cols["axis"], "") or ""
     if not isinstance(axis, str):
         problems.append(PairProblem(file, line, cols["axis"], "must be a string"))
