@@ -5,11 +5,12 @@ keeps what applies to the new method or names each key it drops."""
 from __future__ import annotations
 
 import json
+import re
 import warnings
 from pathlib import Path
 
 import pytest
-from conftest import run_config
+from conftest import REPO, run_config
 from typer.testing import CliRunner
 
 from opct.cli.main import app
@@ -138,3 +139,126 @@ def test_an_sdft_file_trains_exactly_as_the_file_of_the_teacher_prompts_it_stand
         rows = [json.loads(line) for line in (cfg.run_dir / "metrics.jsonl").read_text().splitlines()]
         losses.append([(r["loss"], r["kl_to_teacher"]) for r in rows])
     assert losses[0] == losses[1] and len(losses[0]) == 1
+
+
+# ---- 2. a hint for every TRL name on docs/from-trl.md, and none that is wrong ----------------------------------
+
+PAGE = REPO / "docs" / "from-trl.md"
+
+
+def _page_rows() -> dict[str, str]:
+    """Every TRL name of the page's tables -> its row's opct cell."""
+    rows: dict[str, str] = {}
+    for line in PAGE.read_text(encoding="utf-8").splitlines():
+        cells = line.split("|")
+        if len(cells) < 4 or line.startswith(("| TRL", "|---")):
+            continue
+        for name in re.findall(r"`([a-z_0-9]+)`", cells[1]):
+            rows[name] = cells[2].strip()
+    return rows
+
+
+def _status(text: str) -> str:
+    return next((s for s in ("not available", "not needed") if text.startswith(s)), "a setting")
+
+
+def _dotted(text: str) -> set[str]:
+    return {k for k in re.findall(r"\b[a-z_]+(?:\.[a-z_]+)+\b", text) if not k.endswith((".jsonl", ".gz", ".md", ".yaml"))}
+
+
+def test_the_page_lists_every_name_of_the_probe():
+    """The probe counted 90 names (29 without a hint); the page now also has the 23 SDFTConfig fields."""
+    rows = _page_rows()
+    assert len(rows) >= 90 + 23
+    for name in ("load_in_4bit", "packing", "top_k", "distillation_topk", "num_loss_tokens_to_skip", "vllm_server_port"):
+        assert name in rows
+
+
+@pytest.mark.parametrize("name", sorted(_page_rows()))
+def test_every_trl_name_on_the_page_gets_the_pages_hint(name):
+    """``--set NAME=1`` names what the page's row names (its opct keys), or says, as the row does, that opct has
+    no such setting; a TRL name that is also opct's own top-level key (seed, output_dir) is simply accepted."""
+    from opct.config import ConfigError, RunConfig, load_config
+
+    cell = _page_rows()[name]
+    if name == "optim":  # opct's optimizer section: TRL's value there gets the note of what optim is in opct
+        with pytest.raises(ConfigError, match=r"^--set optim=adamw_torch: optim: .*optim is opct's optimizer "
+                                              r"section .*TRL's optim, the optimizer's name, is not needed"):
+            load_config(None, ["optim=adamw_torch"])
+        return
+    if name in RunConfig.model_fields:
+        assert cell.startswith(f"`{name}`")
+        load_config(None, [f"{name}={'runs' if name == 'output_dir' else 1}"])
+        return
+    with pytest.raises(ConfigError) as info:
+        load_config(None, [f"{name}=1"])
+    message = str(info.value)
+    prefix = f"--set {name}=1: {name}: unknown key; `{name}` is TRL's name: in opct it is "
+    assert message.startswith(prefix), message
+    hint = message[len(prefix):]
+    assert _status(hint) == _status(cell), (hint, cell)
+    missing = _dotted(cell) - _dotted(hint)
+    assert not missing, f"the page names {missing} for {name}; the hint does not: {hint}"
+
+
+def test_top_k_gets_no_hint_towards_top_p():
+    """The probe: `--set top_k=50` suggested opct.sampling.top_p (a near spelling) while the page says top_k is
+    not available; opct has no top-k sampling (its ratio is against the temperature / top-p distribution)."""
+    from opct.config import ConfigError, load_config
+
+    for name in ("top_k", "min_p", "repetition_penalty"):
+        with pytest.raises(ConfigError) as info:
+            load_config(None, [f"opct.sampling.{name}=50"])
+        assert f"`{name}` is TRL's name: in opct it is not available" in str(info.value)
+        assert "did you mean" not in str(info.value)
+
+
+# ---- 3. names that meet an opct setting doing something else say so ------------------------------------------
+
+
+def test_beta_says_kl_coef_is_the_whole_objective_not_a_penalty_beside_a_reward():
+    from opct.config import ConfigError, load_config
+
+    with pytest.raises(ConfigError) as info:
+        load_config(None, ["beta=0.04"])
+    message = str(info.value)
+    assert "opct.loss.kl_coef, which does something else" in message
+    assert "GRPO's beta (default 0.0)" in message and "(default 1.0)" in message and "0 trains nothing" in message
+    assert "opct.loss.jsd_beta" in message  # GKD's beta
+
+
+def test_loss_type_says_it_means_another_thing():
+    from opct.config import ConfigError, load_config
+
+    with pytest.raises(ConfigError) as info:
+        load_config(None, ["loss_type=dapo"])
+    message = str(info.value)
+    assert "no counterpart, it means another thing" in message and "how token losses are averaged" in message
+    assert "opct.loss.kind" in message and "opct.loss.policy_loss" in message
+
+
+@pytest.mark.parametrize("overrides, says", [
+    (["warmup_ratio=0.1"], "a whole number of steps, not a share of the run"),
+    (["optim.warmup_steps=0.1"], "optim.warmup_steps is a whole number of steps: transformers 5 reads a warmup_steps "
+                                 "below 1 as a share of the run"),
+    (["opct.loss.kl_coef=high"], "opct.loss.kl_coef is not GRPO's beta"),
+])
+def test_a_problem_where_a_trl_name_meets_an_opct_key_says_how_they_differ(overrides, says):
+    """warmup_ratio is gone in transformers 5.25, whose warmup_steps below 1 is the share: opct refuses
+    optim.warmup_steps: 0.1 and says why; a problem with kl_coef's value says it is not GRPO's beta."""
+    from opct.config import ConfigError, load_config
+
+    with pytest.raises(ConfigError) as info:
+        load_config(None, overrides)
+    first = str(info.value).splitlines()[0]
+    assert overrides[0].split("=")[0].split(".")[-1] in first and says in first
+
+
+def test_a_key_no_trl_name_meets_gets_no_note():
+    from opct.config import ConfigError, load_config
+    from opct.config.trl_names import meaning_note
+
+    assert meaning_note(("optim", "lr")) == "" and meaning_note(("train", "warmup_steps", "x")) == ""
+    with pytest.raises(ConfigError) as info:
+        load_config(None, ["optim.lr=fast"])
+    assert "TRL" not in str(info.value) and "docs/from-trl.md" not in str(info.value)

@@ -19,7 +19,7 @@ import yaml
 from pydantic import BaseModel, ValidationError
 
 from opct.config.method_registry import METHODS
-from opct.config.trl_names import unknown_key_hint
+from opct.config.trl_names import meaning_note, unknown_key_hint
 from opct.errors import OpctError
 
 ModelT = TypeVar("ModelT", bound=BaseModel)
@@ -161,7 +161,8 @@ def _format_validation_error(err: ValidationError, source: str, model: type[Base
             advice = hint or "check its spelling (`opct train --print-config` lists every key)"
             problems.append((where, f"{loc}: unknown key; {advice}"))
         else:
-            problems.append((where, f"{loc}: {e['msg']} (got {e.get('input')!r})"))
+            note = meaning_note(parts)
+            problems.append((where, f"{loc}: {e['msg']} (got {e.get('input')!r})" + (f"; {note}" if note else "")))
     (first_where, first), *rest = problems or [(str(source), "invalid configuration")]
     return "\n".join([f"{first_where}: {first}",
                       *(f"  {p}" if w == first_where else f"  {w}: {p}" for w, p in rest)])

@@ -16,6 +16,19 @@ from pydantic import BaseModel
 
 from opct.config.method_registry import METHODS
 
+_NO_QUANTIZATION = ("not available: the teacher's log-probabilities are taken from the same weights the student "
+                    "starts from, in model.dtype")
+_SAMPLER_ONLY = ("not available: OPCT's importance ratio is taken against the distribution the tokens were sampled "
+                 "from, which opct keeps to opct.sampling.temperature and opct.sampling.top_p")
+_FRESH_EVERY_STEP = ("not needed: OPCT samples fresh completions for every optimizer step and trains on them once; "
+                     "opct.sampling.sequences_per_call bounds one generate() call's memory")
+_NO_REWARD = "not needed: there is no reward function; the per-token KL to the teacher is the advantage"
+_PAIRS_NOT_TEXT = ("not needed: training data are consistency pairs (prompt, teacher_prompt), the loss is taken on "
+                   "completion tokens only and never packed; data.max_prompt_tokens bounds a prompt, and data.columns maps a "
+                   "dataset's own field names")
+_NO_VLLM_SERVER = "not needed: there is no vLLM server; the engine (opct.sampling.engine: vllm) runs in each process"
+_FROZEN_TEACHER = "not available: the teacher is always the frozen starting model (TRL's teacher_model_kind: base)"
+
 #: TRL's (``GRPOConfig``, ``GKDConfig``, ``SDFTConfig``, ``SFTConfig``, ``transformers.TrainingArguments``,
 #: TRL's ``ModelConfig``) argument name -> what to write in opct instead. Kept in step with docs/from-trl.md.
 TRL_NAMES: dict[str, str] = {
@@ -28,15 +41,18 @@ TRL_NAMES: dict[str, str] = {
     # batches and steps
     "per_device_train_batch_size": "train.sequences_per_microbatch (completions per forward/backward on one "
                                    "process) and train.pairs_per_step (pairs per optimizer step, all processes)",
-    "gradient_accumulation_steps": "nothing: opct accumulates by itself, train.pairs_per_step pairs per optimizer "
+    "gradient_accumulation_steps": "not needed: opct accumulates by itself, train.pairs_per_step pairs per optimizer "
                                    "step in microbatches of train.sequences_per_microbatch completions",
     "num_train_epochs": "train.epochs",
     "max_steps": "train.max_steps",
     # optimizer and schedule
     "learning_rate": "optim.lr",
     "lr_scheduler_type": "optim.schedule (constant, linear or cosine)",
-    "warmup_ratio": "optim.warmup_steps (a number of steps, not a share of the run)",
-    "warmup_steps": "optim.warmup_steps",
+    "warmup_ratio": "optim.warmup_steps, a whole number of steps, not a share of the run: the share times the "
+                    "run's steps (0.1 of 200 steps is 20); transformers 5 dropped warmup_ratio for warmup_steps "
+                    "below 1, which opct does not read as a share",
+    "warmup_steps": "optim.warmup_steps (a whole number of steps: transformers 5 reads a value below 1 as a share "
+                    "of the run, opct refuses it)",
     "weight_decay": "optim.weight_decay",
     "adam_beta1": "optim.betas: [beta1, beta2]",
     "adam_beta2": "optim.betas: [beta1, beta2]",
@@ -46,14 +62,14 @@ TRL_NAMES: dict[str, str] = {
     "gradient_checkpointing": "train.gradient_checkpointing",
     # logging, checkpoints, evaluation
     "report_to": "train.trackers (a list: tensorboard, wandb, trackio); metrics.jsonl is always written",
-    "logging_steps": "nothing: every step is logged to metrics.jsonl (and to train.trackers)",
-    "logging_strategy": "nothing: every step is logged to metrics.jsonl (and to train.trackers)",
+    "logging_steps": "not needed: every step is logged to metrics.jsonl (and to train.trackers)",
+    "logging_strategy": "not needed: every step is logged to metrics.jsonl (and to train.trackers)",
     "save_steps": "train.checkpoint_every",
     "save_strategy": "train.checkpoint_every (steps between checkpoints; the last step is always saved)",
     "save_total_limit": "train.keep_checkpoints",
     "eval_steps": "validation.every (with data.validation: the validation pairs)",
     "eval_strategy": "validation.every (with data.validation: the validation pairs)",
-    "resume_from_checkpoint": "nothing: rerunning the same command resumes from the last checkpoint",
+    "resume_from_checkpoint": "not needed: rerunning the same command resumes from the last checkpoint",
     "run_name": "name (the run's folder name)",
     "push_to_hub": "opct export RUN_DIR --push-to-hub REPO, after training",
     "hub_model_id": "opct export RUN_DIR --push-to-hub REPO, after training",
@@ -62,27 +78,34 @@ TRL_NAMES: dict[str, str] = {
     "num_generations": "opct.sampling.n (OPCT's samples per prompt; BCT: bct.targets.n)",
     "max_completion_length": "opct.sampling.max_new_tokens (BCT: bct.targets.max_new_tokens)",
     "max_new_tokens": "opct.sampling.max_new_tokens (BCT: bct.targets.max_new_tokens)",
-    "max_prompt_length": "data.max_prompt_tokens",
+    "max_prompt_length": "data.max_prompt_tokens (a longer prompt is refused, or dropped with data.too_long: drop; "
+                         "never cut, where TRL cuts it from the left)",
     "temperature": "opct.sampling.temperature (BCT: bct.targets.temperature)",
     "top_p": "opct.sampling.top_p",
     "use_vllm": "opct.sampling.engine: vllm (BCT: bct.targets.engine: vllm)",
     "vllm_gpu_memory_utilization": "opct.sampling.vllm_gpu_memory_utilization (with opct.sampling.engine: vllm)",
     # the loss
-    "beta": "opct.loss.kl_coef (the weight of the KL to the teacher); GKD's JSD weight is opct.loss.jsd_beta "
-            "(opct.loss.kind: full, divergence: jsd)",
-    "lmbda": "nothing: method: opct is always on-policy (GKD's lmbda 1), method: bct trains on fixed targets "
+    "beta": "opct.loss.kl_coef, which does something else: GRPO's beta (default 0.0) weighs a KL penalty to a "
+            "reference beside the reward; opct.loss.kl_coef (default 1.0) weighs the KL to the teacher, the whole "
+            "objective (there is no reward), so it scales the learning signal and 0 trains nothing. GKD's beta "
+            "(the JSD mixture weight) is opct.loss.jsd_beta (opct.loss.kind: full, divergence: jsd)",
+    "lmbda": "not needed: method: opct is always on-policy (GKD's lmbda 1), method: bct trains on fixed targets "
              "(lmbda 0)",
-    "loss_type": "opct.loss.kind (sampled, topk, full) and opct.loss.policy_loss (importance_sampling, ppo)",
+    "loss_type": "no counterpart, it means another thing: TRL's loss_type is how token losses are averaged "
+                 "(GRPO: grpo, dapo, dr_grpo, bnpo...) or the SFT loss (nll, dft); opct averages over the step's "
+                 "completion tokens, as dapo does. opct.loss.kind (sampled, topk, full) picks the divergence to the "
+                 "teacher and opct.loss.policy_loss (importance_sampling, ppo) how the sampled one trains",
     "epsilon": "opct.loss.clip_eps (with opct.loss.policy_loss: ppo)",
-    "teacher_model_name_or_path": "nothing: the teacher is the frozen starting model, prompted with each pair's "
+    "teacher_model_name_or_path": "not needed: the teacher is the frozen starting model, prompted with each pair's "
                                   "teacher_prompt",
     # self-distillation (TRL's SDFTConfig, trl.experimental.sdft)
     "distillation_mode": "opct.loss.kind (sampled: the sampled-token reverse KL, TRL's sampled_token; topk; full)",
     "distillation_alpha": "opct.loss.divergence (reverse_kl, forward_kl, jsd with opct.loss.jsd_beta) with "
                           "opct.loss.kind: full; the sampled loss is the reverse KL (TRL's alpha 1.0)",
-    "teacher_model_kind": "nothing: the teacher is always the frozen starting model (TRL's base)",
-    "teacher_prompt_template": "nothing: each pair carries its teacher_prompt (opct pairs build writes it; "
-                               "data.columns maps a dataset's own field)",
+    "teacher_model_kind": "not needed: the teacher is always the frozen starting model (TRL's base)",
+    "teacher_prompt_template": "not available: a pair carries its teacher_prompt; TRL's rows of prompt and "
+                               "privileged_context are read with TRL's default template (the last user turn, a "
+                               "blank line, the context); for another template write teacher_prompt in each row",
     "generation_kwargs": "opct.sampling.* (n, temperature, top_p, max_new_tokens, min_new_tokens)",
     "use_cpu": "model.device: cpu",
     # model and adapter (TRL's ModelConfig)
@@ -94,9 +117,98 @@ TRL_NAMES: dict[str, str] = {
     "lora_dropout": "lora.dropout",
     "lora_target_modules": "lora.target_modules",
     "use_rslora": "lora.use_rslora",
-    "use_dora": "lora.use_dora",
+    "use_dora": "lora.use_dora (not with train.merged_lora_sampling or the vLLM engine, which merge plain LoRA only)",
     "lora_modules_to_save": "lora.modules_to_save",
+    "init_lora_weights": "lora.init_lora_weights (true or gaussian; the initialisations that rewrite the base "
+                         "weights, the frozen teacher, are refused)",
+    "trust_remote_code": "model.trust_remote_code",
+    "attn_implementation": "model.attn_implementation",
+    "load_in_4bit": _NO_QUANTIZATION,
+    "load_in_8bit": _NO_QUANTIZATION,
+    "deepspeed": "not available: DeepSpeed is refused, with the reason; multi-GPU training is accelerate launch "
+                 "with FSDP2 or DDP (docs/training.md)",
+    "fsdp": "accelerate launch --config_file configs/accelerate/fsdp2.yaml: FSDP2, which shards the frozen teacher "
+            "with the policy (docs/training.md)",
+    # generation settings opct has none of
+    "top_k": _SAMPLER_ONLY,
+    "min_p": _SAMPLER_ONLY,
+    "repetition_penalty": _SAMPLER_ONLY,
+    "vllm_mode": "not needed: the vLLM engine (opct.sampling.engine: vllm) is colocated, one per process (TRL's "
+                 "colocate); there is no server mode",
+    "generation_batch_size": _FRESH_EVERY_STEP,
+    "steps_per_generation": _FRESH_EVERY_STEP,
+    "num_iterations": _FRESH_EVERY_STEP,
+    # the loss, GRPO / GKD
+    "seq_kd": "not needed: BCT's targets are the teacher's own answers (method: bct, bct.targets)",
+    "reward_funcs": _NO_REWARD,
+    "reward_weights": _NO_REWARD,
+    "scale_rewards": _NO_REWARD,
+    "teacher_model_init_kwargs": "not needed: the teacher is the frozen starting model, loaded once with model.*",
+    "disable_dropout": "train.disable_dropout (on by default; lora.dropout is kept)",
+    # data (SFT)
+    "dataset_text_field": _PAIRS_NOT_TEXT,
+    "max_length": _PAIRS_NOT_TEXT,
+    "packing": _PAIRS_NOT_TEXT,
+    "completion_only_loss": _PAIRS_NOT_TEXT,
+    "assistant_only_loss": _PAIRS_NOT_TEXT,
+    "dataset_num_proc": "not needed: pairs are read once, at the start",
+    "dataloader_num_workers": "not needed: pairs are read once, at the start",
+    "remove_unused_columns": "not needed: pairs are read once, at the start; fields other than the pair's are "
+                             "ignored (data.columns maps the ones it needs)",
+    # the rest of TRL's SDFTConfig
+    "model_init_kwargs": "model.* (model.dtype, model.attn_implementation, model.revision, model.trust_remote_code)",
+    "num_generations_eval": "validation.samples.n (the student's samples per validation prompt)",
+    "ds3_gather_for_generation": "not needed: DeepSpeed is refused; under FSDP2 the sampler gathers the weights "
+                                 "itself (docs/training.md)",
+    "shuffle_dataset": "data.shuffle",
+    "chat_template_kwargs": "model.chat_template_kwargs",
+    "cache_implementation": "opct.sampling.decoder (static: a static KV cache, CUDA graphs on a GPU; plain: a "
+                            "cache that grows)",
+    "use_teacher_server": "not available: the teacher is the frozen starting model, scored in the training process",
+    "vllm_model_impl": "opct.sampling.vllm_engine_args: {model_impl: transformers} (passed to vllm.LLM)",
+    "vllm_enable_sleep_mode": "not needed: the vLLM engine sleeps between generations by default "
+                              "(opct.sampling.vllm_engine_args: {enable_sleep_mode: false} turns it off)",
+    "vllm_server_base_url": _NO_VLLM_SERVER,
+    "vllm_server_host": _NO_VLLM_SERVER,
+    "vllm_server_port": _NO_VLLM_SERVER,
+    "vllm_group_port": _NO_VLLM_SERVER,
+    "vllm_server_timeout": _NO_VLLM_SERVER,
+    "vllm_tensor_parallel_size": "not available: one colocated vLLM engine per process, on that process's GPU",
+    "vllm_max_model_length": "opct.sampling.vllm_engine_args: {max_model_len: N} (passed to vllm.LLM)",
+    "teacher_update_rate": _FROZEN_TEACHER,
+    "teacher_sync_steps": _FROZEN_TEACHER,
+    "distillation_topk": "opct.loss.topk with opct.loss.kind: topk (the reverse KL over the student's top-k "
+                         "tokens, not renormalised: TRL's renormalised top-k and its tail bucket are not available)",
+    "distillation_is_clip": "opct.tis_cap (min(pi_trainer / pi_sampler, cap), with opct.rollout_logprobs: "
+                            "recompute and opct.loss.kind: sampled; off by default, TRL's default is 2.0)",
+    "distillation_add_tail": "not available: opct.loss.kind: topk is the top-k part of the reverse KL, with no tail "
+                             "bucket; opct.loss.kind: full takes the whole vocabulary",
+    "generate_from_teacher": "not available: OPCT samples the student on prompt (on-policy); method: bct trains on "
+                             "the teacher's own answers to teacher_prompt",
+    "num_loss_tokens_to_skip": "not available: the loss covers every completion token",
 }
+
+
+#: opct keys a TRL name of another meaning meets (``loc`` without a loss kind's tag) -> what to say beside a
+#: problem with the key's value: the value is wrong because the reader took TRL's meaning.
+TRL_MEANINGS: dict[tuple[str, ...], str] = {
+    ("optim", "warmup_steps"): "optim.warmup_steps is a whole number of steps: transformers 5 reads a warmup_steps "
+                               "below 1 as a share of the run (its replacement for warmup_ratio), opct does not; "
+                               "write the share times the run's steps (docs/from-trl.md)",
+    ("opct", "loss", "kl_coef"): "opct.loss.kl_coef is not GRPO's beta: it weighs the KL to the teacher, the whole "
+                                 "objective (default 1.0), where GRPO's beta weighs a penalty beside a reward "
+                                 "(default 0.0) (docs/from-trl.md)",
+    ("optim",): "optim is opct's optimizer section (optim.lr, optim.betas, optim.eps, optim.weight_decay); TRL's "
+                "optim, the optimizer's name, is not needed: opct trains with AdamW only (docs/from-trl.md)",
+}
+
+
+def meaning_note(loc: tuple[str, ...]) -> str:
+    """What :data:`TRL_MEANINGS` says about the key at ``loc`` (a validation error's location), or ``""``."""
+    for key, note in TRL_MEANINGS.items():
+        if len(loc) >= len(key) and loc[0] == key[0] and loc[-1] == key[-1] and set(key) <= set(loc):
+            return note
+    return ""
 
 
 def _models_in(annotation: Any) -> list[type[BaseModel]]:
