@@ -13,11 +13,12 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any, ClassVar, Protocol
+from typing import Annotated, Any, ClassVar, Protocol
 
 from pydantic import Field, ValidationError, field_validator, model_validator
 
-from opct.config import GenerationConfig, ModelConfig, StrictSettings
+from opct.config import AnyValue, GenerationConfig, ModelConfig, StrictSettings
+from opct.config.ranges import RANGE_ERRORS, must_be
 from opct.evals.contract import SHORTEST_ANSWER_LIMIT
 from opct.judges import JudgeOptions
 from opct.registry import Registry
@@ -44,14 +45,15 @@ class AttackConfig(StrictSettings):
     judge_timeout: float = Field(15.0, gt=0.0, description="model judges: seconds one attempt may take")
     judge_retries: int = Field(2, ge=0, description="model judges: retries of a failed attempt")
     judge_fail_after: int = Field(3, ge=1, description="model judges: failed attempts in a row that stop the attack")
-    budget: int = Field(24, description="search: target queries per behaviour")
-    threshold: float = Field(0.5, description="a behaviour is cracked when a response scores at least this")
-    seed: int = 0
-    max_new_tokens: int = Field(256, description="longest target reply (greedy)")
+    budget: int = Field(24, ge=1, description="search: target queries per behaviour")
+    threshold: float = Field(0.5, gt=0.0, le=1.0, description="a behaviour is cracked when a response scores at least this "
+                                                          "(scores lie in [0, 1])")
+    seed: Annotated[int, AnyValue("a seed: every integer is one")] = 0
+    max_new_tokens: int = Field(256, gt=0, description="longest target reply (greedy)")
     sequences_per_call: int = Field(64, gt=0, description="target prompts per generate() call (memory, not results)")
     attacker: str | None = Field(None, description="model attacker: 'organism', a model folder or a grpo_attack run")
-    episodes: int = Field(8, description="model attacker: episodes per behaviour")
-    rounds: int = Field(3, description="model attacker: rounds per episode")
+    episodes: int = Field(8, ge=1, description="model attacker: episodes per behaviour")
+    rounds: int = Field(3, ge=1, description="model attacker: rounds per episode")
     static: bool = Field(True, description="search: also try every single wrapper once and compare")
     limit: int | None = Field(None, ge=1, description="real data: attack a seeded sample of this many behaviours")
     dtype: str | None = None
@@ -151,10 +153,6 @@ def run_attack(config: AttackConfig, progress: Callable[[int, int], None] | None
 
 
 #: A range error by pydantic's type: what the value must be.
-_RANGES = {"greater_than_equal": "at least {ge}", "greater_than": "greater than {gt}", "less_than_equal": "at most {le}",
-           "less_than": "less than {lt}"}
-
-
 def first_problem(err: ValidationError) -> str:
     """The first problem of a validation error as one line: the option, what it must be and the value given
     (``--limit must be at least 1, got 0``), or the check's own sentence."""
@@ -162,6 +160,7 @@ def first_problem(err: ValidationError) -> str:
     if not first["loc"]:
         return first["msg"].removeprefix("Value error, ")
     option = f"--{str(first['loc'][0]).replace('_', '-')}"
-    if first["type"] in _RANGES:
-        return f"{option} must be {_RANGES[first['type']].format(**first['ctx'])}, got {first['input']}; see opct attack --help"
+    field = AttackConfig.model_fields.get(str(first["loc"][0]))
+    if first["type"] in RANGE_ERRORS and field is not None and (allowed := must_be(field)):  # the declared range, whole
+        return f"{option} {allowed}, got {first['input']}; see opct attack --help"
     return f"{option}: {first['msg'].removeprefix('Value error, ')} (got {first['input']!r}); see opct attack --help"

@@ -33,13 +33,13 @@ from __future__ import annotations
 from typing import ClassVar, Literal
 
 import torch
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import Field, model_validator
 
 from opct.attack.attacker_data import behavior_of
 from opct.attack.model_attacker import parse_attack_prompt
 from opct.attack.scorers import make_scorer
 from opct.attack.target import HFTarget
-from opct.config import generation_settings
+from opct.config import StrictSettings, generation_settings
 from opct.methods import losses
 from opct.methods.base import (
     SAMPLED_STATS,
@@ -57,11 +57,9 @@ AttackSampling = generation_settings(n=8, temperature=1.0, max_new_tokens=64)
 TargetReplies = generation_settings(n=1, temperature=0.0, max_new_tokens=64)
 
 
-class GRPOAttackConfig(BaseModel):
+class GRPOAttackConfig(StrictSettings):
     """``method: grpo_attack``: the model being trained is the attacker; ``data.train`` holds attacker
     instructions for *train* behaviours (e.g. ``organism:attacker:train``)."""
-
-    model_config = ConfigDict(extra="forbid")
 
     sampling: AttackSampling = Field(description="attack prompts; n = group size G (>= 2)")
     target: str = Field("organism", description="the frozen target: organism, a model folder, a run directory or hub id")
@@ -76,7 +74,7 @@ class GRPOAttackConfig(BaseModel):
     kl_estimator: Literal["k3", "log_ratio"] = Field(
         "k3", description="k3: beta*k3 loss term; log_ratio: -beta*(log pi_sampler - log pi_ref) added to each token's advantage"
     )
-    threshold: float = Field(0.5, description="score at which an attempt counts as a crack (crack_rate in metrics)")
+    threshold: float = Field(0.5, gt=0.0, le=1.0, description="score at which an attempt counts as a crack (crack_rate in metrics)")
 
     @model_validator(mode="after")
     def _check(self) -> GRPOAttackConfig:

@@ -43,6 +43,7 @@ from opct.config.generation import (
 from opct.config.lora import LoraConfig
 from opct.config.method_registry import METHODS
 from opct.config.names import FolderName, PathComponent, check_folder_name, check_path_component
+from opct.config.ranges import AnyValue, CheckedBy, DeclaredRanges, Why
 from opct.config.strict import MAX_EPOCHS, MAX_STEPS, MAX_TEMPERATURE, StrictSettings, _Strict
 from opct.registry import Registry
 
@@ -69,13 +70,17 @@ class ModelConfig(_Strict):
     attn_implementation: str | None = Field(None, description="transformers' attn_implementation (eager, sdpa, flash_attention_2); None: its default")
 
 
+#: An Adam moment's decay: torch's AdamW takes [0, 1) (1 would never forget, and divides by 1 - beta^t = 0).
+_Beta = Annotated[float, Field(ge=0.0, lt=1.0)]
+
+
 class OptimConfig(_Strict):
     """AdamW and the learning-rate schedule."""
 
     lr: float = Field(5e-6, gt=0.0, allow_inf_nan=False, description="peak learning rate of AdamW")
-    betas: tuple[float, float] = Field((0.9, 0.95), description="AdamW's (beta1, beta2)")
+    betas: tuple[_Beta, _Beta] = Field((0.9, 0.95), description="AdamW's (beta1, beta2), each in [0, 1)")
     eps: float = Field(1e-8, ge=0.0, allow_inf_nan=False, description="AdamW's epsilon")
-    weight_decay: float = Field(0.0, allow_inf_nan=False, description="AdamW's decoupled weight decay")
+    weight_decay: float = Field(0.0, ge=0.0, allow_inf_nan=False, description="AdamW's decoupled weight decay")
     schedule: Literal["constant", "linear", "cosine"] = Field("constant", description="learning rate after warmup: constant, or decayed to 0 at the last step (linear, cosine)")
     warmup_steps: int = Field(0, ge=0, description="steps of linear warmup from 0 to lr")
     max_grad_norm: float | None = Field(1.0, gt=0.0, allow_inf_nan=False, description="clip the gradient's global norm to this; None: no clipping (the norm is still logged)")
@@ -228,7 +233,7 @@ class RunConfig(_Strict):
     name: FolderName = Field("run", description="the run's folder name: its outputs go to <output_dir>/<name>")
     output_dir: str = Field("runs", description="the folder that holds run directories")
     method: str = Field(default_factory=lambda: METHODS.default, description="training method: opct, bct, act or another registered one; its settings sit in the section of its name")
-    seed: int = Field(0, description="seed of the pair order, sampling and initialisation")
+    seed: Annotated[int, AnyValue("a seed: every integer is one")] = Field(0, description="seed of the pair order, sampling and initialisation")
     finetune: Literal["lora", "full"] = Field("lora", description="lora: train a LoRA adapter (lora:); full: every weight")
     model: ModelConfig = Field(default_factory=ModelConfig, description="the model trained (and, frozen at run start, the teacher)")
     lora: LoraConfig = Field(default_factory=LoraConfig, description="the adapter (finetune: lora)")
@@ -327,7 +332,7 @@ def dump_config(cfg: RunConfig) -> dict[str, Any]:
 
 
 __all__ = [
-    "MAX_EPOCHS", "MAX_STEPS", "MAX_TEMPERATURE", "MODEL_ALIASES", "AxisTargets", "ConfigError", "ConfigSource", "FolderName", "GenerationConfig", "LoraConfig", "ModelConfig", "OptimConfig", "PathComponent",
-    "ProfileConfig", "RolloutSettings", "RunConfig", "SamplingConfig", "StrictSettings", "TargetConfig", "TargetSettings", "_format_validation_error", "_set_path", "apply_overrides", "check_folder_name", "check_path_component",
+    "MAX_EPOCHS", "MAX_STEPS", "MAX_TEMPERATURE", "MODEL_ALIASES", "AnyValue", "AxisTargets", "CheckedBy", "ConfigError", "ConfigSource", "DeclaredRanges", "FolderName", "GenerationConfig", "LoraConfig", "ModelConfig", "OptimConfig", "PathComponent",
+    "ProfileConfig", "RolloutSettings", "RunConfig", "SamplingConfig", "StrictSettings", "TargetConfig", "TargetSettings", "Why", "_format_validation_error", "_set_path", "apply_overrides", "check_folder_name", "check_path_component",
     "dump_config", "generation_settings", "load_config", "parse_overrides", "read_config_file", "validate_config",
 ]

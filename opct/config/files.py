@@ -19,6 +19,7 @@ import yaml
 from pydantic import BaseModel, ValidationError
 
 from opct.config.method_registry import METHODS
+from opct.config.ranges import RANGE_ERRORS, field_at, must_be
 from opct.config.trl_names import meaning_note, unknown_key_hint
 from opct.errors import OpctError
 
@@ -160,12 +161,28 @@ def _format_validation_error(err: ValidationError, source: str, model: type[Base
             hint = unknown_key_hint(model, parts) if parts else ""
             advice = hint or "check its spelling (`opct train --print-config` lists every key)"
             problems.append((where, f"{loc}: unknown key; {advice}"))
+        elif e["type"] in RANGE_ERRORS and (ranged := _out_of_range(model, parts)):
+            written, allowed = ranged
+            where = source.origin(written) if isinstance(source, ConfigSource) else str(source)
+            why = "is not finite" if e["type"] == "finite_number" else "is out of range"
+            problems.append((where, f"{'.'.join(written)}: {e.get('input')!r} {why}: it {allowed}"))
         else:
             note = meaning_note(parts)
             problems.append((where, f"{loc}: {e['msg']} (got {e.get('input')!r})" + (f"; {note}" if note else "")))
     (first_where, first), *rest = problems or [(str(source), "invalid configuration")]
     return "\n".join([f"{first_where}: {first}",
                       *(f"  {p}" if w == first_where else f"  {w}: {p}" for w, p in rest)])
+
+
+def _out_of_range(model: type[BaseModel] | None, loc: tuple[str, ...]) -> tuple[tuple[str, ...], str] | None:
+    """The number at ``loc`` as the file writes its key, and ``must be <its declared range>`` (and why, when the
+    field says: :mod:`opct.config.ranges`); ``None`` when ``loc`` leads to no number field of ``model``."""
+    if model is None or not loc:
+        return None
+    sections = {loc[0]: METHODS.get(loc[0]).config_class} if "method" in model.model_fields and loc[0] in METHODS else None
+    field, written = field_at(model, loc, sections)
+    allowed = must_be(field) if field is not None else ""
+    return (written, allowed) if allowed else None
 
 
 class _DuplicateKey(Exception):

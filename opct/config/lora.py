@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import Field, field_validator
 
+from opct.config.ranges import Why
 from opct.config.strict import _Strict
 
 
@@ -18,7 +19,9 @@ class LoraConfig(_Strict):
     and leave the base as loaded (PiSSA, OLoRA, EVA, LoftQ and CorDA rewrite the base weights)."""
 
     r: int = Field(32, gt=0, description="LoRA rank (the official OPCT code's 32)")
-    alpha: float = Field(32.0, description="LoRA scale numerator: the update is (alpha / r) * B A (alpha / sqrt(r) with use_rslora)")
+    alpha: Annotated[float, Why("the update is (alpha / r) B A: alpha 0 makes it 0, so the adapter trains nothing "
+                                "and stays the base model; a negative alpha only flips B's sign")] = Field(
+        32.0, gt=0.0, description="LoRA scale numerator: the update is (alpha / r) * B A (alpha / sqrt(r) with use_rslora)")
     dropout: float = Field(0.0, ge=0.0, lt=1.0, description="dropout on the LoRA path only (kept even with train.disable_dropout)")
     target_modules: list[str] | Literal["all-linear"] = Field("all-linear", description="module names to adapt, or all-linear (every linear layer but the output head)")
     use_rslora: bool = Field(False, description="rank-stabilised LoRA: scale the update by alpha / sqrt(r) instead of alpha / r")
@@ -35,6 +38,14 @@ class LoraConfig(_Strict):
         True, description="the adapter's A matrix: true (PEFT's default, Kaiming-uniform) or gaussian; B starts at 0 "
                           "either way, so the policy starts as the teacher",
     )
+
+    @field_validator("target_modules")
+    @classmethod
+    def _adapts_something(cls, value: list[str] | str) -> list[str] | str:
+        if value == []:
+            raise ValueError("an empty list adapts no module, so the run would train 0 parameters: name the modules to "
+                             "adapt (e.g. [q_proj, v_proj]), or all-linear (every linear layer but the output head)")
+        return value
 
     @field_validator("init_lora_weights", mode="before")
     @classmethod

@@ -1,8 +1,11 @@
-"""The base of every settings section: unknown keys are errors, and the range limits no run means."""
+"""The base of every settings section: unknown keys are errors, every number is finite and declares its range
+(:mod:`opct.config.ranges`), and the range limits no run means."""
 
 from __future__ import annotations
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import ConfigDict
+
+from opct.config.ranges import DeclaredRanges
 
 #: Range checks for values no run means: a temperature above 10 samples noise (the next-token
 #: distribution is flat to within a few percent), and ten million steps or ten thousand epochs is a
@@ -12,9 +15,10 @@ MAX_STEPS = 10_000_000
 MAX_EPOCHS = 10_000.0
 
 
-class _Strict(BaseModel):
+class _Strict(DeclaredRanges):
     model_config = ConfigDict(extra="forbid", validate_assignment=True)
 
 
-#: The base of every settings section (a method's own included): an unknown key is an error.
+#: The base of every settings section (a method's own included): an unknown key is an error, a number outside its
+#: declared range too.
 StrictSettings = _Strict

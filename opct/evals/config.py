@@ -9,11 +9,14 @@ say which exist).
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import ConfigDict, Field, field_validator
 
 from opct.config import (
+    AnyValue,
+    CheckedBy,
+    DeclaredRanges,
     GenerationConfig,
     ModelConfig,
     _set_path,
@@ -28,7 +31,7 @@ from opct.judges import JudgeOptions
 #: Where ``data_dir`` keeps each real benchmark (the layout of ``../shared/data``).
 
 
-class _Strict(BaseModel):
+class _Strict(DeclaredRanges):
     model_config = ConfigDict(extra="forbid")
 
 
@@ -43,6 +46,10 @@ def real_data_keys() -> dict[str, str]:
     return {key: help_ for _, data in axes_with(DataView) for key, help_ in data.real_data.items()}
 
 
+#: An item limit: at least 1, checked (and worded per eval name) by ``EvalOptions._positive_known_limits``.
+_Limit = Annotated[int, CheckedBy("at least 1", "_positive_known_limits")]
+
+
 class EvalOptions(_Strict):
     """How models are evaluated (shared by ``opct eval`` and experiments)."""
 
@@ -54,10 +61,10 @@ class EvalOptions(_Strict):
     judge_timeout: float = Field(15.0, gt=0.0, description="model judges: seconds one attempt may take, connect to last byte")
     judge_retries: int = Field(2, ge=0, description="model judges: retries of a failed attempt")
     judge_fail_after: int = Field(3, ge=1, description="model judges: stop the eval after this many failed attempts in a row")
-    limit: int | dict[str, int] | None = Field(
+    limit: _Limit | dict[str, _Limit] | None = Field(
         None, description="at most this many items per task (a seeded sample); or per eval name, e.g. {jailbreak: 32} "
         "(an eval not named has no limit)")
-    seed: int = Field(0, description="seed of the item sample and of sampled generation")
+    seed: Annotated[int, AnyValue("a seed: every integer is one")] = Field(0, description="seed of the item sample and of sampled generation")
     templates: dict[str, str] = Field(
         default_factory=dict, description="template set per axis when not the data source's own, e.g. {sycophancy: real}"
     )

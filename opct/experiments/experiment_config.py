@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
 
 from pydantic import Field, field_validator, model_validator
 
 from opct.axes import pair_axes
 from opct.config import (
+    AnyValue,
     FolderName,
     ModelConfig,
     StrictSettings,
@@ -54,7 +55,7 @@ class ExperimentConfig(StrictSettings):
         description="base, registered training methods and the names of variants (default: base and the paper's pair)",
     )
     mix_axes: bool = Field(True, description="one training run on all axes mixed (else one run per axis)")
-    seeds: list[int] = Field(default_factory=lambda: [0], description="one training run per method and seed")
+    seeds: list[Annotated[int, AnyValue("a seed: every integer is one")]] = Field(default_factory=lambda: [0], description="one training run per method and seed")
     train_data: dict[str, list[str]] = Field(
         default_factory=dict, description="axis -> pair sources; default organism:<axis>:train"
     )

@@ -4,13 +4,13 @@
 from __future__ import annotations
 
 import re
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import Field, field_validator, model_validator
 
 from opct.attack.attackers import ATTACKERS
 from opct.attack.search import SearchConfig
-from opct.config import StrictSettings, generation_settings
+from opct.config import AnyValue, StrictSettings, generation_settings
 from opct.evals.config import EvalOptions
 from opct.evals.contract import SHORTEST_ANSWER_LIMIT
 from opct.registry import UnknownNameError
@@ -50,7 +50,7 @@ class AttackSettings(StrictSettings):
     budget: int = Field(24, gt=0, description="target queries per behaviour")
     limit: int | None = Field(None, gt=0, description="real data: attack a seeded sample of this many behaviours")
     threshold: float = Field(0.5, gt=0.0, le=1.0, description="a behaviour is cracked when a response scores at least this")
-    seed: int = Field(0, description="seed of the search and of the behaviour sample")
+    seed: Annotated[int, AnyValue("a seed: every integer is one")] = Field(0, description="seed of the search and of the behaviour sample")
     static_baseline: bool = Field(True, description="also try every single wrapper once and compare")
     search: dict[str, Any] = Field(default_factory=dict, description="other search settings: top_k, ucb_c, max_depth")
     generation: generation_settings(max_new_tokens=256) = Field(  # type: ignore[valid-type]

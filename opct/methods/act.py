@@ -27,12 +27,12 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
-from typing import Any, ClassVar
+from typing import Annotated, Any, ClassVar
 
 import torch
 from pydantic import Field
 
-from opct.config import ConfigError, StrictSettings
+from opct.config import AnyValue, ConfigError, StrictSettings
 from opct.methods.base import Microbatch, TrainContext, split_microbatches
 from opct.pairs import ConsistencyPair
 
@@ -40,7 +40,8 @@ from opct.pairs import ConsistencyPair
 class ACTConfig(StrictSettings):
     """``method: act``: which residual-stream layers are matched (default: every decoder layer)."""
 
-    layers: list[int] | None = Field(
+    layers: list[Annotated[int, AnyValue("a layer index, negative counting from the last: checked against the "
+                                         "model's layers when it loads (chosen_layers)")]] | None = Field(
         None, description="decoder layer indices to match (negative counts from the last); None: all layers"
     )
 

@@ -22,7 +22,7 @@ from typing import Annotated, ClassVar, Literal
 import torch
 from pydantic import Discriminator, Field, Tag, model_validator
 
-from opct.config import ConfigError, RolloutSettings, StrictSettings
+from opct.config import ConfigError, RolloutSettings, StrictSettings, Why
 from opct.errors import DistributionError
 from opct.methods import losses
 from opct.methods.base import (
@@ -42,7 +42,9 @@ class SampledLoss(StrictSettings):
     """The paper's loss: sampled-token reverse KL trained as an importance-weighted policy gradient."""
 
     kind: Literal["sampled"] = Field("sampled", description="the divergence: sampled (the paper's), topk or full; each kind takes only its own keys")
-    kl_coef: float = Field(1.0, description="weight of the sampled-token KL in the loss (the official code's 1.0)")
+    kl_coef: Annotated[float, Why("it is the whole loss's scale (A_t = -kl_coef * KL): 0 trains nothing, and a "
+                                  "negative one trains away from the teacher")] = Field(
+        1.0, gt=0.0, description="weight of the sampled-token KL in the loss (the official code's 1.0)")
     kl_discount: float = Field(0.0, ge=0.0, le=1.0, description="gamma: 0 = per-token KL, 1 = sequence KL")
     policy_loss: Literal["importance_sampling", "ppo"] = Field("importance_sampling", description="how the KL advantage trains: importance-weighted policy gradient, or PPO's clipped ratio")
     clip_eps: float | None = Field(None, gt=0.0, description="PPO clip range (policy_loss: ppo only; default 0.2)")

@@ -28,7 +28,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import ConfigDict, Field
 
 from opct.attack.grammar import Wrapper
 from opct.attack.organism_behaviors import organism_behaviors
@@ -36,7 +36,7 @@ from opct.attack.results import outcome_counts, write_attack_results
 from opct.attack.scorers import make_scorer
 from opct.attack.search import SearchAttacker, SearchConfig
 from opct.axes.jailbreak.templates import ORGANISM, wrap
-from opct.config import GenerationConfig, RunConfig
+from opct.config import DeclaredRanges, GenerationConfig, RunConfig
 from opct.organism.pairs import build_pairs
 from opct.runs.layout import RunLayout
 
@@ -46,7 +46,7 @@ RULE = ("highest family-validation score among eligible (candidate, step): the j
         "by the rest of the rule, every seed); mean over axes, then seeds; ties: lower teacher-KL, then fewer steps")
 
 
-class FamilyAttackSettings(BaseModel):
+class FamilyAttackSettings(DeclaredRanges):
     """The adaptive attack of the ``family_transfer`` rule (``selection.family_attack``)."""
     model_config = ConfigDict(extra="forbid")
 

@@ -40,13 +40,13 @@ import statistics
 import sys
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import ConfigDict, Field, model_validator
 
 from opct.axes import AXES
-from opct.config import RunConfig, _set_path, dump_config, validate_config
+from opct.config import AnyValue, DeclaredRanges, RunConfig, _set_path, dump_config, validate_config
 from opct.evals.axis_views import organism_view
 from opct.experiments.files import deep_merge, read_extended
 from opct.experiments.invalidation import already_trained
@@ -86,14 +86,14 @@ RULES = {
 FIXED_KEYS = ("train.pairs_per_step", "train.max_steps", "train.epochs", "validation", "data", "seed", "method")
 
 
-class SelectionSettings(BaseModel):
+class SelectionSettings(DeclaredRanges):
     """The ``selection:`` block of a selection file."""
     model_config = ConfigDict(extra="forbid")
 
     grid: dict[str, dict[str, list[Any]]] = Field(description="method -> {dotted setting: [values]}")
     steps: int = Field(180, gt=0, description="steps each candidate trains")
     every: int = Field(20, gt=0, description="steps between validation measurements (and checkpoints)")
-    seeds: list[int] = Field(default_factory=lambda: [0, 1], min_length=1, description="seeds each candidate trains with; the rules read the mean over seeds")
+    seeds: list[Annotated[int, AnyValue("a seed: every integer is one")]] = Field(default_factory=lambda: [0, 1], min_length=1, description="seeds each candidate trains with; the rules read the mean over seeds")
     validation: dict[str, Any] = Field(default_factory=dict, description="validation settings (ValidationConfig keys)")
     validation_data: dict[str, list[str]] = Field(default_factory=dict, description="axis -> validation pair sources")
     capability_drop: float = Field(0.03, ge=0.0, le=1.0, description="eligible only if, on every seed, each capability accuracy is at least the base model's minus this")
