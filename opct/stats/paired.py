@@ -9,12 +9,23 @@
     The same paired difference measured in several cells (a model family × a training seed), pooled:
     the mean over families of the mean over seeds, with a bootstrap that resamples the seeds within
     each family and the units, the same unit draw for every cell.
+
+``"paired-score"`` (either function with ``score=True``; :mod:`opct.stats.paired_proportions`)
+    For right/wrong rows that pair one to one (each unit has as many rows on A as on B, the i-th with
+    the i-th), the bootstrap interval widened at each end to Tango's score interval at k units: the
+    shares of rows where only A is right (``p₊``) and only B is right (``p₋``), pooled as the value is
+    (mean over families of the mean over seeds), taken as ``p₊·k`` and ``p₋·k`` discordant units of
+    k. The unit is the unit of inference: seeds and repeated rows average within it, never count as
+    new units. It is what a "no worse within a margin" claim reads (capability, issue 71): at perfect
+    agreement it is ``±z²/(k + z²)`` like the bootstrap's floor, and one discordant unit widens it, where
+    the bootstrap narrows. Rows that are not 0/1, or do not pair, keep the bootstrap interval and its
+    method name.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Hashable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 
@@ -25,9 +36,39 @@ from opct.stats.estimate import (
     _percentile_ci,
     floor_collapsed,
 )
+from opct.stats.paired_proportions import PAIRED_SCORE, tango_interval
 
 PAIRED_CLUSTER_BOOTSTRAP = "paired-cluster-bootstrap"
 POOLED_PAIRED_BOOTSTRAP = "pooled-paired-bootstrap"
+
+
+def discordant_shares(ga: Sequence[Sequence[float]], gb: Sequence[Sequence[float]]) -> tuple[float, float] | None:
+    """``(p₊, p₋)``: the shares of rows where only A is right and only B is right, when every value is 0 or 1
+    and each unit's rows pair one to one (as many on A as on B); None otherwise."""
+    plus = minus = rows = 0
+    for a_rows, b_rows in zip(ga, gb, strict=True):
+        if len(a_rows) != len(b_rows):
+            return None
+        for x, y in zip(a_rows, b_rows, strict=True):
+            if x not in (0, 1) or y not in (0, 1):
+                return None
+            plus += x > y
+            minus += y > x
+            rows += 1
+    return (plus / rows, minus / rows) if rows else None
+
+
+def score_widened(est: Estimate, shares: tuple[float, float] | None, k: int) -> Estimate:
+    """``est`` with each end widened to Tango's score interval for ``shares`` (``(p₊, p₋)``) of ``k`` units,
+    method :data:`~opct.stats.paired_proportions.PAIRED_SCORE`; ``est`` unchanged when ``shares`` is None
+    (rows that are not right/wrong pairs) or it is ``nan``."""
+    if shares is None or est.value != est.value or k <= 0:
+        return est
+    lower, upper = tango_interval(shares[0] * k, shares[1] * k, float(k))
+    # an end within rounding of the bootstrap's (its floor at perfect agreement is the same ±z²/(k + z²)) stays as it is
+    ci_low = est.ci_low if lower > est.ci_low - 1e-12 else lower
+    ci_high = est.ci_high if upper < est.ci_high + 1e-12 else upper
+    return replace(est, ci_low=ci_low, ci_high=ci_high, method=PAIRED_SCORE)
 
 
 def _shared_units(a: Mapping[Hashable, Sequence[float]], b: Mapping[Hashable, Sequence[float]]) -> list[Hashable]:
@@ -43,6 +84,7 @@ def paired_cluster_difference(
     n_resamples: int = 2000,
     seed: int = DEFAULT_SEED,
     alpha: float = 0.05,
+    score: bool = False,
 ) -> Estimate:
     """``statistic(A) - statistic(B)`` over the clusters present (non-empty) in both ``a`` and ``b``.
 
@@ -55,7 +97,8 @@ def paired_cluster_difference(
     0 discordant out of k (clipped to [-1, 1] when every value lies in [0, 1]).
 
     ``n`` is the number of rows of ``a`` over the shared clusters (a paired design has as many in
-    ``b``), whatever the statistic; ``clusters`` is k.
+    ``b``), whatever the statistic; ``clusters`` is k. ``score``: with the default statistic, widen
+    the interval to the paired score interval (method ``"paired-score"``, see the module docstring).
     """
     shared = _shared_units(a, b)
     k = len(shared)
@@ -78,7 +121,8 @@ def paired_cluster_difference(
     lo, hi = _percentile_ci(np.asarray(draws, dtype=float), alpha)
     est = Estimate(value, min(lo, value), max(hi, value), n, PAIRED_CLUSTER_BOOTSTRAP, k)
     unit = all(0.0 <= float(v) <= 1.0 for g in (*ga, *gb) for v in g)
-    return floor_collapsed(est, k, (-1.0, 1.0) if unit else None)
+    est = floor_collapsed(est, k, (-1.0, 1.0) if unit else None)
+    return score_widened(est, discordant_shares(ga, gb), k) if score and statistic is None else est
 
 
 #: One cell of a pooled comparison: ``(A, B)``, each ``{unit: [row values]}`` (see :func:`paired_cluster_difference`).
@@ -109,6 +153,7 @@ def pooled_paired_difference(
     n_resamples: int = 2000,
     seed: int = DEFAULT_SEED,
     alpha: float = 0.05,
+    score: bool = False,
 ) -> PooledDifference:
     """``A − B`` pooled over cells keyed ``(family, seed)``, with a 95% percentile bootstrap interval.
 
@@ -130,7 +175,9 @@ def pooled_paired_difference(
     (every unit of every cell agrees) it is widened to ``value ± z²/(k + z²)`` as in
     :func:`paired_cluster_difference` (clipped to [-1, 1] when every value lies in [0, 1]). Rows are
     values that were scored: a caller leaves unscored rows out, never counts them as a success.
-    ``n`` is the number of A rows over the shared units of all cells; ``clusters`` is k.
+    ``n`` is the number of A rows over the shared units of all cells; ``clusters`` is k. ``score``: with
+    the default statistic, widen the interval to the paired score interval at k units, the discordant
+    shares pooled as the value is (method ``"paired-score"``, see the module docstring).
     """
     keys, shared = [], []
     for key, (a, b) in cells.items():
@@ -170,8 +217,27 @@ def pooled_paired_difference(
     est = Estimate(value, min(lo, value), max(hi, value), n, POOLED_PAIRED_BOOTSTRAP, k)
     unit = all(0.0 <= float(v) <= 1.0 for key, units in zip(keys, shared, strict=True)
                for side in cells[key] for u in units for v in side[u])
-    return PooledDifference(floor_collapsed(est, k, (-1.0, 1.0) if unit else None), len(keys), family_point,
-                            {key: float(point[j]) for j, key in enumerate(keys)}, pooled_draws)
+    est = floor_collapsed(est, k, (-1.0, 1.0) if unit else None)
+    if score and statistic is None:
+        est = score_widened(est, _pooled_shares(cells, keys, shared, families), k)
+    return PooledDifference(est, len(keys), family_point, {key: float(point[j]) for j, key in enumerate(keys)},
+                            pooled_draws)
+
+
+def _pooled_shares(cells: Mapping[tuple[Hashable, Hashable], PairedCell], keys: list[tuple[Hashable, Hashable]],
+                   shared: list[list[Hashable]], families: Mapping[Hashable, list[int]]) -> tuple[float, float] | None:
+    """The discordant shares ``(p₊, p₋)`` pooled as the value is (the mean over families of the mean over each
+    family's cells); None when a cell's rows are not right/wrong pairs."""
+    per_cell = []
+    for key, units in zip(keys, shared, strict=True):
+        a, b = cells[key]
+        shares = discordant_shares([a[u] for u in units], [b[u] for u in units])
+        if shares is None:
+            return None
+        per_cell.append(shares)
+    by_family = [np.mean([per_cell[j] for j in js], axis=0) for js in families.values()]
+    plus, minus = np.mean(by_family, axis=0)
+    return float(plus), float(minus)
 
 
 def _nanmean(x: np.ndarray) -> np.ndarray:
