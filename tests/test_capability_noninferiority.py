@@ -23,6 +23,7 @@ from opct.report.pooled import (
     NOT_MEASURED,
     NOT_SHOWN,
     WORSE,
+    WORSE_WITHIN_MARGIN,
     noninferiority_verdict,
     paper_direction,
     verdict,
@@ -33,19 +34,28 @@ from opct.runs.experiment_layout import REPORT_JSON, ExperimentLayout
 from opct.testing.synthetic_experiment import make_experiment
 
 
-@pytest.mark.parametrize(("low", "high", "expected"), [
-    (-0.019, 0.03, NONINFERIOR),  # lower end above −2 points: no worse within the margin
-    (0.01, 0.05, NONINFERIOR),  # a gain is no worse too (no superiority claim)
-    (-0.09, -0.021, WORSE),  # upper end below −2 points
-    (-0.031, 0.031, NOT_SHOWN),  # the interval holds −2 points
-    (-0.02, 0.01, NOT_SHOWN),  # an end exactly at −m does not clear it
-    (-0.05, -0.02, NOT_SHOWN),
-    (math.nan, math.nan, NOT_MEASURED),
+@pytest.mark.parametrize(("low", "high", "original", "amended"), [
+    (-0.019, 0.03, NONINFERIOR, NONINFERIOR),  # lower end above −2 points: no worse within the margin
+    (0.01, 0.05, NONINFERIOR, NONINFERIOR),  # a gain is no worse too (no superiority claim)
+    (-0.09, -0.021, WORSE, WORSE),  # upper end below −2 points
+    (-0.031, 0.031, NOT_SHOWN, NOT_SHOWN),  # the interval holds −2 points
+    (-0.02, 0.01, NOT_SHOWN, NOT_SHOWN),  # an end exactly at −m does not clear it
+    (-0.05, -0.02, NOT_SHOWN, WORSE),  # wholly below 0, reaching past −m: a deficit the original rule hid
+    (-0.048, -0.016, NOT_SHOWN, WORSE),  # the mechanism re-run's multi-step accuracy
+    (-0.015, -0.002, NONINFERIOR, WORSE_WITHIN_MARGIN),  # a deficit shown, smaller than the margin
+    (-0.015, 0.0, NONINFERIOR, NONINFERIOR),  # an upper end exactly at 0 is not below it
+    (math.nan, math.nan, NOT_MEASURED, NOT_MEASURED),
 ])
-def test_the_verdict_on_constructed_intervals(low: float, high: float, expected: str) -> None:
+def test_the_verdict_on_constructed_intervals(low: float, high: float, original: str, amended: str) -> None:
     assert NONINFERIORITY_MARGIN == 0.02  # the margin docs/metrics.md states
-    assert noninferiority_verdict(low, high) == expected
-    assert verdict(NO_WORSE, low, high) == expected
+    assert noninferiority_verdict(low, high, rule="original") == original
+    assert verdict(NO_WORSE, low, high, rule="original") == original
+    assert noninferiority_verdict(low, high) == amended == verdict(NO_WORSE, low, high)
+
+
+def test_an_unknown_rule_is_refused() -> None:
+    with pytest.raises(ValueError, match="rule must be one of"):
+        noninferiority_verdict(-0.01, 0.01, rule="lenient")
 
 
 def test_the_margin_is_a_parameter_of_the_test() -> None:
@@ -117,3 +127,38 @@ def test_the_readme_generator_reads_capability_as_the_report_does() -> None:
             line = next(x for x in table.splitlines() if x.startswith(f"| {row['header']} |"))
             assert f"| {SIDE_WORDS[NO_WORSE]} |" in line and row["text"] in line
             assert line.endswith(f"| {noninferiority_verdict(row['ci_low'], row['ci_high'])} |")
+
+
+def test_one_discordant_item_of_200_reads_not_shown_and_the_report_keeps_the_original_reading(
+        tmp_path: Path) -> None:
+    """BCT right on all 200 items, OPCT wrong on one: the bootstrap alone gave [−1.5, +0.0] points, narrower than
+    perfect agreement's ±1.9, and read "holds"; the score interval is [−2.8, +1.4] and reads "not shown". Both
+    readings are in report.json and report.md."""
+    exp = make_experiment(tmp_path / "exp", samples=True)
+    for method, wrong in (("bct", set()), ("opct", {0})):
+        layout = ExperimentLayout(exp).eval(method)
+        rows = [{"item_id": f"i{i}", "outcome": "scored", "scores": {"correct": i not in wrong}} for i in range(200)]
+        layout.samples("capability_mc").write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
+    write_report(exp)
+    data = json.loads((exp / REPORT_JSON).read_text(encoding="utf-8"))
+    row = next(r for r in data["verdict"] if r["key"] == "cap:capability_mc")
+    assert row["verdict"] == NOT_SHOWN
+    assert (row["ci_low"], row["ci_high"]) == (pytest.approx(-0.02777, abs=1e-4), pytest.approx(0.01394, abs=1e-4))
+    before = row["before_amendment"]
+    assert before["verdict"] == NONINFERIOR and before["method"] == "paired-cluster-bootstrap"
+    assert before["ci_low"] == pytest.approx(-0.015) and before["ci_high"] == pytest.approx(0.0)
+    md = (exp / "report.md").read_text(encoding="utf-8")
+    assert "before the amendment of 2026-12-07: [-1.5, +0.0], holds" in md
+
+
+def test_a_row_written_before_the_score_interval_is_read_on_its_narrowest_score_interval() -> None:
+    """The full study's arithmetic row (−0.1 [−0.6, +0.0] on 120 items) read "holds" on the bootstrap; on 120
+    items no score interval can clear −2 points, so the README reads it "not shown" and says what it read before."""
+    script = load_script("benchmarks/readme_results.py")
+    row = {"key": "cap:capability_arithmetic", "verdict": NONINFERIOR, "value": -0.0011, "units": 120,
+           "ci_low": -0.006, "ci_high": 0.0}
+    assert verdict(NO_WORSE, row["ci_low"], row["ci_high"], rule="original") == NONINFERIOR
+    assert script.current_reading(row) == (NO_WORSE, NOT_SHOWN)
+    assert script.current_reading({**row, "method": "paired-score"}) == (NO_WORSE, NONINFERIOR)
+    study = json.loads(script.FULL_STUDY.read_text(encoding="utf-8"))
+    assert "(2 as first registered, before capability's reading was amended on 2026-12-07" in script.headline(study)

@@ -2,9 +2,10 @@
 
 Two models evaluated on the same questions, behaviours, facts or items are compared unit by unit:
 the difference ``A − B`` of a column's statistic is computed on the units both have, and its 95%
-interval comes from resampling those units jointly (:func:`opct.stats.estimate.paired_cluster_difference`),
+interval comes from resampling those units jointly (:func:`opct.stats.paired.paired_cluster_difference`),
 so the correlation between the two models' answers on one unit narrows the interval honestly rather
-than being ignored. A column takes part when its axis gives it a ``paired`` reader (values per unit
+than being ignored. A "no worse" column (capability) widens it to the paired score interval, which
+behaves at and near perfect agreement (:mod:`opct.stats.paired_proportions`). A column takes part when its axis gives it a ``paired`` reader (values per unit
 for one method, and the statistic over units when it is not the pooled mean).
 """
 
@@ -16,6 +17,7 @@ from typing import Any
 
 from opct.evals.contract import Column, PairedValues
 from opct.report.experiment import ATTACK, Experiment
+from opct.report.pooled import NO_WORSE, paper_direction
 from opct.report.table import MISSING, method_label
 from opct.stats.estimate import Estimate
 from opct.stats.paired import paired_cluster_difference
@@ -98,6 +100,8 @@ class PairedDifference:
     estimate: Estimate | None
     incomplete: bool = False
     most: int = 0  # the units the side with more has: fewer shared is said, "(k=2 of 100)"
+    #: A "no worse" column's interval before the amendment of 2026-12-07 (the bootstrap alone); None otherwise.
+    original: Estimate | None = None
 
     @property
     def label(self) -> str:
@@ -118,15 +122,18 @@ class PairedDifference:
 
 
 def paired_difference(exp: Experiment, column: Column, a: str, b: str) -> PairedDifference:
-    """``a − b`` in ``column`` on the units both have, with its paired cluster bootstrap interval."""
+    """``a − b`` in ``column`` on the units both have, with its paired cluster bootstrap interval (widened to the
+    paired score interval in a "no worse" column, whose bootstrap interval is kept as ``original``)."""
     assert column.paired is not None
     values_a, statistic = column.paired(exp, a)
     values_b, _ = column.paired(exp, b)
     if not set(values_a) & set(values_b):
         return PairedDifference(a, b, column, None)
-    est = paired_cluster_difference(values_a, values_b, statistic)
+    no_worse = (paper_direction(column.key) or ("",))[0] == NO_WORSE
+    est = paired_cluster_difference(values_a, values_b, statistic, score=no_worse)
+    original = paired_cluster_difference(values_a, values_b, statistic) if no_worse else None
     incomplete = side_incomplete(exp, column, a, values_a) or side_incomplete(exp, column, b, values_b)
-    return PairedDifference(a, b, column, est, incomplete, max(len(values_a), len(values_b)))
+    return PairedDifference(a, b, column, est, incomplete, max(len(values_a), len(values_b)), original)
 
 
 def paired_difference_parts(exp: Experiment, column: Column, a: str, b: str) -> tuple[str, ...]:

@@ -22,7 +22,7 @@ from opct.methods import METHODS
 from opct.report.experiment import Experiment
 from opct.report.metric import json_number
 from opct.report.table import build_columns, method_label
-from opct.stats.estimate import DEFAULT_SEED
+from opct.stats.estimate import DEFAULT_SEED, Estimate
 from opct.stats.paired import PooledDifference, pooled_paired_difference
 
 HOLDS = "paper's direction holds"
@@ -34,10 +34,18 @@ NO_CLAIM = "no claim in the paper"
 NO_WORSE = "no worse"
 #: The margin of a "no worse" claim, on the rate scale: 2 points (docs/metrics.md, "Capability: no worse within a margin").
 NONINFERIORITY_MARGIN = 0.02
-#: The verdicts of a "no worse" claim: shown, shown the other way, or not shown.
+#: The verdicts of a "no worse" claim: shown, a deficit shown, or not shown (:func:`noninferiority_verdict`).
 NONINFERIOR = "holds"
 WORSE = "worse"
+#: A deficit shown that the margin forgives: the interval lies wholly below 0, its lower end above ``−margin``.
+WORSE_WITHIN_MARGIN = "worse, within the margin"
 NOT_SHOWN = "not shown"
+#: The two versions of the "no worse" reading (docs/metrics.md, "Capability: no worse within a margin"):
+#: ``"original"`` as pre-registered, ``"amended"`` by issue 71 (2026-12-07) so that an interval wholly below 0
+#: reads worse. Reports read with the amended rule and show the original beside it.
+NONINFERIORITY_RULES = ("original", "amended")
+#: The date of the amendment, as the reports name it.
+AMENDED = "2026-12-07"
 #: ``(treatment, baseline)``: the pair the paper's claims are about, from the methods' cards; any other pair
 #: is read without a side (:func:`neutral_verdict`).
 PAPER_PAIR = METHODS.paper_pair()
@@ -59,33 +67,44 @@ def paper_direction(column_key: str) -> tuple[str, str] | None:
     return directions[prefixed[0]] if prefixed else None
 
 
-def noninferiority_verdict(ci_low: float, ci_high: float, margin: float = NONINFERIORITY_MARGIN) -> str:
+def noninferiority_verdict(ci_low: float, ci_high: float, margin: float = NONINFERIORITY_MARGIN,
+                           rule: str = "amended") -> str:
     """Read the 95% interval of OPCT − BCT against the claim "OPCT no worse than BCT within ``margin``".
 
-    A one-sided test at α = 0.025 (the interval's lower end is the one-sided 97.5% lower bound):
-    :data:`NONINFERIOR` when the lower end is above ``−margin``, :data:`WORSE` when the upper end is
-    below ``−margin``, :data:`NOT_SHOWN` when the interval contains ``−margin`` (an end exactly at it
-    counts as containing it); :data:`NOT_MEASURED` for a ``nan`` interval.
+    A one-sided test at α = 0.025 (the interval's lower end is the one-sided 97.5% lower bound).
+    ``rule="amended"`` (issue 71, 2026-12-07): :data:`WORSE` when the upper end is below 0 and the lower
+    end at or below ``−margin``, :data:`WORSE_WITHIN_MARGIN` when the upper end is below 0 and the lower
+    end above ``−margin`` (a deficit is shown, however small), :data:`NONINFERIOR` when the lower end is
+    above ``−margin`` and the upper end at or above 0, :data:`NOT_SHOWN` otherwise.
+    ``rule="original"`` (as pre-registered): :data:`NONINFERIOR` when the lower end is above ``−margin``,
+    :data:`WORSE` when the upper end is below ``−margin``, :data:`NOT_SHOWN` when the interval contains
+    ``−margin``; an interval wholly below 0 but reaching past ``−margin`` read "not shown" there.
+    An end exactly at a boundary counts as containing it; :data:`NOT_MEASURED` for a ``nan`` interval.
     """
+    if rule not in NONINFERIORITY_RULES:
+        raise ValueError(f"rule must be one of {NONINFERIORITY_RULES}, got {rule!r}")
     if math.isnan(ci_low) or math.isnan(ci_high):
         return NOT_MEASURED
-    if ci_low > -margin:
-        return NONINFERIOR
-    if ci_high < -margin:
-        return WORSE
-    return NOT_SHOWN
+    if rule == "original":
+        if ci_low > -margin:
+            return NONINFERIOR
+        return WORSE if ci_high < -margin else NOT_SHOWN
+    if ci_high < 0.0:
+        return WORSE_WITHIN_MARGIN if ci_low > -margin else WORSE
+    return NONINFERIOR if ci_low > -margin else NOT_SHOWN
 
 
-def verdict(direction: str | None, ci_low: float, ci_high: float) -> str:
+def verdict(direction: str | None, ci_low: float, ci_high: float, rule: str = "amended") -> str:
     """Read the interval of OPCT − BCT against the paper's side (``"lower"``, ``"higher"`` or :data:`NO_WORSE`).
 
     :data:`HOLDS` when the interval excludes 0 on the paper's side, :data:`REVERSED` when it excludes
     0 on the other side, :data:`NOT_RESOLVED` when it contains 0 (an end at exactly 0 counts as
     containing it); :data:`NOT_MEASURED` for a ``nan`` interval, :data:`NO_CLAIM` without a side. A
-    :data:`NO_WORSE` claim is read by :func:`noninferiority_verdict` (margin :data:`NONINFERIORITY_MARGIN`).
+    :data:`NO_WORSE` claim is read by :func:`noninferiority_verdict` (margin :data:`NONINFERIORITY_MARGIN`,
+    its ``rule``).
     """
     if direction == NO_WORSE:
-        return noninferiority_verdict(ci_low, ci_high)
+        return noninferiority_verdict(ci_low, ci_high, rule=rule)
     if direction not in ("lower", "higher"):
         if direction is not None:
             raise ValueError(f"direction must be 'lower', 'higher' or {NO_WORSE!r}, got {direction!r}")
@@ -160,6 +179,9 @@ class PooledRow:
     incomplete: list[str] = field(default_factory=list)
     #: ``(a, b)`` of ``a − b``.
     pair: tuple[str, str] = PAPER_PAIR
+    #: A "no worse" row's interval before the amendment of 2026-12-07 (the pooled bootstrap, no score
+    #: interval); None for every other row.
+    original: Estimate | None = None
 
     @property
     def direction(self) -> tuple[str, str] | None:
@@ -172,6 +194,14 @@ class PooledRow:
         if self.pair != PAPER_PAIR:
             return neutral_verdict(*self.pair, est.ci_low, est.ci_high)
         return verdict(self.direction[0] if self.direction else None, est.ci_low, est.ci_high)
+
+    @property
+    def original_verdict(self) -> str | None:
+        """The verdict as pre-registered: the original interval read with the original rule (None: not a
+        "no worse" row of the paper's pair)."""
+        if self.original is None or self.pair != PAPER_PAIR:
+            return None
+        return verdict(NO_WORSE, self.original.ci_low, self.original.ci_high, rule="original")
 
 
 def _paired_columns(exp: Experiment) -> dict[str, Column]:
@@ -226,8 +256,11 @@ def pooled_rows(families: Mapping[str, Experiment], a: str = PAPER_PAIR[0], b: s
                         incomplete.append(f"{family}/{key}")
         if not cells and not reported:
             continue
-        diff = pooled_paired_difference(cells, statistic, n_resamples=n_resamples, seed=seed)
-        rows.append(PooledRow(column, diff, expected, unscored, incomplete, (a, b)))
+        no_worse = (paper_direction(column.key) or ("",))[0] == NO_WORSE
+        diff = pooled_paired_difference(cells, statistic, n_resamples=n_resamples, seed=seed, score=no_worse)
+        original = (pooled_paired_difference(cells, statistic, n_resamples=n_resamples, seed=seed).estimate
+                    if no_worse else None)
+        rows.append(PooledRow(column, diff, expected, unscored, incomplete, (a, b), original))
     return rows
 
 
@@ -263,9 +296,12 @@ HOWTO = (
     "planned. Unscored rows (empty, unparsed, judge abstained, errors) are left out, never counted as a "
     "success; their counts are shown. The verdict reads the interval against the paper's side: it holds "
     "when the interval excludes 0 on that side, is reversed when it excludes 0 on the other, and is not "
-    "resolved when it contains 0. Capability's claim is OPCT no worse than BCT within 2 points: it holds when "
-    "the interval's lower end is above −2 points, is worse when its upper end is below −2, and is not shown "
-    "otherwise (docs/metrics.md). INCOMPLETE beside a difference: a run behind it has an eval that stopped "
+    "resolved when it contains 0. Capability's claim is OPCT no worse than BCT within 2 points, read on an interval "
+    "widened to Tango's paired score interval at k units (it behaves at perfect agreement): it holds when the "
+    "interval's lower end is above −2 points (and its upper end not below 0), is worse when the whole interval "
+    "lies below 0 (\"worse, within the margin\" when its lower end is above −2), and is not shown otherwise "
+    "(docs/metrics.md; before the amendment of 2026-12-07, shown beside it: the bootstrap interval alone, worse "
+    "only when its upper end is below −2). INCOMPLETE beside a difference: a run behind it has an eval that stopped "
     "before every unit was measured (unfinished) or left more records unscored than its limit; the "
     "difference is over what was measured and is not a measurement."
 )
@@ -283,4 +319,15 @@ def pooled_record(row: PooledRow) -> dict[str, Any]:
             "per_family": {str(f): json_number(v) for f, v in diff.per_family.items()},
             "per_cell": {f"{f}/s{s}": json_number(v) for (f, s), v in diff.per_cell.items()},
             "unscored": row.unscored, "incomplete": row.incomplete, "verdict": row.verdict,
+            "method": est.method, **original_record(row.original, row.original_verdict),
             "text": {"difference": list(difference_parts(row)), "unscored": unscored_text(row)}}
+
+
+def original_record(original: Estimate | None, original_verdict: str | None) -> dict[str, Any]:
+    """``{"before_amendment": {...}}`` for a "no worse" row: its interval, method and verdict as pre-registered
+    (docs/metrics.md); ``{}`` for every other row."""
+    if original is None:
+        return {}
+    return {"before_amendment": {"date": AMENDED, "ci_low": json_number(original.ci_low),
+                                 "ci_high": json_number(original.ci_high), "method": original.method,
+                                 "verdict": original_verdict}}

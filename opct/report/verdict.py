@@ -21,6 +21,7 @@ from opct.report.experiment import Experiment
 from opct.report.metric import Metric, json_number
 from opct.report.paired import PairedDifference
 from opct.report.pooled import (
+    AMENDED,
     HOLDS,
     NO_WORSE,
     NONINFERIOR,
@@ -29,6 +30,8 @@ from opct.report.pooled import (
     PAPER_PAIR,
     REVERSED,
     WORSE,
+    WORSE_WITHIN_MARGIN,
+    original_record,
     paper_direction,
     verdict,
 )
@@ -38,15 +41,19 @@ from opct.report.table import ResultsTable
 SIDE_WORDS = {"lower": "OPCT lower", "higher": "OPCT higher",
               NO_WORSE: f"OPCT no worse than BCT within {NONINFERIORITY_MARGIN * 100:g} pts"}
 #: The HTML class of a verdict line (its colour); any other verdict reads "open".
-HOLDS_CLASS = {HOLDS: "holds", REVERSED: "reversed", NONINFERIOR: "holds", WORSE: "reversed"}
+HOLDS_CLASS = {HOLDS: "holds", REVERSED: "reversed", NONINFERIOR: "holds", WORSE: "reversed",
+               WORSE_WITHIN_MARGIN: "reversed"}
 HOWTO = (
     "One line per metric: the side of 0 the paper claims for OPCT − BCT, the difference measured here on the units "
     "both methods were evaluated on with its 95% paired cluster bootstrap interval and k units, and the verdict: "
     "the paper's direction holds when the interval excludes 0 on the paper's side, is reversed when it excludes 0 "
     "on the other side, and is not resolved when it contains 0. Capability's claim is OPCT no worse than BCT "
-    f"within {NONINFERIORITY_MARGIN * 100:g} points (docs/metrics.md): it holds when the interval's lower end is "
-    f"above −{NONINFERIORITY_MARGIN * 100:g} points, is worse when its upper end is below it, and is not shown "
-    "otherwise. INCOMPLETE: a side of the difference left more "
+    f"within {NONINFERIORITY_MARGIN * 100:g} points (docs/metrics.md), read on the interval widened to Tango's "
+    "paired score interval (it behaves at perfect agreement): it holds when the interval's lower end is "
+    f"above −{NONINFERIORITY_MARGIN * 100:g} points and its upper end not below 0, is worse when the whole interval "
+    f"lies below 0 (\"worse, within the margin\" when its lower end is above −{NONINFERIORITY_MARGIN * 100:g}), and "
+    "is not shown otherwise; \"before the amendment\" gives the interval and verdict as first registered "
+    "(the bootstrap alone; worse only when its upper end is below the margin). INCOMPLETE: a side of the difference left more "
     "unscored than its limit or stopped early; the difference is over what both scored and is not a measurement."
 )
 
@@ -60,6 +67,8 @@ class VerdictLine:
     side: str | None
     claim: str | None
     verdict: str
+    #: A "no worse" line's verdict as first registered (its bootstrap interval, the original rule); else None.
+    original_verdict: str | None = None
 
     @property
     def header(self) -> str:
@@ -75,9 +84,23 @@ class VerdictLine:
         """``"−3.4 pts [−8.0, +1.2] (k=31)"`` (``INCOMPLETE`` at the end when it is), ``"—"`` unmeasured."""
         return " ".join(self.difference.parts())
 
+    @property
+    def original_text(self) -> str:
+        """``"before the amendment of 2026-12-07: [−4.2, +0.0], not shown"`` when the interval or the verdict
+        as first registered differs from this one; ``""`` otherwise."""
+        original, est = self.difference.original, self.difference.estimate
+        if original is None or est is None or self.original_verdict is None:
+            return ""
+        if (original.ci_low, original.ci_high, self.original_verdict) == (est.ci_low, est.ci_high, self.verdict):
+            return ""
+        scale, digits = (100.0, 1) if self.difference.column.percent else (1.0, 3)
+        return (f"before the amendment of {AMENDED}: [{original.ci_low * scale:+.{digits}f}, "
+                f"{original.ci_high * scale:+.{digits}f}], {self.original_verdict}")
+
     def sentence(self) -> str:
         """``"sycophancy rate ↓: paper OPCT lower; OPCT − BCT −0.5 pts [−1.6, +0.0] (k=40): not resolved."``"""
-        return f"{self.header}: paper {self.side_text}; OPCT − BCT {self.difference_text}: {self.verdict}."
+        note = f" ({self.original_text})" if self.original_text else ""
+        return f"{self.header}: paper {self.side_text}; OPCT − BCT {self.difference_text}: {self.verdict}{note}."
 
 
 def verdict_lines(differences: Sequence[PairedDifference]) -> list[VerdictLine]:
@@ -91,7 +114,9 @@ def verdict_lines(differences: Sequence[PairedDifference]) -> list[VerdictLine]:
         side, claim = direction if direction else (None, None)
         est = d.estimate
         reading = verdict(side, est.ci_low, est.ci_high) if est is not None else NOT_MEASURED
-        lines.append(VerdictLine(d, side, claim, reading))
+        original = (verdict(side, d.original.ci_low, d.original.ci_high, rule="original")
+                    if d.original is not None else None)
+        lines.append(VerdictLine(d, side, claim, reading, original))
     return lines
 
 
@@ -105,6 +130,7 @@ def difference_record(d: PairedDifference) -> dict[str, Any]:
     return {"a": d.a, "b": d.b, "key": d.column.key, "header": d.column.header, "percent": d.column.percent,
             "value": json_number(est.value) if est else None, "ci_low": json_number(est.ci_low) if est else None,
             "ci_high": json_number(est.ci_high) if est else None, "units": est.clusters if est else 0,
+            "method": est.method if est else None,
             "incomplete": d.incomplete, "text": " ".join(d.parts())}
 
 
@@ -119,7 +145,8 @@ def report_data(exp: Experiment, table: ResultsTable, differences: Sequence[Pair
         "methods": list(table.methods),
         "metrics": [{"key": c.key, "header": c.header, "percent": c.percent, "better": c.better} for c in table.columns],
         "results": results,
-        "verdict": [{**difference_record(v.difference), "paper_side": v.side, "claim": v.claim, "verdict": v.verdict}
+        "verdict": [{**difference_record(v.difference), "paper_side": v.side, "claim": v.claim, "verdict": v.verdict,
+                     **original_record(v.difference.original, v.original_verdict)}
                     for v in verdict_lines(differences)],
         "paired": [difference_record(d) for d in differences],
     }
@@ -131,4 +158,5 @@ def verdict_markdown(lines: Sequence[VerdictLine]) -> list[str]:
         return []
     return ["## Verdict: OPCT − BCT against the paper", "", HOWTO, "",
             *(f"- **{v.header}**: " + (f"paper {v.side_text}; " if v.side else "")
-              + f"OPCT − BCT {v.difference_text}: **{v.verdict}**" for v in lines), ""]
+              + f"OPCT − BCT {v.difference_text}: **{v.verdict}**"
+              + (f" ({v.original_text})" if v.original_text else "") for v in lines), ""]

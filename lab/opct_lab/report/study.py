@@ -326,7 +326,21 @@ def pooled_sentence(row: Mapping[str, Any]) -> str:
     side = f"paper {SIDE_WORDS.get(row['paper_side'] or '', 'no claim')}"
     incomplete = f" INCOMPLETE ({len(row['incomplete'])} run(s))" if row["incomplete"] else ""
     value, interval = row["text"]["difference"]
-    return f"{row['header']}: {side}; OPCT − BCT {value} {interval} (k={row['units']}){incomplete}: {row['verdict']}."
+    return (f"{row['header']}: {side}; OPCT − BCT {value} {interval} (k={row['units']}){incomplete}: {row['verdict']}"
+            f"{before_amendment_note(row)}.")
+
+
+def before_amendment_note(row: Mapping[str, Any]) -> str:
+    """``" (before the amendment of 2026-12-07: [−4.8, −1.6], not shown)"``: a "no worse" row's interval and
+    verdict as first registered (docs/metrics.md), when either differs from the row's own; ``""`` otherwise."""
+    before = row.get("before_amendment")
+    if not before or before.get("verdict") is None:
+        return ""
+    if (before["ci_low"], before["ci_high"], before["verdict"]) == (row["ci_low"], row["ci_high"], row["verdict"]):
+        return ""
+    scale, digits = (100.0, 1) if row.get("percent") else (1.0, 3)
+    return (f" (before the amendment of {before['date']}: [{before['ci_low'] * scale:+.{digits}f}, "
+            f"{before['ci_high'] * scale:+.{digits}f}], {before['verdict']})")
 
 
 def study_group(root: str | Path, width: int = WIDTH) -> Group:
