@@ -1,5 +1,6 @@
 """Switching a run's method on the command line (issue 31): ``--set method=bct`` / ``opct train --method``
-drops the file's section for its old method with a one-line note; keys of another method are errors."""
+drops the file's section for its old method with a one-line note, keeping the generation keys that apply to
+the new method (issue 73; tests/test_reliability_round5_trl.py); keys of another method are errors."""
 
 import warnings
 
@@ -16,7 +17,9 @@ OPCT_FILE = REPO / "configs" / "qwen_lora_opct.yaml"
 
 
 def test_set_method_bct_on_an_opct_file_drops_the_opct_section_with_a_note():
-    with pytest.warns(MethodSwitchWarning, match=r"from opct to bct: dropped the opct section \(opct.sampling, opct.loss\)"):
+    with pytest.warns(MethodSwitchWarning, match=r"from opct to bct: kept opct.sampling.max_new_tokens=1024 as "
+                                                 r"bct.targets.max_new_tokens, .*; dropped opct.sampling.n=3 "
+                                                 r"\(bct.targets.n stays 1\), .*opct.loss.kind=sampled"):
         cfg = load_config(OPCT_FILE, ["method=bct"])
     assert cfg.method == "bct" and cfg.method_config.targets.temperature == 0.0
     shipped = load_config(OPCT_FILE)
@@ -53,7 +56,7 @@ def test_keys_that_do_not_apply_to_the_new_method_are_errors(overrides, named):
 
 
 def test_train_method_flag_switches_the_method():
-    with pytest.warns(MethodSwitchWarning, match="dropped the opct section"):
+    with pytest.warns(MethodSwitchWarning, match="dropped opct.sampling.n=3"):
         res = CliRunner().invoke(app, ["train", "--config", str(OPCT_FILE), "--method", "bct", "--print-config"],
                                  terminal_width=200)
     assert res.exit_code == 0, res.output

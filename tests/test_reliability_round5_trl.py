@@ -262,3 +262,75 @@ def test_a_key_no_trl_name_meets_gets_no_note():
     with pytest.raises(ConfigError) as info:
         load_config(None, ["optim.lr=fast"])
     assert "TRL" not in str(info.value) and "docs/from-trl.md" not in str(info.value)
+
+
+# ---- 4. a method switch keeps what applies to the new method, or names each key it drops ---------------------
+
+
+def _switched(path: Path, overrides: list[str]) -> tuple[object, str]:
+    from opct.config import load_config
+    from opct.config.method_switch import MethodSwitchWarning
+
+    with pytest.warns(MethodSwitchWarning) as caught:
+        cfg = load_config(path, overrides)
+    (note,) = [str(w.message) for w in caught if issubclass(w.category, MethodSwitchWarning)]
+    return cfg, note
+
+
+def test_method_bct_keeps_the_users_16_token_limit(tmp_path):
+    """The probe: --method bct dropped opct.sampling.max_new_tokens: 16, and BCT's targets ran to 1,024."""
+    path = tmp_path / "run.yaml"
+    path.write_text("name: x\nopct:\n  sampling: {max_new_tokens: 16}\n")
+    cfg, note = _switched(path, ["method=bct"])
+    assert cfg.method_config.targets.max_new_tokens == 16
+    assert note == "method switched from opct to bct: kept opct.sampling.max_new_tokens=16 as bct.targets.max_new_tokens"
+    with pytest.warns(UserWarning, match="kept opct.sampling.max_new_tokens=16"):
+        result = CliRunner().invoke(app, ["train", "-c", str(path), "--method", "bct", "--print-config"])
+    assert result.exit_code == 0, result.output
+    assert "max_new_tokens: 16" in result.output and "max_new_tokens: 1024" not in result.output.split("bct:")[1]
+
+
+# every key of the two generation sections, set away from both methods' defaults
+SAMPLING = {"n": 5, "temperature": 0.7, "top_p": 0.9, "max_new_tokens": 16, "min_new_tokens": 2,
+            "sequences_per_call": 7, "decoder": "plain"}
+
+
+@pytest.mark.parametrize("old, new", [("opct", "bct"), ("bct", "opct"), ("opct", "act"), ("bct", "act"),
+                                      ("act", "opct")])
+def test_a_switch_keeps_every_key_that_applies_or_names_it(old, new, tmp_path):
+    """By class: after a switch, every key the file set for the old method either has the same value in the new
+    method's settings or is named in the note with its value; the length, memory and engine keys are kept."""
+    import yaml
+
+    from opct.config.method_switch import CARRIED
+
+    section = {"opct": {"sampling": SAMPLING, "loss": {"kind": "topk", "topk": 4}, "teacher_temperature": 0.5},
+               "bct": {"targets": {**SAMPLING, "per_axis": {"awareness": {"n": 2}}}},
+               "act": {"layers": [0, -1]}}[old]
+    path = tmp_path / "run.yaml"
+    path.write_text(yaml.safe_dump({"name": "x", "method": old, old: section}))
+    cfg, note = _switched(path, [f"method={new}"])
+    new_settings = cfg.method_config.model_dump()
+    generation = next((v for v in new_settings.values() if isinstance(v, dict) and "max_new_tokens" in v), None)
+    for key, value in section.items():
+        leaves = value.items() if isinstance(value, dict) and key in ("sampling", "targets") else [(None, value)]
+        for sub, sub_value in leaves:
+            dotted = f"{old}.{key}.{sub}" if sub else f"{old}.{key}"
+            kept, _, dropped = note.partition("dropped ")
+            if generation is not None and sub in CARRIED:
+                assert generation[sub] == sub_value and f"{dotted}={sub_value} as " in kept, (dotted, note)
+            else:
+                assert f"{dotted}" in dropped, (dotted, note)
+    assert ("kept " in note) == (generation is not None and old != "act")
+    if generation is not None and old != "act":  # what applies to any generating method: length, memory, decoder
+        assert {k: generation[k] for k in ("max_new_tokens", "min_new_tokens", "sequences_per_call", "decoder")} == \
+               {"max_new_tokens": 16, "min_new_tokens": 2, "sequences_per_call": 7, "decoder": "plain"}
+        assert generation["n"] != 5 and generation["temperature"] != 0.7  # the new method's own recipe
+
+
+def test_a_key_the_command_line_sets_for_the_new_method_wins_and_the_note_says_so(tmp_path):
+    path = tmp_path / "run.yaml"
+    path.write_text("name: x\nopct:\n  sampling: {max_new_tokens: 16}\n")
+    cfg, note = _switched(path, ["method=bct", "bct.targets.max_new_tokens=64"])
+    assert cfg.method_config.targets.max_new_tokens == 64
+    assert "dropped opct.sampling.max_new_tokens=16 (bct.targets.max_new_tokens=64 is set)" in note

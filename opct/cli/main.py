@@ -72,8 +72,9 @@ def train(
         "--allow-heldout-training", help="Train on pairs marked held-out (meta.split: heldout); refused by default.")] = False,
     threads: Threads = None,
     method: Annotated[str | None, typer.Option(
-        "--method", metavar="NAME", help="Train with this method (opct, bct, ...) instead of the file's: its section "
-        "of the file is dropped (a note names its keys); the same as --set method=NAME.")] = None,
+        "--method", metavar="NAME", help="Train with this method (opct, bct, ...) instead of the file's: the old "
+        "method's generation length, memory and engine keys carry over, the rest of its section is dropped (a note "
+        "names each key); the same as --set method=NAME.")] = None,
     dry_run: Annotated[bool, typer.Option(
         "--dry-run", help="Print the per-GPU memory estimate and the step's composition, and exit: nothing loads "
         "(the model's shape from its config.json, the HF cache or opct's table of known models).")] = False,

@@ -10,8 +10,6 @@ unknown key, the key meant (a TRL name's opct key, or a near spelling: :mod:`opc
 
 from __future__ import annotations
 
-import warnings
-from collections.abc import Collection
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -19,6 +17,8 @@ import yaml
 from pydantic import BaseModel, ValidationError
 
 from opct.config.method_registry import METHODS
+from opct.config.method_switch import MethodSwitchWarning as MethodSwitchWarning  # re-exported
+from opct.config.method_switch import switch_method as switch_method  # re-exported
 from opct.config.ranges import RANGE_ERRORS, field_at, must_be
 from opct.config.trl_names import meaning_note, unknown_key_hint
 from opct.errors import OpctError
@@ -93,27 +93,6 @@ def _set_path(tree: dict[str, Any], dotted: str, value: Any) -> None:
             raise ConfigError(f"--set {dotted}: '{key}' is not a section")
         node = child
     node[keys[-1]] = value
-
-
-class MethodSwitchWarning(UserWarning):
-    """A run's method changed on the command line and the file's section for its old method was dropped."""
-
-
-def switch_method(tree: dict[str, Any], file_method: str, overridden: Collection[str], methods: Collection[str]) -> None:
-    """Drop the section of ``file_method`` (the method the file names, the default method when it names none) from
-    ``tree`` when ``--set method=...`` / ``--method`` chose another registered method, with a one-line
-    :class:`MethodSwitchWarning` naming the dropped keys. A section the overrides themselves wrote
-    (``overridden``: their dotted keys) is kept, so that it is refused as a section of another method."""
-    method = tree.get("method", METHODS.default)
-    section = tree.get(file_method)
-    if method == file_method or method not in methods or file_method not in methods or section is None:
-        return
-    if any(key == file_method or key.startswith(f"{file_method}.") for key in overridden):
-        return
-    del tree[file_method]
-    keys = ", ".join(f"{file_method}.{k}" for k in section) if isinstance(section, dict) and section else file_method
-    warnings.warn(f"method switched from {file_method} to {method}: dropped the {file_method} section ({keys})",
-                  MethodSwitchWarning, stacklevel=3)
 
 
 _OVERRIDE_FORM = "expected key=value, its sections joined by dots (key.sub=value), e.g. --set optim.lr=1e-5"
