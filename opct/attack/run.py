@@ -15,7 +15,7 @@ from opct.attack.static import compare_with_static, static_cracks
 from opct.attack.target import HFTarget
 from opct.axes.jailbreak import REAL, load_wrappers
 from opct.config import GenerationConfig, ModelConfig
-from opct.errors import OpctError
+from opct.errors import OpctError, read_json
 from opct.evals.identity import identity_changes
 from opct.evals.outcomes import answer_text, is_degenerate
 from opct.models import inference_spec, load_spec_for_inference, weights_fingerprint
@@ -104,14 +104,11 @@ def claim_attack_output(out_dir: Path, identity: dict[str, Any], discard_stale: 
     folder is new, or holds this attack unfinished (continue it). An attack with another identity (other
     weights, behaviours, judge or settings) is refused (:class:`AttackOutputError`, naming what differs),
     or with ``discard_stale`` deleted. Call it holding the folder's lock (:func:`opct.runs.outputs.output_lock`)."""
-    import json
-
-
     owner = check_output(out_dir, "attack", "--out")
     if owner is None:
         return None
     results = AttackFolder(out_dir).results
-    old = json.loads(results.read_text(encoding="utf-8")) if results.exists() else owner.record.get("config") or {}
+    old = read_json(results, f"delete {out_dir} to attack afresh") if results.exists() else owner.record.get("config") or {}
     changes = identity_changes(old, identity)
     if not changes:
         return results if results.exists() and old.get("complete") else None

@@ -21,7 +21,7 @@ from opct.config.method_switch import MethodSwitchWarning as MethodSwitchWarning
 from opct.config.method_switch import switch_method as switch_method  # re-exported
 from opct.config.ranges import RANGE_ERRORS, field_at, must_be
 from opct.config.trl_names import meaning_note, unknown_key_hint
-from opct.errors import OpctError
+from opct.errors import OpctError, read_text
 
 ModelT = TypeVar("ModelT", bound=BaseModel)
 
@@ -201,7 +201,7 @@ def read_config_file(path: str | Path | None, what: str = "config") -> tuple[dic
     if path is None:
         return {}, ConfigSource("command line")
     try:
-        text = Path(path).read_text(encoding="utf-8")
+        text = read_text(path)  # not UTF-8: an error naming the file, the byte and the line
         loaded = yaml.load(text, Loader=_UniqueKeyLoader)
     except FileNotFoundError as err:
         raise ConfigError(f"{what} file not found: {path}") from err

@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from opct.config import ConfigError, RunConfig
+from opct.errors import read_json
 from opct.runs.errors import RunDirError
 from opct.runs.experiment_layout import ExperimentLayout
 from opct.runs.identity import run_setting_changes
@@ -137,7 +138,7 @@ def train_stage(key: str, run: RunConfig, root: Path, force: bool, show_progress
 def already_trained(run: RunConfig, force: bool = False) -> bool:
     """Whether :func:`train_stage` skips ``run``: not forced, no reason to train it again
     (:func:`retrain_reason`), and finished with these settings (:func:`run_complete`). ``opct run --jobs``
-    and ``opct select --jobs`` ask this before they start a worker, so a resume starts none for it."""
+    and ``opct-lab select --jobs`` ask this before they start a worker, so a resume starts none for it."""
     return not force and _finished(run) and retrain_reason(run) is None  # the cheap file checks first
 
 
@@ -154,8 +155,8 @@ def run_complete(run: RunConfig) -> bool:
     layout = RunLayout(run.run_dir)
     if not layout.manifest.exists():
         return False
-    old = json.loads(layout.manifest.read_text(encoding="utf-8"))
-    if not isinstance(old.get("config"), dict) or run_setting_changes(old["config"], run):
+    old = read_json(layout.manifest, f"delete {run.run_dir} to train that run again")
+    if not isinstance(old, dict) or not isinstance(old.get("config"), dict) or run_setting_changes(old["config"], run):
         return False
     found = layout.list_checkpoints()
     return bool(found) and found[-1][0] >= total_steps(run, int(old.get("num_pairs", 0)) or 1)

@@ -9,7 +9,7 @@ from typing import Any
 from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
 from opct.config import ModelConfig
-from opct.errors import OpctError
+from opct.errors import OpctError, read_text
 
 
 class ChatTemplateError(OpctError, ValueError):
@@ -27,7 +27,7 @@ def read_template(template: str) -> str:
         return template
     candidate = Path(template).expanduser()
     if candidate.is_file():
-        return candidate.read_text(encoding="utf-8")
+        return read_text(candidate)
     raise ChatTemplateError(
         f"model.chat_template {template!r} is neither a Jinja template (no {{{{ or {{% in it) nor an existing file; "
         "check the path"

@@ -10,7 +10,7 @@ from transformers import AutoModelForCausalLM, AutoTokenizer, PreTrainedModel, P
 
 from opct.config import MODEL_ALIASES, ModelConfig
 from opct.config.hub import require_hub
-from opct.errors import OpctError
+from opct.errors import OpctError, load_folder
 from opct.models.chat import read_template
 from opct.runs.trained import check_loading_info
 from opct.tokenizer_cache import LOADED_TOKENIZERS, files_signature
@@ -53,6 +53,10 @@ def resolve_model_path(name_or_path: str) -> str:
 
 
 
+#: What to do about a local tokenizer folder with a damaged file.
+TOKENIZER_REMEDY = "restore the file (copy the folder again, or opct model tiny / save_pretrained it again)"
+
+
 def load_tokenizer(
     name_or_path: str, chat_template: str | None = None, revision: str | None = None, trust_remote_code: bool = False
 ) -> PreTrainedTokenizerBase:
@@ -62,7 +66,8 @@ def load_tokenizer(
     template = read_template(chat_template) if chat_template else None
 
     def load() -> PreTrainedTokenizerBase:
-        tok = AutoTokenizer.from_pretrained(path, revision=revision, trust_remote_code=trust_remote_code)
+        tok = load_folder(path, "the tokenizer", TOKENIZER_REMEDY,  # a damaged file: named, not a bare JSON error
+                          lambda: AutoTokenizer.from_pretrained(path, revision=revision, trust_remote_code=trust_remote_code))
         if template:
             tok.chat_template = template
         if tok.pad_token_id is None:

@@ -7,6 +7,7 @@ import json
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
+from opct.errors import read_json
 from opct.organism import DEFAULT_ARCH, check_arch
 from opct.organism.corpus import CorpusConfig, corpus_hash, generate_corpus
 from opct.organism.train import TrainConfig, default_train_config
@@ -88,7 +89,7 @@ def file_sha256(path: Path) -> str:
 
 def read_recipe(checkpoint: Path) -> dict:
     """The ``recipe.json`` stored beside a checkpoint's weights."""
-    return json.loads((checkpoint / RECIPE_FILE).read_text())
+    return read_json(checkpoint / RECIPE_FILE, "build the checkpoint again (opct organism build) or restore its folder")
 
 
 def verify_checkpoint(checkpoint: Path, config: BuildConfig | None = None) -> list[str]:

@@ -14,6 +14,7 @@ import json
 from collections.abc import Callable, Mapping
 from pathlib import Path
 
+from opct.errors import read_json
 from opct.runs.layout import RunLayout
 
 #: A method that samples, teacher-scores and trains on the same tokens (the default).
@@ -36,7 +37,7 @@ def run_compute(run_dir: str | Path, step: int | None = None, *,
     nothing). A manifest without ``compute`` is read as ``declared(method)`` says, else as on-policy."""
     layout = RunLayout(Path(run_dir))
     rows = [r for r in _jsonl(layout.metrics) if step is None or r["step"] <= step]
-    manifest = json.loads(layout.manifest.read_text(encoding="utf-8"))
+    manifest = read_json(layout.manifest, f"the run's record is lost: train {run_dir} again")
     profile = manifest.get("compute") or (declared and declared(manifest["method"])) or ON_POLICY
     trained = sum(r["completion_tokens"] for r in rows)
 

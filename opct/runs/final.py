@@ -11,6 +11,7 @@ import torch
 from accelerate import Accelerator
 
 from opct.config import MODEL_ALIASES, RunConfig
+from opct.errors import read_json
 from opct.runs.checkpoint import write_failure, writing
 from opct.runs.layout import RunLayout, layout_of
 from opct.runs.model_card import loadable_base, write_final_files
@@ -72,6 +73,6 @@ def _name_base(folder: Path, base: str) -> None:
     any named adapter's subfolder)."""
     for config in [folder / ADAPTER_CONFIG, *folder.glob(f"*/{ADAPTER_CONFIG}")]:
         if config.is_file():
-            data = json.loads(config.read_text(encoding="utf-8"))
+            data = read_json(config, "save the adapter again (rerun the command)")
             data["base_model_name_or_path"] = base
             config.write_text(json.dumps(data, indent=2, sort_keys=True) + "\n", encoding="utf-8")

@@ -26,6 +26,7 @@ import yaml
 from huggingface_hub import EvalResult, ModelCard, ModelCardData
 
 from opct.config import MODEL_ALIASES, ModelConfig, RunConfig, dump_config
+from opct.errors import read_text
 from opct.runs.layout import CHECKPOINT_FILE
 
 CARD_FILE = "README.md"
@@ -54,7 +55,7 @@ def resolved_spec(spec: ModelConfig) -> ModelConfig:
     """``spec`` with its base identity resolved and a chat-template file read into its text."""
     template = spec.chat_template
     if template and "{" not in template and Path(template).is_file():
-        template = Path(template).read_text(encoding="utf-8")
+        template = read_text(template)
     return spec.model_copy(update={"name_or_path": base_identity(spec.name_or_path), "chat_template": template})
 
 

@@ -9,7 +9,7 @@ import torch
 from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
 from transformers import LlamaConfig, LlamaForCausalLM, PreTrainedTokenizerFast
 
-from opct.errors import OpctError
+from opct.errors import OpctError, load_folder, read_json
 
 CHAT_TEMPLATE = (
     "{% for m in messages %}<|{{ m['role'] }}|>{{ m['content'] }}<|end|>{% endfor %}"
@@ -146,14 +146,13 @@ def make_family_model(
     :data:`INSTRUCT_GENERATION`), as a real instruct checkpoint has them. ``sharpen`` scales the output
     layer so that next-token distributions are sharp, as a trained model's are (random weights give
     near-uniform ones, under which sampling-setting bugs hide)."""
-    import json
-
     from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer
 
     out = Path(out_dir)
     if config is None:
-        config = json.loads((Path(tokenizer_dir) / "tiny_config.json").read_text(encoding="utf-8"))
-    tok = AutoTokenizer.from_pretrained(str(tokenizer_dir))
+        config = read_json(Path(tokenizer_dir) / "tiny_config.json", "restore it, or name the family (--family)")
+    tok = load_folder(tokenizer_dir, "the tokenizer", "restore the file (copy the tokenizer folder again)",
+                      lambda: AutoTokenizer.from_pretrained(str(tokenizer_dir)))
     check_tokenizer_family(tok, str(config.get("model_type", "")), str(tokenizer_dir))
     out.mkdir(parents=True, exist_ok=True)
     tok.save_pretrained(out)

@@ -3,7 +3,9 @@ and licence in its ``SOURCE.md``), so that ``opct model tiny --tokenizer Qwen/Qw
 
 A hub id of a vendored family (:data:`VENDORED_IDS`) is read from the local Hugging Face cache when the hub's
 own copy is there, else from the shipped copy, unpacked (``tokenizer.json.xz``) into a folder of opct's
-cache and checked against its sha256.
+cache and checked against its sha256. The unpacked folder is checked again each time it is used (its
+``tokenizer.json`` against the sha256, every other file against the shipped one's bytes, about 20 ms): a damaged
+or cut one is unpacked afresh, with a one-line notice naming it. A damaged shipped file is an error naming it.
 """
 
 from __future__ import annotations
@@ -12,8 +14,11 @@ import hashlib
 import lzma
 import os
 import shutil
+import warnings
 from importlib.resources import files
 from pathlib import Path
+
+from opct.errors import FAULT, OpctError, OpctWarning
 
 #: Hub ids whose tokenizer is one of the shipped families'.
 VENDORED_IDS: dict[str, str] = {
@@ -40,26 +45,86 @@ def hub_copy_cached(hub_id: str) -> bool:
     return isinstance(try_to_load_from_cache(hub_id, "tokenizer.json"), str)
 
 
+class ShippedTokenizerError(OpctError):
+    """A tokenizer file shipped with opct is damaged (a broken install): reinstall opct."""
+
+    exit_code = FAULT
+
+
+class TokenizerCacheRebuilt(OpctWarning):
+    """An unpacked shipped tokenizer in opct's cache was damaged and has been unpacked afresh."""
+
+
+def shipped_folder(family: str) -> Path:
+    """The folder of ``family``'s shipped tokenizer files inside the installed opct."""
+    return Path(str(files("opct.testing") / "tokenizers" / family))
+
+
+def _damage(folder: Path, source: Path, family: str) -> str | None:
+    """What is wrong with the unpacked ``folder`` (a missing file, or one that differs from what was shipped);
+    None when it is whole."""
+    try:
+        if hashlib.sha256((folder / "tokenizer.json").read_bytes()).hexdigest() != SHA256[family]:
+            return "its tokenizer.json differs from the shipped one: cut or damaged"
+        for extra in source.iterdir():
+            if extra.name != PACKED and (folder / extra.name).read_bytes() != extra.read_bytes():
+                return f"its {extra.name} differs from the shipped one: cut or damaged"
+    except OSError as err:
+        return f"its {Path(err.filename or folder).name} cannot be read: {err.strerror or err}"
+    return None
+
+
+def _unpack(source: Path, family: str) -> bytes:
+    """The shipped ``tokenizer.json`` of ``family``, unpacked and checked; a damaged shipped file is a
+    :class:`ShippedTokenizerError` naming it."""
+    packed = source / PACKED
+    remedy = ("reinstall opct (pip install --force-reinstall opct, or git checkout the file in a checkout), or give "
+              "--tokenizer a tokenizer folder of your own")
+    try:
+        data = lzma.decompress(packed.read_bytes())
+    except lzma.LZMAError as err:
+        raise ShippedTokenizerError(f"{packed}: the {family} tokenizer shipped with opct is damaged (not a valid xz "
+                                    f"file: {err}); {remedy}") from None
+    if hashlib.sha256(data).hexdigest() != SHA256[family]:
+        raise ShippedTokenizerError(f"{packed}: the {family} tokenizer shipped with opct is damaged (it does not unpack "
+                                    f"to the tokenizer it should: its sha256 differs); {remedy}")
+    return data
+
+
 def vendored_tokenizer(hub_id: str) -> Path | None:
     """The folder of the shipped tokenizer for ``hub_id``, unpacked (once) and checked; None when ``hub_id``
-    is no vendored family's."""
+    is no vendored family's. An unpacked folder found damaged is unpacked afresh, with a
+    :class:`TokenizerCacheRebuilt` notice naming it and what was wrong."""
     family = VENDORED_IDS.get(hub_id)
     if family is None:
         return None
     folder = cache_root() / f"{family}-{SHA256[family][:12]}"
-    if (folder / "tokenizer.json").is_file():
-        return folder
-    source = Path(str(files("opct.testing") / "tokenizers" / family))
+    source = shipped_folder(family)
+    if folder.exists() or folder.is_symlink():
+        damage = _damage(folder, source, family)
+        if damage is None:
+            return folder
+        warnings.warn(TokenizerCacheRebuilt(f"the unpacked {family} tokenizer in opct's cache, {folder}, was damaged "
+                                            f"({damage}); unpacked it afresh from the shipped copy"), stacklevel=2)
+    data = _unpack(source, family)
     tmp = folder.with_name(f".{folder.name}.{os.getpid()}.tmp")
     shutil.rmtree(tmp, ignore_errors=True)
     tmp.mkdir(parents=True)
-    data = lzma.decompress((source / PACKED).read_bytes())
-    if hashlib.sha256(data).hexdigest() != SHA256[family]:
-        raise OSError(f"{source / PACKED} does not unpack to the tokenizer it should (sha256 differs); reinstall opct")
     (tmp / "tokenizer.json").write_bytes(data)
     for extra in source.iterdir():
         if extra.name != PACKED:
             shutil.copy2(extra, tmp / extra.name)
+    if folder.exists() or folder.is_symlink():  # the damaged copy: moved aside, then removed
+        old = folder.with_name(f".{folder.name}.{os.getpid()}.damaged")
+        try:
+            folder.rename(old)
+        except OSError:  # another process moved it first
+            pass
+        else:
+            if old.is_dir() and not old.is_symlink():
+                shutil.rmtree(old, ignore_errors=True)
+            else:
+                old.unlink()
     try:
         tmp.rename(folder)
     except OSError:  # another process unpacked it first

@@ -22,7 +22,7 @@ import shutil
 from pathlib import Path
 from typing import Any
 
-from opct.errors import OpctError
+from opct.errors import OpctError, read_json
 from opct.models import checkpoint_folder, load_for_inference, read_checkpoint_record, weights_fingerprint
 from opct.runs.model_card import CARD_FILE, CHECKPOINT_FILE, export_card, is_hub_id
 from opct.runs.outputs import check_output
@@ -114,7 +114,7 @@ def _write_export(tmp: Path, folder: Path, record: dict[str, Any], spec_record: 
     if adapter_only:
         shutil.copytree(folder, tmp, ignore=shutil.ignore_patterns(CHECKPOINT_FILE, CARD_FILE))
         for config in [tmp / ADAPTER_CONFIG, *tmp.glob(f"*/{ADAPTER_CONFIG}")]:
-            data = json.loads(config.read_text(encoding="utf-8"))
+            data = read_json(config, f"restore {folder} (train the run again, or copy it back)")
             data["base_model_name_or_path"] = base_model or portable_name(data.get("base_model_name_or_path")
                                                                           or record["base_model"])
             config.write_text(json.dumps(data, indent=2, sort_keys=True) + "\n", encoding="utf-8")
@@ -147,7 +147,7 @@ def _drop_local_paths(folder: Path) -> None:
     for name, key in (("config.json", "_name_or_path"), ("tokenizer_config.json", "name_or_path")):
         file = folder / name
         if file.is_file():
-            data = json.loads(file.read_text(encoding="utf-8"))
+            data = read_json(file, "export again from the run folder")
             if isinstance(data.get(key), str) and Path(data[key]).is_absolute():
                 data.pop(key)
                 file.write_text(json.dumps(data, indent=2, sort_keys=True) + "\n", encoding="utf-8")

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from opct.errors import OpctError
+from opct.errors import OpctError, read_json
 
 #: Families whose attention normalises queries and keys per head (a ``head_dim`` RMSNorm each).
 QK_NORM_FAMILIES = frozenset({"qwen3", "gemma3", "gemma3_text"})
@@ -168,7 +168,8 @@ def read_shape(name_or_path: str, revision: str | None = None) -> ModelShape:
     hub id), read without loading weights or using the network; see the module docstring for the order."""
     for folder in (Path(name_or_path), Path(name_or_path) / "final"):
         if (folder / "config.json").is_file():
-            return shape_of(json.loads((folder / "config.json").read_text(encoding="utf-8")), str(folder / "config.json"))
+            config = read_json(folder / "config.json", "restore the model folder's config.json (copy or save the model again)")
+            return shape_of(config, str(folder / "config.json"))
     if "/" in name_or_path and not Path(name_or_path).exists():
         cached = _cached_config(name_or_path, revision)
         if cached is not None:

@@ -31,6 +31,7 @@ from opct.axes.records import check_unique_ids, make_pair, user
 from opct.datasets.errors import DatasetFormatError
 from opct.datasets.packaged import is_packaged, read_packaged
 from opct.datasets.tabular import Row, iter_rows
+from opct.errors import read_text
 from opct.evals.template_set import HELDOUT, TRAIN, Template, assign_splits, of_split
 
 NAME = "jailbreak"
@@ -84,7 +85,7 @@ def load_wrappers(
     path = Path(path)
     fam = family or path.stem
     suffix = path.suffix.lower()
-    text = path.read_text(encoding="utf-8")
+    text = read_text(path)
     if suffix in (".yaml", ".yml", ".json"):
         try:
             data = yaml.safe_load(text) if suffix != ".json" else json.loads(text)
@@ -202,7 +203,7 @@ def load_behaviors(path: str | Path) -> list[Behavior]:
         out = _jsonl_behaviors(path)
     else:
         out = [Behavior(f"{path.stem}-{n:04d}", ln.strip(), source=path.stem)
-               for n, ln in enumerate(path.read_text(encoding="utf-8").splitlines(), 1)
+               for n, ln in enumerate(read_text(path).splitlines(), 1)
                if ln.strip() and not ln.lstrip().startswith("#")]
     if not out:
         raise DatasetFormatError(path, "no behaviours found")
