@@ -15,7 +15,7 @@ after another, then all at once, for each variant of the threads' settings:
 * ``default``: torch's own thread count (one per core) and OpenMP's own waiting (spin, then sleep);
 * ``passive``: the same thread count with ``OMP_WAIT_POLICY=PASSIVE`` (a thread waiting at a barrier
   sleeps at once instead of spinning on a core a neighbour needs);
-* ``one-thread``: ``--threads 1`` for each run (what ``opct select --jobs N`` does);
+* ``one-thread``: ``--threads 1`` for each run (what ``opct-lab select --jobs N`` does);
 * ``shared``: each run gets ``cores / runs`` threads, at least 1, with ``OMP_WAIT_POLICY=PASSIVE``.
 
 Reported per variant: the wall time of the sequential and of the concurrent batch and their ratio

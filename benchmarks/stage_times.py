@@ -1,4 +1,4 @@
-r"""Where an ``opct run`` or ``opct select`` took its time: each stage kind's count and seconds, from its log.
+r"""Where an ``opct run`` or ``opct-lab select`` took its time: each stage kind's count and seconds, from its log.
 
 Usage::
 
@@ -100,7 +100,7 @@ def render(result: dict) -> str:
 def main(argv: list[str] | None = None) -> int:
     """Print the summary of one log."""
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("log", type=Path, help="the log of an `opct run` or `opct select` with --jobs")
+    parser.add_argument("log", type=Path, help="the log of an `opct run` or `opct-lab select` with --jobs")
     parser.add_argument("--by", choices=["method", "candidate", "family"], default="method")
     parser.add_argument("--json", action="store_true", help="print JSON instead of the table")
     args = parser.parse_args(argv)

@@ -1,7 +1,7 @@
 """Loaded tokenizers, kept once per process: a real model's tokenizer takes seconds to parse.
 
 A run, an evaluation, an attack and a selection each load their model's tokenizer, often the same files
-in one process (``opct run``, ``opct select``, the tests). :class:`TokenizerCache` keeps the first load of
+in one process (``opct run``, ``opct-lab select``, the tests). :class:`TokenizerCache` keeps the first load of
 each set of files and gives it out again, as long as nothing about it changed:
 
 - the files: the key holds each file's name, size and modification time, so a rewritten tokenizer

@@ -247,7 +247,7 @@ def config_reference_markdown() -> str:
     lines += model_reference(models["experiment", ""], "Top level")
     lines += ["A study file has the same keys plus `families:` (family name -> model) and optionally "
               "`extends:` (an experiment file whose settings its own keys override).", ""]
-    lines += ["## Selection file (`opct select`)", "",
+    lines += ["## Selection file (`opct-lab select`)", "",
               "An experiment file plus a `selection:` block:", ""]
     lines += model_reference(models["selection", "selection."], "`selection:`", "selection.")
     lines += ["## Eval file (`opct eval --config`)", ""]

@@ -126,4 +126,4 @@ def test_the_report_shows_every_rules_pick_side_by_side_and_what_the_attack_cost
     plan = {"selection_rule": "teacher_kl", "recipes": {
         "bct": {"lr": 1e-3, "steps": 20, "pairs_per_step": 16},
         "bct-family_transfer": {"lr": 3e-3, "steps": 40, "pairs_per_step": 16}}}
-    assert [row[-1] for row in recipe_rows(plan, selection)] == ["opct select (teacher_kl rule)", "opct select (family_transfer rule)"]
+    assert [row[-1] for row in recipe_rows(plan, selection)] == ["opct-lab select (teacher_kl rule)", "opct-lab select (family_transfer rule)"]

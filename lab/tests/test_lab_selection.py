@@ -157,7 +157,7 @@ def test_the_report_names_each_recipe_and_what_chose_it():
                                  "loss": "topk"}}}
     selection = {"chosen": {"bct": {}, "opct": {}}, "method_settings": {"teacher_kl": {"bct": {}, "opct": {}}}}
     rows = recipe_rows({**plan, "selection_rule": "good_behaviour"}, selection)
-    assert rows[0] == ["bct", "0.0003", "120", "16", "—", "—", "opct select (good_behaviour rule)"]
+    assert rows[0] == ["bct", "0.0003", "120", "16", "—", "—", "opct-lab select (good_behaviour rule)"]
     assert rows[1][4:6] == ["topk", "3, 1"]
     assert recipe_rows({**plan, "selection_rule": None}, selection)[0][-1] == "the experiment file"
     assert recipe_rows(plan, {})[0][-1] == "the experiment file"

@@ -1,4 +1,4 @@
-"""``opct run --jobs N`` and ``opct select --jobs N``: stages N at a time, each in its own process with one CPU thread.
+"""``opct run --jobs N`` and ``opct-lab select --jobs N``: stages N at a time, each in its own process with one CPU thread.
 
 :func:`run_stages` is the scheduler: it starts a stage's process once every stage it waits for has
 finished, at most ``jobs`` at once, training runs first (they are the longest, and the others wait for

@@ -164,9 +164,9 @@ def recipe_rows(plan: dict[str, Any], selection: dict[str, Any]) -> list[list[st
     for key, r in (plan.get("recipes") or {}).items():
         method, *rest = key.split("-")
         if rest and rest[0] in selection.get("rules", {}) and method in selection.get("chosen", {}):
-            chosen = f"opct select ({rest[0]} rule)"  # a variant that trains another rule's pick (compare_rules)
+            chosen = f"opct-lab select ({rest[0]} rule)"  # a variant that trains another rule's pick (compare_rules)
         elif rule and method in selection.get("chosen", {}):
-            chosen = f"opct select ({rule} rule)"
+            chosen = f"opct-lab select ({rule} rule)"
         else:
             chosen = "the experiment file"
         samples = f"{r['n']}, {r['temperature']:g}" if "n" in r else targets_cell(r["targets"]) if "targets" in r else "—"

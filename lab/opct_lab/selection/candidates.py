@@ -1,6 +1,6 @@
 """A selection candidate's measurements, verified before they may decide a pick.
 
-``opct select`` picks recipes from the candidates' ``validation.jsonl`` records. A record it cannot trust
+``opct-lab select`` picks recipes from the candidates' ``validation.jsonl`` records. A record it cannot trust
 stops the selection, naming the candidate's file, line and field and how to train the candidate again;
 a damaged candidate is never picked:
 
@@ -39,8 +39,8 @@ def candidate_records(run_dir: Path, candidate: str) -> dict[int, dict[str, Any]
     layout = RunLayout(run_dir)
     path = layout.validation
     if not path.exists():
-        raise FileNotFoundError(f"{path} is missing: run `opct select` to train the candidates first")
-    remedy = f"delete {run_dir} and rerun `opct select` to train candidate {candidate} again"
+        raise FileNotFoundError(f"{path} is missing: run `opct-lab select` on the selection file to train the candidates first")
+    remedy = f"delete {run_dir} and rerun `opct-lab select` on the selection file to train candidate {candidate} again"
     logged = _logged_values(layout.metrics)
     records: dict[int, dict[str, Any]] = {}
     for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):

@@ -1,4 +1,4 @@
-"""Recipe selection (``opct select``): each method's own recipe, chosen by one rule on validation data.
+"""Recipe selection (``opct-lab select``): each method's own recipe, chosen by one rule on validation data.
 
 A selection file is an experiment file (``extends:`` one, usually) plus a ``selection:`` block:
 for every trained method, a grid of settings (dotted keys, a list of values each, expanded as a
@@ -231,7 +231,7 @@ def score_candidates(cfg: SelectionConfig, attack: bool | None = None, log: Call
         for step in range(s.every, s.steps + 1, s.every):
             at = [by_seed[seed][step] for seed in s.seeds if step in by_seed.get(seed, {})]
             if len(at) < len(s.seeds):
-                raise ValueError(f"candidate {cid} has no validation record at step {step} for every seed: rerun `opct select`")
+                raise ValueError(f"candidate {cid} has no validation record at step {step} for every seed: rerun `opct-lab select` on the selection file")
             eligible = all(r[t] >= base[t] - s.capability_drop - 1e-12 for r in at for t in tasks)
             steps[step] = {
                 "val_teacher_kl": _mean([r["val_teacher_kl"] for r in at]),

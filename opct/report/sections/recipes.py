@@ -28,7 +28,7 @@ from opct.report.table import render_markdown
 
 RECIPES_HOWTO = (
     "Each method trains with its own recipe. When the experiment names a selection, the recipes were chosen by "
-    "`opct select` on the validation split (held back from the training families; held-out data never enters), "
+    "`opct-lab select` on the validation split (held back from the training families; held-out data never enters), "
     "by the rule named in the last column; the selection table below shows every candidate."
 )
 
