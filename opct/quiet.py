@@ -9,7 +9,10 @@ Every ``opct`` command runs inside :func:`quiet_output` unless ``opct --verbose 
   (:data:`KNOWN_NOISE`), never by a blanket ignore;
 * every other warning still shows, as one line: ``warning: <message>`` for opct's own
   (:class:`~opct.methods.base.OffPolicySamplingWarning`, :class:`~opct.runs.errors.RunDirWarning`, ...),
-  ``warning: <message> (<Category>, <file>:<line>)`` for anyone else's.
+  ``warning: <message> (<Category>, <file>:<line>)`` for anyone else's;
+* in a run of several processes (``accelerate launch``, torchrun: :func:`process_rank`), a warning prints on
+  rank 0 only, since every rank raises the same ones; a warning about one rank alone (its category has
+  ``per_rank = True``, e.g. :class:`RankWarning`) prints on every rank that raises it, as ``rank N: ...``.
 
 Libraries not yet imported are set through their environment variables (so that importing one
 stays lazy); those already imported through their own API. Everything is put back when the
@@ -26,7 +29,7 @@ from contextlib import AbstractContextManager, contextmanager
 from pathlib import Path
 from typing import Any, Protocol
 
-from opct.errors import redact_secrets
+from opct.errors import OpctWarning, redact_secrets
 
 #: ``(message regex, category)`` of warnings that tell an opct user nothing: the library's own
 #: deprecations of calls opct does not make, and fixes the library applies by itself.
@@ -70,10 +73,37 @@ def format_warning(message: Warning | str, category: type[Warning], filename: st
     return f"warning: {text} ({category.__name__}, {Path(filename).name}:{lineno})\n"
 
 
+class RankWarning(OpctWarning):
+    """A notice about this process alone in a run of several (its own shard, its own device): printed on every
+    rank that raises it, as ``rank N: <message>`` (``per_rank``), where other warnings print on rank 0 only."""
+
+    per_rank = True
+
+
+def _env_int(key: str) -> int | None:
+    value = os.environ.get(key, "").strip()
+    return int(value) if value.isdigit() else None
+
+
+def process_rank() -> tuple[int, int]:
+    """``(rank, world size)`` of this process: torch.distributed's once it is initialized, else what the launcher
+    set (``RANK`` and ``WORLD_SIZE``, which ``accelerate launch`` and torchrun set, as accelerate's
+    ``PartialState`` reads them; ``LOCAL_RANK`` when no ``RANK``), else ``(0, 1)``: a process started alone."""
+    dist = sys.modules.get("torch.distributed")
+    if dist is not None and dist.is_available() and dist.is_initialized():
+        return dist.get_rank(), dist.get_world_size()
+    rank = _env_int("RANK")
+    rank = _env_int("LOCAL_RANK") if rank is None else rank
+    world = _env_int("WORLD_SIZE")
+    return rank or 0, max(world or 1, (rank or 0) + 1)
+
+
 def once_per_command(show: Any) -> Any:
-    """``warnings.showwarning`` that prints a warning only the first time its text is seen: Python's own rule
-    is once per place in the code, so one notice raised from three places (or for three runs) printed three
-    identical lines."""
+    """``warnings.showwarning`` that prints a warning only the first time its text is seen (Python's own rule
+    is once per place in the code, so one notice raised from three places, or for three runs, printed three
+    identical lines), and in a run of several processes only on rank 0 (:func:`process_rank`): every rank
+    raises the same warnings, so they printed once per rank. A category with ``per_rank = True``
+    (:class:`RankWarning`) is about the rank that raises it: it prints on every rank, as ``rank N: ...``."""
     seen: set[tuple[type[Warning], str]] = set()
 
     def show_once(message: Warning | str, category: type[Warning], filename: str, lineno: int,
@@ -82,6 +112,12 @@ def once_per_command(show: Any) -> Any:
         if key in seen:
             return
         seen.add(key)
+        rank, world = process_rank()
+        if getattr(category, "per_rank", False):
+            if world > 1:
+                message = f"rank {rank}: {message}"
+        elif rank != 0:
+            return
         show(message, category, filename, lineno, file, line)
 
     return show_once
