@@ -205,12 +205,14 @@ def test_an_output_folder_through_a_dangling_link_names_the_link_and_its_target(
     assert describe(missing.value)[1] == message
 
 
-def test_eval_out_a_dangling_link_names_it(tmp_path: Path) -> None:
+def test_eval_out_a_dangling_link_names_it(tmp_path: Path, tiny_model: Path) -> None:
+    """The same probe through a command: ``opct eval --out`` a link to a deleted folder said 'File exists'."""
     link = tmp_path / "evout"
     link.symlink_to(tmp_path / "gone")
-    res = CliRunner().invoke(app, ["eval", "--model", str(tmp_path / "no-model"), "--out", str(link)])
-    assert res.exit_code == 2
-    assert "File exists" not in res.output
+    res = CliRunner().invoke(app, ["eval", "--model", str(tiny_model), "--out", str(link)])
+    assert res.exit_code == 2, res.output
+    assert f"{link} is a symbolic link to {tmp_path / 'gone'}, which does not exist" in " ".join(res.output.split())
+    assert "File exists" not in res.output and not (tmp_path / "gone").exists()
 
 
 def test_an_oserror_without_a_file_names_none() -> None:
