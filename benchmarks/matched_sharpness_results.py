@@ -43,6 +43,7 @@ PRIMARY = {"dsr_adaptive": "held-out adaptive defense", "awareness": "held-out a
 KEY = "dsr_adaptive"
 #: The greedy-target BCT reference arm of the study files.
 REFERENCE = "bct"
+NOT_RESOLVED = "not resolved"
 WALL = re.compile(r"^wall_seconds (\d+(?:\.\d+)?)$", re.MULTILINE)
 
 
@@ -101,6 +102,19 @@ def _measured(part: Mapping[str, Any], rec: Mapping[str, Any], key: str) -> str:
     return f"{number(rec.get('value'), percent)} {interval([rec.get('ci_low'), rec.get('ci_high')], percent)}"
 
 
+def reading_words(part: Mapping[str, Any]) -> str:
+    """``the reading is not resolved by the text's rule (the code as run read "…")``: the reading under the
+    pre-registered text's rule as written (bold unless it is not resolved) and, where it differs, the one the
+    code as run made (amended 2026-12-07, issue 71; docs/matched_sharpness.md)."""
+    as_run = part["reading"]["outcome"]
+    written = (part.get("reading_as_written") or part["reading"])["outcome"]
+    shown = written if written == NOT_RESOLVED else f"**{written}**"
+    if written == as_run:
+        return f"the reading is {shown}"
+    return (f"the reading is {shown} by the pre-registered text's rule as written (the code as run read "
+            f"\"{as_run}\": amended 2026-12-07, [both](docs/matched_sharpness.md#amendment-2026-12-07-issue-71-the-reading-rule-as-written))")
+
+
 def tau_sentence(part: Mapping[str, Any], scope: str) -> str:
     """One τ's reading, its interactions and each level's difference, in one Markdown sentence."""
     opct, sampled = part["arms"]
@@ -117,7 +131,7 @@ def tau_sentence(part: Mapping[str, Any], scope: str) -> str:
     for pair in (f"{REFERENCE} − {sampled}", f"{REFERENCE} − {opct}"):
         rows = part.get(pair) or {}
         greedy.append(f"`{pair}` " + ", ".join(f"{level} {_secondary(part, rows[level].get(KEY), KEY)}" for level in rows))
-    return (f"at τ = {part['tau']} ({scope}), `{opct}` − `{sampled}`, the reading is **{part['reading']['outcome']}**: "
+    return (f"at τ = {part['tau']} ({scope}), `{opct}` − `{sampled}`, {reading_words(part)}: "
             + "; ".join(terms) + warned + ". Greedy-target BCT on held-out adaptive defense (secondary): "
             + "; ".join(greedy))
 

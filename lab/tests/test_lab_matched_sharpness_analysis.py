@@ -243,3 +243,44 @@ def test_tau_1_from_needs_the_t05_folder_and_an_analysis_json(tmp_path, capsys):
                           levels={lv: (names[1],) for lv, names in LEVELS.items()})
     assert script.main([str(t05), "--t05-dir", str(t05), "--tau-1-from", str(bad)]) == 2
     assert "not an analysis of this script" in capsys.readouterr().err
+
+
+def _part(i975: tuple[float, float], d_l3: tuple[float, float]) -> dict:
+    """One τ's part of an analysis.json: awareness's interaction and D at L3 as given, adaptive defense null."""
+    def d(ci: tuple[float, float]) -> dict:
+        return {"value": sum(ci) / 2, "ci_low": ci[0], "ci_high": ci[1], "incomplete": []}
+    null = (-0.05, 0.05)
+    return {"arms": ["opct", "bct-t10"],
+            "levels": {"w1-short": {"D": {"dsr_adaptive": d(null), "awareness": d(null)}},
+                       "w4-long": {"D": {"dsr_adaptive": d(null), "awareness": d(d_l3)}}},
+            "interaction": {"dsr_adaptive": {"ci95": list(null), "ci975": list(null), "resamples_used": 10},
+                            "awareness": {"ci95": [i975[0] + 0.01, i975[1] - 0.0005], "ci975": list(i975),
+                                          "resamples_used": 10}},
+            "bct − bct-t10": {"w4-long": {"dsr_adaptive": d((0.1, 0.2))}}, "reading": {"collapsed": []}}
+
+
+def test_the_text_reads_a_resolved_fall_with_d_at_l3_not_resolved_as_not_resolved():
+    """The text lists "a resolved interaction with D_L3 not resolved" under "Not resolved", in either direction;
+    the code as run applied it only above 0 (issue 71). A fall with D_L3 resolved below 0 reads hurts under both."""
+    from opct_lab.report.matched_sharpness import reread
+
+    unresolved_l3 = _part((-0.095, -0.001), (-0.063, 0.006))
+    assert reread(unresolved_l3, rule="as run")["outcome"] == ON_POLICY_HURTS
+    written = reread(unresolved_l3, rule="as written")
+    assert written["outcome"] == NOT_RESOLVED and "falls with diversity on awareness" in written["reasons"][0]
+    resolved_l3 = _part((-0.095, -0.001), (-0.063, -0.002))
+    assert reread(resolved_l3, rule="as run")["outcome"] == reread(resolved_l3)["outcome"] == ON_POLICY_HURTS
+    with pytest.raises(ValueError, match="rule must be one of"):
+        reread(resolved_l3, rule="lenient")
+
+
+def test_the_committed_analysis_gives_its_published_reading_back_and_the_amended_one_beside_it():
+    from opct_lab.report.matched_sharpness import reread
+
+    data = json.loads((REPO / "benchmarks" / "results" / "matched_sharpness" / "analysis.json").read_text())
+    for tau in ("tau_1.0", "tau_0.5"):
+        part = data[tau]
+        assert reread(part, rule="as run")["outcome"] == part["reading"]["outcome"]
+        assert reread(part, rule="as written")["outcome"] == part["reading_as_written"]["outcome"]
+    assert data["tau_1.0"]["reading"]["outcome"] == ON_POLICY_HURTS
+    assert data["tau_1.0"]["reading_as_written"]["outcome"] == NOT_RESOLVED

@@ -185,10 +185,20 @@ def without_runs(families: Mapping[str, Experiment], drop: Sequence[str]) -> dic
     return out
 
 
-def _ci(row: PooledRow | None) -> tuple[float, float]:
+def _ci(row: PooledRow | Mapping[str, Any] | None) -> tuple[float, float]:
+    """A D's 95% interval, from its pooled row or its record in ``analysis.json``."""
     if row is None:
         return math.nan, math.nan
+    if isinstance(row, Mapping):
+        return _nan(row.get("ci_low")), _nan(row.get("ci_high"))
     return row.difference.estimate.ci_low, row.difference.estimate.ci_high
+
+
+def _incomplete(row: PooledRow | Mapping[str, Any] | None) -> bool:
+    """Whether a D is missing or INCOMPLETE (from its pooled row or its record)."""
+    if row is None:
+        return True
+    return bool(row.get("incomplete") if isinstance(row, Mapping) else row.incomplete)
 
 
 def fmt_interval(ci: Sequence[float | None]) -> str:
@@ -211,14 +221,24 @@ def contains(ci: Sequence[float | None]) -> bool:
     return None not in ci and not any(math.isnan(v) for v in ci) and not above(ci) and not below(ci)
 
 
-def read(d: Mapping[str, Mapping[str, PooledRow]], inter: Mapping[str, Mapping[str, Any]],
-         softening: tuple[float, float], collapsed: Sequence[str]) -> dict[str, Any]:
-    """The reading at one τ: ``d`` ``{level: {metric: D}}`` (levels in order L1, L3), ``inter`` ``{metric: I}``,
-    ``softening`` the 95% interval of ``bct − bct-sampled`` on adaptive defense at L3, ``collapsed`` the OPCT runs with a warning."""
+#: The two versions of the reading rules (docs/matched_sharpness.md, "Reading rules, fixed now" and its amendment
+#: of 2026-12-07): ``"as run"``, the code that made the published reading, which applied the text's clause
+#: "a resolved interaction with D_L3 not resolved" reads not resolved only in the paper's direction; ``"as
+#: written"``, that clause in both directions, as the text states it (issue 71).
+READING_RULES = ("as run", "as written")
+
+
+def read(d: Mapping[str, Mapping[str, PooledRow | Mapping[str, Any]]], inter: Mapping[str, Mapping[str, Any]],
+         softening: tuple[float, float], collapsed: Sequence[str], rule: str = "as written") -> dict[str, Any]:
+    """The reading at one τ: ``d`` ``{level: {metric: D}}`` (levels in order L1, L3; a pooled row or its
+    record), ``inter`` ``{metric: I}``, ``softening`` the 95% interval of ``bct − bct-sampled`` on adaptive
+    defense at L3, ``collapsed`` the OPCT runs with a warning; ``rule`` one of :data:`READING_RULES`: under
+    ``"as written"`` an interaction resolved below 0 with D_L3 not resolved is not resolved, as it is above 0."""
+    if rule not in READING_RULES:
+        raise ValueError(f"rule must be one of {READING_RULES}, got {rule!r}")
     l1, l3 = list(d)[:2] if len(d) >= 2 else (None, None)
     conditions: list[str] = []
-    incomplete = [f"{m} at {lv}" for lv in (l1, l3) if lv for m in PRIMARY
-                  if (row := d[lv].get(m)) is None or row.incomplete]
+    incomplete = [f"{m} at {lv}" for lv in (l1, l3) if lv for m in PRIMARY if _incomplete(d[lv].get(m))]
     for m in PRIMARY:
         i95, i975 = inter.get(m, {}).get("ci95", [None, None]), inter.get(m, {}).get("ci975", [None, None])
         conditions.append(f"{m}: D_L1 95% {fmt_interval(_ci(d[l1].get(m)) if l1 else [None, None])}, "
@@ -233,7 +253,8 @@ def read(d: Mapping[str, Mapping[str, PooledRow]], inter: Mapping[str, Mapping[s
 
     helps_metric = [m for m in PRIMARY if l3 and above(i_ci(m, "ci975")) and above(_ci(d[l3].get(m)))]
     any_i95_below = [m for m in PRIMARY if below(i_ci(m, "ci95"))]
-    hurts = [m for m in PRIMARY if below(i_ci(m, "ci975"))]
+    hurts = [m for m in PRIMARY if below(i_ci(m, "ci975"))
+             and (rule == "as run" or (l3 is not None and not contains(_ci(d[l3].get(m)))))]
     null_everywhere = all(l1 and l3 and contains(_ci(d[l1].get(m))) and contains(_ci(d[l3].get(m)))
                           and contains(i_ci(m, "ci975")) for m in PRIMARY)
     reasons: list[str] = []
@@ -261,9 +282,24 @@ def read(d: Mapping[str, Mapping[str, PooledRow]], inter: Mapping[str, Mapping[s
         if grows:
             reasons.append(f"the on-policy effect grows with diversity on {', '.join(grows)} but no advantage is "
                            "shown (D_L3 not resolved)")
+        falls = [m for m in PRIMARY if l3 and below(i_ci(m, "ci975")) and contains(_ci(d[l3].get(m)))]
+        if falls and rule == "as written":
+            reasons.append(f"the on-policy effect falls with diversity on {', '.join(falls)} but no deficit is "
+                           "shown (D_L3 not resolved: a resolved interaction with D_L3 not resolved reads not resolved)")
         reasons.append("no reading's conditions all hold")
     return {"outcome": outcome, "reasons": reasons, "conditions": conditions, "incomplete": incomplete,
-            "collapsed": list(collapsed)}
+            "collapsed": list(collapsed), "rule": rule}
+
+
+def reread(part: Mapping[str, Any], rule: str = "as written") -> dict[str, Any]:
+    """:func:`read` of one τ's part of a written ``analysis.json`` (its D records, interactions, softening
+    interval and collapse list), under ``rule``: how a published reading is read again under an amendment."""
+    sampled = part["arms"][1]
+    d = {lv: dict(level["D"]) for lv, level in part["levels"].items()}
+    soft = part.get(f"{REFERENCE} − {sampled}") or {}
+    last = list(soft)[-1] if soft else None
+    softening = _ci(soft[last].get("dsr_adaptive")) if last else (math.nan, math.nan)
+    return read(d, part["interaction"], softening, part["reading"].get("collapsed") or [], rule=rule)
 
 
 def analyse_tau(levels: Mapping[str, Sequence[str]], families: Mapping[str, Experiment], tau: float,
@@ -295,12 +331,14 @@ def analyse_tau(levels: Mapping[str, Sequence[str]], families: Mapping[str, Expe
         last = list(soft_records)[-1] if soft_records else None
         rec = soft_records.get(last, {}).get("dsr_adaptive") if last else None
         softening = (math.nan, math.nan) if rec is None else (_nan(rec["ci_low"]), _nan(rec["ci_high"]))
-    reading = read(d, inter, softening, collapsed)
+    reading = read(d, inter, softening, collapsed, rule="as run")
+    reading_as_written = read(d, inter, softening, collapsed, rule="as written")
     out = {"tau": tau, "arms": [opct, sampled], "levels": {lv: {"seed": SEED + i, "families": list(levels[lv]),
                                                                "D": {k: pooled_record(r) for k, r in d[lv].items()}}
                                                           for i, lv in enumerate(d)},
            "interaction": inter, f"{REFERENCE} − {sampled}": soft_records, f"{REFERENCE} − {opct}": opct_records,
-           "kl_to_base": kl_to_base(levels, families), "health": health, "reading": reading}
+           "kl_to_base": kl_to_base(levels, families), "health": health, "reading": reading,
+           "reading_as_written": reading_as_written}
     if collapsed:  # the sensitivity check: the same estimates without the collapsed runs, never the reading
         d_s, inter_s = estimates(without_runs(families, collapsed))
         out["sensitivity_without_collapsed"] = {
