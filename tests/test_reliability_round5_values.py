@@ -12,7 +12,7 @@ from typing import Annotated
 
 import pytest
 import yaml
-from conftest import REPO, run_config  # noqa: F401  (run_config: the model-load tests below)
+from conftest import REPO, run_config
 from pydantic import Field
 from typer.testing import CliRunner
 
@@ -211,3 +211,115 @@ def test_legitimate_values_stay_accepted(overrides):
     """A weight that may be 0 stays allowed: GRPO's kl_beta is a penalty beside the reward (0: no penalty, the
     reward still trains), and a seed or an ACT layer index may be negative."""
     assert load_config(None, overrides).method_config is not None
+
+
+# --------------------------------------------------------------------------- module names, 0 trainable parameters
+
+
+def _train_cfg(tiny_model, pairs_file, tmp_path, **overrides) -> RunConfig:
+    return RunConfig.model_validate(run_config(tiny_model, pairs_file, tmp_path / "runs", **overrides))
+
+
+@pytest.mark.parametrize(("lora", "unknown", "shown"), [
+    ({"modules_to_save": ["lm_haed"]}, "lora.modules_to_save: lm_haed matches no module of LlamaForCausalLM", "lm_head"),
+    ({"target_modules": ["q_proj", "v_porj"]}, "lora.target_modules: v_porj matches no module of LlamaForCausalLM",
+     "v_proj"),
+    ({"target_modules": ["attn", "mlp_x"]}, "lora.target_modules: attn, mlp_x match no module", "act_fn, down_proj"),
+])
+def test_an_adapter_module_name_that_matches_no_module_is_refused_when_the_model_loads(
+        tiny_model, pairs_file, tmp_path, lora, unknown, shown):
+    from opct.training.loop import train
+
+    cfg = _train_cfg(tiny_model, pairs_file, tmp_path, **{f"lora.{k}": v for k, v in lora.items()})
+    with pytest.raises(ConfigError) as err:
+        train(cfg, show_progress=False)
+    message = str(err.value)
+    assert message.startswith(unknown) and "would train nothing" in message
+    assert f"its modules include {shown}" in message  # the nearest real name first
+    assert not (cfg.run_dir / "metrics.jsonl").exists() and not (cfg.run_dir / "checkpoints").exists()
+
+
+def test_names_peft_matches_are_accepted(tiny_model):
+    """A target is a module's name or its last dotted parts; a module to save any end of its name (PEFT's rule)."""
+    from opct.config import LoraConfig, ModelConfig
+    from opct.models import load_model
+    from opct.models.weights import check_adapter_names
+
+    model = load_model(ModelConfig(name_or_path=str(tiny_model)))
+    for lora in (LoraConfig(target_modules=["q_proj", "self_attn.v_proj"]), LoraConfig(modules_to_save=["lm_head"]),
+                 LoraConfig(modules_to_save=["head"]), LoraConfig()):
+        check_adapter_names(model, lora)
+    with pytest.raises(ConfigError, match="lora.target_modules: proj matches no module"):
+        check_adapter_names(model, LoraConfig(target_modules=["proj"]))  # a target must end at a dot
+
+
+def test_a_run_with_0_trainable_parameters_is_refused_before_training(tiny_model, pairs_file, tmp_path, monkeypatch):
+    import opct.training.loop as loop
+
+    real = loop.add_lora
+
+    def frozen_adapter(model, lora):
+        adapted = real(model, lora)
+        for p in adapted.parameters():
+            p.requires_grad_(False)
+        return adapted
+
+    monkeypatch.setattr(loop, "add_lora", frozen_adapter)
+    cfg = _train_cfg(tiny_model, pairs_file, tmp_path)
+    with pytest.raises(ConfigError, match=r"the model has 0 trainable parameters, so training would change nothing: "
+                                          r"check lora.target_modules .* or lora.modules_to_save"):
+        loop.train(cfg, show_progress=False)
+    assert not (cfg.run_dir / "metrics.jsonl").exists() and not (cfg.run_dir / "manifest.json").exists()
+
+
+# --------------------------------------------------------------------------- the dry run applies the launch's checks
+
+ORGANISM_OPCT = REPO / "configs" / "organism_opct.yaml"  # pairs_per_step 16
+
+
+def _dry_run(*args: str):
+    return CliRunner().invoke(app, ["train", "--config", str(ORGANISM_OPCT), "--dry-run", *args])
+
+
+@pytest.mark.parametrize("gpus", [3, 100000])
+def test_the_dry_run_refuses_a_step_the_launch_would_refuse(gpus):
+    res = _dry_run("--gpus", str(gpus), "--gpu-memory", "80")
+    assert res.exit_code == 2, res.output
+    assert f"train.pairs_per_step=16 must be divisible by the number of processes ({gpus})" in res.output
+    assert "fits" not in res.output and "the step:" not in res.output
+
+
+def test_the_dry_run_plans_a_launch_that_divides_the_step():
+    res = _dry_run("--gpus", "4", "--gpu-memory", "80")
+    assert res.exit_code == 0 and "4 per process" in res.output and "fits a 80 GiB GPU" in res.output, res.output
+
+
+def test_the_dry_run_refuses_what_a_method_refuses_on_the_launch():
+    res = _dry_run("--gpus", "2", "--fsdp", "--set", "method=act")
+    assert res.exit_code == 2 and "method act reads activations with forward hooks" in res.output, res.output
+    res = _dry_run("--gpus", "2", "--fsdp", "--set", "train.merged_lora_sampling=true")
+    assert res.exit_code == 2 and "train.merged_lora_sampling needs whole weights" in res.output, res.output
+
+
+def test_the_launch_refuses_with_the_same_check(tiny_model, pairs_file, tmp_path, monkeypatch):
+    """The loop calls the dry run's check with its own process count: 3 processes, a step of 4 pairs."""
+    from accelerate import Accelerator
+
+    from opct.training.loop import train
+
+    monkeypatch.setattr(Accelerator, "num_processes", property(lambda self: 3))
+    cfg = _train_cfg(tiny_model, pairs_file, tmp_path)
+    with pytest.raises(ConfigError) as launched:
+        train(cfg, show_progress=False)
+    planned = CliRunner().invoke(app, ["train", "--config", str(_write(tmp_path, run_config(tiny_model, pairs_file,
+                                                                                            tmp_path / "runs"))),
+                                       "--dry-run", "--gpus", "3"])
+    assert str(launched.value).startswith("train.pairs_per_step=4 must be divisible by the number of processes (3)")
+    assert planned.exit_code == 2 and str(launched.value) in " ".join(planned.output.split()), planned.output
+    assert not (cfg.run_dir / "metrics.jsonl").exists()
+
+
+def test_the_dry_run_says_when_the_plan_counts_0_trained_parameters():
+    res = _dry_run("--set", "lora.target_modules=[c_attn]")
+    assert res.exit_code == 0, res.output
+    assert "note: 0 trained parameters planned: no name of lora.target_modules (c_attn)" in res.output

@@ -7,6 +7,7 @@ from opct.config import RunConfig
 from opct.embedded import embedded_model, models_home
 from opct.embedded.catalog import UnknownEmbeddedModelError
 from opct.models import resolve_model_path
+from opct.training.launch_checks import check_launch
 from opct.training.memory_plan import (
     DEFAULT_PROMPT_TOKENS,
     GIB,
@@ -16,7 +17,7 @@ from opct.training.memory_plan import (
     step_composition,
     step_settings,
 )
-from opct.training.model_shapes import ModelShape, ShapeUnknown, read_shape
+from opct.training.model_shapes import LINEAR_NAMES, ModelShape, ShapeUnknown, read_shape
 
 #: How each part of the plan is named when printed.
 LABELS = {
@@ -50,7 +51,10 @@ def planned_shape(name_or_path: str, revision: str | None) -> ModelShape:
 
 
 def plan_lines(cfg: RunConfig, gpus: int, fsdp: bool, gpu_memory_gib: float | None) -> list[str]:
-    """The dry run's text: model and shape, the step's composition, the per-GPU parts, the peak and the verdict."""
+    """The dry run's text: model and shape, the step's composition, the per-GPU parts, the peak and the verdict.
+    The launch's own checks of the settings on ``gpus`` processes come first (:func:`check_launch`): what the
+    launch would refuse, the dry run refuses."""
+    check_launch(cfg, processes=gpus, sharded=fsdp)
     shape = planned_shape(cfg.model.name_or_path, cfg.model.revision)
     settings = step_settings(cfg, processes=gpus, fsdp=fsdp)
     plan = memory_plan(shape, settings)
@@ -82,6 +86,10 @@ def plan_lines(cfg: RunConfig, gpus: int, fsdp: bool, gpu_memory_gib: float | No
         "",
         "memory per GPU:",
     ]
+    if settings.finetune == "lora" and not plan.trained_parameters:
+        lines[3:3] = [f"  note: 0 trained parameters planned: no name of lora.target_modules ({', '.join(settings.lora_targets)}) is "
+                      f"a linear layer the plan counts ({', '.join(LINEAR_NAMES)}); the launch refuses a name that "
+                      "matches no module of the model"]
     for name, phase in PARTS.items():
         if plan.parts[name] or name in ("weights", "activations"):
             lines.append(f"  {LABELS[name]:<40} {_gib(plan.parts[name])}   ({phase})")

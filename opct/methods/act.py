@@ -32,7 +32,7 @@ from typing import Annotated, Any, ClassVar
 import torch
 from pydantic import Field
 
-from opct.config import AnyValue, ConfigError, StrictSettings
+from opct.config import AnyValue, ConfigError, RunConfig, StrictSettings
 from opct.methods.base import Microbatch, TrainContext, split_microbatches
 from opct.pairs import ConsistencyPair
 
@@ -171,10 +171,15 @@ class ACTMethod:
     #: Nothing is generated; the frozen model reads the teacher prompt of every position trained on.
     compute: ClassVar[dict[str, str]] = {"generated": "none", "teacher_scored": "trained"}
 
-    def __init__(self, ctx: TrainContext):
-        if ctx.sharded:
+    @classmethod
+    def check_launch(cls, cfg: RunConfig, *, processes: int, sharded: bool) -> None:
+        """What the launch refuses (:func:`opct.training.launch_checks.check_launch`, the dry run's too)."""
+        if sharded:
             raise ConfigError("method act reads activations with forward hooks, which are not supported under FSDP yet; "
                               "train ACT with DDP or one process")
+
+    def __init__(self, ctx: TrainContext):
+        self.check_launch(ctx.cfg, processes=ctx.accelerator.num_processes, sharded=ctx.sharded)
         self.ctx = ctx
         self.settings: ACTConfig = ctx.cfg.method_config
         self.layers = chosen_layers(self.settings.layers, len(decoder_layers(ctx.policy)))

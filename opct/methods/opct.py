@@ -22,7 +22,7 @@ from typing import Annotated, ClassVar, Literal
 import torch
 from pydantic import Discriminator, Field, Tag, model_validator
 
-from opct.config import ConfigError, RolloutSettings, StrictSettings, Why
+from opct.config import ConfigError, RolloutSettings, RunConfig, StrictSettings, Why
 from opct.errors import DistributionError
 from opct.methods import losses
 from opct.methods.base import (
@@ -132,19 +132,25 @@ class OPCTMethod:
     #: The student's samples are generated, teacher-scored and trained on, every step.
     compute: ClassVar[dict[str, str]] = {"generated": "trained", "teacher_scored": "trained"}
 
+    @classmethod
+    def check_launch(cls, cfg: RunConfig, *, processes: int, sharded: bool) -> None:
+        """What the launch refuses of these settings (:func:`opct.training.launch_checks.check_launch`, the dry run's too)."""
+        merge = cfg.train.merged_lora_sampling
+        if merge is True and sharded:
+            raise DistributionError("train.merged_lora_sampling needs whole weights; under FSDP it is not supported: "
+                                    "set it to false (generation then runs on the gathered policy)")
+        if cfg.method_config.sampling.engine == "vllm" and merge is True:
+            raise ConfigError("train.merged_lora_sampling is for the hf engine (vllm merges the adapter itself): "
+                              "set it to false, or opct.sampling.engine: hf")
+
     def __init__(self, ctx: TrainContext):
         self.ctx = ctx
         self.settings: OPCTConfig = ctx.cfg.method_config
+        self.check_launch(ctx.cfg, processes=ctx.accelerator.num_processes, sharded=ctx.sharded)
         # train.merged_lora_sampling: decode with the adapter merged into a sampling copy (opct/sampling/merged_lora.py)
         merge = ctx.cfg.train.merged_lora_sampling
-        if merge is True and ctx.sharded:
-            raise DistributionError("train.merged_lora_sampling needs whole weights; under FSDP it is not supported: "
-                                    "set it to false (generation then runs on the gathered policy)")
         # sampling.engine: vllm decodes in a colocated vLLM engine, which takes the policy's weights each step
         self.vllm = self.settings.sampling.engine == "vllm"
-        if self.vllm and merge is True:
-            raise ConfigError("train.merged_lora_sampling is for the hf engine (vllm merges the adapter itself): "
-                              "set it to false, or opct.sampling.engine: hf")
         self.merged = merged_sampling_copy(ctx.policy, merge, sharded=ctx.sharded, vllm=self.vllm)
         self.sampler = ctx.sampler(
             self.settings.sampling,

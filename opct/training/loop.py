@@ -47,6 +47,7 @@ from opct.training.activation_checkpointing import (
 )
 from opct.training.batches import length_notice, load_training_pairs, seed_step, step_indices, total_steps
 from opct.training.health import check_weights, healthy_update
+from opct.training.launch_checks import check_launch, check_trainable
 from opct.training.master_weights import make_optimizer
 from opct.training.plugins import VALIDATION_JUDGES
 from opct.training.progress import training_progress
@@ -142,10 +143,7 @@ def _train(
     check_accelerate_checkpointing(acc)
     sharded = fsdp.is_fsdp(acc)
     sharding = fsdp if sharded else None  # how a checkpoint gathers and loads the sharded state
-    if cfg.train.pairs_per_step % acc.num_processes:
-        raise ValueError(
-            f"train.pairs_per_step={cfg.train.pairs_per_step} must be divisible by the number of processes ({acc.num_processes})"
-        )
+    check_launch(cfg, processes=acc.num_processes, sharded=sharded)  # the dry run's checks too, before any load
     if cfg.train.pairs_per_step > len(pairs):
         raise ValueError(
             f"train.pairs_per_step={cfg.train.pairs_per_step} is more than the {len(pairs)} training pairs: a step would "
@@ -166,6 +164,7 @@ def _train(
         teacher = make_teacher(model, fingerprint=base_weights[:16])  # the run's identity (manifest, resume), as before
         if not teacher.shares_weights:
             teacher.model.to(acc.device)
+    check_trainable(model.parameters(), cfg)  # 0 trainable parameters: refused before anything is written
     if cfg.train.gradient_checkpointing:  # after the teacher's copy: the frozen teacher is never checkpointed
         enable_gradient_checkpointing(model)
 
