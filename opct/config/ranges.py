@@ -11,8 +11,9 @@ step). The rule has three parts, all here:
   a bound (``Field(gt=0)``, ``ge``, ``lt``, ``le``), :class:`AnyValue` saying why any value is meant (a
   seed), or :class:`CheckedBy` naming the class's validator that checks and words it. :class:`DeclaredRanges` checks it when a settings class is defined, so a new key cannot ship
   without one; :class:`Why` says why a bound is what it is, and the error quotes it;
-* **worded**: :func:`range_text` says the whole allowed range (``greater than 0``, ``in [0, 1)``), which the
-  config error (:func:`opct.config.files._format_validation_error`) and ``opct attack``'s options use.
+* **worded**: :func:`range_text` says the whole allowed range (``greater than 0``, ``in [0, 1)``) and
+  :func:`must_be` adds why, which the config error (:func:`opct.config.files._format_validation_error`, at the
+  key as written: :func:`field_at`) and ``opct attack``'s options (``first_problem``) use.
 """
 
 from __future__ import annotations
