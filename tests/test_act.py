@@ -179,3 +179,37 @@ def test_the_organism_act_config_lowers_the_activation_distance_on_held_out_pair
     before = mean_activation_distance(base, base, render, held_out, pad_id=pad)
     after = mean_activation_distance(trained, base, render, held_out, pad_id=pad)
     assert after < 0.9 * before, (before, after)
+
+
+def test_ctm_conventions_match_a_hand_computation_of_ctms_loss(tiny):
+    """``last_layer: after_norm`` reads the last layer at Hugging Face's ``hidden_states[-1]`` (after the final norm)
+    and ``hidden_reduction: sum`` sums over the hidden dimension: together, CTM's loss (the mean over layers of
+    the squared distance summed over the hidden dimension and averaged over positions) on one pair."""
+    student, teacher = [5, 6, 7, 8, 9, 10], [3, 8, 9, 10]
+    k, layers = shared_suffix_length(student, teacher), list(range(len(decoder_layers(tiny))))
+    cpu = torch.device("cpu")
+    with torch.no_grad():
+        s = aligned_activations(tiny, tiny, [student], [k], layers, 0, cpu, last_after_norm=True)
+        t = aligned_activations(tiny, tiny, [teacher], [k], layers, 0, cpu, last_after_norm=True)
+        ours = activation_distance(s, t, "sum") / k  # the loop divides by the positions trained on
+        hs = tiny(input_ids=torch.tensor([student]), output_hidden_states=True).hidden_states
+        ht = tiny(input_ids=torch.tensor([teacher]), output_hidden_states=True).hidden_states
+        ctm = sum(float(((hs[i][0, -k:] - ht[i][0, -k:]) ** 2).sum(-1).mean()) for i in range(1, len(hs))) / (len(hs) - 1)
+        before = aligned_activations(tiny, tiny, [student], [k], layers, 0, cpu)
+        mean_loss = activation_distance(before, aligned_activations(tiny, tiny, [teacher], [k], layers, 0, cpu))
+        sum_loss = activation_distance(before, aligned_activations(tiny, tiny, [teacher], [k], layers, 0, cpu), "sum")
+    assert ours.item() == pytest.approx(ctm, rel=1e-5)
+    # only the last layer moves: before the norm it is the last decoder layer's output, not hidden_states[-1]
+    assert torch.equal(s[:-1], before[:-1]) and not torch.allclose(s[-1], before[-1])
+    assert sum_loss.item() == pytest.approx(tiny.config.hidden_size * mean_loss.item(), rel=1e-6)
+    with pytest.raises(ValueError, match="hidden_reduction must be mean or sum"):
+        activation_distance(s, t, "max")
+
+
+def test_the_act_options_are_read_from_a_run_config():
+    cfg = load_config(REPO / "configs" / "organism_act.yaml", ["act.last_layer=after_norm", "act.hidden_reduction=sum"])
+    assert (cfg.method_config.last_layer, cfg.method_config.hidden_reduction) == ("after_norm", "sum")
+    default = load_config(REPO / "configs" / "organism_act.yaml").method_config
+    assert (default.last_layer, default.hidden_reduction) == ("before_norm", "mean")
+    with pytest.raises(ConfigError, match="last_layer"):
+        load_config(REPO / "configs" / "organism_act.yaml", ["act.last_layer=middle"])

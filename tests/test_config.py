@@ -61,7 +61,7 @@ def test_each_kind_keeps_its_own_keys_and_defaults():
     jsd = load_config(None, ["opct.loss.kind=full", "opct.loss.divergence=jsd"]).method_config.loss
     assert (jsd.kind, jsd.jsd_beta) == ("full", 0.5)
     topk = load_config(None, ["opct.loss.kind=topk"]).method_config.loss
-    assert topk.model_dump() == {"kind": "topk", "topk": 20}
+    assert topk.model_dump() == {"kind": "topk", "topk": 20, "form": "partial"}
     bct = load_config(None, ["method=bct", "bct.targets.n=2"])
     assert bct.method_config.targets.n == 2 and bct.method_config.targets.temperature == 0.0
 

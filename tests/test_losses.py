@@ -128,6 +128,44 @@ def test_topk_reverse_kl(data, k):
         torch.testing.assert_close(got, full)
 
 
+@pytest.mark.parametrize("k", [1, 3, V])
+@pytest.mark.parametrize("form", ["renormalised", "tail"])
+def test_topk_reverse_kl_in_trls_forms(data, k, form):
+    """TRL SDFT's two meanings of top-k: both sides renormalised over the student's top k, or the top k plus one
+    bucket holding each side's remaining mass. At k = V both are the full reverse KL (the tail is empty)."""
+    s_logits, t_logits, _, mask, *_ = data
+
+    def ref(ps, pt):
+        top = sorted(range(V), key=lambda v: -ps[v])[:k]
+        qs, qt = [ps[v] for v in top], [pt[v] for v in top]
+        if form == "renormalised":
+            qs, qt = [q / sum(qs) for q in qs], [q / sum(qt) for q in qt]
+        else:
+            qs, qt = [*qs, 1 - sum(qs)], [*qt, 1 - sum(qt)]
+        return sum(a * math.log(a / b) for a, b in zip(qs, qt, strict=True) if a > 1e-12)
+
+    got = losses.topk_reverse_kl(s_logits, t_logits, mask.bool(), k=k, chunk_size=2, form=form)
+    torch.testing.assert_close(got, _ref_div(s_logits, t_logits, mask, ref).float(), rtol=1e-4, atol=1e-5)
+    if k == V:
+        torch.testing.assert_close(got, losses.full_divergence(s_logits, t_logits, mask.bool(), "reverse_kl"),
+                                   rtol=1e-4, atol=1e-5)
+    if k == 1 and form == "renormalised":  # one token renormalised is certain on both sides: nothing to learn
+        assert torch.count_nonzero(got) == 0
+
+
+def test_the_tail_form_has_finite_gradients_when_the_top_k_is_the_whole_vocabulary(data):
+    s_logits, t_logits, _, mask, *_ = data
+    s = s_logits.clone().requires_grad_(True)
+    losses.topk_reverse_kl(s, t_logits, mask.bool(), k=V, form="tail").sum().backward()
+    assert torch.isfinite(s.grad).all() and torch.count_nonzero(s.grad) > 0
+
+
+def test_an_unknown_topk_form_is_refused(data):
+    s_logits, t_logits, _, mask, *_ = data
+    with pytest.raises(ValueError, match="unknown top-k form 'both'"):
+        losses.topk_reverse_kl(s_logits, t_logits, mask.bool(), form="both")
+
+
 def test_chunked_gradients_match_unchunked(data):
     s_logits, t_logits, _, mask, *_ = data
     grads = []

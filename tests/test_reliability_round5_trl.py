@@ -115,7 +115,7 @@ def test_pairs_validate_says_what_it_built(tmp_path):
     with pytest.warns(TeacherPromptBuiltWarning, match=r"built teacher_prompt for 3 of 3 pairs from prompt \+ privileged_context"):
         result = CliRunner().invoke(app, ["pairs", "validate", str(path)])
     assert result.exit_code == 0, result.output
-    assert "3 valid pairs" in result.output
+    assert "3 valid pairs" in " ".join(result.output.split())  # the terminal wraps a long path's line
 
 
 def test_an_sdft_file_trains_exactly_as_the_file_of_the_teacher_prompts_it_stands_for(tiny_model, tmp_path):

@@ -178,11 +178,11 @@ TRL_NAMES: dict[str, str] = {
     "teacher_update_rate": _FROZEN_TEACHER,
     "teacher_sync_steps": _FROZEN_TEACHER,
     "distillation_topk": "opct.loss.topk with opct.loss.kind: topk (the reverse KL over the student's top-k "
-                         "tokens, not renormalised: TRL's renormalised top-k and its tail bucket are not available)",
+                         "tokens; opct.loss.form: renormalised is TRL's default form, partial opct's)",
     "distillation_is_clip": "opct.tis_cap (min(pi_trainer / pi_sampler, cap), with opct.rollout_logprobs: "
                             "recompute and opct.loss.kind: sampled; off by default, TRL's default is 2.0)",
-    "distillation_add_tail": "not available: opct.loss.kind: topk is the top-k part of the reverse KL, with no tail "
-                             "bucket; opct.loss.kind: full takes the whole vocabulary",
+    "distillation_add_tail": "opct.loss.form: tail with opct.loss.kind: topk (the top k plus one bucket of the "
+                             "remaining mass on each side)",
     "generate_from_teacher": "not available: OPCT samples the student on prompt (on-policy); method: bct trains on "
                              "the teacher's own answers to teacher_prompt",
     "num_loss_tokens_to_skip": "not available: the loss covers every completion token",

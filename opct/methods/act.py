@@ -27,7 +27,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
-from typing import Annotated, Any, ClassVar
+from typing import Annotated, Any, ClassVar, Literal
 
 import torch
 from pydantic import Field
@@ -38,12 +38,19 @@ from opct.pairs import ConsistencyPair
 
 
 class ACTConfig(StrictSettings):
-    """``method: act``: which residual-stream layers are matched (default: every decoder layer)."""
+    """``method: act``: which residual-stream layers are matched (default: every decoder layer), where the
+    last one is read, and how the squared distance is reduced over the hidden dimension."""
 
     layers: list[Annotated[int, AnyValue("a layer index, negative counting from the last: checked against the "
                                          "model's layers when it loads (chosen_layers)")]] | None = Field(
         None, description="decoder layer indices to match (negative counts from the last); None: all layers"
     )
+    last_layer: Literal["before_norm", "after_norm"] = Field(
+        "before_norm", description="before_norm: the last decoder layer's output, as every other layer's (the residual "
+        "stream; opct's default); after_norm: after the model's final norm, Hugging Face's hidden_states[-1] (CTM's)")
+    hidden_reduction: Literal["mean", "sum"] = Field(
+        "mean", description="mean: the squared distance averaged over the hidden dimension (opct's default: the "
+        "loss's scale does not grow with the model's width); sum: summed over it (CTM's, d times mean's)")
 
 
 def shared_suffix_length(a: Sequence[int], b: Sequence[int]) -> int:
@@ -56,16 +63,18 @@ def shared_suffix_length(a: Sequence[int], b: Sequence[int]) -> int:
     return n
 
 
-def activation_distance(student: torch.Tensor, reference: torch.Tensor) -> torch.Tensor:
+def activation_distance(student: torch.Tensor, reference: torch.Tensor, hidden_reduction: str = "mean") -> torch.Tensor:
     r"""The summed ACT loss of aligned activations ``[layers, positions, hidden]``: for each position, the
     squared L2 distance averaged over layers and hidden dimensions, summed over positions
-    (:math:`\sum_t \frac{1}{|\mathcal{L}| d} \sum_l \lVert h_{l,t} - h^{\text{ref}}_{l,t} \rVert^2`).
-    ``reference`` carries no gradient."""
+    (:math:`\sum_t \frac{1}{|\mathcal{L}| d} \sum_l \lVert h_{l,t} - h^{\text{ref}}_{l,t} \rVert^2`);
+    ``hidden_reduction="sum"`` leaves out the ``1/d`` (CTM's convention). ``reference`` carries no gradient."""
     if student.shape != reference.shape:
         raise ValueError(f"activations differ in shape: student {tuple(student.shape)}, reference {tuple(reference.shape)}")
+    if hidden_reduction not in ("mean", "sum"):
+        raise ValueError(f"hidden_reduction must be mean or sum, got {hidden_reduction!r}")
     layers, _, hidden = student.shape
     diff = student.float() - reference.detach().float()
-    return diff.pow(2).sum() / (layers * hidden)
+    return diff.pow(2).sum() / (layers * (hidden if hidden_reduction == "mean" else 1))
 
 
 def decoder_layers(model: torch.nn.Module) -> torch.nn.ModuleList:
@@ -123,14 +132,19 @@ def _padded(prompts: list[list[int]], pad_id: int, device: torch.device) -> tupl
 
 def aligned_activations(
     model: torch.nn.Module, hooked: torch.nn.Module, prompts: list[list[int]], suffix: list[int], layers: list[int],
-    pad_id: int, device: torch.device,
+    pad_id: int, device: torch.device, last_after_norm: bool = False,
 ) -> torch.Tensor:
     """The residual streams of ``layers`` on the last ``suffix[i]`` tokens of each prompt, as
     ``[layers, sum(suffix), hidden]`` (prompts in order). ``model`` runs the forward; ``hooked`` is the
-    module whose decoder layers are read (the same module, unwrapped)."""
+    module whose decoder layers are read (the same module, unwrapped). ``last_after_norm``: the last
+    decoder layer, when chosen, is read after the model's final norm (``hidden_states[-1]``)."""
     ids, mask = _padded(prompts, pad_id, device)
+    last = len(decoder_layers(hooked)) - 1
+    after_norm = last_after_norm and last in layers
     with residual_streams(hooked, layers) as found:
-        model(input_ids=ids, attention_mask=mask, use_cache=False)
+        out = model(input_ids=ids, attention_mask=mask, use_cache=False, output_hidden_states=after_norm)
+    if after_norm:  # Hugging Face appends the final norm's output as the last hidden state
+        found[layers.index(last)] = out.hidden_states[-1]
     rows = []
     for acts in found:
         rows.append(torch.cat([acts[i, len(p) - k : len(p)] for i, (p, k) in enumerate(zip(prompts, suffix, strict=True))]))
@@ -139,11 +153,14 @@ def aligned_activations(
 
 def mean_activation_distance(
     student: torch.nn.Module, reference: torch.nn.Module, render: Any, pairs: Sequence[ConsistencyPair],
-    layers: list[int] | None = None, pad_id: int = 0, batch: int = 32,
+    layers: list[int] | None = None, pad_id: int = 0, batch: int = 32, settings: ACTConfig | None = None,
 ) -> float:
     """ACT's distance on ``pairs`` without training: the mean squared difference per aligned position,
     layer and dimension between ``student`` on each ``prompt`` and ``reference`` (the frozen model) on
-    its ``teacher_prompt``. ``render`` maps a prompt to token ids (a :class:`opct.models.PromptRenderer`)."""
+    its ``teacher_prompt``. ``render`` maps a prompt to token ids (a :class:`opct.models.PromptRenderer`);
+    ``settings``: the ACT run's own (where the last layer is read, the hidden reduction; default opct's)."""
+    settings = settings or ACTConfig()
+    after = settings.last_layer == "after_norm"
     chosen = chosen_layers(layers, len(decoder_layers(student)))
     device = next(student.parameters()).device
     total = positions = 0.0
@@ -154,9 +171,9 @@ def mean_activation_distance(
             suffix = [shared_suffix_length(a, b) for a, b in zip(prompts, teachers, strict=True)]
             if 0 in suffix:
                 raise ConfigError(f"pair {part[suffix.index(0)].id}: prompt and teacher_prompt share no final token")
-            s = aligned_activations(student, student, prompts, suffix, chosen, pad_id, device)
-            r = aligned_activations(reference, reference, teachers, suffix, chosen, pad_id, device)
-            total += float(activation_distance(s, r))
+            s = aligned_activations(student, student, prompts, suffix, chosen, pad_id, device, after)
+            r = aligned_activations(reference, reference, teachers, suffix, chosen, pad_id, device, after)
+            total += float(activation_distance(s, r, settings.hidden_reduction))
             positions += sum(suffix)
     return total / max(positions, 1.0)
 
@@ -210,8 +227,10 @@ class ACTMethod:
         prompts = [ctx.render(p.prompt) for p in mb.pairs]
         teacher_prompts = [ctx.render(p.teacher_prompt) for p in mb.pairs]
         device = ctx.accelerator.device
+        after = self.settings.last_layer == "after_norm"
         with torch.no_grad(), ctx.teacher.active() as reference, ctx.accelerator.autocast():
-            target = aligned_activations(reference, reference, teacher_prompts, suffix, self.layers, ctx.pad_id, device)
+            target = aligned_activations(reference, reference, teacher_prompts, suffix, self.layers, ctx.pad_id, device,
+                                         after)
         with ctx.accelerator.autocast():
-            student = aligned_activations(ctx.model, ctx.policy, prompts, suffix, self.layers, ctx.pad_id, device)
-        return activation_distance(student, target), {"sequences": float(len(mb.completions))}
+            student = aligned_activations(ctx.model, ctx.policy, prompts, suffix, self.layers, ctx.pad_id, device, after)
+        return activation_distance(student, target, self.settings.hidden_reduction), {"sequences": float(len(mb.completions))}

@@ -160,12 +160,41 @@ def _jsd(beta: float):
     return jsd
 
 
-def _topk_reverse_kl(k: int):
+#: What "top-k" means (``opct.loss.form``): ``partial``, the top-k terms of the full reverse KL (opct's
+#: default); ``renormalised``, the reverse KL of the two distributions renormalised over the student's top-k
+#: tokens; ``tail``, over those tokens plus one bucket holding each side's remaining mass (TRL SDFT's
+#: ``distillation_add_tail``). docs/training.md compares the peers' meanings.
+TOPK_FORMS = ("partial", "renormalised", "tail")
+
+
+def _with_tail(log_probs: torch.Tensor, idx: torch.Tensor) -> torch.Tensor:
+    """The log-probabilities at ``idx`` and one more entry, the log of the mass outside it: summed over the
+    other tokens rather than taken as ``1 − mass``, so it is exact (``−inf`` when ``idx`` is every token)."""
+    rest = torch.logsumexp(log_probs.scatter(-1, idx, -math.inf), dim=-1, keepdim=True)
+    return torch.cat([log_probs.gather(-1, idx), rest], dim=-1)
+
+
+def _kl_terms(ls: torch.Tensor, lt: torch.Tensor) -> torch.Tensor:
+    """``sum p_s (log p_s − log p_t)`` over the last axis, a term of zero student mass counting 0."""
+    return torch.where(ls > -math.inf, ls.exp() * (ls - lt), torch.zeros_like(ls)).sum(-1)
+
+
+def _topk_reverse_kl(k: int, form: str = "partial"):
+    if form not in TOPK_FORMS:
+        raise ValueError(f"unknown top-k form {form!r}; use one of {', '.join(TOPK_FORMS)}")
+
     def topk_kl(s: torch.Tensor, t: torch.Tensor) -> torch.Tensor:
         ls, lt = torch.log_softmax(_up(s), -1), torch.log_softmax(_up(t), -1)
         idx = ls.detach().topk(min(k, ls.shape[-1]), dim=-1).indices
         lsk, ltk = ls.gather(-1, idx), lt.gather(-1, idx)
-        return (lsk.exp() * (lsk - ltk)).sum(-1)
+        if form == "partial":
+            return (lsk.exp() * (lsk - ltk)).sum(-1)
+        if form == "renormalised":
+            lsk = lsk - torch.logsumexp(lsk, dim=-1, keepdim=True)
+            ltk = ltk - torch.logsumexp(ltk, dim=-1, keepdim=True)
+        elif form == "tail":
+            lsk, ltk = _with_tail(ls, idx), _with_tail(lt, idx)
+        return _kl_terms(lsk, ltk)
 
     return topk_kl
 
@@ -224,10 +253,13 @@ def topk_reverse_kl(
     mask: torch.Tensor,
     k: int = 20,
     chunk_size: int = 512,
+    form: str = "partial",
 ) -> torch.Tensor:
-    """Reverse KL restricted to the student's top-``k`` tokens at each position.
+    """Reverse KL restricted to the student's top-``k`` tokens ``K`` at each position, in one of :data:`TOPK_FORMS`.
 
-    ``sum_{i in topk(p_s)} p_s(i) (log p_s(i) - log p_t(i))``, with both distributions normalised over
-    the full vocabulary (the top-k mass is not renormalised).
+    ``partial``: ``sum_{i in K} p_s(i) (log p_s(i) - log p_t(i))``, both distributions normalised over
+    the full vocabulary (the top-k mass is not renormalised). ``renormalised``: the same sum with ``p_s``
+    and ``p_t`` each renormalised over ``K``. ``tail``: over ``K`` plus one bucket holding ``1 - p(K)`` on
+    each side. The set ``K`` carries no gradient.
     """
-    return _per_position(_topk_reverse_kl(k), student_logits, teacher_logits, mask, chunk_size)
+    return _per_position(_topk_reverse_kl(k, form), student_logits, teacher_logits, mask, chunk_size)

@@ -63,6 +63,10 @@ class TopKLoss(StrictSettings):
 
     kind: Literal["topk"] = Field(description="topk: reverse KL over the student's top-k tokens per position")
     topk: int = Field(20, gt=0, description="tokens per position the KL is summed over")
+    form: Literal["partial", "renormalised", "tail"] = Field(
+        "partial", description="partial: the top-k terms of the full reverse KL (opct's default); renormalised: both "
+        "distributions renormalised over the top k (TRL SDFT); tail: the top k plus a bucket of the rest (TRL SDFT's "
+        "distillation_add_tail)")
 
 
 class FullLoss(StrictSettings):
@@ -197,7 +201,8 @@ class OPCTMethod:
                 chunk = logits_chunk_positions(self.ctx.cfg.train, s.student_rows.head.layer.out_features)
             with self.ctx.accelerator.autocast():  # the chunks' logits as the whole forward's would be
                 if loss.kind == "topk":
-                    per_token = losses.topk_reverse_kl(s.student_rows, s.reference_rows, s.mask.bool(), loss.topk, chunk)
+                    per_token = losses.topk_reverse_kl(s.student_rows, s.reference_rows, s.mask.bool(), loss.topk, chunk,
+                                                       loss.form)
                 else:
                     per_token = losses.full_divergence(s.student_rows, s.reference_rows, s.mask.bool(), loss.divergence,
                                                        loss.jsd_beta or 0.5, chunk)
