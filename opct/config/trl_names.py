@@ -87,7 +87,7 @@ TRL_NAMES: dict[str, str] = {
     # the loss
     "beta": "opct.loss.kl_coef, which does something else: GRPO's beta (default 0.0) weighs a KL penalty to a "
             "reference beside the reward; opct.loss.kl_coef (default 1.0) weighs the KL to the teacher, the whole "
-            "objective (there is no reward), so it scales the learning signal and 0 trains nothing. GKD's beta "
+            "objective (there is no reward), so it scales the learning signal, and 0 or below is refused. GKD's beta "
             "(the JSD mixture weight) is opct.loss.jsd_beta (opct.loss.kind: full, divergence: jsd)",
     "lmbda": "not needed: method: opct is always on-policy (GKD's lmbda 1), method: bct trains on fixed targets "
              "(lmbda 0)",
