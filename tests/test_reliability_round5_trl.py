@@ -223,7 +223,7 @@ def test_beta_says_kl_coef_is_the_whole_objective_not_a_penalty_beside_a_reward(
         load_config(None, ["beta=0.04"])
     message = str(info.value)
     assert "opct.loss.kl_coef, which does something else" in message
-    assert "GRPO's beta (default 0.0)" in message and "(default 1.0)" in message and "0 trains nothing" in message
+    assert "GRPO's beta (default 0.0)" in message and "(default 1.0)" in message and "0 or below is refused" in message
     assert "opct.loss.jsd_beta" in message  # GKD's beta
 
 
