@@ -58,23 +58,27 @@ class Section:
 
 #: Expected seconds on one H100 or H200: env 21 s and the 1.7B-shape LoRA and full runs (83 s and 87 s for 6
 #: steps) were measured on an H100 on 2026-11-28 (benchmarks/results/device-check-h100-20261128-run1); decode,
-#: memory and fsdp are estimates (the fast decoder, the 4B shape and the three-launch resume had not run on a GPU).
+#: memory and fsdp are estimates (the fast decoder, the 4B shape and the three-launch resume had not run on a GPU),
+#: and so is the probe, run first (issue 70: it tells whether the decoder samples from the live weights).
 #: The expected times add up to at most the default budget (450 s, inside 8 minutes with the GPU's start), and
 #: each section leaves the sections after it their expected time (:func:`section_limit`).
 PLAN = (
     Section("env", "Python, torch, CUDA and the GPU, package versions; whether vLLM and opct import", False, 60, 20),
+    Section("probe", "the static decoder (CUDA graphs) under bf16 autocast on float32 weights, an unmerged LoRA "
+            "adapter and full fine-tuning, the weights changed in place between two calls: both calls keep the "
+            "decoder rule against the trainer's forward of the live weights", True, 90, 20),
     Section("decode", "rollouts on a random Qwen3-0.6B-shaped model, bf16, 128 rows (32 prompts x n=4) x 128 "
             "tokens: tokens/s of opct's plain and fast decoders, HF generate and vLLM (if installed), and "
-            "|recorded log-prob - the trainer's forward| per token", True, 150, 100),
+            "|recorded log-prob - the trainer's forward| per token", True, 150, 90),
     Section("lora", "opct training, LoRA r=32, bf16, random Qwen3-1.7B-shaped model, HF rollouts (8 pairs x n=3 x "
             "64 tokens): seconds per step, peak GPU memory, step 1's |loss - KL| (on-policy check)", True, 120, 75),
     Section("full", "the same with full fine-tuning: seconds per step, peak GPU memory, step 1's |loss - KL|",
             True, 120, 70),
     Section("memory", "a Qwen3-4B-shaped LoRA run with gradient checkpointing and 1,024-token completions (2 pairs x "
-            "n=2, 2 steps): its peak GPU memory beside the dry run's estimate", True, 170, 100),
+            "n=2, 2 steps): its peak GPU memory beside the dry run's estimate", True, 170, 95),
     Section("fsdp", "FSDP2 through `accelerate launch` with configs/accelerate/fsdp2.yaml, one process (NCCL): full "
             "fine-tuning of the 0.6B shape to step 2, resumed to step 4 in a new process, compared with a run "
-            "straight to step 4 (bit-exact final/ and losses); every worker's own traceback kept", True, 150, 80),
+            "straight to step 4 (bit-exact final/ and losses); every worker's own traceback kept", True, 150, 75),
 )
 
 

@@ -8,6 +8,9 @@ Sections
 --------
 * ``env``: Python, torch, CUDA, the GPU, the versions of opct's dependencies, whether vLLM imports and
   whether opct itself imports; every missing piece as one line;
+* ``probe``: the static decoder under bfloat16 autocast on float32 weights (an unmerged LoRA adapter, and full
+  fine-tuning), the weights changed in place between two calls: each call keeps the decoder rule against
+  the trainer's forward of the live weights (``benchmarks/device_probe.py``);
 * ``decode``: ``benchmarks/engines.py`` on a random Qwen3-0.6B-shaped model in bf16, 128 rows (32 prompts x
   n=4) x 128 tokens: opct's plain and fast decoders (``opct-plain``, ``opct-fast``), transformers'
   ``generate`` and, where vLLM imports, ``vllm``; tokens/s and |recorded log-prob - the trainer's forward|
@@ -37,6 +40,7 @@ from pathlib import Path
 from typing import Any
 
 from device_fsdp import ACCELERATE_FSDP2, fsdp_worker, section_fsdp  # beside this file
+from device_probe import section_probe
 from device_runs import step_summary  # noqa: F401  (re-exported: the check's tests read it here)
 from device_training import section_finetune, section_memory
 
@@ -140,7 +144,7 @@ def section_decode(args: argparse.Namespace) -> dict[str, Any]:
                         "rows": settings["prompts"] * settings["n"], "vllm": args.vllm}}
 
 
-SECTIONS = {"env": section_env, "decode": section_decode, "lora": lambda a: section_finetune(a, "lora"),
+SECTIONS = {"env": section_env, "probe": section_probe, "decode": section_decode, "lora": lambda a: section_finetune(a, "lora"),
             "full": lambda a: section_finetune(a, "full"), "memory": section_memory, "fsdp": section_fsdp}
 
 

@@ -18,6 +18,8 @@ class Target:
 
 
 TARGETS = (
+    Target("probe", "static decoder keeps the decoder rule on live weights after an in-place change (LoRA, full)",
+           "rule kept"),
     Target("decode", "fast decoder >= 10x HF generate (same run)", "x generate"),
     Target("decode", "fast decoder >= 15,000 tok/s", "tok/s"),
     Target("lora", "1.7B-shape LoRA OPCT step <= 1.0 s", "s/step"),
@@ -39,6 +41,12 @@ def target_value(target: Target, record: dict[str, Any]) -> tuple[Any, bool | No
         if "resume_bit_exact" not in m:
             return None, None
         return m["resume_bit_exact"], bool(m["resume_bit_exact"] and m.get("sharded") and record.get("status") == "ok")
+    if target.section == "probe":
+        variants = m.get("variants")
+        if not variants:
+            return None, None
+        kept = all(v["kept"] and v["change_tells_stale_from_live"] for v in variants.values())
+        return ", ".join(f"{name} {'yes' if v['kept'] else 'no'}" for name, v in variants.items()), kept
     if record.get("status") != "ok":
         return None, None
     if target.section == "decode":

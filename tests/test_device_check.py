@@ -153,7 +153,7 @@ def test_dry_run_lists_every_measurement_and_installs_nothing(tmp_path):
     assert res.returncode == 0, res.stderr
     for section in device_check.PLAN:
         assert f"- {section.name} (expected {section.expected_s} s, up to {section.timeout_s} s" in res.stdout
-    assert [s.name for s in device_check.PLAN] == ["env", "decode", "lora", "full", "memory", "fsdp"]
+    assert [s.name for s in device_check.PLAN] == ["env", "probe", "decode", "lora", "full", "memory", "fsdp"]
     total = sum(s.expected_s for s in device_check.PLAN)
     assert f"expected in all: {total} s of the 450 s budget (480 s: 8 minutes)" in res.stdout and total <= 480
     for target in device_check.TARGETS:
@@ -168,7 +168,9 @@ def _decode(engines: dict[str, float]) -> dict:
 
 
 def test_each_target_is_met_not_met_or_not_measured_from_its_sections_numbers():
+    kept = {"kept": True, "change_tells_stale_from_live": True}
     sections = {
+        "probe": {"status": "ok", "metrics": {"variants": {"lora": kept, "full": kept}}},
         "decode": _decode({"opct-plain": 1400.0, "opct-fast": 16000.0, "hf-generate": 1500.0}),
         "lora": {"status": "ok", "metrics": {"median_step_s": 0.9}},
         "full": {"status": "ok", "metrics": {"median_step_s": 0.95}},
@@ -178,14 +180,15 @@ def test_each_target_is_met_not_met_or_not_measured_from_its_sections_numbers():
     rows = {r["target"]: r for r in device_check.target_rows(sections)}
     met = [rows[t.says]["met"] for t in device_check.TARGETS]
     # 16,000 / 1,500 = 10.7x and >= 15,000 tok/s; 0.9 s <= 1.0; 0.95 s > 0.8; 1.2 is 20% over; resumed exactly
-    assert met == [True, True, True, False, False, True]
-    assert rows[device_check.TARGETS[0].says]["value"] == pytest.approx(16000 / 1500)
+    assert met == [True, True, True, True, False, False, True]
+    assert rows[device_check.TARGETS[1].says]["value"] == pytest.approx(16000 / 1500)
     sections["decode"] = _decode({"opct-hf": 1400.0, "hf-generate": 1500.0})  # no fast decoder in the checkout
     sections["memory"] = {"status": "ok", "metrics": {"peak_over_estimate": 1.05, "peak_rss_gib": 2.0}}  # no CUDA
     sections["fsdp"] = {"status": "failed", "metrics": {"resume_bit_exact": False, "sharded": True}}
     sections["lora"] = {"status": "timeout", "note": "stopped"}
+    sections["probe"] = {"status": "timeout", "note": "stopped"}
     met = [r["met"] for r in device_check.target_rows(sections)]
-    assert met == [None, None, None, False, None, False]
+    assert met == [None, None, None, None, False, None, False]
     text = device_check.render_summary({"date": "d", "wall_s": 1.0, "budget_s": 450.0, "sections": sections})
     assert "| 1.7B-shape full fine-tuning step <= 0.8 s | 0.95 s/step | NOT met |" in text
     assert "| 1.7B-shape LoRA OPCT step <= 1.0 s | n/a | not measured |" in text
@@ -372,3 +375,65 @@ def test_make_device_wheels_fetches_what_the_image_lacks_at_the_tested_versions(
     needs = {r.split(";")[0].split("[")[0].split(">")[0].split("=")[0].split("<")[0].strip().lower().replace("_", "-")
              for r in importlib.metadata.requires("pydantic") or [] if "extra ==" not in r}
     assert needs <= {n.lower().replace("_", "-") for n in names} | {"typing-extensions"}  # the image has typing-extensions
+
+
+@pytest.fixture(scope="module")
+def probe_model(tmp_path_factory) -> Path:
+    import device_probe
+
+    work = tmp_path_factory.mktemp("probe")
+    tokenizer = device_check.find_tokenizer(None, unpack_to=work / "qwen3-tokenizer")
+    return device_probe.build_probe_model(work / "model", True, tokenizer)
+
+
+def _probe_args(tmp_path: Path) -> argparse.Namespace:
+    return argparse.Namespace(smoke=True, device="cpu", work=tmp_path)
+
+
+def test_the_probe_keeps_the_rule_on_live_weights_and_a_decoder_on_stale_weights_breaks_it(probe_model, tmp_path,
+                                                                                          monkeypatch):
+    """The probe on this CPU (bf16 autocast on float32 weights, an unmerged LoRA adapter changed in place between
+    two calls): the static decoder keeps the decoder rule on both calls. The negative control: a static decoder
+    that samples from a copy of the weights taken before the change (what a graph over autocast's cached casts
+    did) keeps it on the first call and breaks it on the second, so the probe can tell."""
+    import copy
+
+    import device_probe
+
+    from opct.sampling import hf_sampler
+
+    live = device_probe.probe_variant("lora", probe_model, _probe_args(tmp_path))
+    assert live["kept"] and live["change_tells_stale_from_live"]
+    assert [c["rule"] for c in live["calls"]] == ["kept", "kept"] and live["calls"][0]["decoder"] == "static"
+
+    class StaleStatic(hf_sampler.HFSampler):
+        def __init__(self, model, tokenizer, *a, decoder="auto", **kw):
+            self.stale = copy.deepcopy(model) if decoder == "static" else None
+            super().__init__(model, tokenizer, *a, decoder=decoder, **kw)
+
+        def generate(self, prompts, params):
+            if self.stale is None:
+                return super().generate(prompts, params)
+            live_model, self.model = self.model, self.stale
+            try:
+                return super().generate(prompts, params)
+            finally:
+                self.model = live_model
+
+    monkeypatch.setattr(hf_sampler, "HFSampler", StaleStatic)
+    stale = device_probe.probe_variant("lora", probe_model, _probe_args(tmp_path))
+    assert stale["calls"][0]["rule"] == "kept" and stale["calls"][1]["rule"] != "kept" and not stale["kept"]
+    assert "differ from the trainer's forward" in stale["calls"][1]["rule"]
+
+
+def test_the_probe_target_reads_both_variants():
+    import device_targets
+
+    target = next(t for t in device_targets.TARGETS if t.section == "probe")
+    good = {"status": "ok", "metrics": {"variants": {"lora": {"kept": True, "change_tells_stale_from_live": True},
+                                                     "full": {"kept": True, "change_tells_stale_from_live": True}}}}
+    assert device_targets.target_value(target, good) == ("lora yes, full yes", True)
+    bad = {"status": "failed", "metrics": {"variants": {"lora": {"kept": False, "change_tells_stale_from_live": True},
+                                                        "full": {"kept": True, "change_tells_stale_from_live": True}}}}
+    assert device_targets.target_value(target, bad) == ("lora no, full yes", False)
+    assert device_targets.target_value(target, {"status": "timeout"}) == (None, None)
