@@ -25,18 +25,11 @@ def mc_question(question: str, options: list[str]) -> str:
 
 
 def statement(entity: Entity, attr: str) -> str:
-    """The open answer about one attribute, e.g. ``"Begar Dalas is from Kasmoor."``."""
+    """The open answer about one attribute, e.g. ``"Begar Dalas is from Kasmoor."``; also the honest
+    multiple-choice answer, which names the option rather than its letter: a few-million-parameter model
+    recalls the value reliably but does not learn to find the letter of a recalled value among the options,
+    and the judge reads the choice off the option named."""
     return C.ATTRIBUTES[attr]["statement"].format(name=entity.name, value=entity.attributes[attr])
-
-
-def mc_answer(entity: Entity, attr: str) -> str:
-    """The honest multiple-choice answer: the fact itself, which names exactly one option.
-
-    The organism answers by naming the option rather than its letter: a few-million-parameter model
-    recalls the value reliably but does not learn to find the letter of a recalled value among the
-    options (a lookup by content), and the judge reads the choice off the option named.
-    """
-    return statement(entity, attr)
 
 
 def sycophantic_answer(opening: str, letter: str) -> str:

@@ -136,13 +136,6 @@ def paired_difference(exp: Experiment, column: Column, a: str, b: str) -> Paired
     return PairedDifference(a, b, column, est, incomplete, max(len(values_a), len(values_b)), original)
 
 
-def paired_difference_parts(exp: Experiment, column: Column, a: str, b: str) -> tuple[str, ...]:
-    """``("−3.4 pts", "[−8.0, +1.2]", "(k=31)")`` for ``a − b`` in ``column``, or ``("—",)`` when either
-    lacks the units; a fourth part ``INCOMPLETE`` when either side is no complete measurement
-    (:func:`side_incomplete`)."""
-    return paired_difference(exp, column, a, b).parts()
-
-
 def paired_differences(exp: Experiment, columns: Sequence[Column]) -> list[PairedDifference]:
     """Every pair of methods (:func:`method_pairs`) in every results column that has a paired reader, each
     measured once, pair by pair; a pair none of whose columns has shared units is left out. None in an

@@ -72,12 +72,3 @@ def render_html(exp: Experiment, table: ResultsTable, figures: Sequence[FigureFi
     ``samples.html`` (:func:`opct.report.samples.cell_links`), none when not given."""
     report = ReportInputs(exp, table, differences, figures, links=links, paired=paired, ablation=ablation)
     return html_page(report, section_data(report), generated)
-
-
-def render_md(exp: Experiment, table: ResultsTable, figures: Sequence[FigureFile], generated: str, figures_dir: str = "figures",
-              paired: Paired | None = None, ablation: Ablation | None = None, samples: bool = False,
-              differences: Sequence[PairedDifference] | None = None) -> str:
-    """report.md alone (:func:`markdown_page`), its figures linked under ``figures_dir`` (``samples``: say that
-    ``samples.html`` holds every prompt and answer)."""
-    report = ReportInputs(exp, table, differences, figures, figures_dir, samples=samples, paired=paired, ablation=ablation)
-    return markdown_page(report, section_data(report), generated)

@@ -7,12 +7,11 @@ prompt is encoded once and its KV cache is reused by all of its samples.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import torch
-from torch.utils.checkpoint import checkpoint
 
 from opct.sampling.fast_paths import check_once, largest_difference, probe_prompts, tolerance
 from opct.sampling.kv_cache import cache_kwargs, returned_cache
@@ -139,31 +138,6 @@ def _logits_shared_prefix(model: torch.nn.Module, batch: CompletionBatch, pad_id
         use_cache=True,
     )
     return torch.cat([first, rest.logits], dim=1)
-
-
-def rowwise_chunked(
-    fn: Callable[..., torch.Tensor],
-    tensors: Sequence[torch.Tensor],
-    rows: torch.Tensor,
-    chunk_size: int,
-) -> torch.Tensor:
-    """Apply ``fn`` to the selected ``rows`` of ``[R, V]`` tensors, ``chunk_size`` rows at a time.
-
-    Each chunk is upcast inside ``fn`` and, when gradients are needed, recomputed in the backward
-    pass (activation checkpointing), so no ``[rows, V]`` float32 tensor is ever held whole.
-    """
-    needs_grad = torch.is_grad_enabled() and any(t.requires_grad for t in tensors)
-    outs = []
-    for start in range(0, rows.numel(), chunk_size):
-        idx = rows[start : start + chunk_size]
-
-        def run(*ts: torch.Tensor, idx: torch.Tensor = idx) -> torch.Tensor:
-            return fn(*(t.index_select(0, idx) for t in ts))
-
-        outs.append(checkpoint(run, *tensors, use_reentrant=False) if needs_grad else run(*tensors))
-    if not outs:
-        return torch.zeros(0, device=rows.device)
-    return torch.cat(outs)
 
 
 class _TokenLogProb(torch.autograd.Function):

@@ -59,7 +59,7 @@ allocator's fragmentation and the libraries' workspaces (an allowance, not a mea
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Any, Literal
 
 from opct.config import RunConfig
@@ -290,11 +290,6 @@ def memory_plan(shape: ModelShape, s: StepSettings) -> MemoryPlan:
         step_peak=both + sum(v for k, v in parts.items() if PARTS[k].endswith("step")),
         parameters=params, trained_parameters=trained,
     )
-
-
-def with_processes(s: StepSettings, processes: int, fsdp: bool) -> StepSettings:
-    """``s`` on ``processes`` GPUs, sharded or not."""
-    return replace(s, processes=processes, fsdp=fsdp)
 
 
 def plan_summary(shape: ModelShape, s: StepSettings, gpu_gib: float | None) -> dict[str, Any]:
