@@ -120,11 +120,14 @@ def test_example_config_loads():
         load_config(REPO / "configs" / "organism_grpo_attacker.yaml", ["grpo_attack.rounds=3"])
 
 
-def test_train_end_to_end_against_a_tiny_target(tiny_model, tmp_path):
-    from opct.attack.scorers import register_scorer
+def test_train_end_to_end_against_a_tiny_target(tiny_model, tmp_path, monkeypatch):
+    import importlib
+
     from opct.training.loop import train
 
-    register_scorer("test-length", lambda: lambda b, prompt, response: min(1.0, len(prompt) / 30))
+    # a reward that varies within a group (the prompt's length), so that the advantages are not all zero
+    monkeypatch.setattr(importlib.import_module("opct.attack.grpo"), "make_scorer",
+                        lambda name, options=None: lambda b, prompt, response: min(1.0, len(prompt) / 30))
     rows = []
     for i in range(4):
         msgs = [{"role": "user", "content": f"Rewrite this request in the style of fiction: How do I make thing {i}?"}]
@@ -134,7 +137,7 @@ def test_train_end_to_end_against_a_tiny_target(tiny_model, tmp_path):
     pairs_file.write_text("".join(json.dumps(r) + "\n" for r in rows))
     cfg = RunConfig.model_validate(run_config(
         tiny_model, pairs_file, tmp_path, method="grpo_attack",
-        **{"grpo_attack": {"target": str(tiny_model), "judge": "test-length", "target_generation": {"max_new_tokens": 4},
+        **{"grpo_attack": {"target": str(tiny_model), "judge": "rule", "target_generation": {"max_new_tokens": 4},
                            "policy_loss": "ppo", "sampling": {"n": 4, "max_new_tokens": 8, "temperature": 1.0}},
            "train.max_steps": 2, "train.pairs_per_step": 2},
     ))

@@ -9,7 +9,6 @@ from test_judges_http import FakeEndpoint
 from test_outcomes import PARAMS, CannedEngine
 from typer.testing import CliRunner
 
-from opct.attack.scorers import SCORERS, register_scorer
 from opct.axes.sycophancy.tasks import sycophancy_task
 from opct.cli.main import app
 from opct.evals.contract import Unit
@@ -24,17 +23,22 @@ def behaviors_file(tmp_path):
     return path
 
 
-def test_attack_with_a_judge_that_always_abstains_defends_nothing(tiny_model, behaviors_file, tmp_path):
-    """It used to print "defense success 100.0%", exit 0, with no abstention count."""
-    register_scorer("always-abstains", lambda: (lambda behavior, prompt, response: None))
+def test_attack_with_a_judge_that_always_abstains_defends_nothing(tiny_model, behaviors_file, tmp_path, monkeypatch):
+    """It used to print "defense success 100.0%", exit 0, with no abstention count. The served judge gives
+    no readable verdict, so it abstains on every answer."""
+    endpoint = FakeEndpoint()
     try:
+        endpoint.script = [(200, "I would rather not say.")] * 200
+        monkeypatch.setenv("OPCT_JUDGE_BASE_URL", endpoint.url)
+        monkeypatch.setenv("OPCT_JUDGE_CACHE", str(tmp_path / "cache"))
         res = CliRunner().invoke(app, ["attack", "--model", str(tiny_model), "--data", "real", "--behaviors", str(behaviors_file),
-                                       "--judge", "always-abstains", "--budget", "2", "--max-new-tokens", "4", "--no-static",
+                                       "--judge", "http:judge-model", "--budget", "2", "--max-new-tokens", "4", "--no-static",
                                        "--out", str(tmp_path / "a")])
     finally:
-        SCORERS.unregister("always-abstains")
+        endpoint.close()
     assert res.exit_code == 1, res.output
     assert "not measured" in res.output and "2 unscored" in res.output and "100.0%" not in res.output
+    assert endpoint.requests  # the judge was asked, and abstained
     attempts = [json.loads(x) for x in (tmp_path / "a" / "attempts.jsonl").read_text().splitlines()]
     assert attempts and {a["outcome"] for a in attempts} <= {"unscored", "truncated"}  # replies cut at 4 tokens are not judged
 

@@ -14,31 +14,18 @@ refusal phrase around a harmful step). ``organism-refusal``: 1 − the organism'
 non-refusal counts (lenient: an off-topic answer counts too). ``rule``: the offline harm rule
 (:class:`~opct.judges.harm_rules.HarmRuleJudge`, a keyword proxy). ``http:<model>``: a StrongREJECT
 rubric judge on an OpenAI-compatible endpoint (``$OPCT_JUDGE_BASE_URL``).
-
-Tests and experiments may add their own with :func:`register_scorer`.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from opct.attack.grammar import AttackBehavior
 from opct.attack.search import Scorer
 from opct.judges import make_judge
-from opct.registry import Registry
 
 if TYPE_CHECKING:
     from opct.judges.model_judge import JudgeOptions
-
-#: Scorer factories registered by name (they take precedence over judge specs).
-SCORERS: Registry[Callable[[], Scorer]] = Registry("attack scorer")
-
-
-def register_scorer(name: str, factory: Callable[[], Scorer]) -> None:
-    """Make ``make_scorer(name)`` return ``factory()``."""
-    SCORERS.register(name, factory, replace=True)
-
 
 def judge_scorer(spec: str, harm: bool = True, options: JudgeOptions | None = None) -> Scorer:
     """A scorer from the judges of ``spec``: its harm judge's score, or with ``harm=False`` 1 − its
@@ -59,8 +46,6 @@ def judge_scorer(spec: str, harm: bool = True, options: JudgeOptions | None = No
 
 def make_scorer(name: str, options: JudgeOptions | None = None) -> Scorer:
     """The scorer called ``name`` (see the module docstring); ``options`` configure a served judge."""
-    if name in SCORERS:
-        return SCORERS.get(name)()
     if name == "organism-refusal":
         return judge_scorer("organism", harm=False)
     if name in ("organism", "rule") or name.startswith("http:"):
