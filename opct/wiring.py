@@ -10,7 +10,10 @@ lazily (``"module:attr"`` strings), so ``import opct`` stays cheap:
   aliases (``smollm2``, ``smollm2-135m-instruct``) -> its converted folder, fetched and converted on first use
   (:mod:`opct.embedded`);
 * :data:`opct.pairs.PAIR_SOURCES` ``organism:<axis|attacker>[:<split>]`` and ``attacker:<file>``;
-* :data:`opct.methods.METHODS` ``grpo_attack`` -> :class:`opct.attack.grpo.GRPOAttackMethod`.
+* :data:`opct.methods.METHODS` ``grpo_attack`` -> :class:`opct.attack.grpo.GRPOAttackMethod`;
+* validation's :data:`~opct.training.plugins.VALIDATION_JUDGES` ``organism`` -> each axis's own judge
+  (:func:`opct.evals.axis_registry.judge_behaviour`) and :data:`~opct.training.plugins.CAPABILITY_PROBES`
+  ``organism`` -> the capability axis's probe.
 """
 
 from __future__ import annotations
@@ -92,6 +95,6 @@ def register_builtins() -> None:
     if not METHODS.is_registered("grpo_attack"):
         METHODS.register("grpo_attack", "opct.attack.grpo:GRPOAttackMethod")
     if not VALIDATION_JUDGES.is_registered("organism"):
-        VALIDATION_JUDGES.register("organism", "opct.organism.validation:judge_behaviour")
+        VALIDATION_JUDGES.register("organism", "opct.evals.axis_registry:judge_behaviour")
     if not CAPABILITY_PROBES.is_registered("organism"):
         CAPABILITY_PROBES.register("organism", "opct.axes.capability.probe:capability_probe")

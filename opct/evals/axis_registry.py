@@ -5,17 +5,18 @@ through :data:`AXES` and the hooks of :class:`~opct.evals.contract.Axis`; none o
 package. The axis packages under ``opct/axes/`` are registered here as ``"opct.axes.<name>:AXIS"`` strings,
 imported on first use, so this module imports no axis: the built-in ones first (the order of the report's
 columns and sections), then every other package found under ``opct/axes/``, by name. An axis defined
-elsewhere (a plugin, a test) registers itself: ``AXES.register("honesty", HonestyAxis())``.
+elsewhere (a plugin, a test) registers itself: ``AXES.register("honesty", HonestyAxis())``. Validation's
+``organism`` judge, :func:`judge_behaviour`, asks each axis's own validation judge here.
 """
 
 from __future__ import annotations
 
 import importlib.util
 import pkgutil
-from collections.abc import Iterable
-from typing import TypeVar
+from collections.abc import Iterable, Sequence
+from typing import Any, TypeVar
 
-from opct.evals.axis_views import view
+from opct.evals.axis_views import OrganismView, view
 from opct.evals.contract import Axis
 from opct.registry import Registry
 
@@ -49,6 +50,17 @@ register_packages(axis_package_paths(), AXIS_PACKAGE)
 
 
 V = TypeVar("V")
+
+
+def judge_behaviour(axis: str, metas: Sequence[dict[str, Any]], answers: Sequence[str]) -> list[bool | None]:
+    """Validation's ``organism`` judge (:data:`opct.training.plugins.VALIDATION_JUDGES`, registered in
+    :mod:`opct.wiring`): whether each answer to a validation prompt does what the teacher would do on the clean
+    prompt (True), not (False) or unscored (None), by ``axis``'s :attr:`~opct.evals.axis_views.OrganismView.validation_judge`.
+    An empty answer, an axis without the view, or one that is not registered, is unscored."""
+    found = view(AXES.get(axis), OrganismView) if axis in AXES else None
+    judge = found.validation_judge if found is not None else None
+    return [None if judge is None or not answer.strip() else judge(meta, answer)
+            for meta, answer in zip(metas, answers, strict=True)]
 
 
 def axes_with(kind: type[V]) -> list[tuple[str, V]]:
