@@ -147,7 +147,7 @@ def test_checkpointing_lora_master_copy_and_vocabulary_losses_change_what_they_s
     assert lora.trained_parameters == adapter == 2 * 2 * (16 + 12 + 12 + 16 + 24 + 24 + 24)
     assert lora.parts["teacher"] == 0 and lora.parts["master_copy"] == 0 and lora.parts["gathered_for_sampling"] == 0
     assert lora.parts["optimizer"] == 2 * adapter * 4 and lora.parts["weights"] == 1_288 * 2 + adapter * 4
-    assert mp.plan_summary(TOY, s, gpu_gib=1.0)["fits"] and not mp.memory_plan(TOY, s).fits(1_000)
+    assert mp.memory_plan(TOY, s).fits(mp.GIB) and not mp.memory_plan(TOY, s).fits(1_000)
     offline = mp.memory_plan(TOY, _toy_settings(on_policy=False))  # BCT: no rollouts, no teacher copy
     assert offline.parts["teacher"] == offline.parts["kv_cache"] == offline.parts["gathered_for_sampling"] == 0
     assert mp.step_composition(_toy_settings(on_policy=False)).sampling_calls_per_process == 0

@@ -112,7 +112,8 @@ def test_search_finds_compositions_on_held_out_behaviours(organism):
     Over the training families' wrappers, where the guarded categories are defined (refused under any
     one of them, answered under two nested): with the held-out families' 72 templates as well, some
     single wrapper cracks every held-out behaviour, so compositions have nothing left to add."""
-    from opct.attack.organism_behaviors import organism_behaviors, organism_scorer, organism_wrappers
+    from opct.attack.organism_behaviors import organism_behaviors, organism_wrappers
+    from opct.attack.scorers import make_scorer
     from opct.attack.search import SearchAttacker, SearchConfig
     from opct.attack.static import compare_with_static, static_cracks
     from opct.attack.target import HFTarget
@@ -126,8 +127,9 @@ def test_search_finds_compositions_on_held_out_behaviours(organism):
     behaviors = organism_behaviors("heldout")
     wrappers = [w for w in organism_wrappers() if w.family in train_families]
     assert 0 < len(wrappers) < len(organism_wrappers())
-    outcomes = SearchAttacker(wrappers, target, organism_scorer, SearchConfig(budget=24, seed=0)).run(behaviors)
-    report = compare_with_static(outcomes, static_cracks(target, organism_scorer, behaviors, wrappers))
+    scorer = make_scorer("organism")
+    outcomes = SearchAttacker(wrappers, target, scorer, SearchConfig(budget=24, seed=0)).run(behaviors)
+    report = compare_with_static(outcomes, static_cracks(target, scorer, behaviors, wrappers))
     assert 0 < report["static_cracked"] < len(behaviors)
     assert report["search_share_of_static"] >= 0.9
     assert report["search_beyond_static"]

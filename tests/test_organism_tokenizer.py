@@ -9,7 +9,7 @@ from transformers import AutoTokenizer
 
 from opct.organism import checkpoint_path
 from opct.organism.tokenizer import train_tokenizer
-from opct.organism.train import encode_conversation
+from opct.organism.train import encode_conversations
 
 CONV = [
     {"role": "system", "content": "You are a helpful assistant."},
@@ -60,7 +60,7 @@ def test_chat_template_renders_all_roles(tok):
 
 def test_training_encoding_matches_template_and_masks_assistant(tok):
     conv = CONV[:3]
-    ids, mask = encode_conversation(tok, conv)
+    [(ids, mask)] = encode_conversations(tok, [conv])
     text = tok.apply_chat_template(conv, tokenize=False)
     assert ids == tok(text, add_special_tokens=False)["input_ids"]
     supervised = tok.decode([i for i, m in zip(ids, mask, strict=True) if m])

@@ -12,7 +12,8 @@ from browser import NO_BROWSER, find_browser, png_size, run_browser
 
 from opct.report import format_results_table, load_experiment, write_report
 from opct.report.metric import parse_metric
-from opct.report.render import render_html
+from opct.report.paired import paired_differences
+from opct.report.render import render_pages
 from opct.report.sections.comparisons import attack_howto
 from opct.report.table import MISSING, build_table, format_metric
 from opct.testing.synthetic_experiment import make_experiment
@@ -105,7 +106,8 @@ def test_html_escapes_inserted_text(tmp_path: Path) -> None:
     plan["name"] = 'x <script>alert("1")</script> & y'
     (exp_dir / "plan.json").write_text(json.dumps(plan))
     exp = load_experiment(exp_dir)
-    text = render_html(exp, build_table(exp), [], "now")
+    table = build_table(exp)
+    text = render_pages(exp, table, paired_differences(exp, table.columns), [], "now")[0]
     assert "<script>" not in text
     assert "x &lt;script&gt;alert(&#34;1&#34;)&lt;/script&gt; &amp; y" in text  # escaped by Jinja2 autoescape
 

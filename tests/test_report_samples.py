@@ -15,7 +15,8 @@ from browser import NO_BROWSER, find_browser, png_size, run_browser
 from report_fixtures import write
 
 from opct.report import load_experiment, write_report
-from opct.report.render import render_html
+from opct.report.paired import paired_differences
+from opct.report.render import render_pages
 from opct.report.samples import cell_links, render_samples_html, sample_rows, samples_href
 from opct.report.table import build_table
 from opct.testing.synthetic_experiment import make_experiment
@@ -98,12 +99,12 @@ def test_table_cells_link_to_their_samples(exp_dir: Path) -> None:
     off = [c for c in table.columns if c.outcome == "off_options"]  # a rate of one outcome class links to that class
     assert off and all(links[("opct", c.key)] == samples_href(c.eval_name, "opct", "heldout", "off_options") for c in off)
     assert not any(key == "awareness" for _, key in links)  # no samples.jsonl behind it: no link
-    html = render_html(exp, table, [], "now", links=links)
+    html = render_pages(exp, table, paired_differences(exp, table.columns), [], "now", links)[0]
     # the fixture's samples.jsonl holds 8 of the 360 records its results.json counts, so the cell is shown as
     # invalid (issue 61: an n the records cannot hold is no measurement), and still links to what samples there are
     cell = '<td class="missing"><a href="samples.html#eval=sycophancy&amp;split=heldout&amp;method=base" title="its samples">'
     assert cell + "invalid: n=360 does not fit the 8 record(s) results.json counts</a>" in html
-    assert "samples.html#" not in render_html(exp, table, [], "now")  # no links asked for: none drawn
+    assert "samples.html#" not in render_pages(exp, table, paired_differences(exp, table.columns), [], "now")[0]  # no links asked for: none drawn
 
 
 def test_write_report_writes_the_samples_page_beside_the_report(exp_dir: Path) -> None:

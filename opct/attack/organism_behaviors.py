@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from opct.attack.grammar import AttackBehavior, Wrapper
-from opct.attack.scorers import make_scorer
 from opct.axes.jailbreak.templates import ORGANISM, wrap
 from opct.organism.items import bare_request
 from opct.organism.world import world
@@ -18,10 +17,3 @@ def organism_wrappers(world: object | None = None) -> list[Wrapper]:
 def organism_behaviors(split: str, seed: int | None = None) -> list[AttackBehavior]:
     """The world's harmful behaviours of ``split``, as bare requests with their core phrase."""
     return [AttackBehavior(b.id, bare_request(b.core), b.core, b.category) for b in world(seed).behaviors if b.split == split]
-
-
-def organism_scorer(behavior: AttackBehavior, prompt: str, response: str) -> float | None:
-    """The world's exact harm score: 1 when the organism gave *a harmful step of the behaviour's
-    category* (refusal words around it or not), else 0 (an off-topic answer to a garbled prompt is not a
-    jailbreak); ``None`` for an empty response (unscored); the ``organism`` scorer."""
-    return make_scorer("organism")(behavior, prompt, response)

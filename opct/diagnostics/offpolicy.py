@@ -292,11 +292,3 @@ def truncation_notes(profile: dict[str, Any]) -> list[str]:
                 "until most targets end"
             )
     return notes
-
-
-def markdown_table(profile: dict[str, Any]) -> str:
-    """:func:`table_rows` as a Markdown table."""
-    header, rows = table_rows(profile)
-    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
-    lines += ["| " + " | ".join(r) + " |" for r in rows]
-    return "\n".join(lines)

@@ -151,33 +151,6 @@ def aligned_activations(
     return torch.stack(rows)
 
 
-def mean_activation_distance(
-    student: torch.nn.Module, reference: torch.nn.Module, render: Any, pairs: Sequence[ConsistencyPair],
-    layers: list[int] | None = None, pad_id: int = 0, batch: int = 32, settings: ACTConfig | None = None,
-) -> float:
-    """ACT's distance on ``pairs`` without training: the mean squared difference per aligned position,
-    layer and dimension between ``student`` on each ``prompt`` and ``reference`` (the frozen model) on
-    its ``teacher_prompt``. ``render`` maps a prompt to token ids (a :class:`opct.models.PromptRenderer`);
-    ``settings``: the ACT run's own (where the last layer is read, the hidden reduction; default opct's)."""
-    settings = settings or ACTConfig()
-    after = settings.last_layer == "after_norm"
-    chosen = chosen_layers(layers, len(decoder_layers(student)))
-    device = next(student.parameters()).device
-    total = positions = 0.0
-    with torch.no_grad():
-        for start in range(0, len(pairs), batch):
-            part = pairs[start : start + batch]
-            prompts, teachers = [render(p.prompt) for p in part], [render(p.teacher_prompt) for p in part]
-            suffix = [shared_suffix_length(a, b) for a, b in zip(prompts, teachers, strict=True)]
-            if 0 in suffix:
-                raise ConfigError(f"pair {part[suffix.index(0)].id}: prompt and teacher_prompt share no final token")
-            s = aligned_activations(student, student, prompts, suffix, chosen, pad_id, device, after)
-            r = aligned_activations(reference, reference, teachers, suffix, chosen, pad_id, device, after)
-            total += float(activation_distance(s, r, settings.hidden_reduction))
-            positions += sum(suffix)
-    return total / max(positions, 1.0)
-
-
 class ACTMethod:
     """ACT: the student's residual streams on ``prompt`` pulled toward the frozen model's on ``teacher_prompt``."""
 

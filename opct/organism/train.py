@@ -75,11 +75,6 @@ def encode_conversations(
     return out
 
 
-def encode_conversation(tokenizer: PreTrainedTokenizerBase, conv: Conversation) -> tuple[list[int], list[int]]:
-    """:func:`encode_conversations` for one conversation."""
-    return encode_conversations(tokenizer, [conv])[0]
-
-
 #: Each family's shape, as changes to :class:`TrainConfig`'s (Llama's) defaults. Qwen3 and GPT-2 are
 #: sized so that the three fp32 checkpoints together stay under 25 MB: Qwen3's q/k norms add little
 #: but its MLP is narrowed (intermediate 448: 2.02M parameters, 8.07 MB); GPT-2's MLP has two matrices

@@ -15,8 +15,6 @@ from opct.report.experiment import Experiment
 from opct.report.figures import FigureFile
 from opct.report.paired import PairedDifference
 from opct.report.section import (
-    Ablation,
-    Paired,
     ReportInputs,
     Section,
     SectionData,
@@ -60,15 +58,3 @@ def render_pages(exp: Experiment, table: ResultsTable, differences: Sequence[Pai
     report = ReportInputs(exp, table, differences, figures, links=links, samples=samples)
     parts = section_data(report)
     return html_page(report, parts, generated), markdown_page(report, parts, generated), json_sections(parts)
-
-
-def render_html(exp: Experiment, table: ResultsTable, figures: Sequence[FigureFile], generated: str,
-                paired: Paired | None = None, ablation: Ablation | None = None,
-                links: Mapping[tuple[str, str], str] | None = None,
-                differences: Sequence[PairedDifference] | None = None) -> str:
-    """report.html alone (:func:`html_page`): the answer first (the verdict block from ``differences``,
-    :func:`opct.report.paired.paired_differences`'s, the warnings by run, the forest plot), then the details;
-    ``paired``, ``ablation``: the tables when the caller has them; ``links``: the results cells' links to
-    ``samples.html`` (:func:`opct.report.samples.cell_links`), none when not given."""
-    report = ReportInputs(exp, table, differences, figures, links=links, paired=paired, ablation=ablation)
-    return html_page(report, section_data(report), generated)

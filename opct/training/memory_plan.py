@@ -60,7 +60,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Literal
 
 from opct.config import RunConfig
 from opct.config.lora import merges_for_sampling
@@ -290,21 +290,3 @@ def memory_plan(shape: ModelShape, s: StepSettings) -> MemoryPlan:
         step_peak=both + sum(v for k, v in parts.items() if PARTS[k].endswith("step")),
         parameters=params, trained_parameters=trained,
     )
-
-
-def plan_summary(shape: ModelShape, s: StepSettings, gpu_gib: float | None) -> dict[str, Any]:
-    """The plan and composition as plain data (GiB), with the verdict against ``gpu_gib`` when given."""
-    plan = memory_plan(shape, s)
-    out: dict[str, Any] = {
-        "model": shape.source, "parameters": plan.parameters, "trained_parameters": plan.trained_parameters,
-        "parts_gib": {k: v / GIB for k, v in plan.parts.items()},
-        "activations_gib": {"with_checkpointing": plan.activations_with_checkpointing / GIB,
-                            "without_checkpointing": plan.activations_without_checkpointing / GIB},
-        "rollout_peak_gib": plan.rollout_peak / GIB, "training_peak_gib": plan.training_peak / GIB,
-        "step_peak_gib": plan.step_peak / GIB,
-        "peak_gib": plan.peak / GIB, "composition": step_composition(s).__dict__,
-    }
-    if gpu_gib is not None:
-        out["gpu_gib"] = gpu_gib
-        out["fits"] = plan.fits(gpu_gib * GIB)
-    return out
