@@ -84,7 +84,7 @@ def _toy_settings(**kw) -> mp.StepSettings:
     base = dict(finetune="full", weight_bytes=2, activation_bytes=2, lora_rank=2, lora_targets="all-linear",
                 master_weights="auto", gradient_checkpointing=False, pairs_per_step=4, samples_per_pair=3,
                 prompt_tokens=6, completion_tokens=10, sequences_per_microbatch=4, sequences_per_call=8,
-                logprob_chunk_positions=5, whole_logits_max_mib=64.0, vocabulary_loss=False, on_policy=True, merged_lora_sampling=False,
+                logprob_chunk_positions=5, whole_logits_max_mib=64.0, logits_copies=1, on_policy=True, merged_lora_sampling=False,
                 processes=2, fsdp=True)
     return mp.StepSettings(**{**base, **kw})
 
@@ -141,7 +141,7 @@ def test_checkpointing_lora_master_copy_and_vocabulary_losses_change_what_they_s
     assert checkpointed.training_peak < mp.memory_plan(TOY, s).training_peak
     assert mp.memory_plan(TOY, _toy_settings(master_weights="off")).parts["master_copy"] == 0
     assert mp.memory_plan(TOY, _toy_settings(weight_bytes=4, master_weights="fp32")).parts["master_copy"] == 0
-    assert mp.memory_plan(TOY, _toy_settings(vocabulary_loss=True)).parts["logits_chunks"] == 8_000  # the teacher's too
+    assert mp.memory_plan(TOY, _toy_settings(logits_copies=2)).parts["logits_chunks"] == 8_000  # the teacher's too
     lora = mp.memory_plan(TOY, _toy_settings(finetune="lora", fsdp=False, processes=1))
     adapter = lora_parameter_count(TOY, 2, "all-linear")
     assert lora.trained_parameters == adapter == 2 * 2 * (16 + 12 + 12 + 16 + 24 + 24 + 24)
@@ -151,6 +151,23 @@ def test_checkpointing_lora_master_copy_and_vocabulary_losses_change_what_they_s
     offline = mp.memory_plan(TOY, _toy_settings(on_policy=False))  # BCT: no rollouts, no teacher copy
     assert offline.parts["teacher"] == offline.parts["kv_cache"] == offline.parts["gathered_for_sampling"] == 0
     assert mp.step_composition(_toy_settings(on_policy=False)).sampling_calls_per_process == 0
+
+
+def test_each_loss_kind_declares_the_logits_chunks_it_holds_and_the_plan_reads_it():
+    """A loss kind's memory term lives with the kind (``logits_copies``), so a new kind needs no edit here."""
+    from typing import get_args
+
+    from opct.config import RunConfig
+    from opct.methods.opct import LossConfig
+
+    kinds = [get_args(member)[0] for member in get_args(get_args(LossConfig)[0])]
+    assert {k.__name__ for k in kinds} == {"SampledLoss", "TopKLoss", "FullLoss"}
+    for kind in kinds:
+        assert "logits_copies" in vars(kind), f"{kind.__name__} does not declare its logits_copies"
+        (name,) = get_args(kind.model_fields["kind"].annotation)  # its Literal tag
+        cfg = RunConfig.model_validate({"method": "opct", "opct": {"loss": {"kind": name}}})
+        assert mp.step_settings(cfg).logits_copies == kind.logits_copies == (1 if name == "sampled" else 2)
+    assert mp.step_settings(RunConfig.model_validate({"method": "bct"})).logits_copies == 1  # no loss section
 
 
 def test_shapes_are_read_from_a_folder_a_run_the_table_and_never_the_network(tmp_path, monkeypatch):

@@ -39,7 +39,14 @@ from opct.sampling.merged_lora import merged_sampling_copy
 
 
 class SampledLoss(StrictSettings):
-    """The paper's loss: sampled-token reverse KL trained as an importance-weighted policy gradient."""
+    """The paper's loss: sampled-token reverse KL trained as an importance-weighted policy gradient.
+
+    Each loss kind declares ``logits_copies``, its own term of the dry run's memory plan: how many
+    ``[positions, vocabulary]`` logits chunks it holds at once (``logits_chunks`` in
+    :mod:`opct.training.memory_plan`, which reads it from the config). This one: the student's alone.
+    """
+
+    logits_copies: ClassVar[int] = 1
 
     kind: Literal["sampled"] = Field("sampled", description="the divergence: sampled (the paper's), topk or full; each kind takes only its own keys")
     kl_coef: Annotated[float, Why("it is the whole loss's scale (A_t = -kl_coef * KL): 0 trains nothing, and a "
@@ -61,6 +68,8 @@ class SampledLoss(StrictSettings):
 class TopKLoss(StrictSettings):
     """Reverse KL over the student's top-k tokens at each completion position."""
 
+    logits_copies: ClassVar[int] = 2  # the student's chunk and the teacher's
+
     kind: Literal["topk"] = Field(description="topk: reverse KL over the student's top-k tokens per position")
     topk: int = Field(20, gt=0, description="tokens per position the KL is summed over")
     form: Literal["partial", "renormalised", "tail"] = Field(
@@ -71,6 +80,8 @@ class TopKLoss(StrictSettings):
 
 class FullLoss(StrictSettings):
     """A divergence over the whole vocabulary at each completion position."""
+
+    logits_copies: ClassVar[int] = 2  # the student's chunk and the teacher's
 
     kind: Literal["full"] = Field(description="full: a divergence over the whole vocabulary per position")
     divergence: Literal["reverse_kl", "forward_kl", "jsd"] = Field("reverse_kl", description="reverse_kl (student || teacher), forward_kl or jsd")

@@ -28,7 +28,9 @@ process; ``P``: the model's parameters; ``T``: the trained ones, ``P`` or the Lo
   with gradient checkpointing each layer keeps only its input, ``S t (L d b_a + A + (4 + 2 b_a) d)`` (one
   layer recomputed at a time);
 * **logits chunks** ``C V (b_a + 8)`` for ``C`` positions of the vocabulary (the chunk, its float32 copy and
-  its softmax in the backward), twice for a top-k or full loss (the teacher's chunk too), where ``C`` follows
+  its softmax in the backward), times the chunks the loss holds at once, which the loss kind declares
+  (``logits_copies``: 1 for ``sampled``, 2 for ``topk`` and ``full``, the teacher's chunk too; 1 for a
+  method without a ``loss`` section, as BCT's), where ``C`` follows
   opct's rule (:mod:`opct.methods.logit_path`): a microbatch's ``S t`` positions whole while their float32
   logits fit in ``train.whole_logits_max_mib``, else ``train.logprob_chunk_positions`` positions, fewer where
   that many would not fit the limit; under FSDP the logits are built whole (``C = S t``);
@@ -95,7 +97,7 @@ class StepSettings:
     sequences_per_call: int
     logprob_chunk_positions: int
     whole_logits_max_mib: float
-    vocabulary_loss: bool
+    logits_copies: int
     on_policy: bool
     merged_lora_sampling: bool
     processes: int = 1
@@ -125,7 +127,7 @@ def step_settings(cfg: RunConfig, processes: int = 1, fsdp: bool = False, prompt
         sequences_per_microbatch=cfg.train.sequences_per_microbatch,
         sequences_per_call=sampling.sequences_per_call if sampling is not None else 1,
         logprob_chunk_positions=cfg.train.logprob_chunk_positions, whole_logits_max_mib=cfg.train.whole_logits_max_mib,
-        vocabulary_loss=getattr(loss, "kind", "sampled") in ("topk", "full"), on_policy=sampling is not None,
+        logits_copies=loss.logits_copies if loss is not None else 1, on_policy=sampling is not None,
         merged_lora_sampling=_merges_for_sampling(cfg, fsdp, sampling), processes=processes, fsdp=fsdp,
         static_decoder=sampling is not None and getattr(sampling, "engine", "hf") == "hf"
         and getattr(sampling, "decoder", "auto") != "plain",
@@ -272,7 +274,7 @@ def memory_plan(shape: ModelShape, s: StepSettings) -> MemoryPlan:
         "gradients": trained * trained_bytes // shard,
         "activations": activation_bytes(shape, s, s.gradient_checkpointing),
         "logits_chunks": logits_chunk(s, shape.vocab_size) * shape.vocab_size * (s.activation_bytes + 8)
-                         * (2 if s.vocabulary_loss else 1),
+                         * s.logits_copies,
         "static_cache": rows * static_capacity(s.prompt_tokens, s.completion_tokens) * kv_per_token
                         if s.static_decoder and s.on_policy else 0,
         "optimizer_step": trained * (8 if master else trained_bytes) // shard,
