@@ -85,7 +85,12 @@ def targets_table(report: dict[str, Any]) -> list[str]:
     lines = [title, "", "| target | measured | met |", "|---|---|---|"]
     for r in rows:
         value = r["value"]
-        shown = "n/a" if value is None else (str(value) if isinstance(value, bool) else f"{value:.3g} {r['unit']}")
+        if value is None:
+            shown = "n/a"
+        elif isinstance(value, bool | str):  # a yes/no, or a sentence (the probe: "lora yes, full yes")
+            shown = str(value)
+        else:
+            shown = f"{value:.3g} {r['unit']}"
         met = {True: "met", False: "NOT met", None: "not measured"}[r["met"]]
         lines.append(f"| {r['target']} | {shown} | {met} |")
     return [*lines, ""]

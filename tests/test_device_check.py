@@ -437,3 +437,5 @@ def test_the_probe_target_reads_both_variants():
                                                         "full": {"kept": True, "change_tells_stale_from_live": True}}}}
     assert device_targets.target_value(target, bad) == ("lora no, full yes", False)
     assert device_targets.target_value(target, {"status": "timeout"}) == (None, None)
+    table = "\n".join(device_check.targets_table({"sections": {"probe": good}}))
+    assert f"| {target.says} | lora yes, full yes | met |" in table
