@@ -146,17 +146,17 @@ def test_compare_rules_trains_every_distinct_pick_beside_the_shipped_one(tmp_pat
 
 
 def test_the_plan_records_what_training_held_back_and_the_report_says_so():
-    from opct.experiments.runner import _held_back, load_experiment
+    from opct.experiments.runner import held_back_by_axis, load_experiment
     from opct.report.selection import held_back_line
 
-    held = _held_back(load_experiment(DEMO))
+    held = held_back_by_axis(load_experiment(DEMO))
     assert held == {"sycophancy": ["majority", "hint"], "jailbreak": ["grandma", "dialogue"],
                     "awareness": ["sap_burn", "senior_dizzy"]}
     line = held_back_line({"held_back_families": held})
     assert line.startswith("Training used the remaining training families") and "jailbreak grandma, dialogue" in line
     assert held_back_line({}) is None  # an experiment dated before the split, or trained on other data, says nothing
     own = load_experiment(DEMO, ["train_data={sycophancy: [pairs.jsonl]}"])
-    assert "sycophancy" not in _held_back(own)
+    assert "sycophancy" not in held_back_by_axis(own)
 
 
 def test_every_shipped_family_pick_is_that_familys_own_selection():

@@ -327,12 +327,12 @@ def test_every_generation_of_the_mechanism_study_has_one_budget_above_the_longes
     # and every eval task answers at that budget: a task's own cap must not cut it (the study's first run was
     # cut at 48 by the organism tasks' cap: docs/mechanism.md, "A deviation found after the results")
     from opct.evals.identity import task_params
-    from opct.experiments.runner import _eval_tasks
+    from opct.experiments.runner import experiment_eval_tasks
     from opct.sampling.engine import SamplingParams
 
     e = family_experiment(study, "w16-long.llama")
     asked = SamplingParams.from_config(e.eval.generation, seed=0)
-    tasks = _eval_tasks(e)
+    tasks = experiment_eval_tasks(e)
     assert {t.name for t in tasks} >= {"sycophancy", "jailbreak", "awareness", "capability_chain", "awareness_train"}
     assert {t.name: task_params(t, asked).max_new_tokens for t in tasks} == {t.name: 96 for t in tasks}
     # and every training run the study plans, the sharpness variants included, generates at that budget

@@ -24,10 +24,10 @@ from opct.config.files import (
     ConfigError,
     ConfigSource,
     _format_validation_error,
-    _set_path,
     apply_overrides,
     parse_overrides,
     read_config_file,
+    set_dotted,
     switch_method,
     validate_config,
 )
@@ -333,6 +333,6 @@ def dump_config(cfg: RunConfig) -> dict[str, Any]:
 
 __all__ = [
     "MAX_EPOCHS", "MAX_STEPS", "MAX_TEMPERATURE", "MODEL_ALIASES", "AnyValue", "AxisTargets", "CheckedBy", "ConfigError", "ConfigSource", "DeclaredRanges", "FolderName", "GenerationConfig", "LoraConfig", "ModelConfig", "OptimConfig", "PathComponent",
-    "ProfileConfig", "RolloutSettings", "RunConfig", "SamplingConfig", "StrictSettings", "TargetConfig", "TargetSettings", "Why", "_format_validation_error", "_set_path", "apply_overrides", "check_folder_name", "check_path_component",
-    "dump_config", "generation_settings", "load_config", "parse_overrides", "read_config_file", "validate_config",
+    "ProfileConfig", "RolloutSettings", "RunConfig", "SamplingConfig", "StrictSettings", "TargetConfig", "TargetSettings", "Why", "_format_validation_error", "apply_overrides", "check_folder_name", "check_path_component",
+    "dump_config", "generation_settings", "load_config", "parse_overrides", "read_config_file", "set_dotted", "validate_config",
 ]

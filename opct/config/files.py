@@ -76,13 +76,15 @@ def apply_overrides(tree: dict[str, Any], source: str, items: list[str]) -> Conf
     named = source if isinstance(source, ConfigSource) else ConfigSource(source)
     origins = dict(named.origins)
     for item, (key, value) in zip(items, parse_overrides(items), strict=True):
-        _set_path(tree, key, value)
+        set_dotted(tree, key, value)
         origins = {k: v for k, v in origins.items() if not k.startswith(f"{key}.")}
         origins[key] = f"--set {item}"
     return ConfigSource(str(named), origins)
 
 
-def _set_path(tree: dict[str, Any], dotted: str, value: Any) -> None:
+def set_dotted(tree: dict[str, Any], dotted: str, value: Any) -> None:
+    """Set ``value`` at the dotted key ``dotted`` (``optim.lr``) of the nested dict ``tree``, in place, making
+    missing sections; a :class:`ConfigError` when a section on the way holds a value that is not a dict."""
     keys = dotted.split(".")
     node = tree
     for key in keys[:-1]:

@@ -56,13 +56,15 @@ def sample_pairs(pairs: list[ConsistencyPair], per_axis: int, seed: int = PROFIL
     return chosen
 
 
-def _cluster(pair: ConsistencyPair) -> Hashable:
+def pair_cluster(pair: ConsistencyPair) -> Hashable:
     """Pairs that share a ``teacher_prompt`` share their target: one unit of the intervals."""
     return repr(pair.teacher_prompt)
 
 
 @contextmanager
-def _eval_mode(*models: torch.nn.Module) -> Iterator[None]:
+def eval_mode(*models: torch.nn.Module) -> Iterator[None]:
+    """Put ``models`` in eval mode for the block, then give each back the training flag it had, even on an
+    error."""
     states = [m.training for m in models]
     for m in models:
         m.eval()
@@ -104,7 +106,7 @@ def measure_profile(
     chosen = sample_pairs(pairs, pairs_per_axis, seed)
     batch = max(1, pairs_per_batch)
     profiles: list[PairProfile] = []
-    with torch.no_grad(), _eval_mode(student, teacher):
+    with torch.no_grad(), eval_mode(student, teacher):
         for start in range(0, len(chosen), batch):
             profiles.extend(_measure_chunk(student, teacher, tokenizer, render, chosen[start : start + batch],
                                            max_new_tokens, samples, seed, whole_logits_max_mib))
@@ -115,8 +117,10 @@ def measure_profile(
     return summarize(profiles, settings, per_pair=per_pair)
 
 
-def _generate(model: torch.nn.Module, tokenizer: Any, prompts: list[list[int]], keys: list[str],
-              params: SamplingParams) -> list[Rollout]:
+def generate_rollouts(model: torch.nn.Module, tokenizer: Any, prompts: list[list[int]], keys: list[str],
+                      params: SamplingParams) -> list[Rollout]:
+    """Sample ``params.n`` completions of each prompt (token ids) from ``model`` in one batch with the Hugging
+    Face sampler, each rollout keyed by the prompt's entry in ``keys``."""
     return HFSampler(model, tokenizer, batch_size=max(1, len(prompts) * params.n)).generate(prompts, params, keys)
 
 
@@ -130,12 +134,12 @@ def _measure_chunk(
     clean = [render(p.teacher_prompt) for p in chunk]
     greedy = SamplingParams(n=1, temperature=0.0, max_new_tokens=max_new_tokens, seed=seed)
     if teacher is student:  # the run-start model answers both prompts: one batched greedy pass
-        both = _generate(student, tokenizer, clean + prompts, [f"t-{k}" for k in keys] + keys, greedy)
+        both = generate_rollouts(student, tokenizer, clean + prompts, [f"t-{k}" for k in keys] + keys, greedy)
         targets, answers = both[: len(chunk)], both[len(chunk) :]
     else:
-        targets = _generate(teacher, tokenizer, clean, keys, greedy)
-        answers = _generate(student, tokenizer, prompts, keys, greedy)
-    own = _generate(student, tokenizer, prompts, keys,
+        targets = generate_rollouts(teacher, tokenizer, clean, keys, greedy)
+        answers = generate_rollouts(student, tokenizer, prompts, keys, greedy)
+    own = generate_rollouts(student, tokenizer, prompts, keys,
                     SamplingParams(n=samples, temperature=1.0, max_new_tokens=max_new_tokens, seed=seed))
     pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
     target_ids = [r.completion_ids or [pad] for r in targets]  # a model always emits a token; the guard keeps shapes
@@ -163,7 +167,7 @@ def _measure_chunk(
                 top1 = float(t_logp[d - start].max().exp())
         target_lp, entropy = torch.cat(target_parts), torch.cat(entropy_parts)
         profile = PairProfile(
-            pair_id=pair.id, axis=profile_group(pair), cluster=_cluster(pair), target=ids,
+            pair_id=pair.id, axis=profile_group(pair), cluster=pair_cluster(pair), target=ids,
             target_truncated=targets[i].truncated, answer=answer, answer_truncated=answers[i].truncated,
             target_logprobs=target_lp.tolist(), teacher_entropy=entropy.tolist(),
             sample_logprobs=[r.logprobs for r in own[i * samples : (i + 1) * samples]],

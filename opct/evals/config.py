@@ -19,9 +19,9 @@ from opct.config import (
     DeclaredRanges,
     GenerationConfig,
     ModelConfig,
-    _set_path,
     parse_overrides,
     read_config_file,
+    set_dotted,
     validate_config,
 )
 from opct.evals.axis_registry import AXES, axes_with
@@ -162,7 +162,7 @@ def load_eval_config(path: str | Path | None = None, overrides: list[tuple[str, 
     if isinstance(tree.get("model"), str):
         tree["model"] = {"name_or_path": tree["model"]}
     for key, value in overrides or []:
-        _set_path(tree, key, value)
+        set_dotted(tree, key, value)
     return validate_config(EvalConfig, tree, source)
 
 

@@ -27,7 +27,7 @@ from opct.config import (
     ConfigError,
     RunConfig,
     _format_validation_error,
-    _set_path,
+    set_dotted,
 )
 from opct.errors import FAULT, OpctError, OpctWarning
 from opct.experiments.experiment_config import ExperimentConfig, load_experiment
@@ -108,8 +108,10 @@ def default_validation_sources(axis: str) -> list[str]:
     return [*val, *famval]
 
 
-def _held_back(cfg: ExperimentConfig) -> dict[str, list[str]]:
-    """Per axis trained on ``organism:<axis>:train``, the families it holds back from training (famval)."""
+def held_back_by_axis(cfg: ExperimentConfig) -> dict[str, list[str]]:
+    """The families each axis holds back from training (its ``famval`` split), for the axes ``cfg`` trains on
+    ``organism:<axis>:train``; an axis trained on other data, or holding back nothing, is left out. An
+    experiment's manifest records it as ``held_back_families``."""
     return {a: list(fams) for a in cfg.axes if f"organism:{a}:train" in _sources(cfg, a) and (fams := held_back_families(a))}
 
 
@@ -125,7 +127,7 @@ def method_recipe(cfg: ExperimentConfig, name: str) -> dict[str, Any]:
     shared = {k: v for k, v in cfg.train.items() if k == method or k not in METHODS}
     tree = deep_merge(shared, cfg.method_settings.get(method, {}))
     for key, value in (variant.settings if variant else {}).items():
-        _set_path(tree, key, copy.deepcopy(value))
+        set_dotted(tree, key, copy.deepcopy(value))
     return tree
 
 
@@ -192,7 +194,10 @@ def resolve(cfg: ExperimentConfig) -> Plan:
     return Plan(cfg, runs, models, eval_names(cfg), stages)
 
 
-def _eval_tasks(cfg: ExperimentConfig) -> list[Any]:
+def experiment_eval_tasks(cfg: ExperimentConfig) -> list[Any]:
+    """The eval tasks an experiment runs on every model, for each of ``eval.splits``: its axes, and the
+    unperturbed axes (capability) once when ``eval.capability``; a task on the training split is named
+    ``<name>_train``."""
     # deferred: loads torch and transformers only when called
     from opct.evals.suite import eval_tasks
 
@@ -236,11 +241,11 @@ def run_experiment(cfg: ExperimentConfig, show_progress: bool = True, log: Any =
         "name": cfg.name, "model": cfg.model.name_or_path, "methods": list(plan.models), "axes": list(cfg.axes),
         "seeds": cfg.seeds, "evals": plan.evals, "stages": plan.stages,
         "recipes": {r.key: recipe_summary(r.config) for r in plan.runs}, "selection": cfg.selection,
-        "selection_rule": selection_rule(evidence, cfg.method_settings), "held_back_families": _held_back(cfg),
+        "selection_rule": selection_rule(evidence, cfg.method_settings), "held_back_families": held_back_by_axis(cfg),
         "variants": {name: v.model_dump(mode="json") for name, v in cfg.variants.items()}, "reference": cfg.reference,
     })
     write_experiment_manifest(root, cfg)
-    tasks = _eval_tasks(cfg)
+    tasks = experiment_eval_tasks(cfg)
     check_plan(cfg, plan)
     stages = ExperimentStages(cfg, plan.models, {r.key: r.config for r in plan.runs}, tasks, forces, show_progress, log)
     if jobs > 1:  # each stage in its own worker process, as its dependencies finish
@@ -275,7 +280,7 @@ def run_stage(cfg: ExperimentConfig, stage: str, force: Sequence[str] = (), log:
     graph = {s.name: s for s in stage_graph(list(plan.models), [r.key for r in plan.runs], cfg.attack.enabled)}
     if stage not in graph:
         raise ConfigError(f"--stage {stage!r}: experiment {cfg.name} has no such stage; its stages: {', '.join(graph)}")
-    stages = ExperimentStages(cfg, plan.models, {r.key: r.config for r in plan.runs}, _eval_tasks(cfg), forces, False, log)
+    stages = ExperimentStages(cfg, plan.models, {r.key: r.config for r in plan.runs}, experiment_eval_tasks(cfg), forces, False, log)
     unfinished = stages.run(graph[stage])
     write_json_atomic(ExperimentLayout(cfg.root).stage_outcome(stage), {"stage": stage, "unfinished": unfinished})
     return unfinished

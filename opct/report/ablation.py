@@ -64,7 +64,10 @@ def _changed(exp: Experiment, name: str) -> str:
     return ", ".join(f"{k}={v}" for k, v in variant.get("settings", {}).items()) or "(nothing changed)"
 
 
-def _compute(exp: Experiment, name: str) -> tuple[dict[str, float], int]:
+def variant_compute(exp: Experiment, name: str) -> tuple[dict[str, float], int]:
+    """The compute a method or variant spent (each of ``COMPUTE_KEYS``), the mean over its seeds' runs, and
+    how many runs it was read from; a run whose compute cannot be read is skipped with a warning on ``exp``,
+    and ``({}, 0)`` when none can."""
     per_seed = []
     for key in seed_runs(exp, name).values():
         run_dir = exp.layout.run(key)
@@ -87,7 +90,7 @@ def ablation_rows(exp: Experiment, n_resamples: int = 2000) -> list[AblationRow]
     rows = []
     for name in variant_names(exp):
         diffs = [] if name == reference else pooled_rows(families, name, reference, n_resamples=n_resamples)
-        compute, seeds = _compute(exp, name)
+        compute, seeds = variant_compute(exp, name)
         rows.append(AblationRow(name, _changed(exp, name), diffs, compute, seeds))
     rows.sort(key=lambda r: r.variant == reference)
     return rows

@@ -133,7 +133,9 @@ def complement(est: Estimate) -> Estimate:
     return replace(est, value=1.0 - est.value, ci_low=1.0 - est.ci_high, ci_high=1.0 - est.ci_low)
 
 
-def _percentile_ci(samples: np.ndarray, alpha: float) -> tuple[float, float]:
+def percentile_ci(samples: np.ndarray, alpha: float) -> tuple[float, float]:
+    """The ``1 - alpha`` percentile interval of bootstrap draws: their ``alpha/2`` and ``1 - alpha/2``
+    quantiles, NaN draws dropped; ``(nan, nan)`` when no draw is a number."""
     samples = samples[~np.isnan(samples)]
     if samples.size == 0:
         return math.nan, math.nan
@@ -164,7 +166,7 @@ def bootstrap(
     for i in range(n_resamples):
         idx = rng.integers(0, n, size=n)
         draws[i] = statistic([units[j] for j in idx])
-    lo, hi = _percentile_ci(draws, alpha)
+    lo, hi = percentile_ci(draws, alpha)
     return Estimate(value, lo, hi, n, "bootstrap")
 
 
@@ -222,7 +224,7 @@ def _ratio_bootstrap(
         idx = rng.integers(0, k, size=k)
         c = counts[idx].sum()
         draws[i] = sums[idx].sum() / c if c > 0 else np.nan
-    lo, hi = _percentile_ci(draws, alpha)
+    lo, hi = percentile_ci(draws, alpha)
     return Estimate(value, lo, hi, int(counts.sum()), "bootstrap")
 
 

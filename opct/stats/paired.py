@@ -33,8 +33,8 @@ from opct.stats.estimate import (
     DEFAULT_SEED,
     Estimate,
     _nan_estimate,
-    _percentile_ci,
     floor_collapsed,
+    percentile_ci,
 )
 from opct.stats.paired_proportions import PAIRED_SCORE, tango_interval
 
@@ -118,7 +118,7 @@ def paired_cluster_difference(
         value = float(statistic(ga)) - float(statistic(gb))
         draws = np.array([float(statistic([ga[j] for j in row])) - float(statistic([gb[j] for j in row]))
                           for row in idx])
-    lo, hi = _percentile_ci(np.asarray(draws, dtype=float), alpha)
+    lo, hi = percentile_ci(np.asarray(draws, dtype=float), alpha)
     est = Estimate(value, min(lo, value), max(hi, value), n, PAIRED_CLUSTER_BOOTSTRAP, k)
     unit = all(0.0 <= float(v) <= 1.0 for g in (*ga, *gb) for v in g)
     est = floor_collapsed(est, k, (-1.0, 1.0) if unit else None)
@@ -212,7 +212,7 @@ def pooled_paired_difference(
         picked = np.asarray(js)[rng.integers(0, len(js), size=(n_resamples, len(js)))]
         family_draws.append(_nanmean(np.take_along_axis(per_cell, picked, axis=1)))
     pooled_draws = _nanmean(np.column_stack(family_draws))
-    lo, hi = _percentile_ci(pooled_draws, alpha)
+    lo, hi = percentile_ci(pooled_draws, alpha)
     n = sum(len(cells[key][0][u]) for key, units in zip(keys, shared, strict=True) for u in units)
     est = Estimate(value, min(lo, value), max(hi, value), n, POOLED_PAIRED_BOOTSTRAP, k)
     unit = all(0.0 <= float(v) <= 1.0 for key, units in zip(keys, shared, strict=True)

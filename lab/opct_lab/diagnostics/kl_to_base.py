@@ -19,7 +19,7 @@ from typing import Any
 import torch
 
 from opct.config import ModelConfig
-from opct.diagnostics.measure import PROFILE_SEED, _cluster, _eval_mode, _generate, sample_pairs
+from opct.diagnostics.measure import PROFILE_SEED, eval_mode, generate_rollouts, pair_cluster, sample_pairs
 from opct.models import PromptRenderer
 from opct.pairs import ConsistencyPair
 from opct.sampling.engine import SamplingParams
@@ -57,16 +57,16 @@ def measure_kl_to_base(
     params = SamplingParams(n=samples, temperature=1.0, max_new_tokens=max_new_tokens, seed=seed)
     rows: list[tuple[Any, list[float], list[float], bool]] = []
     step = max(1, pairs_per_batch)
-    with torch.no_grad(), _eval_mode(student, base):
+    with torch.no_grad(), eval_mode(student, base):
         for start in range(0, len(chosen), step):
             chunk = chosen[start : start + step]
             prompts = [render(p.prompt) for p in chunk]
-            own = [r for r in _generate(student, tokenizer, prompts, [p.id for p in chunk], params) if r.completion_ids]
+            own = [r for r in generate_rollouts(student, tokenizer, prompts, [p.id for p in chunk], params) if r.completion_ids]
             # the base scores every answer in one forward; a prompt with n answers is encoded once
             batch = CompletionBatch(prompts, [r.completion_ids for r in own], [r.prompt_index for r in own])
             base_lp = completion_logprobs(base, batch, pad)[0] if own else None
             for i, r in enumerate(own):
-                rows.append((_cluster(chunk[r.prompt_index]), list(r.logprobs),
+                rows.append((pair_cluster(chunk[r.prompt_index]), list(r.logprobs),
                              base_lp[i, : len(r.completion_ids)].tolist(), r.truncated))
             if progress is not None:
                 progress(min(start + step, len(chosen)), len(chosen))

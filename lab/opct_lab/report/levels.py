@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from opct.report.ablation import COMPUTE_KEYS, _compute
+from opct.report.ablation import COMPUTE_KEYS, variant_compute
 from opct.report.dose_response import DOSE_AXES, Dose, primary_dose
 from opct.report.experiment import Experiment
 from opct.report.pooled import PAPER_PAIR, pooled_record, pooled_rows
@@ -97,7 +97,7 @@ def levels_data(root: str | Path, levels: Mapping[str, Sequence[str]], families:
         doses.append(dose)
         compute = {}
         for method in PAPER_PAIR:
-            spent = [c for exp in found.values() if (c := _compute(exp, method)[0])]
+            spent = [c for exp in found.values() if (c := variant_compute(exp, method)[0])]
             if spent:
                 compute[method] = {k: sum(c[k] for c in spent) / len(spent) for k in COMPUTE_KEYS}
         for row in rows:

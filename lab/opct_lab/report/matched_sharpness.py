@@ -24,7 +24,7 @@ from opct.report.experiment import Experiment
 from opct.report.pooled import PooledRow, plan_seeds, pooled_record, pooled_rows, seed_runs, split_run_key
 from opct.report.rollout_health import WINDOW, rollout_collapse
 from opct.report.table import build_columns
-from opct.stats.estimate import DEFAULT_SEED, _percentile_ci
+from opct.stats.estimate import DEFAULT_SEED, percentile_ci
 from opct.stats.paired import PooledDifference, pooled_paired_difference
 from opct_lab.layout import STUDY_FILE
 from opct_lab.report.razor import run_points
@@ -49,7 +49,7 @@ NOT_RESOLVED = "not resolved"
 
 def interval(est_value: float, draws: np.ndarray, alpha: float) -> tuple[float, float]:
     """The percentile interval of ``draws`` at ``alpha``, widened to contain ``est_value``."""
-    lo, hi = _percentile_ci(draws, alpha)
+    lo, hi = percentile_ci(draws, alpha)
     if math.isnan(lo) or math.isnan(est_value):
         return math.nan, math.nan
     return min(lo, est_value), max(hi, est_value)

@@ -25,7 +25,7 @@ from opct.evals.outcomes import DEFAULT_MAX_UNSCORED, status
 from opct.report.experiment import Experiment
 from opct.report.pooled import plan_seeds, split_run_key
 from opct.report.table import build_columns, render_markdown
-from opct.stats.estimate import DEFAULT_SEED, _percentile_ci
+from opct.stats.estimate import DEFAULT_SEED, percentile_ci
 from opct_lab.report.trend import SAFETY_METRICS
 
 #: A run point's own fields (the rest are the metrics its KL is correlated with).
@@ -51,7 +51,7 @@ def correlation(x: list[float], y: list[float], *, n_resamples: int = 2000, seed
     r = pearson(xs, ys)
     idx = np.random.default_rng(seed).integers(0, len(xs), size=(n_resamples, len(xs)))
     draws = np.array([pearson(xs[row], ys[row]) for row in idx])
-    lo, hi = _percentile_ci(draws, 0.05)
+    lo, hi = percentile_ci(draws, 0.05)
     num = (lambda v: None if not math.isfinite(v) else v)  # noqa: E731
     return {"r": num(r), "ci_low": num(lo), "ci_high": num(hi), "runs": len(xs)}
 

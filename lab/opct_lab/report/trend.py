@@ -34,7 +34,7 @@ import numpy as np
 from opct.report.dose_response import Z_95, Dose
 from opct.report.metric import json_number
 from opct.report.pooled import HOLDS, NO_WORSE, NOT_MEASURED, NOT_RESOLVED, REVERSED, verdict
-from opct.stats.estimate import _percentile_ci
+from opct.stats.estimate import percentile_ci
 from opct.stats.paired import PooledDifference
 
 #: The three safety metrics of the hypothesis; the Bonferroni level is over these.
@@ -141,8 +141,8 @@ def trend(points: Sequence[LevelPoint], direction: str | None) -> Trend:
     draws = draws[:, np.isfinite(draws).all(axis=0)]
     collapsed = int(sum(float(np.ptp(row)) == 0.0 for row in draws)) if draws.shape[1] else 0
     betas = np.asarray(wls_slope(doses, draws, weights), dtype=float)
-    ci = _percentile_ci(betas, ALPHA)
-    ci_b = _percentile_ci(betas, BONFERRONI_ALPHA)
+    ci = percentile_ci(betas, ALPHA)
+    ci_b = percentile_ci(betas, BONFERRONI_ALPHA)
     ci, ci_b = (min(ci[0], beta), max(ci[1], beta)), (min(ci_b[0], beta), max(ci_b[1], beta))
     return Trend(stated, beta, ci, ci_b, int(draws.shape[1]), verdict(direction, *ci), verdict(direction, *ci_b),
                  weights, everywhere, collapsed)

@@ -46,7 +46,7 @@ import yaml
 from pydantic import ConfigDict, Field, model_validator
 
 from opct.axes import AXES
-from opct.config import AnyValue, DeclaredRanges, RunConfig, _set_path, dump_config, validate_config
+from opct.config import AnyValue, DeclaredRanges, RunConfig, dump_config, set_dotted, validate_config
 from opct.evals.axis_views import organism_view
 from opct.experiments.files import deep_merge, read_extended
 from opct.experiments.invalidation import already_trained
@@ -167,7 +167,7 @@ def candidate_configs(cfg: SelectionConfig) -> list[tuple[str, str, dict[str, An
                 cid = f"{method}-{i:02d}"
                 tree = dump_config(stages[method])
                 for key, value in recipe.items():
-                    _set_path(tree, key, value)
+                    set_dotted(tree, key, value)
                 sources = [src for a in cfg.axes for src in s.validation_data.get(a, default_validation_sources(a))]
                 tree = deep_merge(tree, {
                     "name": candidate_name(cid, seed), "output_dir": str(SelectionLayout(cfg.root).candidate_runs), "seed": seed,
@@ -335,8 +335,8 @@ def recipe_tree(choice: dict[str, Any] | None) -> dict[str, Any]:
     if choice is None:
         return tree
     for key, value in choice["recipe"].items():
-        _set_path(tree, key, value)
-    _set_path(tree, "train.max_steps", choice["step"])
+        set_dotted(tree, key, value)
+    set_dotted(tree, "train.max_steps", choice["step"])
     return tree
 
 
