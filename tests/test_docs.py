@@ -1,7 +1,8 @@
 """The documentation: the site builds with ``mkdocs build --strict``, every shell command it shows is run
 by a test or marked with why it is not (docs/development.md, "Every shell command in the docs is run or
-marked"), the generated reference pages cover every command and every settings key, and the README
-stays a short front page whose test command is the one CI runs."""
+marked"), every command it shows or quotes names only commands, options, targets, scripts and files that exist
+(``tests/docs_commands.py``), the generated reference pages cover every command and every settings key, and
+the README stays a short front page whose test command is the one CI runs."""
 
 from __future__ import annotations
 
@@ -10,18 +11,19 @@ import re
 import shlex
 import subprocess
 import sys
+from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 from conftest import REPO
+from docs_commands import DOCS_BUILD, REPO_PATH, StaleCommand, check_command, check_inline
 from script_loader import load_script
 from typer.testing import CliRunner
 
 DOCS = REPO / "docs"
-PAGES = [REPO / "README.md", *sorted(DOCS.rglob("*.md"))]
-#: The documented site build; test_site_builds_with_strict runs exactly this, into a temporary folder.
-DOCS_BUILD = "mkdocs build --strict"
+#: Every page with commands: the front page, the library's docs and the lab's (lab/docs/, once it has pages).
+PAGES = [REPO / "README.md", *sorted(DOCS.rglob("*.md")), *sorted((REPO / "lab" / "docs").rglob("*.md"))]
 #: How a block marked "runs: dry-run in tests" is run: the command with its dry-run flag.
 DRY_RUN_FLAG = {"run": "--dry-run", "demo": "--dry-run", "demo-full": "--dry-run", "select": "--dry-run",
                 "train": "--print-config"}
@@ -29,11 +31,16 @@ MARKER = re.compile(
     r"^<!-- (?P<kind>runs: tests/test_docs\.py|runs: dry-run in tests|runs: long|walkthrough:start"
     r"|needs: (?:gpu|network)(?:, (?:gpu|network))?)(?: \([^)]*\))? -->$"
 )
+#: The fences whose every line is a command; a ``text`` block's ``$ `` lines are commands with their output.
+SHELL_FENCES = ("```bash", "```sh", "```shell", "```console")
+#: The kinds a test runs (the rest are marked: not run, each with why; their commands are still checked).
+RUN_KINDS = ("runs: tests/test_docs.py", "runs: dry-run in tests", "walkthrough:start", "shown")
 
 
 @dataclass
 class Block:
-    """One fenced ``bash`` block of a page: where it is, its marker's kind (None: unmarked), its commands."""
+    """One fenced shell block of a page: where it is, its marker's kind (None: unmarked; ``shown``: a ``text``
+    block's ``$ `` commands, with the output below each), its commands."""
 
     page: Path
     line: int
@@ -42,7 +49,12 @@ class Block:
 
     @property
     def where(self) -> str:
-        return f"{self.page.relative_to(REPO)}:{self.line}"
+        return f"{page_name(self.page)}:{self.line}"
+
+
+def page_name(page: Path) -> str:
+    """A page as the tests name it: from the repository root (a test's own page: its file name)."""
+    return str(page.relative_to(REPO)) if page.is_relative_to(REPO) else page.name
 
 
 def commands_of(lines: list[str]) -> list[str]:
@@ -61,7 +73,8 @@ def commands_of(lines: list[str]) -> list[str]:
 
 
 def bash_blocks(page: Path) -> list[Block]:
-    """Every fenced bash block of ``page``, with the marker on the nearest non-blank line before it."""
+    """Every fenced shell block of ``page``, with the marker on the nearest non-blank line before it, and every
+    ``text`` block that shows commands (``$ opct ...``) with their output."""
     lines = page.read_text(encoding="utf-8").splitlines()
     blocks, i = [], 0
     while i < len(lines):
@@ -70,10 +83,13 @@ def bash_blocks(page: Path) -> list[Block]:
             i += 1
             continue
         end = next(j for j in range(i + 1, len(lines)) if lines[j].strip() == "```")
-        if fence == "```bash":
+        body = lines[i + 1:end]
+        if fence in SHELL_FENCES:
             before = next((lines[j].strip() for j in range(i - 1, -1, -1) if lines[j].strip()), "")
             match = MARKER.match(before)
-            blocks.append(Block(page, i + 1, match["kind"] if match else None, commands_of(lines[i + 1:end])))
+            blocks.append(Block(page, i + 1, match["kind"] if match else None, commands_of(body)))
+        elif any(line.startswith("$ ") for line in body):
+            blocks.append(Block(page, i + 1, "shown", [line[2:].strip() for line in body if line.startswith("$ ")]))
         i = end + 1
     return blocks
 
@@ -120,6 +136,130 @@ def test_every_bash_block_is_run_or_marked():
     kinds = {b.kind for b in blocks}
     assert {"runs: tests/test_docs.py", "runs: dry-run in tests", "walkthrough:start"} <= kinds
     assert all(b.commands for b in blocks), [b.where for b in blocks if not b.commands]
+
+
+#: A command quoted in running text: `opct ...` or `opct-lab ...` in backticks.
+INLINE = re.compile(r"`(opct(?:-lab)? [^`]+)`")
+#: What a marked block may hold that the tests neither run nor parse: programs outside opct (docs_commands.OUTSIDE).
+MARKED_KINDS = ("runs: long", "needs: gpu", "needs: network", "needs: gpu, network")
+
+
+def command_problems(blocks: list[Block]) -> list[str]:
+    """What is wrong with the commands of ``blocks``: an unmarked block, a command that names a command, option,
+    target, script or file that does not exist (each checked by ``docs_commands.check_command``, in a marked
+    block too), and a program outside opct in a block a test runs."""
+    problems = [f"{b.where}: a block without a marker" for b in blocks if b.kind is None]
+    for block in blocks:
+        for command in block.commands:
+            try:
+                how = check_command(command)
+            except StaleCommand as stale:
+                problems.append(f"{block.where}: {stale}")
+                continue
+            if how == "outside" and block.kind not in MARKED_KINDS and block.kind != "walkthrough:start":
+                problems.append(f"{block.where}: {command!r} is not opct's: a test cannot run it; mark the block")
+    return problems
+
+
+def inline_problems(pages: list[Path]) -> list[str]:
+    """Each repository file a page names that does not exist, and each `opct ...` quoted in its running text
+    (outside its fenced blocks) whose subcommands or options do not exist (``docs_commands.check_inline``)."""
+    problems = []
+    for page in pages:
+        for number, line in enumerate(page.read_text(encoding="utf-8").splitlines(), 1):
+            problems += [f"{page_name(page)}:{number}: names {path}, which the repository does not have"
+                         for path in REPO_PATH.findall(line) if not (REPO / path).exists()]
+        text = re.sub(r"^\s*```.*?^\s*```", lambda m: "\n" * m[0].count("\n"), page.read_text(encoding="utf-8"),
+                      flags=re.DOTALL | re.MULTILINE)
+        for number, line in enumerate(text.splitlines(), 1):
+            for quoted in INLINE.findall(line):
+                try:
+                    check_inline(quoted)
+                except StaleCommand as stale:
+                    problems.append(f"{page_name(page)}:{number}: {stale}")
+    return problems
+
+
+def coverage(blocks: list[Block]) -> dict[str, Counter]:
+    """Per page, how many commands a test runs (``run``) and how many are marked (``marked``: not run, each
+    block saying why; an opct command among them is still parsed) and ``unmarked``."""
+    pages: dict[str, Counter] = {}
+    for block in blocks:
+        counts = pages.setdefault(page_name(block.page), Counter())
+        kind = "unmarked" if block.kind is None else "run" if block.kind in RUN_KINDS else "marked"
+        counts[kind] += len(block.commands)
+    return pages
+
+
+def test_every_documented_command_names_what_exists():
+    """Every command of every block, marked ones included, parses with the real CLI (or names a Makefile
+    target, a script and its options, an Inspect task of opct's); ``opct demo --rule`` or a study file that
+    moved fails here, though no test runs the command."""
+    blocks = all_blocks()
+    assert command_problems(blocks) == []
+    counts = coverage(blocks)
+    assert sum(c["run"] for c in counts.values()) >= 40 and sum(c["marked"] for c in counts.values()) >= 60
+
+
+def test_every_command_quoted_in_the_text_names_real_commands_and_options():
+    assert inline_problems(PAGES) == []
+
+
+def test_the_checks_find_stale_commands(tmp_path):
+    """Each check sees the thing it forbids: an unmarked block, an option or command the CLI does not have (in a
+    marked block too), a missing argument or a refused value, a Makefile target, a script or a script's option
+    that does not exist, a study file that moved, a task Inspect does not have, a program the tests do not know,
+    and a program outside opct in a block a test runs; and a quoted command with an unknown option."""
+    page = tmp_path / "page.md"
+    page.write_text("\n".join([
+        "```bash", "opct demo --dry-run", "```",
+        "<!-- runs: long -->", "```bash",
+        "opct demo --rule good_behaviour", "opct-lab demo-full --full", "opct frobnicate", "opct export",
+        "opct train --gpus many", "make no-such-target", "python benchmarks/no_such_script.py",
+        "PYTHONPATH=. python benchmarks/threads.py --no-such-option", "opct-lab run opct/experiments/organism_mechanism.yaml",
+        "inspect eval opct/no_such_axis --model opct/organism", "inspect eval opct/sycophancy -T no_such_arg=1",
+        "frobnicate --now", "```",
+        "<!-- runs: dry-run in tests -->", "```bash", "pip install opct", "```",
+        "<!-- needs: network -->", "```bash", "pip install opct", "opct-lab demo --rule good_behaviour",
+        "PYTHONPATH=. python benchmarks/threads.py --threads 1,2", "make demo", "```",
+        "Quoted: `opct demo --full` and `opct-lab demo --reselect`, `opct <command> --help`, `opct nosuch`,",
+        "`opct-lab run lab/opct_lab/studies/organism_mechanism.yaml`, `opct run opct/experiments/organism_mechanism.yaml`.",
+    ]) + "\n", encoding="utf-8")
+    problems = command_problems(bash_blocks(page))
+    expected = ["page.md:1: a block without a marker", "No such option: --rule", "No such option: --full",
+                "No such command 'frobnicate'", "Missing argument 'RUN'", "Invalid value for '--gpus'",
+                "no target ['no-such-target']", "names benchmarks/no_such_script.py", "declares no option --no-such-option",
+                "names opct/experiments/organism_mechanism.yaml", "no such task", "no argument 'no_such_arg'",
+                "frobnicate is neither opct's", "'pip install opct' is not opct's"]
+    assert len(problems) == len(expected), problems
+    for problem, words in zip(problems, expected, strict=True):
+        assert words in problem, (words, problem)
+    quoted = inline_problems([page])
+    assert [problem.split(", which")[0].split(" (it has")[0] for problem in quoted] == [
+        "page.md:12: names benchmarks/no_such_script.py", "page.md:14: names opct/experiments/organism_mechanism.yaml",
+        "page.md:31: names opct/experiments/organism_mechanism.yaml",  # a file named in a block, and in the text
+        "page.md:30: `opct demo --full`: opct demo has no option --full", "page.md:30: `opct nosuch`: opct has no command 'nosuch'"]
+    assert coverage(bash_blocks(page)) == {"page.md": Counter(run=1, marked=16, unmarked=1)}
+
+
+def test_shown_commands_print_what_the_page_shows(work):
+    """A ``text`` block's ``$ opct ...`` runs, and prints the lines the page shows below it."""
+    shown = [b for b in all_blocks() if b.kind == "shown"]
+    assert shown
+    from opct.cli.main import app
+    from opct_lab.cli import app as lab_app
+
+    for block in shown:
+        lines = block.page.read_text(encoding="utf-8").splitlines()[block.line:]
+        body = lines[:lines.index("```")]
+        for command in block.commands:
+            at = body.index(f"$ {command}")
+            following = [k for k in range(at + 1, len(body)) if body[k].startswith("$ ")]
+            output = " ".join(body[at + 1:following[0] if following else len(body)])
+            assert output.strip(), f"{block.where}: {command!r} shows no output"
+            args = shlex.split(command)
+            result = CliRunner().invoke(app if args[0] == "opct" else lab_app, args[1:], prog_name=args[0])
+            assert " ".join(output.split()) in " ".join(result.output.split()), f"{block.where}: {command}\n{result.output}"
 
 
 @pytest.fixture
