@@ -1,5 +1,5 @@
 """Issue 61's weak items: study and experiment files' referenced selections, impossible records, ``opct model
-tiny``'s tokenizer, ``pairs build``'s columns, trackers checked first, ``--print-config``, ``opct select``'s
+tiny``'s tokenizer, ``pairs build``'s columns, trackers checked first, ``--print-config``, ``opct-lab select``'s
 candidates, and the also-noted grammar, duplicate warnings, ``levels:`` errors and a late SIGTERM."""
 
 from __future__ import annotations

@@ -229,8 +229,8 @@ def test_an_oserror_without_a_file_names_none() -> None:
 # --- remedies name the command that exists ------------------------------------------------------------------------
 
 def test_no_remedy_or_report_names_opct_select_which_only_points_to_the_lab() -> None:
-    """``opct select`` only says to use ``opct-lab select``; every message, report line and page names the latter
-    (the pages that describe the refusal itself excepted)."""
+    """``opct select`` is no command (issue 72): its "No such command" error names ``opct-lab select`` with the same
+    arguments; every message, report line and page names the latter (the pages that describe the error excepted)."""
     roots = [REPO / "opct", REPO / "lab" / "opct_lab", REPO / "docs", REPO / "README.md"]
     allowed = {REPO / "docs" / "reliability.md", REPO / "docs" / "evaluation.md", REPO / "docs" / "development.md"}
     found = []
@@ -243,7 +243,10 @@ def test_no_remedy_or_report_names_opct_select_which_only_points_to_the_lab() ->
                     found.append(f"{path.relative_to(REPO)}:{n}")
     assert not found, found
     out = subprocess.run([sys.executable, "-m", "opct.cli", "select", "x.yaml"], capture_output=True, text=True)
-    assert out.returncode == 2 and "opct-lab select x.yaml" in out.stderr + out.stdout
+    said = " ".join((out.stderr + out.stdout).replace("│", " ").split())
+    assert out.returncode == 2 and "No such command 'select'" in said and "`opct-lab select x.yaml`" in said, said
+    typo = subprocess.run([sys.executable, "-m", "opct.cli", "selectx", "x.yaml"], capture_output=True, text=True)
+    assert typo.returncode == 2 and "opct-lab" not in typo.stderr + typo.stdout  # only the lab's commands get the hint
 
 
 def test_the_candidates_remedy_names_opct_lab_select(tmp_path: Path) -> None:

@@ -8,6 +8,7 @@ from importlib.resources import files
 from pathlib import Path
 
 import pytest
+import typer.main
 from typer.testing import CliRunner
 
 import opct_lab.cli
@@ -30,10 +31,14 @@ def test_opct_run_of_a_study_file_names_opct_lab_run():
     assert res.exit_code == 0 and "study organism-demo-full" in res.output, res.output
 
 
-def test_opct_select_names_opct_lab_select():
+def test_opct_select_is_no_command_and_its_error_names_opct_lab_select():
     selection = STUDIES / "organism_selection.yaml"
     res = CliRunner().invoke(opct_app, ["select", str(selection), "--set", "x=1"], terminal_width=300)
-    assert res.exit_code == 2 and f"opct-lab select {selection}" in _text(res.output), res.output
+    said = _text(res.output.replace("│", " "))
+    assert res.exit_code == 2 and "No such command 'select'" in said, res.output
+    assert f"`opct-lab select {selection} --set x=1`" in said, res.output  # the same arguments, to run in the lab
+    group = typer.main.get_command(opct_app)
+    assert "select" not in group.list_commands(typer.Context(group))  # the library's command list has no select
     res = CliRunner().invoke(lab_app, ["select", str(selection), "--dry-run"], terminal_width=300)
     assert res.exit_code == 0 and "candidate runs; selection.json in" in res.output, res.output
 

@@ -14,6 +14,7 @@ from __future__ import annotations
 import contextlib
 import math
 import os
+import shlex
 import signal
 import sys
 import threading
@@ -215,9 +216,24 @@ def _terminated_after_finish(signum: int, frame: Any) -> None:
     os._exit(INTERRUPTED)
 
 
+#: Commands that are the lab's, not the library's: ``opct <name> ...`` is a usage error (exit 2) whose message
+#: gives the ``opct-lab`` command to run instead, with the same arguments.
+LAB_COMMANDS = {"select": "recipe selection"}
+
+
+def lab_command_hint(args: list[str]) -> str | None:
+    """For the arguments ``select x.yaml`` given to opct: where the command lives (``opct-lab select x.yaml``, in
+    the lab); None for any other command line."""
+    if not args or args[0] not in LAB_COMMANDS:
+        return None
+    command = shlex.join(["opct-lab", *args])
+    return f"{LAB_COMMANDS[args[0]]} is the lab's: `{command}` (pip install -e ./lab; docs/development.md)"
+
+
 class ErrorBoundary(TyperGroup):
     """The ``opct`` command group: every error becomes one or two lines and an exit code, and every
-    command's help names values conventionally (:mod:`opct.cli.help`)."""
+    command's help names values conventionally (:mod:`opct.cli.help`). A command of the lab's
+    (:data:`LAB_COMMANDS`) is an unknown command here whose message names the ``opct-lab`` command."""
 
     def get_params(self, ctx: click.Context) -> list[Any]:
         tidy_command_help(self)
@@ -228,6 +244,15 @@ class ErrorBoundary(TyperGroup):
         if command is not None:
             conventional_help(command, ctx)
         return command
+
+    def resolve_command(self, ctx: click.Context, args: list[str]) -> Any:
+        try:
+            return super().resolve_command(ctx, args)
+        except _COMMAND_LINE_EXITS as err:  # "No such command": click's UsageError, or Typer's own click's
+            message = getattr(err, "message", None)
+            if isinstance(message, str) and self.get_command(ctx, args[0] if args else "") is None and (hint := lab_command_hint(args)):
+                err.message = f"{message.rstrip('.')}: {hint}."
+            raise
 
     def invoke(self, ctx: click.Context) -> Any:
         try:

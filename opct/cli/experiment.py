@@ -1,5 +1,6 @@
-"""``opct run``, ``opct demo`` and ``opct report``: experiments and their reports. Studies and recipe selection are
-the lab's (``opct-lab run``, ``opct-lab select``, ``opct-lab report``): here they are refused, naming the lab's command."""
+"""``opct run``, ``opct demo`` and ``opct report``: experiments and their reports. Studies are the lab's
+(``opct-lab run``, ``opct-lab report``): here they are refused, naming the lab's command. Recipe selection
+(``opct-lab select``) is no opct command: the error for ``select`` names the lab's (:data:`opct.cli.boundary.LAB_COMMANDS`)."""
 
 from __future__ import annotations
 
@@ -203,12 +204,3 @@ def report(
     html, _ = write_report(experiment_dir, out)
     console.print(with_path("report: ", html, " (and report.md, samples.html)"))
     console.print(results_group(experiment_dir, console.width))  # last: ending with the verdict block
-
-
-def select(
-    config: Annotated[Path, typer.Argument(help="Selection YAML (an experiment plus a selection: block).")],
-    set_: SetOverrides = None,
-) -> None:
-    """Recipe selection is the lab's: opct-lab select SELECTION.yaml (this command only says so, exit 2)."""
-    raise ConfigError(f"recipe selection runs in the lab: `opct-lab select {config}` (pip install -e ./lab; "
-                      "docs/development.md); opct reads the selection.json it writes (an experiment's selection:)")

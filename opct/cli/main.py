@@ -27,7 +27,7 @@ from opct.cli.boundary import (
 from opct.cli.data import data_app
 from opct.cli.env import env, version_callback
 from opct.cli.eval import eval_, with_real_data_flags
-from opct.cli.experiment import demo, report, run, select
+from opct.cli.experiment import demo, report, run
 from opct.cli.model import model_app
 from opct.cli.organism import organism_app
 from opct.cli.pairs import pairs_app
@@ -119,7 +119,6 @@ def train(
 app.command()(run)
 app.command()(demo)
 app.command()(report)
-app.command()(select)
 app.command()(attack)
 app.command("eval")(with_real_data_flags(eval_))
 
