@@ -56,9 +56,9 @@ def _forward_logprobs(model: Any, rollouts: list[Any], pad_id: int) -> list[list
 
 
 def _deviation(model: Any, rollouts: list[Any], pad_id: int) -> float:
-    """The largest |recorded log-prob − the trainer's forward| over ``rollouts`` (autocast as the caller's)."""
-    forward = _forward_logprobs(model, rollouts, pad_id)
-    return max(abs(a - b) for row, r in zip(forward, rollouts, strict=True) for a, b in zip(row, r.logprobs, strict=True))
+    """The largest |recorded log-prob − the trainer's forward| over ``rollouts`` (autocast as the caller's):
+    the decode section's own check (:func:`engines.agreement`)."""
+    return engines.agreement(model, pad_id, rollouts, batch=len(rollouts))["max_abs_diff"]
 
 
 def probe_variant(variant: str, folder: Path, args: argparse.Namespace) -> dict[str, Any]:
