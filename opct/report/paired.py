@@ -20,7 +20,7 @@ from opct.report.experiment import ATTACK, Experiment
 from opct.report.pooled import NO_WORSE, paper_direction
 from opct.report.table import MISSING, method_label
 from opct.stats.estimate import Estimate
-from opct.stats.paired import paired_cluster_difference
+from opct.stats.paired import paired_cluster_difference, paired_score_widened
 
 #: ``record -> value`` (``None``: the record does not enter this column).
 RecordValue = Callable[[Mapping[str, Any]], "float | None"]
@@ -130,8 +130,9 @@ def paired_difference(exp: Experiment, column: Column, a: str, b: str) -> Paired
     if not set(values_a) & set(values_b):
         return PairedDifference(a, b, column, None)
     no_worse = (paper_direction(column.key) or ("",))[0] == NO_WORSE
-    est = paired_cluster_difference(values_a, values_b, statistic, score=no_worse)
-    original = paired_cluster_difference(values_a, values_b, statistic) if no_worse else None
+    bootstrap = paired_cluster_difference(values_a, values_b, statistic)
+    est, original = ((paired_score_widened(bootstrap, values_a, values_b), bootstrap) if no_worse and statistic is None
+                     else (bootstrap, bootstrap if no_worse else None))
     incomplete = side_incomplete(exp, column, a, values_a) or side_incomplete(exp, column, b, values_b)
     return PairedDifference(a, b, column, est, incomplete, max(len(values_a), len(values_b)), original)
 

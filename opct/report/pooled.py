@@ -258,9 +258,7 @@ def pooled_rows(families: Mapping[str, Experiment], a: str = PAPER_PAIR[0], b: s
             continue
         no_worse = (paper_direction(column.key) or ("",))[0] == NO_WORSE
         diff = pooled_paired_difference(cells, statistic, n_resamples=n_resamples, seed=seed, score=no_worse)
-        original = (pooled_paired_difference(cells, statistic, n_resamples=n_resamples, seed=seed).estimate
-                    if no_worse else None)
-        rows.append(PooledRow(column, diff, expected, unscored, incomplete, (a, b), original))
+        rows.append(PooledRow(column, diff, expected, unscored, incomplete, (a, b), diff.bootstrap))
     return rows
 
 

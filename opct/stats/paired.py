@@ -122,7 +122,15 @@ def paired_cluster_difference(
     est = Estimate(value, min(lo, value), max(hi, value), n, PAIRED_CLUSTER_BOOTSTRAP, k)
     unit = all(0.0 <= float(v) <= 1.0 for g in (*ga, *gb) for v in g)
     est = floor_collapsed(est, k, (-1.0, 1.0) if unit else None)
-    return score_widened(est, discordant_shares(ga, gb), k) if score and statistic is None else est
+    return paired_score_widened(est, a, b) if score and statistic is None else est
+
+
+def paired_score_widened(est: Estimate, a: Mapping[Hashable, Sequence[float]],
+                         b: Mapping[Hashable, Sequence[float]]) -> Estimate:
+    """:func:`paired_cluster_difference`'s bootstrap ``est`` of ``a − b`` (default statistic) widened to the paired
+    score interval of the rows they share (what ``score=True`` returns), without a second bootstrap."""
+    shared = _shared_units(a, b)
+    return score_widened(est, discordant_shares([a[u] for u in shared], [b[u] for u in shared]), len(shared))
 
 
 #: One cell of a pooled comparison: ``(A, B)``, each ``{unit: [row values]}`` (see :func:`paired_cluster_difference`).
@@ -144,6 +152,8 @@ class PooledDifference:
     per_family: dict[Hashable, float] = field(default_factory=dict)
     per_cell: dict[tuple[Hashable, Hashable], float] = field(default_factory=dict)
     draws: np.ndarray = field(default_factory=lambda: np.empty(0), compare=False, repr=False)
+    #: With ``score=True``: the bootstrap estimate before it was widened to the score interval; else None.
+    bootstrap: Estimate | None = None
 
 
 def pooled_paired_difference(
@@ -218,10 +228,11 @@ def pooled_paired_difference(
     unit = all(0.0 <= float(v) <= 1.0 for key, units in zip(keys, shared, strict=True)
                for side in cells[key] for u in units for v in side[u])
     est = floor_collapsed(est, k, (-1.0, 1.0) if unit else None)
+    bootstrap = est if score else None
     if score and statistic is None:
         est = score_widened(est, _pooled_shares(cells, keys, shared, families), k)
     return PooledDifference(est, len(keys), family_point, {key: float(point[j]) for j, key in enumerate(keys)},
-                            pooled_draws)
+                            pooled_draws, bootstrap)
 
 
 def _pooled_shares(cells: Mapping[tuple[Hashable, Hashable], PairedCell], keys: list[tuple[Hashable, Hashable]],
